@@ -1,0 +1,168 @@
+"""The ``baton`` command: a thin typer layer over the core (it parses, calls and prints)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from baton import __version__
+from baton.errors import BatonError
+
+app = typer.Typer(name="baton", help="One MCP server for subagents, humans in the loop and governed tools.",
+                  no_args_is_help=True, add_completion=False)
+receipts_app = typer.Typer(help="Inspect and verify the receipt chain.", no_args_is_help=True)
+subagents_app = typer.Typer(help="Inspect and cancel subagents.", no_args_is_help=True)
+app.add_typer(receipts_app, name="receipts")
+app.add_typer(subagents_app, name="subagents")
+
+out = Console()
+err = Console(stderr=True)
+
+
+def open_runtime() -> Any:
+    """The runtime for a CLI command (imported late to keep ``--help`` fast)."""
+    from baton.runtime import Runtime
+
+    return Runtime.open()
+
+
+def fail(exc: BatonError) -> None:
+    """Print a typed error on stderr and exit 1."""
+    err.print(f"[red]{exc.error_class}[/red]: {exc.message}")
+    raise typer.Exit(1)
+
+
+def print_json(value: Any) -> None:
+    """Machine-readable output on stdout."""
+    out.print_json(json.dumps(value, ensure_ascii=False, default=str))
+
+
+@app.command()
+def version() -> None:
+    """Print baton's version."""
+    out.print(__version__)
+
+
+@app.command()
+def serve(
+    http: Annotated[str | None, typer.Option(help="Serve streamable HTTP on HOST:PORT instead of stdio.")] = None,
+) -> None:
+    """Run the MCP server (stdio by default; --http HOST:PORT for streamable HTTP at /mcp)."""
+    import anyio
+
+    from baton.logs import configure_logging
+    from baton.runtime import Runtime
+    from baton.server import check_http_bind, parse_bind, serve_http, serve_stdio
+
+    try:
+        runtime = Runtime.open()
+        configure_logging(runtime.redactor)
+        if http:
+            host, _port = parse_bind(http)
+            check_http_bind(host, runtime.settings.baton_http_token)
+            anyio.run(serve_http, runtime, http)
+        else:
+            anyio.run(serve_stdio, runtime)
+    except BatonError as exc:
+        fail(exc)
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command()
+def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """Report the readiness of store, model provider, notification channels and sandbox (no secrets)."""
+    from baton import doctor as checks
+
+    runtime = open_runtime()
+    results = checks.run_checks(runtime)
+    if as_json:
+        print_json(checks.as_json(results))
+        return
+    table = Table("check", "ready", "detail")
+    for check in results:
+        table.add_row(check.name, "[green]yes[/green]" if check.ok else "[yellow]no[/yellow]", check.detail)
+    out.print(table)
+
+
+@receipts_app.command("list")
+def receipts_list(
+    kind: Annotated[str | None, typer.Option(help="Only receipts of this kind.")] = None,
+    limit: Annotated[int, typer.Option(help="How many.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List receipts in chain order."""
+    rows = open_runtime().receipts.list(kind=kind, limit=limit)
+    if as_json:
+        print_json([row.model_dump() for row in rows])
+        return
+    table = Table("seq", "kind", "at", "sha256", "payload")
+    for row in rows:
+        table.add_row(str(row.seq), row.kind, row.at, row.sha256[:16], json.dumps(row.payload)[:80])
+    out.print(table)
+
+
+@receipts_app.command("verify")
+def receipts_verify() -> None:
+    """Recompute the whole receipt chain; exit 1 at the first broken link."""
+    report = open_runtime().receipts.verify()
+    if report.ok:
+        out.print(f"[green]ok[/green]: {report.count} receipts, head {report.head_sha256}")
+        return
+    err.print(f"[red]receipt_chain_broken[/red]: at seq {report.first_bad_seq}: {report.reason}")
+    raise typer.Exit(1)
+
+
+def _runner() -> Any:
+    from baton.subagents.runner import SubagentRunner
+
+    return SubagentRunner(open_runtime())
+
+
+@subagents_app.command("list")
+def subagents_list(
+    status: Annotated[str | None, typer.Option(help="Only this status.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List subagents, newest first."""
+    rows = _runner().list(status)
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("id", "status", "mode", "strategy", "role", "created")
+    for row in rows:
+        table.add_row(row["subagent_id"], row["status"], row["mode"], row["context_strategy"], row["role"],
+                      row["created_at"])
+    out.print(table)
+
+
+@subagents_app.command("show")
+def subagents_show(subagent_id: str) -> None:
+    """Show one subagent with its whole conversation."""
+    runner = _runner()
+    try:
+        print_json({**runner.status(subagent_id), "messages": runner.history(subagent_id)})
+    except BatonError as exc:
+        fail(exc)
+
+
+@subagents_app.command("cancel")
+def subagents_cancel(subagent_id: str) -> None:
+    """Cancel a subagent (a running server notices within a second and cancels its model call)."""
+    try:
+        print_json(_runner().cancel(subagent_id))
+    except BatonError as exc:
+        fail(exc)
+
+
+def main() -> None:
+    """Entry point of the console script."""
+    try:
+        app()
+    except BrokenPipeError:
+        sys.exit(0)

@@ -1,0 +1,125 @@
+"""Settings from the environment (SPEC.md section 2), read once per process.
+
+An empty string means unset, so a blanked variable (as the campaign runner
+does to disable a channel) behaves exactly like a missing one.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+#: Environment variables whose values are credentials or private delivery identifiers.
+SENSITIVE_ENV_NAMES: frozenset[str] = frozenset(
+    {
+        "ANTHROPIC_API_KEY",
+        "KIMI_API_KEY",
+        "MOONSHOT_API_KEY",
+        "OPENAI_API_KEY",
+        "OPENROUTER_API_KEY",
+        "SENDGRID_API_KEY",
+        "SMTP_PASSWORD",
+        "SMTP_USERNAME",
+        "SMTP_FROM_EMAIL",
+        "TELEGRAM_BOT_TOKEN",
+        "TELEGRAM_DEFAULT_CHAT_ID",
+        "SLACK_WEBHOOK_URL",
+        "DISCORD_WEBHOOK_URL",
+        "HITL_ADMIN_EMAIL",
+        "HITL_WEBHOOK_URL",
+        "BATON_HTTP_TOKEN",
+    }
+)
+
+
+class Settings(BaseModel):
+    """Every setting baton reads; field names are the variables' names in lower case."""
+
+    model_config = ConfigDict(extra="ignore", frozen=False)
+
+    # model
+    collab_provider: str | None = None
+    openai_model: str | None = None
+    openai_base_url: str | None = None
+    moonshot_api_key: str | None = None
+    kimi_api_key: str | None = None
+    openai_api_key: str | None = None
+    anthropic_api_key: str | None = None
+    openrouter_api_key: str | None = None
+    collab_llm_receipt_path: Path | None = None
+    collab_model_timeout_seconds: float = 120.0
+    collab_max_tokens: int = 2048
+    # human in the loop
+    hitl_timeout_seconds: int = 300
+    hitl_admin_email: str | None = None
+    hitl_webhook_url: str | None = None
+    # notifications
+    sendgrid_api_key: str | None = None
+    smtp_host: str | None = None
+    smtp_port: int | None = None
+    smtp_username: str | None = None
+    smtp_password: str | None = None
+    smtp_from_email: str | None = None
+    telegram_bot_token: str | None = None
+    telegram_default_chat_id: str | None = None
+    slack_webhook_url: str | None = None
+    discord_webhook_url: str | None = None
+    # other
+    timer_storage_path: Path | None = None
+    browser_headless: bool = True
+    baton_home: Path | None = None
+    baton_database_url: str | None = None
+    baton_http_token: str | None = None
+    baton_private_keys: str | None = None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip() == "":
+            return None
+        return value
+
+    @field_validator("hitl_timeout_seconds", "collab_max_tokens", "browser_headless", mode="before")
+    @classmethod
+    def _unset_takes_default(cls, value: Any, info: Any) -> Any:
+        if value is None:
+            return cls.model_fields[info.field_name].default
+        return value
+
+    @cached_property
+    def home(self) -> Path:
+        """The data directory (``BATON_HOME`` or the platform's user data dir), created on demand."""
+        if self.baton_home is not None:
+            path = self.baton_home
+        else:
+            from platformdirs import user_data_dir
+
+            path = Path(user_data_dir("baton", appauthor=False))
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @property
+    def database_url(self) -> str:
+        """The SQLAlchemy URL of the store."""
+        return self.baton_database_url or f"sqlite:///{self.home / 'baton.db'}"
+
+    def sensitive_values(self) -> tuple[str, ...]:
+        """Every configured credential value, longest first, for redaction."""
+        values = {
+            str(value)
+            for name in SENSITIVE_ENV_NAMES
+            if (value := getattr(self, name.lower(), None)) not in (None, "")
+        }
+        return tuple(sorted(values, key=len, reverse=True))
+
+
+def load_settings(environ: dict[str, str] | None = None) -> Settings:
+    """Read settings from ``environ`` (default: the process environment)."""
+    source = dict(os.environ if environ is None else environ)
+    known = {name.upper() for name in Settings.model_fields}
+    values = {name.lower(): value for name, value in source.items() if name.upper() in known}
+    return Settings.model_validate(values)

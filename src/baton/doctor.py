@@ -1,0 +1,75 @@
+"""Readiness checks for ``baton doctor``: each answers ok/not ok with a reason, never a secret."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from baton.errors import BatonError
+from baton.runtime import Runtime
+
+
+@dataclass(frozen=True)
+class Check:
+    """One readiness line."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+def check_store(runtime: Runtime) -> Check:
+    """The store opens and its receipt chain verifies."""
+    report = runtime.receipts.verify()
+    detail = f"{runtime.store.safe_url} ({report.count} receipts, chain {'ok' if report.ok else 'BROKEN'})"
+    return Check("store", report.ok, detail)
+
+
+def check_provider(runtime: Runtime) -> Check:
+    """A model provider is configured (no request is made)."""
+    from baton.models import resolve_provider
+
+    try:
+        config = resolve_provider(runtime.settings)
+    except BatonError as exc:
+        return Check("model provider", False, f"{exc.error_class}: {exc.message}")
+    endpoint = f" at {config.base_url}" if config.base_url else ""
+    return Check("model provider", True, f"{config.provider}, model {config.model}{endpoint}")
+
+
+def check_sandbox(runtime: Runtime) -> Check:
+    """bubblewrap is installed and can start a process."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return Check("sandbox", False, "bubblewrap (bwrap) is not installed")
+    probe = subprocess.run(
+        [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"],
+        capture_output=True, timeout=10, check=False,
+    )
+    if probe.returncode != 0:
+        return Check("sandbox", False, f"bwrap is installed but cannot start a sandbox (exit {probe.returncode})")
+    return Check("sandbox", True, f"bubblewrap at {bwrap}")
+
+
+#: Each subsystem may add its checks here (name -> function of the runtime).
+CHECKS: list[Callable[[Runtime], Check | list[Check]]] = [check_store, check_provider, check_sandbox]
+
+
+def run_checks(runtime: Runtime) -> list[Check]:
+    """Every check, in order; a check that fails unexpectedly is reported, not raised."""
+    results: list[Check] = []
+    for check in CHECKS:
+        try:
+            outcome = check(runtime)
+        except Exception as exc:
+            outcome = Check(check.__name__.removeprefix("check_"), False, f"check failed: {type(exc).__name__}")
+        results.extend(outcome if isinstance(outcome, list) else [outcome])
+    return [Check(c.name, c.ok, runtime.redactor.text(c.detail)) for c in results]
+
+
+def as_json(checks: list[Check]) -> list[dict[str, Any]]:
+    """The checks as JSON rows."""
+    return [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in checks]

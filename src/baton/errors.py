@@ -1,0 +1,159 @@
+"""Errors with stable classes (SPEC.md section 5).
+
+Every failure baton reports carries an ``error_class``: a stable snake_case
+string that callers may branch on. The registry below is the single list of
+those strings; ``docs/error-classes.md`` is checked against it by the tests.
+
+    BatonError
+    ├── ArgumentError        bad tool or CLI arguments
+    ├── ConfigError          missing or invalid configuration
+    ├── StoreError           the state store
+    ├── ReceiptError         the receipt chain and the credential guard
+    ├── ProviderError        model providers
+    ├── SubagentError        subagent lifecycle and context preparation
+    ├── HitlError            human-in-the-loop requests
+    ├── NotificationError    notification channels
+    ├── TimerError           timers
+    ├── GatewayError         governed external MCP servers
+    └── CampaignError        the validation campaign
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ERROR_CLASSES: dict[str, str] = {
+    # arguments and internals
+    "invalid_arguments": "A tool or command was called with arguments that do not match its schema.",
+    "unknown_tool": "The tool name is not served by this server.",
+    "internal_error": "An unexpected failure inside baton; the message is redacted.",
+    # configuration and store
+    "config_invalid": "An environment variable or setting has a value baton cannot use.",
+    "store_unavailable": "The state store could not be opened or written.",
+    "http_bind_refused": "A non-loopback HTTP bind was asked for without BATON_HTTP_TOKEN.",
+    # receipts
+    "receipt_chain_broken": "A receipt's hash or link to its predecessor does not verify.",
+    "receipt_contains_secret": "A write was refused because it would still contain a credential.",
+    # model providers
+    "provider_not_configured": "No model provider (or no key or model for it) is configured.",
+    "provider_unknown": "COLLAB_PROVIDER names a provider baton does not support.",
+    "provider_http_error": "The model provider answered with an HTTP error status.",
+    "provider_timeout": "The model provider did not answer in time.",
+    "provider_response_invalid": "The model provider's answer could not be parsed.",
+    "provider_connection_failed": "The model provider could not be reached.",
+    # subagents
+    "subagent_not_found": "No subagent has that id.",
+    "subagent_already_terminal": "The subagent already completed, failed or was cancelled.",
+    "subagent_busy": "The subagent is still working on an earlier turn.",
+    "subagent_cancelled": "The subagent was cancelled while the call ran.",
+    "interrupted_by_restart": "The server stopped while the subagent was running.",
+    "context_privacy_violation": "A value removed by the privacy filter reappeared in a prepared context.",
+    "context_slice_invalid": "A minimal_slice path is malformed.",
+    # human in the loop
+    "hitl_timeout": "Nobody decided the request before it expired; nothing was approved.",
+    "hitl_request_not_found": "No human-in-the-loop request has that id.",
+    "hitl_request_already_decided": "The request was already decided; the first decision stands.",
+    "hitl_request_expired": "The request expired before this decision arrived.",
+    "hitl_response_invalid": "A decision was malformed (for example approved missing on an approval).",
+    "hitl_link_invalid": "An inbox link is forged, expired, already used or bound to another request.",
+    "hitl_unauthorized": "The inbox was reached without a valid bearer token or signed link.",
+    "approval_denied": "A human rejected the request.",
+    # notifications
+    "notification_not_configured": "The channel lacks the configuration it needs; nothing was sent.",
+    "notification_delivery_failed": "The channel was configured but delivery failed.",
+    # timers
+    "timer_not_found": "No timer has that id.",
+    "timer_schedule_invalid": "The timer's schedule is missing, in the past, negative or ambiguous.",
+    "timer_action_invalid": "The timer's action is unknown or malformed.",
+    "timer_already_cancelled": "The timer was already cancelled.",
+    # gateway: policy
+    "adapter_not_found": "No adapter policy has that id.",
+    "adapter_policy_invalid": "The adapter policy file is malformed or a field fails validation.",
+    "adapter_policy_expired": "The adapter policy is past its expires_at.",
+    "adapter_isolation_weakened": "The policy asks for weaker isolation than baton allows.",
+    "adapter_tool_overlap": "A tool is both allowed and denied.",
+    "adapter_not_promoted": "The adapter is not live.",
+    "adapter_blocked": "The adapter is blocked (see the reason in mcp_list_adapters).",
+    "adapter_promotion_refused": "The adapter has no passing replay matching its current policy.",
+    # gateway: artifacts
+    "artifact_fetch_failed": "A pinned package could not be fetched from its registry.",
+    "artifact_integrity_mismatch": "A fetched package does not match the registry's integrity value.",
+    "artifact_tarball_checksum_mismatch": "A tarball's sha512 differs from the pin.",
+    "artifact_archive_path_invalid": "An archive member is a link, absolute, escapes with .., or lies outside package/.",
+    "artifact_archive_too_large": "An archive exceeds the file-count or unpacked-size limits.",
+    "artifact_bundle_invalid": "The bundle manifest, SBOM or lock receipt is missing or does not verify.",
+    # gateway: sandbox and protocol
+    "sandbox_unavailable": "The sandbox (bubblewrap or Docker) cannot run here.",
+    "mcp_protocol_response_timeout": "The external server did not answer in time.",
+    "mcp_protocol_response_invalid": "The external server sent an oversized, non-JSON, mismatched or error response.",
+    "mcp_server_exit_unclean": "The external server did not exit cleanly after stdin closed.",
+    "mcp_tool_contract_mismatch": "The observed tool contract differs from the pinned one.",
+    "mcp_adapter_tool_partition_mismatch": "The observed tool set is not exactly allowed ∪ denied.",
+    "mcp_server_identity_mismatch": "The server name, version or protocol version differs from the pin.",
+    "mcp_upstream_failed": "The upstream server crashed or failed during a proxied call.",
+    "mcp_upstream_timeout": "A proxied call did not finish within its timeout.",
+    "tool_denied": "The adapter's policy does not allow this tool.",
+    # campaign
+    "campaign_config_incomplete": "The campaign was asked for something its configuration cannot provide.",
+    "campaign_bundle_invalid": "A campaign bundle's manifest does not match its files.",
+}
+
+
+class BatonError(Exception):
+    """A failure with a stable ``error_class`` and one human sentence."""
+
+    def __init__(self, error_class: str, message: str, **details: Any) -> None:
+        if error_class not in ERROR_CLASSES:
+            raise ValueError(f"unregistered error class {error_class!r}")
+        super().__init__(message)
+        self.error_class = error_class
+        self.message = message
+        self.details = details
+
+    def to_result(self) -> dict[str, Any]:
+        """The failure as a tool result: ``success``, ``error``, ``error_class`` and details."""
+        return {**self.details, "success": False, "error": self.message, "error_class": self.error_class}
+
+
+class ArgumentError(BatonError):
+    """Arguments that do not match a tool's or command's schema."""
+
+
+class ConfigError(BatonError):
+    """Missing or invalid configuration."""
+
+
+class StoreError(BatonError):
+    """The state store failed."""
+
+
+class ReceiptError(BatonError):
+    """The receipt chain or the credential guard refused something."""
+
+
+class ProviderError(BatonError):
+    """A model provider is missing or failed."""
+
+
+class SubagentError(BatonError):
+    """A subagent operation failed."""
+
+
+class HitlError(BatonError):
+    """A human-in-the-loop operation failed."""
+
+
+class NotificationError(BatonError):
+    """A notification could not be sent."""
+
+
+class TimerError(BatonError):
+    """A timer operation failed."""
+
+
+class GatewayError(BatonError):
+    """Governance of an external MCP server failed closed."""
+
+
+class CampaignError(BatonError):
+    """The validation campaign could not run or verify."""

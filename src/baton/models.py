@@ -1,0 +1,274 @@
+"""Model providers through pydantic-ai, and the receipt every model call leaves.
+
+Provider SDKs import slowly, so nothing here imports pydantic-ai until the first call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from baton.config import Settings
+from baton.errors import BatonError, ProviderError
+from baton.receipts import ReceiptLog, Redactor, canonical_json
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
+Purpose = Literal["context_preparation", "subagent_turn"]
+
+PROVIDERS = ("moonshot", "openai", "anthropic", "openrouter", "ollama", "openai-compatible")
+
+#: Model used when OPENAI_MODEL is unset.
+DEFAULT_MODELS = {
+    "moonshot": "kimi-k3",
+    "openai": "gpt-4o-mini",
+    "anthropic": "claude-haiku-4-5",
+    "openrouter": "moonshotai/kimi-k2",
+    "ollama": "llama3.2",
+    "openai-compatible": None,
+}
+
+DEFAULT_BASE_URLS = {
+    "moonshot": "https://api.moonshot.ai/v1",
+    "openrouter": "https://openrouter.ai/api/v1",
+    "ollama": "http://127.0.0.1:11434/v1",
+}
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """The resolved provider: its name, model, endpoint and key (never printed)."""
+
+    provider: str
+    model: str
+    base_url: str | None
+    api_key: str | None = field(repr=False)
+
+
+def resolve_provider(settings: Settings) -> ProviderConfig:
+    """Pick the provider from the settings, or say exactly what is missing."""
+    name = (settings.collab_provider or "").strip().lower()
+    if not name:
+        raise ProviderError("provider_not_configured", "No model provider is configured: set COLLAB_PROVIDER.",
+                            missing=["COLLAB_PROVIDER"])
+    if name not in PROVIDERS:
+        raise ProviderError("provider_unknown", f"COLLAB_PROVIDER={name!r} is not one of {', '.join(PROVIDERS)}.")
+    keys: dict[str, tuple[str | None, list[str]]] = {
+        "moonshot": (settings.moonshot_api_key or settings.kimi_api_key, ["MOONSHOT_API_KEY"]),
+        "openai": (settings.openai_api_key, ["OPENAI_API_KEY"]),
+        "anthropic": (settings.anthropic_api_key, ["ANTHROPIC_API_KEY"]),
+        "openrouter": (settings.openrouter_api_key, ["OPENROUTER_API_KEY"]),
+        "ollama": (settings.openai_api_key, []),
+        "openai-compatible": (settings.openai_api_key, []),
+    }
+    api_key, needed = keys[name]
+    missing = [] if api_key else list(needed)
+    base_url = settings.openai_base_url or DEFAULT_BASE_URLS.get(name)
+    if name == "openai-compatible" and not base_url:
+        missing.append("OPENAI_BASE_URL")
+    model = settings.openai_model or DEFAULT_MODELS[name]
+    if not model:
+        missing.append("OPENAI_MODEL")
+    if missing:
+        raise ProviderError("provider_not_configured",
+                            f"The {name} provider needs {', '.join(missing)}.", missing=missing)
+    assert model is not None
+    return ProviderConfig(provider=name, model=model, base_url=base_url, api_key=api_key)
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """A model's answer with its receipt payload."""
+
+    text: str
+    input_tokens: int
+    output_tokens: int
+    receipt: dict[str, Any]
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True)
+class ChatTurn:
+    """One message of a conversation as baton stores it."""
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class ModelClient:
+    """Calls the configured model and writes a receipt for every call."""
+
+    def __init__(self, settings: Settings, receipts: ReceiptLog, redactor: Redactor) -> None:
+        self.settings = settings
+        self.receipts = receipts
+        self.redactor = redactor
+        self._model: Model | None = None
+        self._config: ProviderConfig | None = None
+        self._file_lock = threading.Lock()
+        self._file_rows: list[dict[str, Any]] | None = None
+
+    def config(self) -> ProviderConfig:
+        """The resolved provider, or ``provider_not_configured``."""
+        if self._config is None:
+            self._config = resolve_provider(self.settings)
+        return self._config
+
+    def model(self) -> Model:
+        """The pydantic-ai model, built once on first use."""
+        if self._model is None:
+            self._model = build_model(self.config(), self.settings)
+        return self._model
+
+    async def complete(
+        self, system: str, turns: list[ChatTurn], *, purpose: Purpose, subagent_id: str | None
+    ) -> ModelReply:
+        """Send one request; map every provider failure to a typed error; receipt the success."""
+        config = self.config()
+        model = self.model()
+        from pydantic_ai.direct import model_request
+
+        messages = to_model_messages(system, turns)
+        started = time.perf_counter()
+        try:
+            response = await model_request(model, messages, model_settings={
+                "max_tokens": self.settings.collab_max_tokens,
+                "timeout": self.settings.collab_model_timeout_seconds,
+            })
+        except BatonError:
+            raise
+        except Exception as exc:
+            raise provider_failure(exc, self.redactor) from None
+        latency = time.perf_counter() - started
+        text = "".join(getattr(part, "content", "") for part in response.parts if part.part_kind == "text")
+        usage = response.usage
+        input_tokens, output_tokens = int(usage.input_tokens or 0), int(usage.output_tokens or 0)
+        receipt = {
+            "response": {"id": response.provider_response_id, "model": response.model_name or config.model},
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens,
+                      "total_tokens": input_tokens + output_tokens},
+            "latency_seconds": round(latency, 6),
+            "provider": config.provider,
+            "purpose": purpose,
+            "subagent_id": subagent_id,
+        }
+        self.receipts.append("model_call", receipt)
+        self._append_receipt_file(receipt)
+        return ModelReply(text=text, input_tokens=input_tokens, output_tokens=output_tokens, receipt=receipt)
+
+    def _append_receipt_file(self, receipt: dict[str, Any]) -> None:
+        """Rewrite ``COLLAB_LLM_RECEIPT_PATH`` atomically with every receipt so far."""
+        path = self.settings.collab_llm_receipt_path
+        if path is None:
+            return
+        with self._file_lock:
+            if self._file_rows is None:
+                self._file_rows = _read_rows(path)
+            self._file_rows.append(self.redactor.value(receipt))
+            text = json.dumps(self._file_rows, ensure_ascii=False, indent=2) + "\n"
+            self.redactor.guard(text, str(path))
+            write_atomic(path, text)
+
+
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return rows if isinstance(rows, list) else []
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def to_model_messages(system: str, turns: list[ChatTurn]) -> list[Any]:
+    """Baton's stored conversation as pydantic-ai messages (the system prompt leads the first request)."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, SystemPromptPart, TextPart, UserPromptPart
+
+    messages: list[Any] = []
+    for index, turn in enumerate(turns):
+        if turn.role == "user":
+            parts: list[Any] = [UserPromptPart(content=turn.content)]
+            if index == 0:
+                parts.insert(0, SystemPromptPart(content=system))
+            messages.append(ModelRequest(parts=parts))
+        else:
+            messages.append(ModelResponse(parts=[TextPart(content=turn.content)]))
+    return messages
+
+
+def build_model(config: ProviderConfig, settings: Settings) -> Model:
+    """The pydantic-ai model object for a resolved provider."""
+    if config.provider == "anthropic":
+        from anthropic import AsyncAnthropic
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+
+        client = AsyncAnthropic(api_key=config.api_key, base_url=config.base_url, max_retries=1,
+                                timeout=settings.collab_model_timeout_seconds)
+        return AnthropicModel(config.model, provider=AnthropicProvider(anthropic_client=client))
+
+    from openai import AsyncOpenAI
+    from pydantic_ai.models.openai import OpenAIChatModel
+
+    client_openai = AsyncOpenAI(
+        api_key=config.api_key or "not-needed", base_url=config.base_url, max_retries=1,
+        timeout=settings.collab_model_timeout_seconds,
+    )
+    provider: Any
+    if config.provider == "moonshot":
+        from pydantic_ai.providers.moonshotai import MoonshotAIProvider
+
+        provider = MoonshotAIProvider(openai_client=client_openai)
+    elif config.provider == "openrouter":
+        from pydantic_ai.providers.openrouter import OpenRouterProvider
+
+        provider = OpenRouterProvider(openai_client=client_openai)
+    else:
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        provider = OpenAIProvider(openai_client=client_openai)
+    return OpenAIChatModel(config.model, provider=provider)
+
+
+def provider_failure(exc: Exception, redactor: Redactor) -> ProviderError:
+    """A provider exception as a typed error whose message holds no secret."""
+    from pydantic_ai import exceptions as pe
+
+    detail = redactor.text(str(exc))[:300]
+    status = getattr(exc, "status_code", None)
+    if isinstance(exc, pe.ModelHTTPError) or status is not None:
+        return ProviderError("provider_http_error", f"The model provider answered HTTP {status}: {detail}",
+                             status_code=status)
+    if isinstance(exc, pe.ModelTimeoutError | pe.ModelRequestTimeout | TimeoutError) or "timed out" in detail.lower():
+        return ProviderError("provider_timeout", "The model provider did not answer in time.")
+    if isinstance(exc, pe.ModelConnectionError):
+        return ProviderError("provider_connection_failed", f"The model provider could not be reached: {detail}")
+    return ProviderError("provider_response_invalid", f"The model provider's answer was unusable: {detail}")
+
+
+def receipt_fingerprint(receipt: dict[str, Any]) -> str:
+    """A stable text form of a receipt payload (for logs and tests)."""
+    return canonical_json(receipt)

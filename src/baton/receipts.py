@@ -1,0 +1,191 @@
+"""Receipts (SPEC.md section 4): canonical JSON, the hash chain, redaction and the credential guard."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import Connection, insert, select, update
+
+from baton.errors import ReceiptError
+from baton.schema import receipt_head, receipts
+from baton.store import Store
+
+GENESIS_SHA256 = "0" * 64
+CREDENTIAL_PATTERN = re.compile(r"\b(?:sk|gh[opusr])-[A-Za-z0-9_-]{12,}\b")
+REDACTED = "[REDACTED]"
+#: Shorter sensitive values (a chat id such as "0") are only redacted where a whole string equals them.
+MIN_SUBSTRING_SECRET = 8
+
+
+def canonical_json(value: Any) -> str:
+    """The one serialization every hash in baton covers."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def sha256_hex(data: str | bytes) -> str:
+    """Hex sha256 of text (UTF-8) or bytes."""
+    return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
+
+
+def utc_now() -> str:
+    """The current UTC time in ISO 8601 with microseconds."""
+    return datetime.now(UTC).isoformat()
+
+
+@dataclass(frozen=True)
+class Redactor:
+    """Replaces configured credential values and credential-shaped strings with ``[REDACTED]``."""
+
+    sensitive_values: Sequence[str] = ()
+
+    def text(self, value: str) -> str:
+        """Redact one string."""
+        if value in self.sensitive_values:
+            return REDACTED
+        for secret in self.sensitive_values:
+            if len(secret) >= MIN_SUBSTRING_SECRET and secret in value:
+                value = value.replace(secret, REDACTED)
+        return CREDENTIAL_PATTERN.sub(REDACTED, value)
+
+    def value(self, value: Any) -> Any:
+        """Redact every string inside a JSON-shaped value (keys included)."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.text(str(key)): self.value(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.value(item) for item in value]
+        return value
+
+    def leaks(self, serialized: str) -> bool:
+        """Whether a serialized document still holds a credential."""
+        if CREDENTIAL_PATTERN.search(serialized):
+            return True
+        return any(len(s) >= MIN_SUBSTRING_SECRET and s in serialized for s in self.sensitive_values)
+
+    def guard(self, serialized: str, where: str) -> None:
+        """Refuse a write whose text still holds a credential."""
+        if self.leaks(serialized):
+            raise ReceiptError("receipt_contains_secret", f"Refused to write {where}: it holds a credential.")
+
+
+class Receipt(BaseModel):
+    """One link of the chain."""
+
+    seq: int
+    kind: str
+    at: str
+    payload: dict[str, Any]
+    prev_sha256: str
+    sha256: str
+
+
+def receipt_digest(seq: int, kind: str, at: str, payload: dict[str, Any], prev_sha256: str) -> str:
+    """sha256 of the canonical JSON of a receipt without its own hash."""
+    body = {"seq": seq, "kind": kind, "at": at, "payload": payload, "prev_sha256": prev_sha256}
+    return sha256_hex(canonical_json(body))
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    """The outcome of recomputing the chain."""
+
+    ok: bool
+    count: int
+    head_sha256: str
+    first_bad_seq: int | None = None
+    reason: str | None = None
+
+
+class ReceiptLog:
+    """The append-only, hash-chained log of everything baton did."""
+
+    def __init__(self, store: Store, redactor: Redactor) -> None:
+        self.store = store
+        self.redactor = redactor
+
+    def append(self, kind: str, payload: dict[str, Any]) -> Receipt:
+        """Redact, guard and append one receipt in its own transaction."""
+        with self.store.write() as connection:
+            return self.append_in(connection, kind, payload)
+
+    def append_in(self, connection: Connection, kind: str, payload: dict[str, Any]) -> Receipt:
+        """Append inside the caller's transaction, so a receipt and the state it records commit together."""
+        clean = self.redactor.value(payload)
+        serialized = canonical_json(clean)
+        self.redactor.guard(serialized, f"a {kind} receipt")
+        head = connection.execute(
+            select(receipt_head.c.seq, receipt_head.c.sha256).where(receipt_head.c.id == 1).with_for_update()
+        ).first()
+        seq, prev = (head.seq + 1, head.sha256) if head else (1, GENESIS_SHA256)
+        at = utc_now()
+        digest = receipt_digest(seq, kind, at, clean, prev)
+        connection.execute(
+            insert(receipts).values(
+                seq=seq, kind=kind, at=at, payload=serialized, prev_sha256=prev, sha256=digest
+            )
+        )
+        if head:
+            connection.execute(update(receipt_head).where(receipt_head.c.id == 1).values(seq=seq, sha256=digest))
+        else:
+            connection.execute(insert(receipt_head).values(id=1, seq=seq, sha256=digest))
+        return Receipt(seq=seq, kind=kind, at=at, payload=clean, prev_sha256=prev, sha256=digest)
+
+    def list(self, *, kind: str | None = None, limit: int = 100, after_seq: int = 0) -> list[Receipt]:
+        """Receipts in chain order, optionally of one kind."""
+        query = select(receipts).where(receipts.c.seq > after_seq).order_by(receipts.c.seq).limit(limit)
+        if kind:
+            query = query.where(receipts.c.kind == kind)
+        with self.store.read() as connection:
+            rows = connection.execute(query).all()
+        return [_row_to_receipt(row) for row in rows]
+
+    def get(self, seq: int) -> Receipt | None:
+        """One receipt by sequence number."""
+        with self.store.read() as connection:
+            row = connection.execute(select(receipts).where(receipts.c.seq == seq)).first()
+        return _row_to_receipt(row) if row else None
+
+    def verify(self) -> ChainReport:
+        """Recompute every hash and link from the stored rows."""
+        with self.store.read() as connection:
+            rows = connection.execute(select(receipts).order_by(receipts.c.seq)).all()
+            head = connection.execute(select(receipt_head).where(receipt_head.c.id == 1)).first()
+        return verify_chain(
+            ({"seq": r.seq, "kind": r.kind, "at": r.at, "payload": r.payload, "prev_sha256": r.prev_sha256,
+              "sha256": r.sha256} for r in rows),
+            head_sha256=head.sha256 if head else None,
+        )
+
+
+def verify_chain(rows: Iterable[dict[str, Any]], head_sha256: str | None = None) -> ChainReport:
+    """Check each row's hash, its link to the previous row and the sequence numbering."""
+    prev, count, expected_seq = GENESIS_SHA256, 0, 1
+    for row in rows:
+        payload = json.loads(row["payload"]) if isinstance(row["payload"], str) else row["payload"]
+        seq = int(row["seq"])
+        if seq != expected_seq:
+            return ChainReport(False, count, prev, seq, f"sequence gap: expected {expected_seq}, found {seq}")
+        if row["prev_sha256"] != prev:
+            return ChainReport(False, count, prev, seq, "prev_sha256 does not match the previous receipt")
+        digest = receipt_digest(seq, row["kind"], row["at"], payload, row["prev_sha256"])
+        if digest != row["sha256"]:
+            return ChainReport(False, count, prev, seq, "sha256 does not match the receipt's content")
+        prev, count, expected_seq = digest, count + 1, expected_seq + 1
+    if head_sha256 is not None and head_sha256 != prev:
+        return ChainReport(False, count, prev, None, "the chain head does not match the last receipt")
+    return ChainReport(True, count, prev)
+
+
+def _row_to_receipt(row: Any) -> Receipt:
+    return Receipt(
+        seq=row.seq, kind=row.kind, at=row.at, payload=json.loads(row.payload),
+        prev_sha256=row.prev_sha256, sha256=row.sha256,
+    )

@@ -1,0 +1,35 @@
+"""The process-wide objects every subsystem shares: settings, store, receipts, redaction."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from baton.config import Settings, load_settings
+from baton.receipts import ReceiptLog, Redactor
+from baton.store import Store
+
+
+@dataclass
+class Runtime:
+    """Settings, the store and the receipt log; subsystems hang their services on ``services``."""
+
+    settings: Settings
+    store: Store
+    redactor: Redactor
+    receipts: ReceiptLog
+    instance_id: str = field(default_factory=lambda: f"{os.uname().nodename}:{os.getpid()}")
+    services: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, settings: Settings | None = None) -> Runtime:
+        """Open the store named by ``settings`` (default: the environment)."""
+        settings = settings or load_settings()
+        store = Store(settings.database_url)
+        redactor = Redactor(settings.sensitive_values())
+        return cls(settings=settings, store=store, redactor=redactor, receipts=ReceiptLog(store, redactor))
+
+    def close(self) -> None:
+        """Release the store's connections."""
+        self.store.dispose()

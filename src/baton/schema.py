@@ -1,0 +1,76 @@
+"""The store's tables: one SQLAlchemy ``MetaData`` that every subsystem adds to."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+metadata = MetaData()
+
+receipts = Table(
+    "receipts",
+    metadata,
+    Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
+    Column("kind", String(64), nullable=False, index=True),
+    Column("at", String(40), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("prev_sha256", String(64), nullable=False),
+    Column("sha256", String(64), nullable=False, unique=True),
+)
+
+#: One row (id=1) holding the chain's tip; locking it serializes appends on every database.
+receipt_head = Table(
+    "receipt_head",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("sha256", String(64), nullable=False),
+)
+
+subagents = Table(
+    "subagents",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("role", Text, nullable=False),
+    Column("task", Text, nullable=False),
+    Column("mode", String(8), nullable=False),
+    Column("context_strategy", String(16), nullable=False),
+    Column("prepared_context", Text, nullable=False),
+    Column("filtered_fields", JSON, nullable=False),
+    Column("prep_tokens", Integer, nullable=False, default=0),
+    Column("status", String(16), nullable=False, index=True),
+    Column("result", Text),
+    Column("error", Text),
+    Column("error_class", String(64)),
+    Column("input_tokens", Integer, nullable=False, default=0),
+    Column("output_tokens", Integer, nullable=False, default=0),
+    Column("owner", String(64)),
+    Column("created_at", String(40), nullable=False),
+    Column("updated_at", String(40), nullable=False),
+    Column("started_at", String(40)),
+    Column("finished_at", String(40)),
+)
+
+subagent_messages = Table(
+    "subagent_messages",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("subagent_id", String(40), ForeignKey("subagents.id"), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("at", String(40), nullable=False),
+    Column("latency_seconds", Float),
+    Index("ix_subagent_messages_subagent_position", "subagent_id", "position", unique=True),
+)

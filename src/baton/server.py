@@ -1,0 +1,201 @@
+"""Builds baton's MCP server from the tool groups and serves it over stdio or streamable HTTP."""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import importlib
+import ipaddress
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+
+from baton import __version__
+from baton.errors import ConfigError
+from baton.runtime import Runtime
+from baton.toolkit import CallContext, Progress, ToolRegistry
+
+log = logging.getLogger("baton.server")
+
+#: Each module has ``register(registry)``; import cost matters, so they import heavy things lazily.
+TOOL_GROUPS: tuple[str, ...] = (
+    "baton.subagents.tools",
+)
+
+INSTRUCTIONS = (
+    "baton lets you delegate to subagent models, ask a human administrator for approval or input, "
+    "send notifications, set timers and use governed external MCP tools. Every result is a JSON object "
+    "with `success`; failures carry `error` and a stable `error_class`."
+)
+
+
+def build_registry(runtime: Runtime) -> ToolRegistry:
+    """Register every tool group's tools against one runtime."""
+    registry = ToolRegistry(runtime)
+    for module_name in TOOL_GROUPS:
+        importlib.import_module(module_name).register(registry)
+    return registry
+
+
+def build_server(registry: ToolRegistry) -> Server[Any]:
+    """The low-level MCP server whose list and call handlers go through the registry."""
+
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        tools = [
+            types.Tool(
+                name=spec.name,
+                title=spec.title,
+                description=spec.description,
+                input_schema=spec.input_schema(),
+                annotations=types.ToolAnnotations(read_only_hint=True) if spec.read_only else None,
+            )
+            for spec in registry.tools.values()
+        ]
+        for source in registry.dynamic:
+            for listed in await source.list_tools():
+                tools.append(types.Tool.model_validate(listed))
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        session = ctx.session
+        context = CallContext(
+            progress=Progress(session.report_progress),
+            client_capabilities=getattr(session, "client_capabilities", None),
+            session=session,
+        )
+        result = await registry.call(params.name, params.arguments, context)
+        text = json.dumps(result, ensure_ascii=False, default=str)
+        return types.CallToolResult(
+            content=[types.TextContent(text=text)],
+            structured_content=result,
+            is_error=not result.get("success", False),
+        )
+
+    return Server(
+        "baton",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+@contextlib.asynccontextmanager
+async def running_services(registry: ToolRegistry) -> AsyncIterator[None]:
+    """Run the subsystems' background tasks for as long as the server runs."""
+    async with anyio.create_task_group() as group:
+        for task in registry.background:
+            group.start_soon(task)
+        try:
+            yield
+        finally:
+            group.cancel_scope.cancel()
+
+
+async def serve_stdio(runtime: Runtime) -> None:
+    """Serve one MCP connection on stdin/stdout (nothing else is ever written to stdout)."""
+    from mcp.server.stdio import stdio_server
+
+    registry = build_registry(runtime)
+    server = build_server(registry)
+    async with running_services(registry), stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def parse_bind(bind: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) to a host and port."""
+    host, sep, port = bind.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError("config_invalid", f"--http takes HOST:PORT, not {bind!r}.")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only listens on the loopback interface."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+ASGIApp = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]
+
+
+class BearerTokenMiddleware:
+    """Requires ``Authorization: Bearer <token>`` on the MCP endpoint when a token is set."""
+
+    def __init__(self, app: ASGIApp, token: str | None, protected_prefix: str = "/mcp") -> None:
+        self.app = app
+        self.token = token
+        self.protected_prefix = protected_prefix
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        """Refuse with 401 before the request reaches the MCP transport."""
+        if self.token and scope["type"] == "http" and scope["path"].startswith(self.protected_prefix):
+            headers = dict(scope.get("headers") or [])
+            supplied = headers.get(b"authorization", b"").decode("latin-1")
+            expected = f"Bearer {self.token}"
+            if not hmac.compare_digest(supplied.encode(), expected.encode()):
+                await _unauthorized(send)
+                return
+        await self.app(scope, receive, send)
+
+
+async def _unauthorized(send: Any) -> None:
+    body = json.dumps({"success": False, "error": "A valid bearer token is required.",
+                       "error_class": "hitl_unauthorized"}).encode()
+    await send({"type": "http.response.start", "status": 401,
+                "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+#: Extra Starlette routes (the web inbox) contributed by subsystems: module path -> ``routes(runtime)``.
+HTTP_ROUTE_PROVIDERS: tuple[str, ...] = ()
+
+
+def build_http_app(runtime: Runtime, host: str) -> Any:
+    """The Starlette app: streamable HTTP at ``/mcp`` plus the subsystems' routes, behind the token check."""
+    registry = build_registry(runtime)
+    server = build_server(registry)
+    routes: list[Any] = []
+    for module_name in HTTP_ROUTE_PROVIDERS:
+        routes.extend(importlib.import_module(module_name).routes(runtime))
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp", host=host, stateless_http=False, custom_starlette_routes=routes
+    )
+    inner_lifespan = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(starlette_app: Any) -> AsyncIterator[None]:
+        async with running_services(registry), inner_lifespan(starlette_app):
+            yield
+
+    app.router.lifespan_context = lifespan
+    return BearerTokenMiddleware(app, runtime.settings.baton_http_token)
+
+
+def check_http_bind(host: str, token: str | None) -> None:
+    """Refuse a non-loopback bind without a bearer token."""
+    if not is_loopback(host) and not token:
+        raise ConfigError(
+            "http_bind_refused",
+            f"Refusing to listen on {host}: set BATON_HTTP_TOKEN to serve beyond loopback.",
+        )
+
+
+async def serve_http(runtime: Runtime, bind: str) -> None:
+    """Serve streamable HTTP at ``/mcp`` on ``bind`` until cancelled."""
+    import uvicorn
+
+    host, port = parse_bind(bind)
+    check_http_bind(host, runtime.settings.baton_http_token)
+    app = build_http_app(runtime, host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve()

@@ -1,0 +1,1 @@
+"""Subagents: delegated model conversations with prepared, privacy-filtered context."""

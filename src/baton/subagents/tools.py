@@ -1,0 +1,85 @@
+"""The subagent tools of SPEC.md section 3 (the only module here that knows about MCP)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from baton.subagents.context import ContextStrategy
+from baton.subagents.runner import SpawnRequest, SubagentRunner
+from baton.toolkit import CallContext, ToolArgs, ToolRegistry
+
+
+class SpawnArgs(ToolArgs):
+    """Arguments of ``mcp_spawn_subagent``."""
+
+    task: str = Field(min_length=1, description="What the subagent must do.")
+    role: str = Field("assistant", min_length=1, description="The subagent's role, e.g. 'refund policy specialist'.")
+    mode: Literal["sync", "async"] = Field("sync", description="sync waits for the first answer; async returns at once.")
+    context_strategy: ContextStrategy = Field(
+        "minimal", description="minimal: only minimal_slice; llm_generated: distilled by a model under "
+        "business_rules; full: the whole filtered context.")
+    parent_context: dict[str, Any] | None = Field(None, description="The parent's context, a JSON object.")
+    minimal_slice: list[str] | None = Field(None, description="Dotted key paths kept by the minimal strategy.")
+    business_rules: str | None = Field(None, description="Rules the llm_generated preparation must follow.")
+
+
+class SubagentIdArgs(ToolArgs):
+    """Arguments naming one subagent."""
+
+    subagent_id: str = Field(min_length=1)
+
+
+class MessageArgs(SubagentIdArgs):
+    """Arguments of ``mcp_send_message_to_subagent``."""
+
+    message: str = Field(min_length=1)
+
+
+class ListArgs(ToolArgs):
+    """Arguments of ``mcp_list_subagents``."""
+
+    status: Literal["queued", "running", "completed", "failed", "cancelled"] | None = None
+
+
+def register(registry: ToolRegistry) -> None:
+    """Add the subagent tools and their background work to the registry."""
+    runner = SubagentRunner(registry.runtime)
+    registry.runtime.services["subagents"] = runner
+
+    async def recover_and_watch() -> None:
+        runner.recover_after_restart()
+        try:
+            await runner.watch_external_cancels()
+        finally:
+            await runner.aclose()
+
+    registry.on_start(recover_and_watch)
+
+    @registry.tool("mcp_spawn_subagent", SpawnArgs)
+    async def spawn(args: SpawnArgs, ctx: CallContext) -> dict[str, Any]:
+        """Delegate a task to a subagent model, with a privacy-filtered context prepared by the chosen
+        strategy; sync returns the first answer, async returns an id to poll."""
+        return await runner.spawn(SpawnRequest(**args.model_dump()))
+
+    @registry.tool("mcp_send_message_to_subagent", MessageArgs)
+    async def send_message(args: MessageArgs, ctx: CallContext) -> dict[str, Any]:
+        """Send another message to a subagent; it answers with its whole conversation in view."""
+        return await runner.send_message(args.subagent_id, args.message)
+
+    @registry.tool("mcp_get_subagent_status", SubagentIdArgs, read_only=True)
+    async def get_status(args: SubagentIdArgs, ctx: CallContext) -> dict[str, Any]:
+        """A subagent's status (queued, running, completed, failed, cancelled), result, turns and usage."""
+        return runner.status(args.subagent_id)
+
+    @registry.tool("mcp_cancel_subagent", SubagentIdArgs)
+    async def cancel(args: SubagentIdArgs, ctx: CallContext) -> dict[str, Any]:
+        """Cancel a queued or running subagent; its in-flight model call is cancelled."""
+        return runner.cancel(args.subagent_id)
+
+    @registry.tool("mcp_list_subagents", ListArgs, read_only=True)
+    async def list_subagents(args: ListArgs, ctx: CallContext) -> dict[str, Any]:
+        """List subagents, newest first, optionally filtered by status."""
+        rows = runner.list(args.status)
+        return {"subagents": rows, "count": len(rows)}

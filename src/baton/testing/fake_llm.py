@@ -1,0 +1,193 @@
+"""A real OpenAI-compatible chat-completions server on 127.0.0.1.
+
+It answers ``POST /v1/chat/completions`` (and ``/chat/completions``) with ids and usage,
+records every request body, and can be told to be slow, fail with a status, send malformed
+JSON or hang, either for every request or for requests whose text contains a marker.
+It notices when a client hangs up during a slow answer, so tests can prove a cancel
+reached the wire.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import select
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Behavior:
+    """How to answer one request: a delay, then a reply, an error status, malformed JSON or silence."""
+
+    delay_seconds: float = 0.0
+    status: int = 200
+    malformed: bool = False
+    reply: str | None = None
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the server saw it."""
+
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    aborted: bool = False
+
+
+@dataclass
+class FakeLLMServer:
+    """A threaded loopback HTTP server; use as a context manager or call start()/stop()."""
+
+    default: Behavior = field(default_factory=Behavior)
+    rules: list[tuple[str, Behavior]] = field(default_factory=list)
+    requests: list[RecordedRequest] = field(default_factory=list)
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _httpd: ThreadingHTTPServer | None = None
+
+    @property
+    def base_url(self) -> str:
+        """The ``/v1`` endpoint, as ``OPENAI_BASE_URL`` takes it."""
+        assert self._httpd is not None, "server not started"
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def when(self, marker: str, behavior: Behavior) -> None:
+        """Answer requests whose text contains ``marker`` with ``behavior``."""
+        self.rules.append((marker, behavior))
+
+    def start(self) -> FakeLLMServer:
+        """Listen on an ephemeral port of 127.0.0.1 in a daemon thread."""
+        handler = _make_handler(self)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        threading.Thread(target=self._httpd.serve_forever, name="fake-llm", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening."""
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> FakeLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def all_request_text(self) -> str:
+        """Every recorded request body, serialized, for searching."""
+        with self._lock:
+            return "\n".join(json.dumps(r.body, ensure_ascii=False) for r in self.requests)
+
+    def behavior_for(self, body: dict[str, Any]) -> Behavior:
+        """The first rule whose marker occurs in the request's text, else the default."""
+        text = json.dumps(body, ensure_ascii=False)
+        for marker, behavior in self.rules:
+            if marker in text:
+                return behavior
+        return self.default
+
+    def answer(self, body: dict[str, Any], behavior: Behavior) -> dict[str, Any]:
+        """A chat-completion object with an id, the model and usage counted from the prompt."""
+        messages = body.get("messages") or []
+        prompt_text = " ".join(_message_text(m) for m in messages)
+        last_user = next((_message_text(m) for m in reversed(messages) if m.get("role") == "user"), "")
+        content = behavior.reply if behavior.reply is not None else _default_reply(last_user, len(messages))
+        prompt_tokens = max(1, len(prompt_text.split()))
+        completion_tokens = max(1, len(content.split()))
+        return {
+            "id": f"chatcmpl-fake-{next(self._ids):06d}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "fake-model"),
+            "choices": [
+                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def _default_reply(last_user: str, message_count: int) -> str:
+    excerpt = " ".join(last_user.split())[:400]
+    return f"[fake-model turn with {message_count} messages] Considered: {excerpt}"
+
+
+def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
+            return
+
+        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length)
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                body = {"_unparsed": raw.decode("utf-8", "replace")}
+            record = RecordedRequest(self.path, body, {k.lower(): v for k, v in self.headers.items()})
+            with server._lock:
+                server.requests.append(record)
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._send(404, b'{"error":{"message":"not found"}}')
+                return
+            behavior = server.behavior_for(body)
+            if behavior.delay_seconds and not self._wait_unless_hung_up(behavior.delay_seconds):
+                record.aborted = True
+                return
+            if behavior.status != 200:
+                error = {"error": {"message": f"fake failure {behavior.status}", "type": "server_error"}}
+                self._send(behavior.status, json.dumps(error).encode())
+            elif behavior.malformed:
+                self._send(200, b'{"id": "chatcmpl-broken", "choices": [ {"message": ')
+            else:
+                self._send(200, json.dumps(server.answer(body, behavior)).encode())
+
+        def _wait_unless_hung_up(self, seconds: float) -> bool:
+            """Sleep up to ``seconds``; False as soon as the client closes the connection."""
+            deadline = time.monotonic() + seconds
+            while (remaining := deadline - time.monotonic()) > 0:
+                readable, _, _ = select.select([self.connection], [], [], min(remaining, 0.05))
+                if readable:
+                    try:
+                        import socket
+
+                        if self.connection.recv(1, socket.MSG_PEEK) == b"":
+                            return False
+                    except OSError:
+                        return False
+            return True
+
+        def _send(self, status: int, payload: bytes) -> None:
+            try:
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+            except OSError:
+                return
+
+    return Handler

@@ -1,0 +1,178 @@
+"""The tool boundary: typed tool specs, argument validation, error results and tool-call receipts.
+
+This is the only layer that turns exceptions into ``{success: false, error, error_class}``; the
+core modules raise :class:`~baton.errors.BatonError` and return plain dicts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from baton.errors import ArgumentError, BatonError
+from baton.receipts import canonical_json, sha256_hex
+from baton.runtime import Runtime
+
+log = logging.getLogger("baton.tools")
+
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+
+
+class ToolArgs(BaseModel):
+    """Base of every tool's arguments: unknown fields are an error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Progress:
+    """Sends MCP progress notifications for the current call (a no-op when the client asked for none)."""
+
+    def __init__(self, report: Callable[[float, float | None, str | None], Awaitable[None]] | None) -> None:
+        self._report = report
+
+    async def __call__(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Report progress; failures to deliver are logged, never raised into the tool."""
+        if self._report is None:
+            return
+        try:
+            await self._report(progress, total, message)
+        except Exception:  # a client gone away must not fail the tool
+            log.debug("progress notification not delivered", exc_info=True)
+
+
+@dataclass
+class CallContext:
+    """What a tool handler may use of the MCP request beyond its arguments."""
+
+    progress: Progress = field(default_factory=lambda: Progress(None))
+    client_capabilities: Any = None
+    session: Any = None
+
+
+Handler = Callable[[ArgsT, CallContext], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class ToolSpec(Generic[ArgsT]):
+    """One tool: its name, a description for the client, an arguments model and a handler."""
+
+    name: str
+    description: str
+    args: type[ArgsT]
+    handler: Handler[ArgsT]
+    title: str | None = None
+    read_only: bool = False
+
+    def input_schema(self) -> dict[str, Any]:
+        """JSON Schema of the arguments, as MCP clients see it."""
+        return self.args.model_json_schema()
+
+
+@dataclass
+class ToolRegistry:
+    """Every tool the server exposes, plus background tasks subsystems start with the server."""
+
+    runtime: Runtime
+    tools: dict[str, ToolSpec[Any]] = field(default_factory=dict)
+    background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    dynamic: list[DynamicTools] = field(default_factory=list)
+
+    def add(self, spec: ToolSpec[Any]) -> None:
+        """Register a tool; a duplicate name is a programming error."""
+        if spec.name in self.tools:
+            raise ValueError(f"tool {spec.name!r} registered twice")
+        self.tools[spec.name] = spec
+
+    def tool(
+        self, name: str, args: type[ArgsT], *, title: str | None = None, read_only: bool = False
+    ) -> Callable[[Handler[ArgsT]], Handler[ArgsT]]:
+        """Decorator form of :meth:`add`; the handler's docstring is the tool's description."""
+
+        def register(handler: Handler[ArgsT]) -> Handler[ArgsT]:
+            description = (handler.__doc__ or name).strip()
+            self.add(ToolSpec(name, description, args, handler, title=title, read_only=read_only))
+            return handler
+
+        return register
+
+    def on_start(self, task: Callable[[], Awaitable[None]]) -> None:
+        """Run ``task`` in the server's task group for the server's lifetime."""
+        self.background.append(task)
+
+    async def call(self, name: str, arguments: dict[str, Any] | None, context: CallContext) -> dict[str, Any]:
+        """Validate, run and receipt one tool call; never raises for a tool's own failure."""
+        started = time.perf_counter()
+        result = await self._dispatch(name, arguments or {}, context)
+        result = self.runtime.redactor.value(result)
+        self._receipt(name, arguments or {}, result, time.perf_counter() - started)
+        return result
+
+    async def _dispatch(self, name: str, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
+        spec = self.tools.get(name)
+        if spec is None:
+            for source in self.dynamic:
+                if source.owns(name):
+                    return await _guarded(lambda: source.call(name, arguments, context))
+            return BatonError("unknown_tool", f"No tool is named {name!r}.").to_result()
+        try:
+            args = spec.args.model_validate(arguments)
+        except ValidationError as exc:
+            return invalid_arguments(exc).to_result()
+        return await _guarded(lambda: spec.handler(args, context))
+
+    def _receipt(self, name: str, arguments: dict[str, Any], result: dict[str, Any], seconds: float) -> None:
+        payload = {
+            "tool": name,
+            "arguments_sha256": sha256_hex(canonical_json(arguments)),
+            "success": bool(result.get("success")),
+            "error_class": result.get("error_class"),
+            "duration_seconds": round(seconds, 6),
+        }
+        try:
+            self.runtime.receipts.append("tool_call", payload)
+        except BatonError:
+            log.exception("tool-call receipt refused")
+
+
+class DynamicTools:
+    """A source of tools known only at run time (the gateway's proxied adapter tools)."""
+
+    def owns(self, name: str) -> bool:
+        """Whether ``name`` belongs to this source."""
+        raise NotImplementedError
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """The tools to list: ``name``, ``description``, ``inputSchema`` and optional extras."""
+        raise NotImplementedError
+
+    async def call(self, name: str, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
+        """Call one of this source's tools."""
+        raise NotImplementedError
+
+
+async def _guarded(run: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    try:
+        result = await run()
+    except BatonError as exc:
+        return exc.to_result()
+    except Exception:
+        log.exception("tool failed")
+        return BatonError("internal_error", "The tool failed unexpectedly; details are in the server log.").to_result()
+    result.setdefault("success", True)
+    return result
+
+
+def invalid_arguments(exc: ValidationError) -> ArgumentError:
+    """An ``invalid_arguments`` error naming each bad field (without echoing its value)."""
+    problems = [
+        {"field": ".".join(str(part) for part in err["loc"]) or "(arguments)", "problem": err["msg"]}
+        for err in exc.errors(include_url=False, include_input=False)
+    ]
+    fields = ", ".join(problem["field"] for problem in problems)
+    return ArgumentError("invalid_arguments", f"The arguments do not match the tool's schema: {fields}.",
+                         problems=problems)

@@ -1,0 +1,83 @@
+"""Shared fixtures: a loopback model server, an isolated BATON_HOME and MCP clients over real transports."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from baton.testing import FakeLLMServer
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+#: Every variable baton reads, blanked so the developer's own environment never leaks into a test.
+BLANKED = [
+    "COLLAB_PROVIDER", "OPENAI_MODEL", "OPENAI_BASE_URL", "MOONSHOT_API_KEY", "KIMI_API_KEY", "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "COLLAB_LLM_RECEIPT_PATH", "HITL_TIMEOUT_SECONDS",
+    "HITL_ADMIN_EMAIL", "HITL_WEBHOOK_URL", "SENDGRID_API_KEY", "SMTP_HOST", "SMTP_PORT", "SMTP_USERNAME",
+    "SMTP_PASSWORD", "SMTP_FROM_EMAIL", "TELEGRAM_BOT_TOKEN", "TELEGRAM_DEFAULT_CHAT_ID", "SLACK_WEBHOOK_URL",
+    "DISCORD_WEBHOOK_URL", "TIMER_STORAGE_PATH", "BATON_DATABASE_URL", "BATON_HTTP_TOKEN", "BATON_PRIVATE_KEYS",
+]
+
+FAKE_MOONSHOT_KEY = "sk-test-moonshot-0123456789abcdef"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeLLMServer]:
+    """A real OpenAI-compatible server on 127.0.0.1."""
+    with FakeLLMServer() as server:
+        yield server
+
+
+@pytest.fixture
+def baton_env(tmp_path: Path) -> dict[str, str]:
+    """An environment for a baton subprocess: its own BATON_HOME, nothing configured."""
+    env = {k: v for k, v in os.environ.items() if k not in BLANKED}
+    env["BATON_HOME"] = str(tmp_path / "home")
+    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+@pytest.fixture
+def model_env(baton_env: dict[str, str], fake_llm: FakeLLMServer, tmp_path: Path) -> dict[str, str]:
+    """baton_env with the moonshot provider pointed at the loopback model server."""
+    return {
+        **baton_env,
+        "COLLAB_PROVIDER": "moonshot",
+        "OPENAI_MODEL": "kimi-k3",
+        "MOONSHOT_API_KEY": FAKE_MOONSHOT_KEY,
+        "OPENAI_BASE_URL": fake_llm.base_url,
+        "COLLAB_LLM_RECEIPT_PATH": str(tmp_path / "llm_receipts.json"),
+    }
+
+
+def server_parameters(env: dict[str, str], *args: str) -> StdioServerParameters:
+    """``python -m baton serve`` with ``env``."""
+    return StdioServerParameters(command=sys.executable, args=["-m", "baton", "serve", *args], env=env)
+
+
+@asynccontextmanager
+async def stdio_session(env: dict[str, str]) -> AsyncIterator[ClientSession]:
+    """An initialized official MCP client session to a baton subprocess over stdio."""
+    async with stdio_client(server_parameters(env)) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+async def call(session: Any, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Call a tool and return its structured result (asserting it is one)."""
+    result = await session.call_tool(tool, arguments=arguments or {})
+    assert isinstance(result.structured_content, dict), result
+    return result.structured_content
