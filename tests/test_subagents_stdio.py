@@ -29,14 +29,27 @@ async def test_campaign_subagent_calls_meet_the_reference_gates(
     fake_llm.when("taxonomy", Behavior(delay_seconds=30))
     async with stdio_session(model_env) as session:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-        assert {"mcp_spawn_subagent", "mcp_send_message_to_subagent", "mcp_cancel_subagent",
-                "mcp_get_subagent_status", "mcp_list_subagents"} <= set(tools)
+        assert {
+            "mcp_spawn_subagent",
+            "mcp_send_message_to_subagent",
+            "mcp_cancel_subagent",
+            "mcp_get_subagent_status",
+            "mcp_list_subagents",
+        } <= set(tools)
         assert "task" in tools["mcp_spawn_subagent"].input_schema["properties"]
 
-        minimal = await call(session, "mcp_spawn_subagent", {
-            "task": "Decide whether the refund meets the supplied policy and explain.",
-            "context_strategy": "minimal", "mode": "sync", "parent_context": PARENT,
-            "role": "refund policy specialist", "minimal_slice": ["policy"]})
+        minimal = await call(
+            session,
+            "mcp_spawn_subagent",
+            {
+                "task": "Decide whether the refund meets the supplied policy and explain.",
+                "context_strategy": "minimal",
+                "mode": "sync",
+                "parent_context": PARENT,
+                "role": "refund policy specialist",
+                "minimal_slice": ["policy"],
+            },
+        )
         assert minimal["success"] is True, minimal
         assert minimal["context_strategy"] == "minimal"
         assert minimal["prep_tokens"] == 0
@@ -45,19 +58,31 @@ async def test_campaign_subagent_calls_meet_the_reference_gates(
         assert minimal["filtered_fields"] == ["private_note"]
         assert minimal["result"] and minimal["usage"]["total_tokens"] > 0
 
-        generated = await call(session, "mcp_spawn_subagent", {
-            "task": "Decide whether the refund meets the supplied policy and explain.",
-            "context_strategy": "llm_generated", "mode": "sync", "parent_context": PARENT,
-            "role": "refund policy specialist",
-            "business_rules": "Keep customer, request, and policy. Exclude private_note and irrelevant history."})
+        generated = await call(
+            session,
+            "mcp_spawn_subagent",
+            {
+                "task": "Decide whether the refund meets the supplied policy and explain.",
+                "context_strategy": "llm_generated",
+                "mode": "sync",
+                "parent_context": PARENT,
+                "role": "refund policy specialist",
+                "business_rules": "Keep customer, request, and policy. Exclude private_note and irrelevant history.",
+            },
+        )
         assert generated["success"] is True, generated
         assert generated["context_strategy"] == "llm_generated"
         assert generated["prep_tokens"] > 0
         assert CANARY not in generated["prepared_context"]
 
-        message = await call(session, "mcp_send_message_to_subagent", {
-            "subagent_id": minimal["subagent_id"],
-            "message": "Additional fact: the item is unused. Re-evaluate using only supplied facts."})
+        message = await call(
+            session,
+            "mcp_send_message_to_subagent",
+            {
+                "subagent_id": minimal["subagent_id"],
+                "message": "Additional fact: the item is unused. Re-evaluate using only supplied facts.",
+            },
+        )
         assert message["success"] is True, message
         assert message["turn"] == 2
         last_body = fake_llm.requests[-1].body
@@ -65,21 +90,37 @@ async def test_campaign_subagent_calls_meet_the_reference_gates(
         assert roles == ["system", "user", "assistant", "user"]
         assert "Decide whether the refund" in last_body["messages"][1]["content"]
 
-        spawned = await call(session, "mcp_spawn_subagent", {
-            "task": "Return a JSON summary of the number 17 and whether it is prime.",
-            "context_strategy": "minimal", "mode": "async", "role": "math specialist"})
+        spawned = await call(
+            session,
+            "mcp_spawn_subagent",
+            {
+                "task": "Return a JSON summary of the number 17 and whether it is prime.",
+                "context_strategy": "minimal",
+                "mode": "async",
+                "role": "math specialist",
+            },
+        )
         assert spawned["success"] is True and spawned["status"] in {"queued", "running"}
         status = None
         with anyio.fail_after(10):
             while status is None or status["status"] not in {"completed", "failed"}:
-                status = await call(session, "mcp_get_subagent_status", {"subagent_id": spawned["subagent_id"]})
+                status = await call(
+                    session, "mcp_get_subagent_status", {"subagent_id": spawned["subagent_id"]}
+                )
                 await anyio.sleep(0.05)
         assert status["status"] == "completed", status
         assert status["turns"] == 1 and status["result"]
 
-        slow = await call(session, "mcp_spawn_subagent", {
-            "task": "Write a detailed taxonomy with one thousand entries.",
-            "context_strategy": "minimal", "mode": "async", "role": "taxonomy specialist"})
+        slow = await call(
+            session,
+            "mcp_spawn_subagent",
+            {
+                "task": "Write a detailed taxonomy with one thousand entries.",
+                "context_strategy": "minimal",
+                "mode": "async",
+                "role": "taxonomy specialist",
+            },
+        )
         with anyio.fail_after(10):
             while not any("taxonomy" in json.dumps(r.body) for r in fake_llm.requests):
                 await anyio.sleep(0.02)
@@ -98,6 +139,8 @@ async def test_campaign_subagent_calls_meet_the_reference_gates(
     assert CANARY not in fake_llm.all_request_text()
     receipts = json.loads(Path(model_env["COLLAB_LLM_RECEIPT_PATH"]).read_text())
     assert len(receipts) == 5
-    assert all(r["response"]["id"] and r["usage"]["total_tokens"] is not None and r["latency_seconds"] is not None
-               for r in receipts)
+    assert all(
+        r["response"]["id"] and r["usage"]["total_tokens"] is not None and r["latency_seconds"] is not None
+        for r in receipts
+    )
     assert {r["purpose"] for r in receipts} == {"context_preparation", "subagent_turn"}

@@ -13,8 +13,12 @@ from rich.table import Table
 from baton import __version__
 from baton.errors import BatonError
 
-app = typer.Typer(name="baton", help="One MCP server for subagents, humans in the loop and governed tools.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    name="baton",
+    help="One MCP server for subagents, humans in the loop and governed tools.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 receipts_app = typer.Typer(help="Inspect and verify the receipt chain.", no_args_is_help=True)
 subagents_app = typer.Typer(help="Inspect and cancel subagents.", no_args_is_help=True)
 app.add_typer(receipts_app, name="receipts")
@@ -50,7 +54,9 @@ def version() -> None:
 
 @app.command()
 def serve(
-    http: Annotated[str | None, typer.Option(help="Serve streamable HTTP on HOST:PORT instead of stdio.")] = None,
+    http: Annotated[
+        str | None, typer.Option(help="Serve streamable HTTP on HOST:PORT instead of stdio.")
+    ] = None,
 ) -> None:
     """Run the MCP server (stdio by default; --http HOST:PORT for streamable HTTP at /mcp)."""
     import anyio
@@ -136,8 +142,14 @@ def subagents_list(
         return
     table = Table("id", "status", "mode", "strategy", "role", "created")
     for row in rows:
-        table.add_row(row["subagent_id"], row["status"], row["mode"], row["context_strategy"], row["role"],
-                      row["created_at"])
+        table.add_row(
+            row["subagent_id"],
+            row["status"],
+            row["mode"],
+            row["context_strategy"],
+            row["role"],
+            row["created_at"],
+        )
     out.print(table)
 
 

@@ -47,10 +47,14 @@ def check_sandbox(runtime: Runtime) -> Check:
         return Check("sandbox", False, "bubblewrap (bwrap) is not installed")
     probe = subprocess.run(
         [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"],
-        capture_output=True, timeout=10, check=False,
+        capture_output=True,
+        timeout=10,
+        check=False,
     )
     if probe.returncode != 0:
-        return Check("sandbox", False, f"bwrap is installed but cannot start a sandbox (exit {probe.returncode})")
+        return Check(
+            "sandbox", False, f"bwrap is installed but cannot start a sandbox (exit {probe.returncode})"
+        )
     return Check("sandbox", True, f"bubblewrap at {bwrap}")
 
 
@@ -65,7 +69,9 @@ def run_checks(runtime: Runtime) -> list[Check]:
         try:
             outcome = check(runtime)
         except Exception as exc:
-            outcome = Check(check.__name__.removeprefix("check_"), False, f"check failed: {type(exc).__name__}")
+            outcome = Check(
+                check.__name__.removeprefix("check_"), False, f"check failed: {type(exc).__name__}"
+            )
         results.extend(outcome if isinstance(outcome, list) else [outcome])
     return [Check(c.name, c.ok, runtime.redactor.text(c.detail)) for c in results]
 

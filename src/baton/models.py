@@ -56,10 +56,15 @@ def resolve_provider(settings: Settings) -> ProviderConfig:
     """Pick the provider from the settings, or say exactly what is missing."""
     name = (settings.collab_provider or "").strip().lower()
     if not name:
-        raise ProviderError("provider_not_configured", "No model provider is configured: set COLLAB_PROVIDER.",
-                            missing=["COLLAB_PROVIDER"])
+        raise ProviderError(
+            "provider_not_configured",
+            "No model provider is configured: set COLLAB_PROVIDER.",
+            missing=["COLLAB_PROVIDER"],
+        )
     if name not in PROVIDERS:
-        raise ProviderError("provider_unknown", f"COLLAB_PROVIDER={name!r} is not one of {', '.join(PROVIDERS)}.")
+        raise ProviderError(
+            "provider_unknown", f"COLLAB_PROVIDER={name!r} is not one of {', '.join(PROVIDERS)}."
+        )
     keys: dict[str, tuple[str | None, list[str]]] = {
         "moonshot": (settings.moonshot_api_key or settings.kimi_api_key, ["MOONSHOT_API_KEY"]),
         "openai": (settings.openai_api_key, ["OPENAI_API_KEY"]),
@@ -77,8 +82,9 @@ def resolve_provider(settings: Settings) -> ProviderConfig:
     if not model:
         missing.append("OPENAI_MODEL")
     if missing:
-        raise ProviderError("provider_not_configured",
-                            f"The {name} provider needs {', '.join(missing)}.", missing=missing)
+        raise ProviderError(
+            "provider_not_configured", f"The {name} provider needs {', '.join(missing)}.", missing=missing
+        )
     assert model is not None
     return ProviderConfig(provider=name, model=model, base_url=base_url, api_key=api_key)
 
@@ -141,10 +147,14 @@ class ModelClient:
         messages = to_model_messages(system, turns)
         started = time.perf_counter()
         try:
-            response = await model_request(model, messages, model_settings={
-                "max_tokens": self.settings.collab_max_tokens,
-                "timeout": self.settings.collab_model_timeout_seconds,
-            })
+            response = await model_request(
+                model,
+                messages,
+                model_settings={
+                    "max_tokens": self.settings.collab_max_tokens,
+                    "timeout": self.settings.collab_model_timeout_seconds,
+                },
+            )
         except BatonError:
             raise
         except Exception as exc:
@@ -155,8 +165,11 @@ class ModelClient:
         input_tokens, output_tokens = int(usage.input_tokens or 0), int(usage.output_tokens or 0)
         receipt = {
             "response": {"id": response.provider_response_id, "model": response.model_name or config.model},
-            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens,
-                      "total_tokens": input_tokens + output_tokens},
+            "usage": {
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "total_tokens": input_tokens + output_tokens,
+            },
             "latency_seconds": round(latency, 6),
             "provider": config.provider,
             "purpose": purpose,
@@ -226,15 +239,21 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
         from pydantic_ai.models.anthropic import AnthropicModel
         from pydantic_ai.providers.anthropic import AnthropicProvider
 
-        client = AsyncAnthropic(api_key=config.api_key, base_url=config.base_url, max_retries=1,
-                                timeout=settings.collab_model_timeout_seconds)
+        client = AsyncAnthropic(
+            api_key=config.api_key,
+            base_url=config.base_url,
+            max_retries=1,
+            timeout=settings.collab_model_timeout_seconds,
+        )
         return AnthropicModel(config.model, provider=AnthropicProvider(anthropic_client=client))
 
     from openai import AsyncOpenAI
     from pydantic_ai.models.openai import OpenAIChatModel
 
     client_openai = AsyncOpenAI(
-        api_key=config.api_key or "not-needed", base_url=config.base_url, max_retries=1,
+        api_key=config.api_key or "not-needed",
+        base_url=config.base_url,
+        max_retries=1,
         timeout=settings.collab_model_timeout_seconds,
     )
     provider: Any
@@ -260,12 +279,18 @@ def provider_failure(exc: Exception, redactor: Redactor) -> ProviderError:
     detail = redactor.text(str(exc))[:300]
     status = getattr(exc, "status_code", None)
     if isinstance(exc, pe.ModelHTTPError) or status is not None:
-        return ProviderError("provider_http_error", f"The model provider answered HTTP {status}: {detail}",
-                             status_code=status)
-    if isinstance(exc, pe.ModelTimeoutError | pe.ModelRequestTimeout | TimeoutError) or "timed out" in detail.lower():
+        return ProviderError(
+            "provider_http_error", f"The model provider answered HTTP {status}: {detail}", status_code=status
+        )
+    if (
+        isinstance(exc, pe.ModelTimeoutError | pe.ModelRequestTimeout | TimeoutError)
+        or "timed out" in detail.lower()
+    ):
         return ProviderError("provider_timeout", "The model provider did not answer in time.")
     if isinstance(exc, pe.ModelConnectionError):
-        return ProviderError("provider_connection_failed", f"The model provider could not be reached: {detail}")
+        return ProviderError(
+            "provider_connection_failed", f"The model provider could not be reached: {detail}"
+        )
     return ProviderError("provider_response_invalid", f"The model provider's answer was unusable: {detail}")
 
 

@@ -133,7 +133,9 @@ class ReceiptLog:
             )
         )
         if head:
-            connection.execute(update(receipt_head).where(receipt_head.c.id == 1).values(seq=seq, sha256=digest))
+            connection.execute(
+                update(receipt_head).where(receipt_head.c.id == 1).values(seq=seq, sha256=digest)
+            )
         else:
             connection.execute(insert(receipt_head).values(id=1, seq=seq, sha256=digest))
         return Receipt(seq=seq, kind=kind, at=at, payload=clean, prev_sha256=prev, sha256=digest)
@@ -159,8 +161,17 @@ class ReceiptLog:
             rows = connection.execute(select(receipts).order_by(receipts.c.seq)).all()
             head = connection.execute(select(receipt_head).where(receipt_head.c.id == 1)).first()
         return verify_chain(
-            ({"seq": r.seq, "kind": r.kind, "at": r.at, "payload": r.payload, "prev_sha256": r.prev_sha256,
-              "sha256": r.sha256} for r in rows),
+            (
+                {
+                    "seq": r.seq,
+                    "kind": r.kind,
+                    "at": r.at,
+                    "payload": r.payload,
+                    "prev_sha256": r.prev_sha256,
+                    "sha256": r.sha256,
+                }
+                for r in rows
+            ),
             head_sha256=head.sha256 if head else None,
         )
 
@@ -186,6 +197,10 @@ def verify_chain(rows: Iterable[dict[str, Any]], head_sha256: str | None = None)
 
 def _row_to_receipt(row: Any) -> Receipt:
     return Receipt(
-        seq=row.seq, kind=row.kind, at=row.at, payload=json.loads(row.payload),
-        prev_sha256=row.prev_sha256, sha256=row.sha256,
+        seq=row.seq,
+        kind=row.kind,
+        at=row.at,
+        payload=json.loads(row.payload),
+        prev_sha256=row.prev_sha256,
+        sha256=row.sha256,
     )

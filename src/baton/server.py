@@ -23,9 +23,7 @@ from baton.toolkit import CallContext, Progress, ToolRegistry
 log = logging.getLogger("baton.server")
 
 #: Each module has ``register(registry)``; import cost matters, so they import heavy things lazily.
-TOOL_GROUPS: tuple[str, ...] = (
-    "baton.subagents.tools",
-)
+TOOL_GROUPS: tuple[str, ...] = ("baton.subagents.tools",)
 
 INSTRUCTIONS = (
     "baton lets you delegate to subagent models, ask a human administrator for approval or input, "
@@ -149,10 +147,16 @@ class BearerTokenMiddleware:
 
 
 async def _unauthorized(send: Any) -> None:
-    body = json.dumps({"success": False, "error": "A valid bearer token is required.",
-                       "error_class": "hitl_unauthorized"}).encode()
-    await send({"type": "http.response.start", "status": 401,
-                "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+    body = json.dumps(
+        {"success": False, "error": "A valid bearer token is required.", "error_class": "hitl_unauthorized"}
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 

@@ -48,7 +48,9 @@ class Store:
                 self.engine = create_engine(url, pool_pre_ping=True)
             metadata.create_all(self.engine)
         except Exception as exc:
-            raise StoreError("store_unavailable", f"The store at {self.safe_url} could not be opened.") from exc
+            raise StoreError(
+                "store_unavailable", f"The store at {self.safe_url} could not be opened."
+            ) from exc
 
     @property
     def safe_url(self) -> str:

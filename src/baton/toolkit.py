@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -79,7 +79,7 @@ class ToolRegistry:
 
     runtime: Runtime
     tools: dict[str, ToolSpec[Any]] = field(default_factory=dict)
-    background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
     dynamic: list[DynamicTools] = field(default_factory=list)
 
     def add(self, spec: ToolSpec[Any]) -> None:
@@ -100,24 +100,24 @@ class ToolRegistry:
 
         return register
 
-    def on_start(self, task: Callable[[], Awaitable[None]]) -> None:
+    def on_start(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``task`` in the server's task group for the server's lifetime."""
         self.background.append(task)
 
     async def call(self, name: str, arguments: dict[str, Any] | None, context: CallContext) -> dict[str, Any]:
         """Validate, run and receipt one tool call; never raises for a tool's own failure."""
         started = time.perf_counter()
-        result = await self._dispatch(name, arguments or {}, context)
-        result = self.runtime.redactor.value(result)
+        raw = await self._dispatch(name, arguments or {}, context)
+        result: dict[str, Any] = self.runtime.redactor.value(raw)
         self._receipt(name, arguments or {}, result, time.perf_counter() - started)
         return result
 
     async def _dispatch(self, name: str, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
         spec = self.tools.get(name)
         if spec is None:
-            for source in self.dynamic:
-                if source.owns(name):
-                    return await _guarded(lambda: source.call(name, arguments, context))
+            owner = next((source for source in self.dynamic if source.owns(name)), None)
+            if owner is not None:
+                return await _guarded(lambda: owner.call(name, arguments, context))
             return BatonError("unknown_tool", f"No tool is named {name!r}.").to_result()
         try:
             args = spec.args.model_validate(arguments)
@@ -162,9 +162,11 @@ async def _guarded(run: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, An
         return exc.to_result()
     except Exception:
         log.exception("tool failed")
-        return BatonError("internal_error", "The tool failed unexpectedly; details are in the server log.").to_result()
+        return BatonError(
+            "internal_error", "The tool failed unexpectedly; details are in the server log."
+        ).to_result()
     result.setdefault("success", True)
-    return result
+    return dict(result)
 
 
 def invalid_arguments(exc: ValidationError) -> ArgumentError:
@@ -174,5 +176,6 @@ def invalid_arguments(exc: ValidationError) -> ArgumentError:
         for err in exc.errors(include_url=False, include_input=False)
     ]
     fields = ", ".join(problem["field"] for problem in problems)
-    return ArgumentError("invalid_arguments", f"The arguments do not match the tool's schema: {fields}.",
-                         problems=problems)
+    return ArgumentError(
+        "invalid_arguments", f"The arguments do not match the tool's schema: {fields}.", problems=problems
+    )

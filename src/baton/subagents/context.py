@@ -20,9 +20,26 @@ ContextStrategy = Literal["minimal", "llm_generated", "full"]
 
 #: Key fragments that name private data; a key containing one (case-insensitive) is removed.
 DEFAULT_PRIVATE_KEY_FRAGMENTS: tuple[str, ...] = (
-    "private", "secret", "password", "passwd", "passphrase", "token", "credential", "api_key", "apikey",
-    "access_key", "authorization", "cookie", "session_id", "ssn", "social_security", "credit_card", "card_number",
-    "cvv", "iban", "pin_code",
+    "private",
+    "secret",
+    "password",
+    "passwd",
+    "passphrase",
+    "token",
+    "credential",
+    "api_key",
+    "apikey",
+    "access_key",
+    "authorization",
+    "cookie",
+    "session_id",
+    "ssn",
+    "social_security",
+    "credit_card",
+    "card_number",
+    "cvv",
+    "iban",
+    "pin_code",
 )
 
 #: Values shaped like credentials, beyond the receipts' credential pattern.

@@ -66,13 +66,19 @@ class SubagentRunner:
         now = utc_now()
         with self.runtime.store.write() as connection:
             rows = connection.execute(
-                select(subagents.c.id).where(subagents.c.status.in_(ACTIVE),
-                                             subagents.c.owner != self.runtime.instance_id)
+                select(subagents.c.id).where(
+                    subagents.c.status.in_(ACTIVE), subagents.c.owner != self.runtime.instance_id
+                )
             ).all()
             for row in rows:
                 connection.execute(
-                    update(subagents).where(subagents.c.id == row.id).values(
-                        status="failed", error_class="interrupted_by_restart", updated_at=now, finished_at=now,
+                    update(subagents)
+                    .where(subagents.c.id == row.id)
+                    .values(
+                        status="failed",
+                        error_class="interrupted_by_restart",
+                        updated_at=now,
+                        finished_at=now,
                         error="The server stopped while this subagent was running.",
                     )
                 )
@@ -87,9 +93,15 @@ class SubagentRunner:
                 continue
             ids = list(self._tasks)
             with self.runtime.store.read() as connection:
-                cancelled = connection.execute(
-                    select(subagents.c.id).where(subagents.c.id.in_(ids), subagents.c.status == "cancelled")
-                ).scalars().all()
+                cancelled = (
+                    connection.execute(
+                        select(subagents.c.id).where(
+                            subagents.c.id.in_(ids), subagents.c.status == "cancelled"
+                        )
+                    )
+                    .scalars()
+                    .all()
+                )
             for subagent_id in cancelled:
                 task = self._tasks.get(subagent_id)
                 if task is not None:
@@ -115,38 +127,70 @@ class SubagentRunner:
         now = utc_now()
         status: Status = "running" if request.mode == "sync" else "queued"
         with self.runtime.store.write() as connection:
-            connection.execute(insert(subagents).values(
-                id=subagent_id, role=request.role, task=request.task, mode=request.mode,
-                context_strategy=request.context_strategy, prepared_context=prepared,
-                filtered_fields=filtered.filtered_fields, prep_tokens=prep_tokens, status=status,
-                input_tokens=0, output_tokens=0, owner=self.runtime.instance_id,
-                created_at=now, updated_at=now, started_at=now if request.mode == "sync" else None,
-            ))
+            connection.execute(
+                insert(subagents).values(
+                    id=subagent_id,
+                    role=request.role,
+                    task=request.task,
+                    mode=request.mode,
+                    context_strategy=request.context_strategy,
+                    prepared_context=prepared,
+                    filtered_fields=filtered.filtered_fields,
+                    prep_tokens=prep_tokens,
+                    status=status,
+                    input_tokens=0,
+                    output_tokens=0,
+                    owner=self.runtime.instance_id,
+                    created_at=now,
+                    updated_at=now,
+                    started_at=now if request.mode == "sync" else None,
+                )
+            )
             _add_message(connection, subagent_id, 0, "user", request.task)
-            self.runtime.receipts.append_in(connection, "subagent_spawned", {
-                "subagent_id": subagent_id, "mode": request.mode, "context_strategy": request.context_strategy,
-                "filtered_fields": filtered.filtered_fields, "prep_tokens": prep_tokens,
-            })
-        base = {"subagent_id": subagent_id, "mode": request.mode, "context_strategy": request.context_strategy,
-                "role": request.role, "prepared_context": prepared, "prep_tokens": prep_tokens,
-                "filtered_fields": filtered.filtered_fields}
+            self.runtime.receipts.append_in(
+                connection,
+                "subagent_spawned",
+                {
+                    "subagent_id": subagent_id,
+                    "mode": request.mode,
+                    "context_strategy": request.context_strategy,
+                    "filtered_fields": filtered.filtered_fields,
+                    "prep_tokens": prep_tokens,
+                },
+            )
+        base = {
+            "subagent_id": subagent_id,
+            "mode": request.mode,
+            "context_strategy": request.context_strategy,
+            "role": request.role,
+            "prepared_context": prepared,
+            "prep_tokens": prep_tokens,
+            "filtered_fields": filtered.filtered_fields,
+        }
         if request.mode == "async":
             self._start_task(subagent_id, self._run_first_turn(subagent_id))
-            return {**base, "success": True, "status": "queued", "result": None,
-                    "usage": _usage(0, 0)}
+            return {**base, "success": True, "status": "queued", "result": None, "usage": _usage(0, 0)}
         task = self._start_task(subagent_id, self._run_first_turn(subagent_id))
         await asyncio.wait({task})
         state = self.status(subagent_id)
         outcome = {**base, "status": state["status"], "result": state["result"], "usage": state["usage"]}
         if state["status"] != "completed":
-            return {**outcome, "success": False, "error": state["error"] or "The subagent did not complete.",
-                    "error_class": state["error_class"] or "subagent_cancelled"}
+            return {
+                **outcome,
+                "success": False,
+                "error": state["error"] or "The subagent did not complete.",
+                "error_class": state["error_class"] or "subagent_cancelled",
+            }
         return {**outcome, "success": True}
 
     async def _prepare_with_model(self, request: SpawnRequest, filtered: dict[str, Any]) -> tuple[str, int]:
         prompt = preparation_prompt(request.task, request.business_rules, filtered)
-        reply = await self.models.complete(PREPARATION_SYSTEM_PROMPT, [ChatTurn("user", prompt)],
-                                           purpose="context_preparation", subagent_id=None)
+        reply = await self.models.complete(
+            PREPARATION_SYSTEM_PROMPT,
+            [ChatTurn("user", prompt)],
+            purpose="context_preparation",
+            subagent_id=None,
+        )
         return reply.text.strip(), reply.total_tokens
 
     def _start_task(self, subagent_id: str, work: Any) -> asyncio.Task[Any]:
@@ -159,7 +203,8 @@ class SubagentRunner:
         now = utc_now()
         with self.runtime.store.write() as connection:
             started = connection.execute(
-                update(subagents).where(subagents.c.id == subagent_id, subagents.c.status.in_(ACTIVE))
+                update(subagents)
+                .where(subagents.c.id == subagent_id, subagents.c.status.in_(ACTIVE))
                 .values(status="running", started_at=now, updated_at=now)
             ).rowcount
         return await self._run_turn(subagent_id) if started else None
@@ -169,42 +214,63 @@ class SubagentRunner:
         row, turns = self._load(subagent_id)
         system = subagent_system_prompt(row.role, row.prepared_context)
         try:
-            reply = await self.models.complete(system, turns, purpose="subagent_turn", subagent_id=subagent_id)
+            reply = await self.models.complete(
+                system, turns, purpose="subagent_turn", subagent_id=subagent_id
+            )
         except asyncio.CancelledError:
-            self._finish(subagent_id, "cancelled", error="The subagent was cancelled.", error_class="subagent_cancelled")
+            self._finish(
+                subagent_id,
+                "cancelled",
+                error="The subagent was cancelled.",
+                error_class="subagent_cancelled",
+            )
             raise
         except BatonError as exc:
             self._finish(subagent_id, "failed", error=exc.message, error_class=exc.error_class)
             return None
         except Exception:
             log.exception("subagent turn failed")
-            self._finish(subagent_id, "failed", error="The subagent failed unexpectedly.",
-                         error_class="internal_error")
+            self._finish(
+                subagent_id, "failed", error="The subagent failed unexpectedly.", error_class="internal_error"
+            )
             return None
         now = utc_now()
         with self.runtime.store.write() as connection:
             changed = connection.execute(
-                update(subagents).where(subagents.c.id == subagent_id, subagents.c.status == "running").values(
-                    status="completed", result=reply.text, updated_at=now, finished_at=now,
+                update(subagents)
+                .where(subagents.c.id == subagent_id, subagents.c.status == "running")
+                .values(
+                    status="completed",
+                    result=reply.text,
+                    updated_at=now,
+                    finished_at=now,
                     input_tokens=subagents.c.input_tokens + reply.input_tokens,
                     output_tokens=subagents.c.output_tokens + reply.output_tokens,
                 )
             ).rowcount
             if changed:
-                _add_message(connection, subagent_id, len(turns), "assistant", reply.text,
-                             latency=reply.receipt["latency_seconds"])
+                _add_message(
+                    connection,
+                    subagent_id,
+                    len(turns),
+                    "assistant",
+                    reply.text,
+                    latency=reply.receipt["latency_seconds"],
+                )
         return reply if changed else None
 
     def _finish(self, subagent_id: str, status: Status, *, error: str, error_class: str) -> None:
         now = utc_now()
         with self.runtime.store.write() as connection:
             changed = connection.execute(
-                update(subagents).where(subagents.c.id == subagent_id, subagents.c.status.in_(ACTIVE))
+                update(subagents)
+                .where(subagents.c.id == subagent_id, subagents.c.status.in_(ACTIVE))
                 .values(status=status, error=error, error_class=error_class, updated_at=now, finished_at=now)
             ).rowcount
             if changed:
-                self.runtime.receipts.append_in(connection, f"subagent_{status}", {
-                    "subagent_id": subagent_id, "error_class": error_class})
+                self.runtime.receipts.append_in(
+                    connection, f"subagent_{status}", {"subagent_id": subagent_id, "error_class": error_class}
+                )
 
     # conversation ---------------------------------------------------------------------------------
 
@@ -216,25 +282,41 @@ class SubagentRunner:
             if row is None:
                 raise SubagentError("subagent_not_found", f"No subagent has id {subagent_id!r}.")
             if row.status in ACTIVE:
-                raise SubagentError("subagent_busy", "The subagent is still working on its current turn.",
-                                    status=row.status)
+                raise SubagentError(
+                    "subagent_busy", "The subagent is still working on its current turn.", status=row.status
+                )
             if row.status in TERMINAL:
-                raise SubagentError("subagent_already_terminal", f"The subagent is {row.status}.",
-                                    status=row.status)
+                raise SubagentError(
+                    "subagent_already_terminal", f"The subagent is {row.status}.", status=row.status
+                )
             position = _message_count(connection, subagent_id)
             _add_message(connection, subagent_id, position, "user", message)
-            connection.execute(update(subagents).where(subagents.c.id == subagent_id).values(
-                status="running", updated_at=now, error=None, error_class=None))
+            connection.execute(
+                update(subagents)
+                .where(subagents.c.id == subagent_id)
+                .values(status="running", updated_at=now, error=None, error_class=None)
+            )
         task = self._start_task(subagent_id, self._run_turn(subagent_id))
         await asyncio.wait({task})
         reply = None if task.cancelled() else task.result()
         state = self.status(subagent_id)
         if state["status"] != "completed" or reply is None:
-            return {"success": False, "subagent_id": subagent_id, "status": state["status"],
-                    "error": state["error"], "error_class": state["error_class"], "turn": state["turns"]}
-        return {"success": True, "subagent_id": subagent_id, "response": state["result"],
-                "turn": state["turns"], "status": "completed",
-                "usage": _usage(reply.input_tokens, reply.output_tokens)}
+            return {
+                "success": False,
+                "subagent_id": subagent_id,
+                "status": state["status"],
+                "error": state["error"],
+                "error_class": state["error_class"],
+                "turn": state["turns"],
+            }
+        return {
+            "success": True,
+            "subagent_id": subagent_id,
+            "response": state["result"],
+            "turn": state["turns"],
+            "status": "completed",
+            "usage": _usage(reply.input_tokens, reply.output_tokens),
+        }
 
     # queries ---------------------------------------------------------------------------------------
 
@@ -245,7 +327,8 @@ class SubagentRunner:
                 raise SubagentError("subagent_not_found", f"No subagent has id {subagent_id!r}.")
             messages = connection.execute(
                 select(subagent_messages.c.role, subagent_messages.c.content)
-                .where(subagent_messages.c.subagent_id == subagent_id).order_by(subagent_messages.c.position)
+                .where(subagent_messages.c.subagent_id == subagent_id)
+                .order_by(subagent_messages.c.position)
             ).all()
         return row, [ChatTurn(m.role, m.content) for m in messages]
 
@@ -253,13 +336,23 @@ class SubagentRunner:
         """The subagent's state, result, turns, usage and timestamps."""
         row, turns = self._load(subagent_id)
         return {
-            "success": True, "subagent_id": row.id, "status": row.status, "role": row.role, "task": row.task,
-            "mode": row.mode, "context_strategy": row.context_strategy, "result": row.result,
-            "error": row.error, "error_class": row.error_class,
+            "success": True,
+            "subagent_id": row.id,
+            "status": row.status,
+            "role": row.role,
+            "task": row.task,
+            "mode": row.mode,
+            "context_strategy": row.context_strategy,
+            "result": row.result,
+            "error": row.error,
+            "error_class": row.error_class,
             "turns": sum(1 for t in turns if t.role == "assistant"),
             "usage": _usage(row.input_tokens, row.output_tokens),
-            "prep_tokens": row.prep_tokens, "filtered_fields": row.filtered_fields,
-            "created_at": row.created_at, "started_at": row.started_at, "finished_at": row.finished_at,
+            "prep_tokens": row.prep_tokens,
+            "filtered_fields": row.filtered_fields,
+            "created_at": row.created_at,
+            "started_at": row.started_at,
+            "finished_at": row.finished_at,
             "updated_at": row.updated_at,
         }
 
@@ -270,16 +363,37 @@ class SubagentRunner:
 
     def list(self, status: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
         """Subagents, newest first, optionally of one status."""
-        query = select(subagents.c.id, subagents.c.status, subagents.c.role, subagents.c.mode,
-                       subagents.c.context_strategy, subagents.c.created_at, subagents.c.updated_at,
-                       subagents.c.task).order_by(subagents.c.created_at.desc()).limit(limit)
+        query = (
+            select(
+                subagents.c.id,
+                subagents.c.status,
+                subagents.c.role,
+                subagents.c.mode,
+                subagents.c.context_strategy,
+                subagents.c.created_at,
+                subagents.c.updated_at,
+                subagents.c.task,
+            )
+            .order_by(subagents.c.created_at.desc())
+            .limit(limit)
+        )
         if status:
             query = query.where(subagents.c.status == status)
         with self.runtime.store.read() as connection:
             rows = connection.execute(query).all()
-        return [{"subagent_id": r.id, "status": r.status, "role": r.role, "mode": r.mode,
-                 "context_strategy": r.context_strategy, "task": r.task[:200], "created_at": r.created_at,
-                 "updated_at": r.updated_at} for r in rows]
+        return [
+            {
+                "subagent_id": r.id,
+                "status": r.status,
+                "role": r.role,
+                "mode": r.mode,
+                "context_strategy": r.context_strategy,
+                "task": r.task[:200],
+                "created_at": r.created_at,
+                "updated_at": r.updated_at,
+            }
+            for r in rows
+        ]
 
     # cancel ----------------------------------------------------------------------------------------
 
@@ -291,20 +405,34 @@ class SubagentRunner:
             if row is None:
                 raise SubagentError("subagent_not_found", f"No subagent has id {subagent_id!r}.")
             changed = connection.execute(
-                update(subagents).where(subagents.c.id == subagent_id, subagents.c.status.in_(ACTIVE)).values(
-                    status="cancelled", error="Cancelled on request.", error_class="subagent_cancelled",
-                    updated_at=now, finished_at=now)
+                update(subagents)
+                .where(subagents.c.id == subagent_id, subagents.c.status.in_(ACTIVE))
+                .values(
+                    status="cancelled",
+                    error="Cancelled on request.",
+                    error_class="subagent_cancelled",
+                    updated_at=now,
+                    finished_at=now,
+                )
             ).rowcount
             if not changed:
-                raise SubagentError("subagent_already_terminal",
-                                    f"The subagent is already {row.status}; nothing to cancel.", status=row.status)
+                raise SubagentError(
+                    "subagent_already_terminal",
+                    f"The subagent is already {row.status}; nothing to cancel.",
+                    status=row.status,
+                )
             self.runtime.receipts.append_in(connection, "subagent_cancelled", {"subagent_id": subagent_id})
         task = self._tasks.get(subagent_id)
         in_flight = task is not None and not task.done()
         if task is not None:
             task.cancel()
-        return {"success": True, "subagent_id": subagent_id, "status": "cancelled",
-                "previous_status": row.status, "cancelled_in_flight_call": in_flight}
+        return {
+            "success": True,
+            "subagent_id": subagent_id,
+            "status": "cancelled",
+            "previous_status": row.status,
+            "cancelled_in_flight_call": in_flight,
+        }
 
     async def aclose(self) -> None:
         """Cancel every local task (server shutdown)."""
@@ -315,17 +443,36 @@ class SubagentRunner:
 
 
 def _usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
-    return {"input_tokens": input_tokens, "output_tokens": output_tokens,
-            "total_tokens": input_tokens + output_tokens}
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "total_tokens": input_tokens + output_tokens,
+    }
 
 
 def _message_count(connection: Connection, subagent_id: str) -> int:
-    return int(connection.execute(select(func.count()).where(
-        subagent_messages.c.subagent_id == subagent_id)).scalar_one())
+    return int(
+        connection.execute(
+            select(func.count()).where(subagent_messages.c.subagent_id == subagent_id)
+        ).scalar_one()
+    )
 
 
-def _add_message(connection: Connection, subagent_id: str, position: int, role: str, content: str,
-                 latency: float | None = None) -> None:
-    connection.execute(insert(subagent_messages).values(
-        subagent_id=subagent_id, position=position, role=role, content=content, at=utc_now(),
-        latency_seconds=latency))
+def _add_message(
+    connection: Connection,
+    subagent_id: str,
+    position: int,
+    role: str,
+    content: str,
+    latency: float | None = None,
+) -> None:
+    connection.execute(
+        insert(subagent_messages).values(
+            subagent_id=subagent_id,
+            position=position,
+            role=role,
+            content=content,
+            at=utc_now(),
+            latency_seconds=latency,
+        )
+    )

@@ -15,13 +15,21 @@ class SpawnArgs(ToolArgs):
     """Arguments of ``mcp_spawn_subagent``."""
 
     task: str = Field(min_length=1, description="What the subagent must do.")
-    role: str = Field("assistant", min_length=1, description="The subagent's role, e.g. 'refund policy specialist'.")
-    mode: Literal["sync", "async"] = Field("sync", description="sync waits for the first answer; async returns at once.")
+    role: str = Field(
+        "assistant", min_length=1, description="The subagent's role, e.g. 'refund policy specialist'."
+    )
+    mode: Literal["sync", "async"] = Field(
+        "sync", description="sync waits for the first answer; async returns at once."
+    )
     context_strategy: ContextStrategy = Field(
-        "minimal", description="minimal: only minimal_slice; llm_generated: distilled by a model under "
-        "business_rules; full: the whole filtered context.")
+        "minimal",
+        description="minimal: only minimal_slice; llm_generated: distilled by a model under "
+        "business_rules; full: the whole filtered context.",
+    )
     parent_context: dict[str, Any] | None = Field(None, description="The parent's context, a JSON object.")
-    minimal_slice: list[str] | None = Field(None, description="Dotted key paths kept by the minimal strategy.")
+    minimal_slice: list[str] | None = Field(
+        None, description="Dotted key paths kept by the minimal strategy."
+    )
     business_rules: str | None = Field(None, description="Rules the llm_generated preparation must follow.")
 
 

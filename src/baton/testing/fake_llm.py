@@ -55,6 +55,7 @@ class FakeLLMServer:
         """The ``/v1`` endpoint, as ``OPENAI_BASE_URL`` takes it."""
         assert self._httpd is not None, "server not started"
         host, port = self._httpd.server_address[:2]
+        host = host.decode() if isinstance(host, bytes) else host
         return f"http://{host}:{port}/v1"
 
     def when(self, marker: str, behavior: Behavior) -> None:
@@ -137,10 +138,10 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
+        def log_message(self, format: str, *args: Any) -> None:
             return
 
-        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length)
             try:
