@@ -99,6 +99,22 @@ ERROR_CLASSES: dict[str, str] = {
 }
 
 
+def error_classes_markdown() -> str:
+    """``docs/error-classes.md``, generated from :data:`ERROR_CLASSES` (a test keeps them equal)."""
+    lines = [
+        "# Error classes",
+        "",
+        "Every failure result carries `success: false`, `error` (one human sentence) and `error_class`,",
+        "one of the stable strings below. Generated from `baton.errors.ERROR_CLASSES` by",
+        "`python -m baton.errors > docs/error-classes.md`.",
+        "",
+        "| error_class | meaning |",
+        "| --- | --- |",
+    ]
+    lines += [f"| `{name}` | {meaning} |" for name, meaning in ERROR_CLASSES.items()]
+    return "\n".join(lines) + "\n"
+
+
 class BatonError(Exception):
     """A failure with a stable ``error_class`` and one human sentence."""
 
@@ -157,3 +173,7 @@ class GatewayError(BatonError):
 
 class CampaignError(BatonError):
     """The validation campaign could not run or verify."""
+
+
+if __name__ == "__main__":
+    print(error_classes_markdown(), end="")  # noqa: T201 - this is the generator's output

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from baton.config import Settings
 from baton.errors import BatonError, ProviderError
-from baton.receipts import ReceiptLog, Redactor, canonical_json
+from baton.receipts import ReceiptLog, Redactor
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -179,6 +179,13 @@ class ModelClient:
         self._append_receipt_file(receipt)
         return ModelReply(text=text, input_tokens=input_tokens, output_tokens=output_tokens, receipt=receipt)
 
+    async def aclose(self) -> None:
+        """Close the provider's HTTP connections."""
+        client = getattr(self._model, "client", None)
+        if client is not None and hasattr(client, "close"):
+            await client.close()
+        self._model = None
+
     def _append_receipt_file(self, receipt: dict[str, Any]) -> None:
         """Rewrite ``COLLAB_LLM_RECEIPT_PATH`` atomically with every receipt so far."""
         path = self.settings.collab_llm_receipt_path
@@ -292,8 +299,3 @@ def provider_failure(exc: Exception, redactor: Redactor) -> ProviderError:
             "provider_connection_failed", f"The model provider could not be reached: {detail}"
         )
     return ProviderError("provider_response_invalid", f"The model provider's answer was unusable: {detail}")
-
-
-def receipt_fingerprint(receipt: dict[str, Any]) -> str:
-    """A stable text form of a receipt payload (for logs and tests)."""
-    return canonical_json(receipt)

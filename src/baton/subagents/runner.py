@@ -435,11 +435,12 @@ class SubagentRunner:
         }
 
     async def aclose(self) -> None:
-        """Cancel every local task (server shutdown)."""
+        """Cancel every local task and close the provider's connections (server shutdown)."""
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.models.aclose()
 
 
 def _usage(input_tokens: int, output_tokens: int) -> dict[str, int]:

@@ -1,0 +1,66 @@
+"""The CLI against the same store a server uses."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import FAKE_MOONSHOT_KEY
+
+
+def baton(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "baton", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def seed_receipts(env: dict[str, str], count: int) -> Path:
+    code = (
+        "from baton.runtime import Runtime\n"
+        "rt = Runtime.open()\n"
+        f"for n in range({count}): rt.receipts.append('test', {{'n': n}})\n"
+    )
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
+    return Path(env["BATON_HOME"]) / "baton.db"
+
+
+def test_receipts_verify_passes_then_names_a_tampered_receipt(baton_env: dict[str, str]) -> None:
+    database = seed_receipts(baton_env, 3)
+    ok = baton(baton_env, "receipts", "verify")
+    assert ok.returncode == 0, ok.stderr
+    assert "3 receipts" in ok.stdout
+    listed = json.loads(baton(baton_env, "receipts", "list", "--json").stdout)
+    assert [row["payload"]["n"] for row in listed] == [0, 1, 2]
+    with sqlite3.connect(database) as connection:
+        connection.execute("UPDATE receipts SET payload = '{\"n\":7}' WHERE seq = 2")
+    broken = baton(baton_env, "receipts", "verify")
+    assert broken.returncode == 1
+    assert "receipt_chain_broken" in broken.stderr
+    assert "seq 2" in broken.stderr
+
+
+def test_doctor_reports_readiness_without_secrets(baton_env: dict[str, str]) -> None:
+    env = {**baton_env, "COLLAB_PROVIDER": "moonshot", "MOONSHOT_API_KEY": FAKE_MOONSHOT_KEY}
+    done = baton(env, "doctor", "--json")
+    assert done.returncode == 0, done.stderr
+    checks = {row["name"]: row for row in json.loads(done.stdout)}
+    assert checks["store"]["ok"] is True
+    assert checks["model provider"]["ok"] is True
+    assert "kimi-k3" in checks["model provider"]["detail"]
+    assert FAKE_MOONSHOT_KEY not in done.stdout + done.stderr
+
+
+def test_subagent_commands_report_unknown_ids(baton_env: dict[str, str]) -> None:
+    listed = baton(baton_env, "subagents", "list", "--json")
+    assert json.loads(listed.stdout) == []
+    shown = baton(baton_env, "subagents", "show", "sa_missing")
+    assert shown.returncode == 1
+    assert "subagent_not_found" in shown.stderr

@@ -1,0 +1,73 @@
+"""The privacy filter and the context strategies' pure parts."""
+
+from __future__ import annotations
+
+import pytest
+
+from baton.errors import SubagentError
+from baton.subagents.context import PrivacyFilter, assert_no_leak, render_context, select_slice
+
+
+def test_private_keys_and_credential_shaped_values_are_removed_at_any_depth() -> None:
+    context = {
+        "customer": "Ada",
+        "private_note": "PRIVATE-MARKER-MUST-BE-FILTERED",
+        "account": {"api_key": "whatever", "plan": "pro", "notes": ["ok", "sk-abcdefghijklmnop1234"]},
+        "Session-Token": "abc",
+        "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "author": "Grace",
+    }
+    filtered = PrivacyFilter().apply(context)
+    assert filtered.value == {
+        "customer": "Ada",
+        "account": {"plan": "pro", "notes": ["ok"]},
+        "author": "Grace",
+    }
+    assert sorted(filtered.filtered_fields) == [
+        "Session-Token",
+        "account.api_key",
+        "account.notes[1]",
+        "jwt",
+        "private_note",
+    ]
+    assert "PRIVATE-MARKER-MUST-BE-FILTERED" in filtered.removed_values
+
+
+def test_extra_private_key_fragments_come_from_configuration() -> None:
+    privacy = PrivacyFilter.from_settings("diagnosis, salary", ())
+    filtered = privacy.apply({"Diagnosis": "flu", "salary_band": "B", "city": "Oslo"})
+    assert filtered.value == {"city": "Oslo"}
+
+
+def test_configured_secret_values_are_removed_wherever_they_appear() -> None:
+    privacy = PrivacyFilter.from_settings(None, ("hunter2-long-secret",))
+    filtered = privacy.apply({"comment": "password is hunter2-long-secret", "ok": "fine"})
+    assert filtered.value == {"ok": "fine"}
+
+
+def test_minimal_slice_keeps_only_the_named_dotted_paths() -> None:
+    context = {"policy": "7 days", "order": {"id": 7, "total": 80, "lines": [1]}, "customer": "Ada"}
+    assert select_slice(context, ["policy", "order.total", "missing.path"]) == {
+        "policy": "7 days",
+        "order": {"total": 80},
+    }
+    assert select_slice(context, None) == {}
+
+
+@pytest.mark.parametrize("path", ["", "a..b", ".a", "a."])
+def test_malformed_slice_paths_are_rejected(path: str) -> None:
+    with pytest.raises(SubagentError) as caught:
+        select_slice({"a": 1}, [path])
+    assert caught.value.error_class == "context_slice_invalid"
+
+
+def test_a_removed_value_in_prepared_text_fails_closed() -> None:
+    with pytest.raises(SubagentError) as caught:
+        assert_no_leak("customer Ada, note PRIVATE-MARKER", ["PRIVATE-MARKER"])
+    assert caught.value.error_class == "context_privacy_violation"
+    assert_no_leak("customer Ada", ["PRIVATE-MARKER", "abc"])
+
+
+def test_empty_context_renders_as_empty_text() -> None:
+    assert render_context({}) == ""
+    assert '"policy": "x"' in render_context({"policy": "x"})

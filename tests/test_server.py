@@ -1,0 +1,160 @@
+"""The server over its real transports: stdio purity, both protocol eras, streamable HTTP and its token."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from mcp import Client
+
+from tests.conftest import server_parameters
+
+pytestmark = pytest.mark.anyio
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def http_server(env: dict[str, str], bind: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``baton serve --http`` in a subprocess, yielded once its port accepts connections."""
+    log_path = tmp_path / f"serve-{bind.replace(':', '_')}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "baton", "serve", "--http", bind],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    host, port = bind.rsplit(":", 1)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, log_path.read_text()
+            try:
+                with socket.create_connection((host, int(port)), timeout=0.2):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.05)
+        yield process
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_stdio_writes_nothing_but_json_rpc(model_env: dict[str, str]) -> None:
+    requests = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "mcp_list_subagents", "arguments": {}},
+        },
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "nope", "arguments": {}}},
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "baton", "serve"],
+        env=model_env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    for request in requests:
+        process.stdin.write((json.dumps(request) + "\n").encode())
+    process.stdin.flush()
+    messages = []
+    while {1, 2, 3, 4} - {m.get("id") for m in messages}:
+        line = process.stdout.readline()
+        assert line, "server closed stdout early"
+        messages.append(json.loads(line))
+    process.stdin.close()
+    assert process.wait(timeout=10) == 0
+    assert process.stdout.read() == b""
+    process.stdout.close()
+    assert all(m["jsonrpc"] == "2.0" for m in messages)
+    by_id = {m.get("id"): m for m in messages}
+    assert by_id[1]["result"]["serverInfo"]["name"] == "baton"
+    assert by_id[3]["result"]["structuredContent"]["success"] is True
+    unknown = by_id[4]["result"]
+    assert unknown["isError"] is True
+    assert unknown["structuredContent"]["error_class"] == "unknown_tool"
+
+
+async def test_the_2026_era_client_discovers_and_calls(baton_env: dict[str, str]) -> None:
+    async with Client(server_parameters(baton_env)) as client:
+        tools = await client.list_tools()
+        assert "mcp_spawn_subagent" in {t.name for t in tools.tools}
+        result = await client.call_tool("mcp_spawn_subagent", {"task": "x"})
+        assert result.structured_content["error_class"] == "provider_not_configured"
+        assert result.structured_content["missing"] == ["COLLAB_PROVIDER"]
+        bad = await client.call_tool("mcp_spawn_subagent", {"task": 3, "surprise": True})
+        assert bad.structured_content["error_class"] == "invalid_arguments"
+        assert {p["field"] for p in bad.structured_content["problems"]} == {"task", "surprise"}
+
+
+async def test_streamable_http_serves_mcp(baton_env: dict[str, str], tmp_path: Path) -> None:
+    port = free_port()
+    with http_server(baton_env, f"127.0.0.1:{port}", tmp_path):
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            result = await client.call_tool("mcp_list_subagents", {})
+            assert result.structured_content == {"subagents": [], "count": 0, "success": True}
+
+
+async def test_a_token_protects_the_http_endpoint(baton_env: dict[str, str], tmp_path: Path) -> None:
+    port = free_port()
+    token = "bearer-token-for-tests-0001"
+    with http_server({**baton_env, "BATON_HTTP_TOKEN": token}, f"127.0.0.1:{port}", tmp_path):
+        async with httpx.AsyncClient() as http:
+            refused = await http.post(f"http://127.0.0.1:{port}/mcp", json={})
+            assert refused.status_code == 401
+            wrong = await http.post(
+                f"http://127.0.0.1:{port}/mcp", json={}, headers={"Authorization": "Bearer wrong"}
+            )
+            assert wrong.status_code == 401
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(headers=headers) as http:
+            from mcp.client.streamable_http import streamable_http_client
+
+            transport = streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)
+            async with Client(transport) as client:
+                result = await client.call_tool("mcp_list_subagents", {})
+                assert result.structured_content["success"] is True
+
+
+def test_a_non_loopback_bind_without_a_token_is_refused(baton_env: dict[str, str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "baton", "serve", "--http", f"0.0.0.0:{free_port()}"],
+        env=baton_env,
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "http_bind_refused" in done.stderr.decode()
+    assert done.stdout == b""

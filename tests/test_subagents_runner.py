@@ -1,0 +1,157 @@
+"""The subagent runner against the real provider code and a loopback model server (no transport)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from baton.config import Settings
+from baton.errors import BatonError
+from baton.runtime import Runtime
+from baton.subagents.runner import SpawnRequest, SubagentRunner
+from baton.testing import Behavior, FakeLLMServer
+from tests.conftest import FAKE_MOONSHOT_KEY
+
+pytestmark = pytest.mark.anyio
+
+
+def make_runtime(tmp_path: Path, fake_llm: FakeLLMServer | None, **overrides: object) -> Runtime:
+    values: dict[str, object] = {"baton_home": tmp_path / "home"}
+    if fake_llm is not None:
+        values.update(
+            collab_provider="moonshot",
+            openai_model="kimi-k3",
+            moonshot_api_key=FAKE_MOONSHOT_KEY,
+            openai_base_url=fake_llm.base_url,
+        )
+    values.update(overrides)
+    return Runtime.open(Settings.model_validate(values))
+
+
+@pytest.fixture
+async def runner(tmp_path: Path, fake_llm: FakeLLMServer) -> AsyncIterator[SubagentRunner]:
+    runtime = make_runtime(tmp_path, fake_llm, collab_model_timeout_seconds=1.5)
+    runner = SubagentRunner(runtime)
+    yield runner
+    await runner.aclose()
+    runtime.close()
+
+
+async def test_no_provider_answers_provider_not_configured_and_stores_nothing(tmp_path: Path) -> None:
+    runner = SubagentRunner(make_runtime(tmp_path, None))
+    with pytest.raises(BatonError) as caught:
+        await runner.spawn(SpawnRequest(task="x"))
+    await runner.aclose()
+    assert caught.value.error_class == "provider_not_configured"
+    assert caught.value.details["missing"] == ["COLLAB_PROVIDER"]
+    assert runner.list() == []
+
+
+@pytest.mark.parametrize(
+    ("behavior", "error_class"),
+    [
+        (Behavior(status=500), "provider_http_error"),
+        (Behavior(status=429), "provider_http_error"),
+        (Behavior(malformed=True), "provider_response_invalid"),
+        (Behavior(delay_seconds=6), "provider_timeout"),
+    ],
+)
+async def test_provider_failures_fail_the_subagent_with_a_class(
+    runner: SubagentRunner, fake_llm: FakeLLMServer, behavior: Behavior, error_class: str
+) -> None:
+    fake_llm.default = behavior
+    result = await runner.spawn(SpawnRequest(task="hello"))
+    assert result["success"] is False
+    assert result["error_class"] == error_class, result
+    assert result["status"] == "failed"
+    assert runner.status(result["subagent_id"])["error_class"] == error_class
+
+
+async def test_llm_generated_preparation_that_leaks_a_removed_value_fails_closed(
+    runner: SubagentRunner, fake_llm: FakeLLMServer
+) -> None:
+    secret_looking = "sk-abcdefghijklmnop1234"
+    fake_llm.when("Business rules", Behavior(reply=f"context: the customer's note was {secret_looking}"))
+    with pytest.raises(BatonError) as caught:
+        await runner.spawn(
+            SpawnRequest(
+                task="t",
+                context_strategy="llm_generated",
+                parent_context={"customer": "Ada", "note": secret_looking},
+            )
+        )
+    assert caught.value.error_class == "context_privacy_violation"
+    assert secret_looking not in fake_llm.all_request_text()
+    assert runner.list() == []
+
+
+async def test_async_subagents_run_concurrently(runner: SubagentRunner, fake_llm: FakeLLMServer) -> None:
+    fake_llm.default = Behavior(delay_seconds=0.3)
+    spawned = [await runner.spawn(SpawnRequest(task=f"task {n}", mode="async")) for n in range(20)]
+    async with asyncio.timeout(5):  # 20 sequential calls would take 6 s
+        while any(runner.status(s["subagent_id"])["status"] != "completed" for s in spawned):
+            await asyncio.sleep(0.05)
+
+
+async def test_full_strategy_gives_the_whole_filtered_context(runner: SubagentRunner) -> None:
+    result = await runner.spawn(
+        SpawnRequest(
+            task="t", context_strategy="full", parent_context={"a": 1, "password": "hunter2", "b": {"c": "d"}}
+        )
+    )
+    assert result["success"] is True
+    assert '"c": "d"' in result["prepared_context"]
+    assert "hunter2" not in result["prepared_context"]
+    assert result["filtered_fields"] == ["password"]
+
+
+async def test_messages_to_unknown_busy_or_terminal_subagents_are_refused(
+    runner: SubagentRunner, fake_llm: FakeLLMServer
+) -> None:
+    with pytest.raises(BatonError) as unknown:
+        await runner.send_message("sa_nope", "hi")
+    assert unknown.value.error_class == "subagent_not_found"
+    fake_llm.default = Behavior(delay_seconds=5)
+    spawned = await runner.spawn(SpawnRequest(task="slow", mode="async"))
+    await asyncio.sleep(0)
+    with pytest.raises(BatonError) as busy:
+        await runner.send_message(spawned["subagent_id"], "hi")
+    assert busy.value.error_class == "subagent_busy"
+    runner.cancel(spawned["subagent_id"])
+    with pytest.raises(BatonError) as terminal:
+        await runner.send_message(spawned["subagent_id"], "hi")
+    assert terminal.value.error_class == "subagent_already_terminal"
+    await runner.aclose()
+
+
+async def test_a_restart_fails_subagents_left_running(tmp_path: Path, fake_llm: FakeLLMServer) -> None:
+    fake_llm.default = Behavior(delay_seconds=5)
+    first = SubagentRunner(make_runtime(tmp_path, fake_llm))
+    spawned = await first.spawn(SpawnRequest(task="slow", mode="async"))
+    await asyncio.sleep(0.2)
+    restarted_runtime = make_runtime(tmp_path, fake_llm)
+    restarted_runtime.instance_id = "another-process"
+    second = SubagentRunner(restarted_runtime)
+    assert second.recover_after_restart() == 1
+    status = second.status(spawned["subagent_id"])
+    assert status["status"] == "failed"
+    assert status["error_class"] == "interrupted_by_restart"
+    await first.aclose()
+    await second.aclose()
+    assert second.status(spawned["subagent_id"])["status"] == "failed"
+
+
+async def test_a_secret_in_a_provider_error_message_is_redacted(
+    tmp_path: Path, fake_llm: FakeLLMServer
+) -> None:
+    runtime = make_runtime(tmp_path, fake_llm, openai_base_url=fake_llm.base_url + f"/{FAKE_MOONSHOT_KEY}")
+    runner = SubagentRunner(runtime)
+    fake_llm.default = Behavior(status=404)
+    result = await runner.spawn(SpawnRequest(task="x"))
+    await runner.aclose()
+    assert result["success"] is False
+    assert FAKE_MOONSHOT_KEY not in str(result)
+    assert FAKE_MOONSHOT_KEY not in str([r.payload for r in runtime.receipts.list(limit=1000)])
