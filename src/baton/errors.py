@@ -176,4 +176,4 @@ class CampaignError(BatonError):
 
 
 if __name__ == "__main__":
-    print(error_classes_markdown(), end="")  # noqa: T201 - this is the generator's output
+    print(error_classes_markdown(), end="")
