@@ -24,6 +24,15 @@ subagents_app = typer.Typer(help="Inspect and cancel subagents.", no_args_is_hel
 app.add_typer(receipts_app, name="receipts")
 app.add_typer(subagents_app, name="subagents")
 
+
+def _add_group_apps() -> None:
+    from baton.campaign.cli import app as campaign_app
+
+    app.add_typer(campaign_app, name="campaign")
+
+
+_add_group_apps()
+
 out = Console()
 err = Console(stderr=True)
 

@@ -53,6 +53,7 @@ class Settings(BaseModel):
     collab_llm_receipt_path: Path | None = None
     collab_model_timeout_seconds: float = 120.0
     collab_max_tokens: int = 2048
+    baton_model_request_log: Path | None = None
     # human in the loop
     hitl_timeout_seconds: int = 300
     hitl_admin_email: str | None = None

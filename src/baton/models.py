@@ -122,6 +122,7 @@ class ModelClient:
         self._model: Model | None = None
         self._config: ProviderConfig | None = None
         self._file_lock = threading.Lock()
+        self._model_lock = threading.Lock()
         self._file_rows: list[dict[str, Any]] | None = None
 
     def config(self) -> ProviderConfig:
@@ -132,9 +133,10 @@ class ModelClient:
 
     def model(self) -> Model:
         """The pydantic-ai model, built once on first use."""
-        if self._model is None:
-            self._model = build_model(self.config(), self.settings)
-        return self._model
+        with self._model_lock:
+            if self._model is None:
+                self._model = build_model(self.config(), self.settings)
+            return self._model
 
     async def complete(
         self, system: str, turns: list[ChatTurn], *, purpose: Purpose, subagent_id: str | None
@@ -145,6 +147,7 @@ class ModelClient:
         from pydantic_ai.direct import model_request
 
         messages = to_model_messages(system, turns)
+        self._log_request(system, turns, purpose, subagent_id)
         started = time.perf_counter()
         try:
             response = await model_request(
@@ -185,6 +188,24 @@ class ModelClient:
         if client is not None and hasattr(client, "close"):
             await client.close()
         self._model = None
+
+    def _log_request(self, system: str, turns: list[ChatTurn], purpose: str, subagent_id: str | None) -> None:
+        """Append what is about to be sent to ``BATON_MODEL_REQUEST_LOG`` (JSON lines), for audits."""
+        path = self.settings.baton_model_request_log
+        if path is None:
+            return
+        row = {
+            "purpose": purpose,
+            "subagent_id": subagent_id,
+            "system": system,
+            "messages": [{"role": t.role, "content": t.content} for t in turns],
+        }
+        line = json.dumps(self.redactor.value(row), ensure_ascii=False) + "\n"
+        self.redactor.guard(line, str(path))
+        with self._file_lock:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as handle:
+                handle.write(line)
 
     def _append_receipt_file(self, receipt: dict[str, Any]) -> None:
         """Rewrite ``COLLAB_LLM_RECEIPT_PATH`` atomically with every receipt so far."""

@@ -85,6 +85,15 @@ class SubagentRunner:
                 self.runtime.receipts.append_in(connection, "subagent_interrupted", {"subagent_id": row.id})
         return len(rows)
 
+    async def warm_up(self) -> None:
+        """Import the provider stack in a worker thread after start, so the first spawn does not pay for it."""
+        try:
+            self.models.config()
+        except BatonError:
+            return
+        await asyncio.sleep(0.5)  # let the client's initialize and tools/list go first
+        await asyncio.to_thread(self.models.model)
+
     async def watch_external_cancels(self) -> None:
         """Cancel local tasks whose subagent another process marked cancelled."""
         while True:

@@ -64,6 +64,7 @@ def register(registry: ToolRegistry) -> None:
             await runner.aclose()
 
     registry.on_start(recover_and_watch)
+    registry.on_start(runner.warm_up)
 
     @registry.tool("mcp_spawn_subagent", SpawnArgs)
     async def spawn(args: SpawnArgs, ctx: CallContext) -> dict[str, Any]:

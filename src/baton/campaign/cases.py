@@ -1,0 +1,326 @@
+"""The campaign's cases (what it calls, in order) and the gates computed from their results."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from baton.campaign.gates import human_decision_accepted
+
+if TYPE_CHECKING:
+    from baton.campaign.runner import Campaign
+
+CASES = [
+    "minimal_sync",
+    "llm_generated_sync",
+    "multi_turn_message",
+    "async_spawn",
+    "async_status_N",
+    "cancel_spawn",
+    "cancel_subagent",
+    "cancelled_status",
+    "hitl_approval",
+    "hitl_pending",
+    "hitl_operator_response|hitl_human_response",
+    "hitl_timeout",
+    "email_notification_preflight",
+    "im_notification_preflight",
+    "slack_notification_preflight",
+    "timer_set",
+    "timer_list",
+    "timer_cancel",
+    "adapters_list",
+]
+TASK = "Decide whether the refund meets the supplied policy and explain."
+APPROVAL_MESSAGE = "Approve publishing this baton validation campaign's result?"
+APPROVAL_CONTEXT = {
+    "risk": "low",
+    "artifact": "validation-only",
+    "consequence": "An approval authorizes publishing this run; a rejection keeps it local.",
+}
+
+
+async def run_cases(campaign: Campaign) -> dict[str, Any]:
+    """Every case in order; returns what the gates need beyond the recorded rows."""
+    outcome: dict[str, Any] = {}
+    outcome.update(await _subagent_cases(campaign))
+    outcome.update(await _hitl_cases(campaign))
+    outcome.update(await _notification_cases(campaign))
+    if {"mcp_set_timer", "mcp_list_timers", "mcp_cancel_timer"} <= campaign.tool_names:
+        outcome.update(await _timer_cases(campaign))
+    if "mcp_list_adapters" in campaign.tool_names:
+        outcome["adapters"] = await campaign.call("adapters_list", "mcp_list_adapters", {})
+    return outcome
+
+
+async def _subagent_cases(c: Campaign) -> dict[str, Any]:
+    from baton.campaign.runner import PARENT_CONTEXT
+
+    minimal = await c.call(
+        "minimal_sync",
+        "mcp_spawn_subagent",
+        {
+            "task": TASK,
+            "context_strategy": "minimal",
+            "mode": "sync",
+            "parent_context": PARENT_CONTEXT,
+            "role": "refund policy specialist",
+            "minimal_slice": ["policy"],
+        },
+    )
+    await c.call(
+        "llm_generated_sync",
+        "mcp_spawn_subagent",
+        {
+            "task": TASK,
+            "context_strategy": "llm_generated",
+            "mode": "sync",
+            "parent_context": PARENT_CONTEXT,
+            "role": "refund policy specialist",
+            "business_rules": "Keep customer, request, and policy. Exclude private_note and irrelevant history.",
+        },
+    )
+    await c.call(
+        "multi_turn_message",
+        "mcp_send_message_to_subagent",
+        {
+            "subagent_id": minimal.get("subagent_id"),
+            "message": "Additional fact: the item is unused. Re-evaluate using only supplied facts.",
+        },
+    )
+    spawned = await c.call(
+        "async_spawn",
+        "mcp_spawn_subagent",
+        {
+            "task": "Return a JSON summary of the number 17 and whether it is prime.",
+            "context_strategy": "minimal",
+            "mode": "async",
+            "role": "math specialist",
+        },
+    )
+    async_status: dict[str, Any] | None = None
+    for attempt in range(80):
+        async_status = await c.call(
+            f"async_status_{attempt + 1}",
+            "mcp_get_subagent_status",
+            {"subagent_id": spawned.get("subagent_id")},
+        )
+        if async_status.get("status") in {"completed", "failed"}:
+            break
+        await asyncio.sleep(0.25)
+    slow = await c.call(
+        "cancel_spawn",
+        "mcp_spawn_subagent",
+        {
+            "task": "Write a detailed taxonomy with one thousand entries.",
+            "context_strategy": "minimal",
+            "mode": "async",
+            "role": "taxonomy specialist",
+        },
+    )
+    await c.call("cancel_subagent", "mcp_cancel_subagent", {"subagent_id": slow.get("subagent_id")})
+    await c.call("cancelled_status", "mcp_get_subagent_status", {"subagent_id": slow.get("subagent_id")})
+    return {"async_status": async_status}
+
+
+async def _hitl_cases(c: Campaign) -> dict[str, Any]:
+    interactive = c.options.interactive_human
+    deadline = time.monotonic() + c.options.human_timeout_seconds if interactive else None
+    approval_task = asyncio.create_task(
+        c.call(
+            "hitl_approval",
+            "mcp_request_admin_approval",
+            {
+                "request_message": APPROVAL_MESSAGE,
+                "context": APPROVAL_CONTEXT,
+                "timeout_seconds": c.options.human_timeout_seconds if interactive else 8,
+                "urgent": False,
+            },
+        )
+    )
+    await asyncio.sleep(0.5)
+    pending = await c.call("hitl_pending", "mcp_list_pending_requests", {})
+    rows = pending.get("requests") or []
+    request_id = rows[0].get("request_id") if rows else None
+    human_decision = None
+    if request_id and interactive:
+        assert deadline is not None
+        try:
+            human_decision = await c.human_decision(request_id, APPROVAL_MESSAGE, APPROVAL_CONTEXT, deadline)
+        except BaseException:
+            approval_task.cancel()
+            await asyncio.gather(approval_task, return_exceptions=True)
+            raise
+        await c.call(
+            "hitl_human_response",
+            "mcp_respond_to_request",
+            {
+                "request_id": request_id,
+                "approved": human_decision["approved"],
+                "admin_notes": human_decision["admin_notes"],
+            },
+        )
+    elif request_id:
+        await c.call(
+            "hitl_operator_response",
+            "mcp_respond_to_request",
+            {
+                "request_id": request_id,
+                "approved": True,
+                "admin_notes": "Approved by the automated validation operator; not a claimed human judgment.",
+            },
+        )
+    approval = await approval_task
+    if human_decision is not None:
+        c.bundle.write_json("human_decision.json", {**human_decision, "mcp_result": approval})
+    timeout = await c.call(
+        "hitl_timeout",
+        "mcp_request_admin_approval",
+        {
+            "request_message": "No operator will answer this timeout probe.",
+            "context": {"probe": True},
+            "timeout_seconds": 1,
+            "urgent": False,
+        },
+    )
+    return {
+        "request_id": request_id,
+        "approval": approval,
+        "timeout": timeout,
+        "human_decision": human_decision,
+    }
+
+
+async def _notification_cases(c: Campaign) -> dict[str, Any]:
+    real = c.options.real_notifications
+    text = "Real baton campaign notification" if real else "baton campaign credential preflight"
+    email = await c.call(
+        "email_notification_preflight",
+        "mcp_send_email",
+        {
+            "to_email": c.env.get("HITL_ADMIN_EMAIL") if real else "nobody@example.invalid",
+            "subject": "baton validation campaign",
+            "body": text,
+        },
+    )
+    telegram_arguments: dict[str, Any] = {"message": text, "parse_mode": "HTML"}
+    if not real:
+        telegram_arguments["chat_id"] = "0"
+    telegram = await c.call("im_notification_preflight", "mcp_send_telegram_message", telegram_arguments)
+    slack = await c.call("slack_notification_preflight", "mcp_send_slack_message", {"message": text})
+    return {"email": email, "telegram": telegram, "slack": slack}
+
+
+async def _timer_cases(c: Campaign) -> dict[str, Any]:
+    fired = await c.call(
+        "timer_set",
+        "mcp_set_timer",
+        {"name": "campaign-record", "delay_seconds": 1, "action": {"kind": "record"}},
+    )
+    listed: dict[str, Any] = {}
+    for attempt in range(40):
+        listed = await c.call(f"timer_list_{attempt + 1}", "mcp_list_timers", {})
+        timer = _find_timer(listed, fired.get("timer_id"))
+        if timer and (
+            timer.get("fire_count") or timer.get("last_fired_at") or timer.get("status") == "fired"
+        ):
+            break
+        await asyncio.sleep(0.25)
+    later = await c.call(
+        "timer_set_later",
+        "mcp_set_timer",
+        {"name": "campaign-cancel", "delay_seconds": 3600, "action": {"kind": "record"}},
+    )
+    cancelled = await c.call("timer_cancel", "mcp_cancel_timer", {"timer_id": later.get("timer_id")})
+    return {
+        "timer_set": fired,
+        "timer_listed": _find_timer(listed, fired.get("timer_id")),
+        "timer_cancelled": cancelled,
+    }
+
+
+def _find_timer(listed: dict[str, Any], timer_id: Any) -> dict[str, Any] | None:
+    return next((t for t in listed.get("timers") or [] if t.get("timer_id") == timer_id), None)
+
+
+def compute_gates(
+    c: Campaign, outcome: dict[str, Any], llm_receipts: list[dict[str, Any]], chain: dict[str, Any]
+) -> dict[str, bool]:
+    """The reference runner's gates, then baton's own."""
+    from baton.campaign.runner import CANARY, REQUIRED_TOOLS
+
+    by_case = {row.case: row.payload for row in c.rows}
+    minimal, generated = by_case.get("minimal_sync", {}), by_case.get("llm_generated_sync", {})
+    status = outcome.get("async_status") or {}
+    approval, timeout = outcome.get("approval") or {}, outcome.get("timeout") or {}
+    gates = {
+        "real_mcp_catalog_has_required_primitives": c.tool_names >= REQUIRED_TOOLS,
+        "two_real_context_strategies_compared": (
+            minimal.get("success") is True
+            and generated.get("success") is True
+            and minimal.get("context_strategy") == "minimal"
+            and generated.get("context_strategy") == "llm_generated"
+            and (generated.get("prep_tokens") or 0) > 0
+            and CANARY not in (generated.get("prepared_context") or "")
+        ),
+        "raw_model_usage_latency_receipts": bool(llm_receipts)
+        and all(
+            row.get("response", {}).get("id")
+            and row.get("usage", {}).get("total_tokens") is not None
+            and row.get("latency_seconds") is not None
+            for row in llm_receipts
+        ),
+        "sync_async_message_cancel_status_lifecycle": (
+            by_case.get("multi_turn_message", {}).get("success") is True
+            and status.get("status") == "completed"
+            and by_case.get("cancel_subagent", {}).get("success") is True
+            and by_case.get("cancelled_status", {}).get("status") == "cancelled"
+        ),
+        "hitl_pending_response_and_conservative_timeout": (
+            bool(outcome.get("request_id"))
+            and approval.get("success") is True
+            and approval.get("timeout") is not True
+            and timeout.get("timeout") is True
+            and timeout.get("approved") is False
+        ),
+        "real_human_decision": human_decision_accepted(outcome.get("human_decision"), approval),
+        "real_email_notification": (outcome.get("email") or {}).get("success") is True,
+        "real_im_notification": (outcome.get("telegram") or {}).get("success") is True,
+        "real_slack_notification": (outcome.get("slack") or {}).get("success") is True,
+        "receipt_chain_verifies": bool(chain.get("ok")) and chain.get("count", 0) > 0,
+        "privacy_canary_absent_from_model_requests": _canary_absent(c, CANARY),
+        "no_secret_in_bundle": _no_secret(c),
+    }
+    if "timer_set" in outcome:
+        gates["timers_fire_and_cancel"] = (
+            bool(outcome.get("timer_listed"))
+            and (outcome.get("timer_cancelled") or {}).get("success") is True
+        )
+    if "adapters" in outcome:
+        gates["adapters_listed_with_contracts"] = (outcome.get("adapters") or {}).get("success") is True
+    return gates
+
+
+def _canary_absent(c: Campaign, canary: str) -> bool:
+    log = c.run_dir / "model_requests.jsonl"
+    if not log.is_file():
+        return False
+    text = log.read_text(encoding="utf-8")
+    return (
+        bool(text.strip()) and canary not in text and all(canary not in json.dumps(r.payload) for r in c.rows)
+    )
+
+
+def _no_secret(c: Campaign) -> bool:
+    from baton.receipts import CREDENTIAL_PATTERN
+
+    for path in c.run_dir.rglob("*"):
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if CREDENTIAL_PATTERN.search(text) or any(
+                s in text for s in c.bundle.sensitive_values if len(s) >= 8
+            ):
+                return False
+    return True

@@ -1,0 +1,78 @@
+"""``baton campaign run|verify``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(help="Run the validation campaign and verify its bundles.", no_args_is_help=True)
+
+
+@app.command("run")
+def run(
+    campaign_id: Annotated[str | None, typer.Option(help="Bundle id (default: a UTC timestamp).")] = None,
+    interactive_human: Annotated[
+        bool, typer.Option(help="Wait for one APPROVE/REJECT line on stdin.")
+    ] = False,
+    human_timeout_seconds: Annotated[int, typer.Option(help="Live decision window.")] = 14_400,
+    real_notifications: Annotated[
+        bool, typer.Option(help="Really send through every configured channel.")
+    ] = False,
+    loopback_model: Annotated[
+        bool,
+        typer.Option(
+            help="Back the model calls with baton's loopback OpenAI-compatible server (a dry run of the wiring; "
+            "recorded as such in the summary)."
+        ),
+    ] = False,
+) -> None:
+    """Drive every primitive through a real MCP stdio client and write validation/<id>/."""
+    import json
+
+    from baton.campaign.runner import CampaignOptions, default_campaign_id, run_campaign_sync
+    from baton.errors import BatonError
+
+    environ = dict(os.environ)
+    fake = None
+    if loopback_model:
+        from baton.testing import Behavior, FakeLLMServer
+
+        fake = FakeLLMServer().start()
+        fake.when("taxonomy", Behavior(delay_seconds=60))
+        environ.update(
+            {
+                "COLLAB_PROVIDER": "openai-compatible",
+                "OPENAI_MODEL": "loopback-model",
+                "OPENAI_BASE_URL": fake.base_url,
+                "OPENAI_API_KEY": "",
+            }
+        )
+    options = CampaignOptions(
+        campaign_id=campaign_id or default_campaign_id(),
+        interactive_human=interactive_human,
+        human_timeout_seconds=human_timeout_seconds,
+        real_notifications=real_notifications,
+        environ=environ,
+    )
+    try:
+        path = run_campaign_sync(options)
+    except BatonError as exc:
+        typer.echo(f"{exc.error_class}: {exc.message}", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        if fake is not None:
+            fake.stop()
+    typer.echo(str(path))
+    status = json.loads((path / "summary.json").read_text(encoding="utf-8"))["status"]
+    raise typer.Exit(0 if status in {"passed", "blocked"} else 1)
+
+
+@app.command("verify")
+def verify(directory: Path) -> None:
+    """Recompute a bundle's manifest independently; exit 1 naming the first mismatch."""
+    from baton.campaign.verify import main
+
+    raise typer.Exit(main([str(directory)]))

@@ -1,0 +1,353 @@
+"""``baton campaign run``: start ``baton serve``, drive it through the official MCP stdio client, write the bundle."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+from rich.console import Console
+
+from baton import __version__
+from baton.campaign.bundle import BundleWriter
+from baton.campaign.gates import classify_status, human_decision_accepted, notification_readiness
+from baton.campaign.human import parse_human_decision, read_decision_line
+from baton.config import SENSITIVE_ENV_NAMES
+from baton.errors import CampaignError
+from baton.receipts import CREDENTIAL_PATTERN
+
+CANARY = "PRIVATE-MARKER-MUST-BE-FILTERED"
+NOTIFICATION_VARS = (
+    "SENDGRID_API_KEY",
+    "SMTP_HOST",
+    "SMTP_PORT",
+    "SMTP_USERNAME",
+    "SMTP_PASSWORD",
+    "SMTP_FROM_EMAIL",
+    "TELEGRAM_BOT_TOKEN",
+    "TELEGRAM_DEFAULT_CHAT_ID",
+    "SLACK_WEBHOOK_URL",
+    "DISCORD_WEBHOOK_URL",
+    "HITL_ADMIN_EMAIL",
+    "HITL_WEBHOOK_URL",
+)
+REQUIRED_TOOLS = frozenset(
+    {
+        "mcp_spawn_subagent",
+        "mcp_send_message_to_subagent",
+        "mcp_cancel_subagent",
+        "mcp_get_subagent_status",
+        "mcp_request_admin_approval",
+        "mcp_request_admin_input",
+        "mcp_send_email",
+        "mcp_send_telegram_message",
+        "mcp_send_slack_message",
+    }
+)
+PARENT_CONTEXT = {
+    "customer": "Ada",
+    "request": "Refund an item bought 3 days ago for SGD 80",
+    "policy": "Refunds within 7 days and below SGD 100 may be approved",
+    "irrelevant_history": ["weather chat", "shipping FAQ", "newsletter"],
+    "private_note": CANARY,
+}
+
+
+def default_campaign_id() -> str:
+    """A UTC timestamp id, as the reference runner makes them."""
+    return datetime.now(UTC).strftime("real_mcp_%Y%m%dT%H%M%SZ")
+
+
+@dataclass
+class CampaignOptions:
+    """What ``baton campaign run`` was asked for."""
+
+    campaign_id: str = field(default_factory=default_campaign_id)
+    base_dir: Path = field(default_factory=lambda: Path.cwd() / "validation")
+    interactive_human: bool = False
+    human_timeout_seconds: int = 14_400
+    real_notifications: bool = False
+    environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    server_command: list[str] = field(default_factory=lambda: [sys.executable, "-m", "baton", "serve"])
+
+
+@dataclass
+class CaseRow:
+    """One tool call of the campaign, as written to ``receipts/NN_case.json``."""
+
+    case: str
+    tool: str
+    arguments: dict[str, Any]
+    payload: dict[str, Any]
+    is_error: bool
+    latency_seconds: float
+
+
+class Campaign:
+    """One run: its directory, its server environment and the rows it has recorded."""
+
+    def __init__(self, options: CampaignOptions, console: Console | None = None) -> None:
+        if options.interactive_human and options.human_timeout_seconds <= 0:
+            raise CampaignError("campaign_config_incomplete", "--human-timeout-seconds must be positive.")
+        self.options = options
+        self.console = console or Console(stderr=True)
+        self.readiness = notification_readiness(options.environ)
+        if options.real_notifications and not all(self.readiness.values()):
+            missing = ", ".join(name for name, ready in self.readiness.items() if not ready)
+            raise CampaignError(
+                "campaign_config_incomplete",
+                f"--real-notifications needs every channel configured; missing: {missing}.",
+            )
+        self.run_dir = options.base_dir / options.campaign_id
+        self.home = options.base_dir / f".{options.campaign_id}.home"
+        self.env = self._server_env()
+        sensitive = tuple(v for name in SENSITIVE_ENV_NAMES if (v := self.env.get(name)))
+        self.bundle = BundleWriter(self.run_dir, sensitive)
+        self.rows: list[CaseRow] = []
+        self.session: Any = None
+
+    def _server_env(self) -> dict[str, str]:
+        env = dict(self.options.environ)
+        env.setdefault("COLLAB_PROVIDER", "moonshot")
+        env.setdefault("OPENAI_MODEL", "kimi-k3")
+        env.update(
+            {
+                "BATON_HOME": str(self.home),
+                "COLLAB_LLM_RECEIPT_PATH": str(self.run_dir / "llm_receipts.checkpoint.json"),
+                "BATON_MODEL_REQUEST_LOG": str(self.run_dir / "model_requests.jsonl"),
+                "HITL_TIMEOUT_SECONDS": "2",
+                "BROWSER_HEADLESS": "true",
+                "TIMER_STORAGE_PATH": str(self.run_dir / "timers.json"),
+            }
+        )
+        env.pop("BATON_DATABASE_URL", None)
+        if not self.options.real_notifications:
+            env.update(dict.fromkeys(NOTIFICATION_VARS, ""))
+        return env
+
+    async def call(self, case: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Call one tool, record the row and print one progress line."""
+        started = time.perf_counter()
+        try:
+            result = await self.session.call_tool(tool, arguments=arguments)
+            payload = (
+                result.structured_content
+                if isinstance(result.structured_content, dict)
+                else {"success": False, "error": "the tool returned no structured content"}
+            )
+            is_error = bool(result.is_error)
+        except Exception as exc:
+            payload, is_error = {"success": False, "error": f"{type(exc).__name__}: {exc}"}, True
+        latency = round(time.perf_counter() - started, 3)
+        row = CaseRow(case, tool, arguments, payload, is_error, latency)
+        self.rows.append(row)
+        self.bundle.write_json(
+            f"receipts/{len(self.rows):02d}_{case}.json",
+            {
+                "case": case,
+                "tool": tool,
+                "arguments": arguments,
+                "transport": "mcp-stdio",
+                "mcp_result_is_error": is_error,
+                "payload": payload,
+                "latency_seconds": latency,
+            },
+        )
+        mark = (
+            "[green]ok[/green]"
+            if payload.get("success")
+            else f"[yellow]{payload.get('error_class', 'fail')}[/]"
+        )
+        self.console.print(f"  {len(self.rows):02d} {case:<32} {mark:<40} {latency:>7.3f}s")
+        return payload
+
+    async def run(self) -> Path:
+        """Run every case and write the bundle; returns the campaign directory."""
+        from mcp import ClientSession, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        self.run_dir.mkdir(parents=True, exist_ok=False)
+        self.bundle.write_json("protocol.json", self._protocol())
+        self.console.print(f"[bold]baton campaign[/bold] {self.options.campaign_id} → {self.run_dir}")
+        parameters = StdioServerParameters(
+            command=self.options.server_command[0], args=self.options.server_command[1:], env=self.env
+        )
+        async with stdio_client(parameters) as (read, write), ClientSession(read, write) as session:
+            self.session = session
+            initialized = await session.initialize()
+            listed = await session.list_tools()
+            schemas = [
+                tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in listed.tools
+            ]
+            self.tool_names = {schema["name"] for schema in schemas}
+            self.bundle.write_json(
+                "catalog.json",
+                {
+                    "transport": "mcp-stdio",
+                    "server_name": initialized.server_info.name,
+                    "server_version": initialized.server_info.version,
+                    "schemas": schemas,
+                    "schema_sha256": _sha(json.dumps(schemas, sort_keys=True)),
+                },
+            )
+            from baton.campaign.cases import run_cases
+
+            outcome = await run_cases(self)
+        return self._finish(outcome)
+
+    def _protocol(self) -> dict[str, Any]:
+        from baton.campaign.cases import CASES
+
+        return {
+            "campaign_id": self.options.campaign_id,
+            "baton_version": __version__,
+            "transport": "mcp-stdio",
+            "client": "mcp.ClientSession over mcp.client.stdio.stdio_client",
+            "server_command": self.options.server_command,
+            "cases": CASES,
+            "interactive_human": self.options.interactive_human,
+            "real_notifications": self.options.real_notifications,
+            "privacy_canary": CANARY,
+        }
+
+    def _finish(self, outcome: dict[str, Any]) -> Path:
+        from baton.campaign.cases import compute_gates
+
+        llm_path = self.run_dir / "llm_receipts.checkpoint.json"
+        llm_receipts = json.loads(llm_path.read_text(encoding="utf-8")) if llm_path.is_file() else []
+        self.bundle.write_json("llm_receipts.json", llm_receipts)
+        chain = _export_chain(self.home)
+        self.bundle.write_json("receipts_chain.json", chain["receipts"])
+        gates = compute_gates(self, outcome, llm_receipts, chain)
+        status = classify_status(gates, interactive_human=self.options.interactive_human)
+        header = {
+            "campaign_id": self.options.campaign_id,
+            "status": status,
+            "official_complete": status == "passed",
+        }
+        self.bundle.write_json(
+            "summary.json",
+            {
+                **header,
+                "generated_at": datetime.now(UTC).isoformat(),
+                "gates": gates,
+                "blockers": [name for name, ok in gates.items() if not ok],
+                "tool_call_count": len(self.rows),
+                "model_call_count": len(llm_receipts),
+                "interactive_human": self.options.interactive_human,
+                "human_timeout_seconds": self.options.human_timeout_seconds
+                if self.options.interactive_human
+                else None,
+                "publication_authorized": bool(
+                    outcome.get("human_decision")
+                    and human_decision_accepted(outcome["human_decision"], outcome["approval"])
+                    and outcome["human_decision"]["approved"]
+                ),
+                "real_notifications_enabled": self.options.real_notifications,
+                "notification_readiness": self.readiness,
+                "baton_version": __version__,
+            },
+        )
+        self._guard_bundle()
+        manifest = self.bundle.write_manifest(header)
+        self.bundle.write_latest(header, manifest, Path.cwd())
+        self._print_gates(gates, status)
+        return self.run_dir
+
+    def _guard_bundle(self) -> None:
+        """No configured credential nor credential-shaped value in any file of the bundle."""
+        for path in self.run_dir.rglob("*"):
+            if path.is_file():
+                text = path.read_text(encoding="utf-8", errors="replace")
+                if CREDENTIAL_PATTERN.search(text) or any(
+                    len(s) >= 8 and s in text for s in self.bundle.sensitive_values
+                ):
+                    raise CampaignError("campaign_bundle_invalid", f"{path.name} holds a credential.")
+
+    def _print_gates(self, gates: dict[str, bool], status: str) -> None:
+        from rich.table import Table
+
+        table = Table("gate", "holds", title=f"campaign {self.options.campaign_id}: {status}")
+        for name, ok in gates.items():
+            table.add_row(name, "[green]yes[/green]" if ok else "[red]no[/red]")
+        self.console.print(table)
+
+    async def human_decision(
+        self, request_id: str, message: str, context: dict[str, Any], deadline: float
+    ) -> dict[str, Any]:
+        """Print ``HITL_REQUEST=…`` on stdout and read one live decision line from stdin."""
+        presented_at = datetime.now(UTC).isoformat()
+        print(
+            "HITL_REQUEST="
+            + json.dumps(
+                {
+                    "request_id": request_id,
+                    "message": message,
+                    "context": context,
+                    "reply_format": "APPROVE[: notes] or REJECT[: notes]",
+                },
+                ensure_ascii=False,
+            ),
+            flush=True,
+        )
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise CampaignError(
+                "campaign_config_incomplete", "The live decision window closed before presentation."
+            )
+        try:
+            line = await read_decision_line(sys.stdin, remaining)
+        except TimeoutError:
+            raise CampaignError("campaign_config_incomplete", "No live decision arrived in time.") from None
+        if not line.strip():
+            raise CampaignError("campaign_config_incomplete", "stdin closed before a live decision.")
+        approved, notes = parse_human_decision(line)
+        return {
+            "request_id": request_id,
+            "decision": "approved" if approved else "rejected",
+            "approved": approved,
+            "admin_notes": notes,
+            "presented_at": presented_at,
+            "responded_at": datetime.now(UTC).isoformat(),
+            "timeout_seconds": self.options.human_timeout_seconds,
+            "operator_channel": "live-user-stdin",
+            "attestation": "A person typed this decision on the runner's stdin; the runner did not "
+            "synthesize or default it.",
+        }
+
+
+def _sha(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _export_chain(home: Path) -> dict[str, Any]:
+    """The campaign store's receipts and the chain verdict (read after the server stopped)."""
+    from baton.receipts import ReceiptLog, Redactor
+    from baton.store import Store
+
+    store = Store(f"sqlite:///{home / 'baton.db'}")
+    try:
+        log = ReceiptLog(store, Redactor())
+        report = log.verify()
+        rows = [r.model_dump() for r in log.list(limit=1_000_000)]
+    finally:
+        store.dispose()
+    return {"receipts": rows, "ok": report.ok, "count": report.count, "reason": report.reason}
+
+
+async def run_campaign(options: CampaignOptions, console: Console | None = None) -> Path:
+    """Run one campaign to completion."""
+    return await Campaign(options, console).run()
+
+
+def run_campaign_sync(options: CampaignOptions) -> Path:
+    """Blocking form for the CLI."""
+    return anyio.run(run_campaign, options)
