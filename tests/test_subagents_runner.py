@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import update
 
 from baton.config import Settings
 from baton.errors import BatonError
 from baton.runtime import Runtime
+from baton.schema import subagents
 from baton.subagents.runner import SpawnRequest, SubagentRunner
 from baton.testing import Behavior, FakeLLMServer
 from tests.conftest import FAKE_MOONSHOT_KEY
@@ -127,15 +130,18 @@ async def test_messages_to_unknown_busy_or_terminal_subagents_are_refused(
     await runner.aclose()
 
 
-async def test_a_restart_fails_subagents_left_running(tmp_path: Path, fake_llm: FakeLLMServer) -> None:
+async def test_a_live_owner_keeps_its_subagents_and_a_dead_one_loses_them(
+    tmp_path: Path, fake_llm: FakeLLMServer
+) -> None:
     fake_llm.default = Behavior(delay_seconds=5)
     first = SubagentRunner(make_runtime(tmp_path, fake_llm))
     spawned = await first.spawn(SpawnRequest(task="slow", mode="async"))
     await asyncio.sleep(0.2)
-    restarted_runtime = make_runtime(tmp_path, fake_llm)
-    restarted_runtime.instance_id = "another-process"
-    second = SubagentRunner(restarted_runtime)
-    assert second.recover_after_restart() == 1
+    second = SubagentRunner(make_runtime(tmp_path, fake_llm))
+    assert second.recover_orphans() == 0  # the first runner's process (this one) is alive, its lease fresh
+    with second.runtime.store.write() as connection:
+        connection.execute(update(subagents).values(owner=f"{socket.gethostname()}:999999999:dead"))
+    assert second.recover_orphans() == 1
     status = second.status(spawned["subagent_id"])
     assert status["status"] == "failed"
     assert status["error_class"] == "interrupted_by_restart"

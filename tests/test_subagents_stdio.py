@@ -144,3 +144,61 @@ async def test_campaign_subagent_calls_meet_the_reference_gates(
         for r in receipts
     )
     assert {r["purpose"] for r in receipts} == {"context_preparation", "subagent_turn"}
+
+
+async def test_a_killed_server_leaves_no_subagent_running_forever(
+    model_env: dict[str, str], fake_llm: FakeLLMServer
+) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    fake_llm.default = Behavior(delay_seconds=60)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "baton", "serve"],
+        env=model_env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "mcp_spawn_subagent", "arguments": {"task": "long job", "mode": "async"}},
+        },
+    ]
+    process.stdin.write("".join(json.dumps(line) + "\n" for line in lines).encode())
+    process.stdin.flush()
+    replies = [json.loads(process.stdout.readline()) for _ in range(2)]
+    subagent_id = replies[1]["result"]["structuredContent"]["subagent_id"]
+    with anyio.fail_after(10):
+        while not fake_llm.requests:
+            await anyio.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=10)
+    process.stdin.close()
+    process.stdout.close()
+
+    async with stdio_session(model_env) as session:
+        with anyio.fail_after(10):
+            while (status := await call(session, "mcp_get_subagent_status", {"subagent_id": subagent_id}))[
+                "status"
+            ] == "running":
+                await anyio.sleep(0.1)
+    assert status["status"] == "failed"
+    assert status["error_class"] == "interrupted_by_restart"

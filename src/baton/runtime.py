@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from baton.config import Settings, load_settings
+from baton.leases import new_instance_id
 from baton.receipts import ReceiptLog, Redactor
 from baton.store import Store
 
@@ -19,7 +19,7 @@ class Runtime:
     store: Store
     redactor: Redactor
     receipts: ReceiptLog
-    instance_id: str = field(default_factory=lambda: f"{os.uname().nodename}:{os.getpid()}")
+    instance_id: str = field(default_factory=new_instance_id)
     services: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

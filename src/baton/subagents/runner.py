@@ -11,6 +11,7 @@ from typing import Any, Literal
 from sqlalchemy import Connection, func, insert, select, update
 
 from baton.errors import BatonError, SubagentError
+from baton.leases import RENEW_SECONDS, lease_until, owner_is_gone
 from baton.models import ChatTurn, ModelClient, ModelReply
 from baton.receipts import utc_now
 from baton.runtime import Runtime
@@ -61,29 +62,51 @@ class SubagentRunner:
 
     # lifecycle -----------------------------------------------------------------------------------
 
-    def recover_after_restart(self) -> int:
-        """Fail the subagents a previous process left queued or running; returns how many."""
-        now = utc_now()
-        with self.runtime.store.write() as connection:
-            rows = connection.execute(
-                select(subagents.c.id).where(
-                    subagents.c.status.in_(ACTIVE), subagents.c.owner != self.runtime.instance_id
+    def recover_orphans(self) -> int:
+        """Fail the subagents whose owning process is gone (restart, crash, dead replica); returns how many."""
+        with self.runtime.store.read() as connection:
+            candidates = connection.execute(
+                select(subagents.c.id, subagents.c.owner, subagents.c.lease_expires_at).where(
+                    subagents.c.status.in_(ACTIVE)
                 )
             ).all()
-            for row in rows:
-                connection.execute(
+        orphans = [
+            row.id
+            for row in candidates
+            if owner_is_gone(row.owner, row.lease_expires_at, me=self.runtime.instance_id)
+        ]
+        now = utc_now()
+        failed = 0
+        for subagent_id in orphans:
+            with self.runtime.store.write() as connection:
+                changed = connection.execute(
                     update(subagents)
-                    .where(subagents.c.id == row.id)
+                    .where(subagents.c.id == subagent_id, subagents.c.status.in_(ACTIVE))
                     .values(
                         status="failed",
                         error_class="interrupted_by_restart",
                         updated_at=now,
                         finished_at=now,
-                        error="The server stopped while this subagent was running.",
+                        error="The process running this subagent stopped.",
                     )
-                )
-                self.runtime.receipts.append_in(connection, "subagent_interrupted", {"subagent_id": row.id})
-        return len(rows)
+                ).rowcount
+                if changed:
+                    failed += 1
+                    self.runtime.receipts.append_in(
+                        connection, "subagent_interrupted", {"subagent_id": subagent_id}
+                    )
+        return failed
+
+    def renew_leases(self) -> None:
+        """Extend the lease of every subagent this process is running."""
+        if not self._tasks:
+            return
+        with self.runtime.store.write() as connection:
+            connection.execute(
+                update(subagents)
+                .where(subagents.c.owner == self.runtime.instance_id, subagents.c.status.in_(ACTIVE))
+                .values(lease_expires_at=lease_until())
+            )
 
     async def warm_up(self) -> None:
         """Import the provider stack in a worker thread after start, so the first spawn does not pay for it."""
@@ -94,27 +117,36 @@ class SubagentRunner:
         await asyncio.sleep(0.5)  # let the client's initialize and tools/list go first
         await asyncio.to_thread(self.models.model)
 
-    async def watch_external_cancels(self) -> None:
-        """Cancel local tasks whose subagent another process marked cancelled."""
+    async def maintain(self) -> None:
+        """For the server's lifetime: renew leases, fail orphans, notice cancels made by other processes."""
+        self.recover_orphans()
+        ticks = 0
         while True:
             await asyncio.sleep(CANCEL_POLL_SECONDS)
-            if not self._tasks:
-                continue
-            ids = list(self._tasks)
-            with self.runtime.store.read() as connection:
-                cancelled = (
-                    connection.execute(
-                        select(subagents.c.id).where(
-                            subagents.c.id.in_(ids), subagents.c.status == "cancelled"
-                        )
+            ticks += 1
+            if ticks % int(RENEW_SECONDS / CANCEL_POLL_SECONDS) == 0:
+                self.renew_leases()
+                self.recover_orphans()
+            self._cancel_externally_cancelled()
+
+    def _cancel_externally_cancelled(self) -> None:
+        """Cancel local tasks whose subagent another process marked cancelled."""
+        if not self._tasks:
+            return
+        with self.runtime.store.read() as connection:
+            cancelled = (
+                connection.execute(
+                    select(subagents.c.id).where(
+                        subagents.c.id.in_(list(self._tasks)), subagents.c.status == "cancelled"
                     )
-                    .scalars()
-                    .all()
                 )
-            for subagent_id in cancelled:
-                task = self._tasks.get(subagent_id)
-                if task is not None:
-                    task.cancel()
+                .scalars()
+                .all()
+            )
+        for subagent_id in cancelled:
+            task = self._tasks.get(subagent_id)
+            if task is not None:
+                task.cancel()
 
     # spawn ----------------------------------------------------------------------------------------
 
@@ -150,6 +182,7 @@ class SubagentRunner:
                     input_tokens=0,
                     output_tokens=0,
                     owner=self.runtime.instance_id,
+                    lease_expires_at=lease_until(),
                     created_at=now,
                     updated_at=now,
                     started_at=now if request.mode == "sync" else None,

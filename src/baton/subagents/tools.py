@@ -56,14 +56,13 @@ def register(registry: ToolRegistry) -> None:
     runner = SubagentRunner(registry.runtime)
     registry.runtime.services["subagents"] = runner
 
-    async def recover_and_watch() -> None:
-        runner.recover_after_restart()
+    async def maintain() -> None:
         try:
-            await runner.watch_external_cancels()
+            await runner.maintain()
         finally:
             await runner.aclose()
 
-    registry.on_start(recover_and_watch)
+    registry.on_start(maintain)
     registry.on_start(runner.warm_up)
 
     @registry.tool("mcp_spawn_subagent", SpawnArgs)

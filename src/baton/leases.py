@@ -1,0 +1,52 @@
+"""Who owns a piece of running work, and whether that owner is gone.
+
+An owner is ``host:pid:nonce`` (``Runtime.instance_id``). Work held by an owner carries a lease that the
+owner renews; the work is orphaned when its lease has expired, or at once when the owner is a process on
+this host that no longer exists (so a restart on one machine does not wait for the lease).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from datetime import UTC, datetime, timedelta
+
+#: How long a lease lasts without renewal, and how often owners renew.
+LEASE_SECONDS = 20.0
+RENEW_SECONDS = 5.0
+
+
+def new_instance_id() -> str:
+    """A process-unique owner name."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+def lease_until(seconds: float = LEASE_SECONDS) -> str:
+    """The ISO time a lease taken now expires."""
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat()
+
+
+def owner_is_gone(owner: str | None, lease_expires_at: str | None, *, me: str) -> bool:
+    """Whether work held by ``owner`` is orphaned (never true for ``me``)."""
+    if owner == me:
+        return False
+    if owner is None or lease_expires_at is None:
+        return True
+    if datetime.fromisoformat(lease_expires_at) <= datetime.now(UTC):
+        return True
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    return not _process_exists(int(pid_text))
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
