@@ -274,3 +274,25 @@ def test_the_mirror_follows_the_store_and_a_fresh_store_adopts_it(runtime: Runti
         assert adopted.get(gone["timer_id"])["status"] == "cancelled"
     finally:
         fresh.close()
+
+
+class HangingNotifier(StubNotifier):
+    """A notifier whose delivery never finishes."""
+
+    async def send(self, channel: str, message: str) -> dict[str, Any]:
+        self.sent.append((channel, message))
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+@pytest.mark.anyio
+async def test_a_firing_cut_off_by_shutdown_still_writes_its_receipt(runtime: Runtime) -> None:
+    notifier = HangingNotifier({})
+    runtime.services["notifier"] = notifier
+    async with running(runtime) as scheduler:
+        action = {"kind": "notify", "channel": "email", "message": "slow"}
+        timer = scheduler.service.set(TimerRequest(name="slow", action=action, delay_seconds=0.1))
+        await until(lambda: notifier.sent)
+        assert scheduler.service.get(timer["timer_id"])["last_firing"]["outcome"] == "running"
+    (receipt,) = fired(runtime, timer["timer_id"])
+    assert receipt["outcome"] == "failed" and receipt["error_class"] == "interrupted_by_restart"

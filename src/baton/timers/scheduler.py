@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import logging
 
+import anyio
+
 from baton.runtime import Runtime
 from baton.timers.actions import Outcome, run_action
 from baton.timers.schedule import now_utc, parse_time
@@ -49,7 +51,9 @@ class Scheduler:
                 try:
                     self.tick()
                 except Exception:  # a locked or unreachable store must not stop the server
-                    log.exception("timer scan failed; retrying")
+                    log.exception("timer scan failed; retrying in %s s", RESCAN_SECONDS)
+                    await asyncio.sleep(RESCAN_SECONDS)
+                    continue
                 await self._sleep()
         finally:
             await self.aclose()
@@ -102,4 +106,5 @@ class Scheduler:
         tasks = list(self._firings)
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        with anyio.CancelScope(shield=True):  # the server is shutting down: let each receipt be written
+            await asyncio.gather(*tasks, return_exceptions=True)
