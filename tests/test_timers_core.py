@@ -95,6 +95,12 @@ def test_bad_schedules_and_actions_are_refused_with_their_error_class(
     assert service.list() == []
 
 
+def test_a_blank_name_is_invalid_arguments(runtime: Runtime) -> None:
+    with pytest.raises(BatonError) as caught:
+        TimerService(runtime).set(TimerRequest(name="   ", action=RECORD, delay_seconds=5))
+    assert caught.value.error_class == "invalid_arguments"
+
+
 def test_fire_at_with_an_offset_is_stored_in_utc(runtime: Runtime) -> None:
     moment = datetime.now(UTC) + timedelta(hours=2)
     local = moment.astimezone(datetime.now().astimezone().tzinfo).replace(microsecond=0)

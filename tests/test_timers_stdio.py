@@ -117,6 +117,7 @@ async def test_tools_set_fire_list_cancel_and_refuse_bad_input(
         twice = baton(env, "timers", "cancel", later["timer_id"])
         assert twice.returncode == 1 and "timer_already_cancelled" in twice.stderr
 
+    assert [p.name for p in mirror.parent.iterdir()] == ["timers.json"]
     document = json.loads(mirror.read_text())
     states = {t["id"]: t["status"] for t in document["timers"]}
     assert states == {soon["timer_id"]: "completed", later["timer_id"]: "cancelled"}

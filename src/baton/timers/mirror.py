@@ -1,13 +1,14 @@
 """The JSON mirror of the timers at ``TIMER_STORAGE_PATH``: an atomically rewritten copy of the store.
 
 The store is the source of truth; the mirror is rewritten from the store after every change, under a
-lock file so that the last writer always writes the latest committed state.
+lock file (in ``BATON_HOME``) so that the last writer always writes the latest committed state.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import tempfile
@@ -21,10 +22,12 @@ MIRROR_VERSION = 1
 
 
 @contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``<path>.lock`` (every process writing the mirror takes it)."""
+def locked(path: Path, lock_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock for the mirror at ``path`` (a file in ``lock_dir``, not beside the mirror)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+    fd = os.open(lock_dir / f"timers-mirror-{digest}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import insert, select, update
 
-from baton.errors import TimerError
+from baton.errors import ArgumentError, TimerError
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
 from baton.schema import timers
@@ -85,7 +85,7 @@ class TimerService:
         action = parse_action(request.action).model_dump()
         name = request.name.strip()
         if not name:
-            raise TimerError("timer_schedule_invalid", "The timer needs a non-empty name.")
+            raise ArgumentError("invalid_arguments", "The timer needs a non-empty name.")
         timer_id = f"tm_{uuid.uuid4().hex[:20]}"
         first = format_time(schedule.first_fire_at)
         stamp = format_time(now)
@@ -260,7 +260,7 @@ class TimerService:
         if path is None:
             return
         try:
-            with mirror.locked(path):
+            with mirror.locked(path, self.runtime.settings.home / "locks"):
                 with self.runtime.store.read() as connection:
                     rows = [
                         dict(row._mapping)
