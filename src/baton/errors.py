@@ -66,6 +66,7 @@ ERROR_CLASSES: dict[str, str] = {
     "timer_schedule_invalid": "The timer's schedule is missing, in the past, negative or ambiguous.",
     "timer_action_invalid": "The timer's action is unknown or malformed.",
     "timer_already_cancelled": "The timer was already cancelled.",
+    "timer_already_completed": "The one-shot timer already fired; there is nothing left to cancel.",
     # gateway: policy
     "adapter_not_found": "No adapter policy has that id.",
     "adapter_policy_invalid": "The adapter policy file is malformed or a field fails validation.",

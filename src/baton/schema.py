@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     Float,
     ForeignKey,
@@ -74,4 +75,31 @@ subagent_messages = Table(
     Column("at", String(40), nullable=False),
     Column("latency_seconds", Float),
     Index("ix_subagent_messages_subagent_position", "subagent_id", "position", unique=True),
+)
+
+# timers ---------------------------------------------------------------------------------------------
+
+#: One row per timer; ``next_fire_at`` (fixed-width UTC ISO 8601) is the claim token of the next firing.
+timers = Table(
+    "timers",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("schedule", String(8), nullable=False),
+    Column("interval_seconds", Float),
+    Column("action", JSON, nullable=False),
+    Column("status", String(16), nullable=False, index=True),
+    Column("first_fire_at", String(40), nullable=False),
+    Column("next_fire_at", String(40), index=True),
+    Column("fire_count", Integer, nullable=False, default=0),
+    Column("created_at", String(40), nullable=False),
+    Column("updated_at", String(40), nullable=False),
+    Column("cancelled_at", String(40)),
+    Column("created_by", String(128)),
+    Column("last_due_at", String(40)),
+    Column("last_fired_at", String(40)),
+    Column("last_fired_by", String(128)),
+    Column("last_missed", Boolean),
+    Column("last_outcome", String(16)),
+    Column("last_error_class", String(64)),
 )

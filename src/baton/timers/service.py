@@ -1,0 +1,375 @@
+"""Timer state in the store: set, list, cancel, and the atomic claim of one firing (no loop, no MCP).
+
+The store is the source of truth. A firing is claimed by a conditional UPDATE that only matches while
+the timer is still active and still due at exactly the time the claimer saw, so across every process
+sharing the store each due time is claimed once.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert, select, update
+
+from baton.errors import ArgumentError, TimerError
+from baton.receipts import canonical_json, sha256_hex
+from baton.runtime import Runtime
+from baton.schema import timers
+from baton.timers import mirror
+from baton.timers.actions import Outcome
+from baton.timers.schedule import (
+    MIN_INTERVAL_SECONDS,
+    format_time,
+    next_after,
+    now_utc,
+    parse_action,
+    parse_schedule,
+    parse_time,
+)
+
+log = logging.getLogger("baton.timers")
+
+STATUSES = ("active", "completed", "cancelled")
+
+
+@dataclass(frozen=True)
+class TimerRequest:
+    """What ``mcp_set_timer`` asks for."""
+
+    name: str
+    action: dict[str, Any]
+    fire_at: str | None = None
+    delay_seconds: float | None = None
+    interval_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One firing this process won: which timer, for which due time, and what comes next."""
+
+    timer_id: str
+    name: str
+    action: dict[str, Any]
+    due_at: str
+    fired_at: str
+    missed: bool
+    skipped: int
+    sequence: int
+    next_fire_at: str | None
+
+
+class TimerService:
+    """Owns the ``timers`` table and the JSON mirror; every change is a receipt in the same transaction."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.listeners: list[Callable[[], None]] = []
+
+    @property
+    def mirror_path(self) -> Any:
+        """``TIMER_STORAGE_PATH`` or None."""
+        return self.runtime.settings.timer_storage_path
+
+    # set / list / cancel --------------------------------------------------------------------------
+
+    def set(self, request: TimerRequest) -> dict[str, Any]:
+        """Validate and persist a timer; returns its id and first due time."""
+        now = now_utc()
+        schedule = parse_schedule(request.fire_at, request.delay_seconds, request.interval_seconds, now)
+        action = parse_action(request.action).model_dump()
+        name = request.name.strip()
+        if not name:
+            raise ArgumentError("invalid_arguments", "The timer needs a non-empty name.")
+        timer_id = f"tm_{uuid.uuid4().hex[:20]}"
+        first = format_time(schedule.first_fire_at)
+        stamp = format_time(now)
+        row = {
+            "id": timer_id,
+            "name": name,
+            "schedule": schedule.kind,
+            "interval_seconds": schedule.interval_seconds,
+            "action": action,
+            "status": "active",
+            "first_fire_at": first,
+            "next_fire_at": first,
+            "fire_count": 0,
+            "created_at": stamp,
+            "updated_at": stamp,
+            "created_by": self.runtime.instance_id,
+        }
+        with self.runtime.store.write() as connection:
+            connection.execute(insert(timers).values(**row))
+            self.runtime.receipts.append_in(
+                connection,
+                "timer_set",
+                {
+                    "timer_id": timer_id,
+                    "name": name,
+                    "schedule": schedule.kind,
+                    "interval_seconds": schedule.interval_seconds,
+                    "next_fire_at": first,
+                    "action": action,
+                },
+            )
+        self._changed()
+        return {"success": True, **self.get(timer_id)}
+
+    def get(self, timer_id: str) -> dict[str, Any]:
+        """One timer as the tools show it."""
+        with self.runtime.store.read() as connection:
+            row = connection.execute(select(timers).where(timers.c.id == timer_id)).first()
+        if row is None:
+            raise TimerError("timer_not_found", f"No timer has id {timer_id!r}.", timer_id=timer_id)
+        return present(row._mapping)
+
+    def list(self, status: str | None = None) -> list[dict[str, Any]]:
+        """Every timer (optionally of one status) in the order they were set."""
+        query = select(timers).order_by(timers.c.created_at, timers.c.id)
+        if status is not None:
+            query = query.where(timers.c.status == status)
+        with self.runtime.store.read() as connection:
+            return [present(row._mapping) for row in connection.execute(query)]
+
+    def cancel(self, timer_id: str) -> dict[str, Any]:
+        """Cancel an active timer for good; a firing already claimed still completes."""
+        stamp = format_time(now_utc())
+        with self.runtime.store.write() as connection:
+            row = connection.execute(
+                select(timers.c.status, timers.c.name).where(timers.c.id == timer_id).with_for_update()
+            ).first()
+            if row is None:
+                raise TimerError("timer_not_found", f"No timer has id {timer_id!r}.", timer_id=timer_id)
+            changed = connection.execute(
+                update(timers)
+                .where(timers.c.id == timer_id, timers.c.status == "active")
+                .values(status="cancelled", next_fire_at=None, cancelled_at=stamp, updated_at=stamp)
+            ).rowcount
+            if not changed:
+                _refuse_cancel(timer_id, row.status)
+            self.runtime.receipts.append_in(
+                connection, "timer_cancelled", {"timer_id": timer_id, "name": row.name}
+            )
+        self._changed()
+        return {"success": True, **self.get(timer_id)}
+
+    # firing ---------------------------------------------------------------------------------------
+
+    def due(self, now: datetime, limit: int = 100) -> builtins.list[tuple[str, str]]:
+        """``(timer_id, due_at)`` of active timers due at ``now``, earliest first."""
+        query = (
+            select(timers.c.id, timers.c.next_fire_at)
+            .where(timers.c.status == "active", timers.c.next_fire_at <= format_time(now))
+            .order_by(timers.c.next_fire_at)
+            .limit(limit)
+        )
+        with self.runtime.store.read() as connection:
+            return [(row.id, row.next_fire_at) for row in connection.execute(query)]
+
+    def earliest(self) -> datetime | None:
+        """The earliest due time of any active timer."""
+        query = (
+            select(timers.c.next_fire_at).where(timers.c.status == "active").order_by(timers.c.next_fire_at)
+        )
+        with self.runtime.store.read() as connection:
+            value = connection.execute(query.limit(1)).scalar()
+        return parse_time(value) if value else None
+
+    def claim(self, timer_id: str, due_at: str, now: datetime, *, missed: bool) -> Claim | None:
+        """Atomically take the firing of ``timer_id`` due at ``due_at``; None when another claimer won."""
+        with self.runtime.store.write() as connection:
+            row = connection.execute(
+                select(timers).where(
+                    timers.c.id == timer_id, timers.c.status == "active", timers.c.next_fire_at == due_at
+                )
+            ).first()
+            if row is None:
+                return None
+            next_fire_at, skipped, status = None, 0, "completed"
+            if row.interval_seconds:
+                upcoming, skipped = next_after(parse_time(due_at), row.interval_seconds, now)
+                next_fire_at, status = format_time(upcoming), "active"
+            stamp = format_time(now)
+            won = connection.execute(
+                update(timers)
+                .where(timers.c.id == timer_id, timers.c.status == "active", timers.c.next_fire_at == due_at)
+                .values(
+                    status=status,
+                    next_fire_at=next_fire_at,
+                    fire_count=timers.c.fire_count + 1,
+                    updated_at=stamp,
+                    last_due_at=due_at,
+                    last_fired_at=stamp,
+                    last_fired_by=self.runtime.instance_id,
+                    last_missed=missed,
+                    last_outcome="running",
+                    last_error_class=None,
+                )
+            ).rowcount
+            if won != 1:
+                return None
+            return Claim(
+                timer_id,
+                row.name,
+                dict(row.action),
+                due_at,
+                stamp,
+                missed,
+                skipped,
+                row.fire_count + 1,
+                next_fire_at,
+            )
+
+    def record(self, claim: Claim, outcome: Outcome) -> None:
+        """Store a firing's outcome on its timer and append its ``timer_fired`` receipt, together."""
+        payload = {
+            "timer_id": claim.timer_id,
+            "name": claim.name,
+            "action_kind": claim.action.get("kind"),
+            "due_at": claim.due_at,
+            "fired_at": claim.fired_at,
+            "missed": claim.missed,
+            "skipped": claim.skipped,
+            "sequence": claim.sequence,
+            "next_fire_at": claim.next_fire_at,
+            "fired_by": self.runtime.instance_id,
+            "outcome": outcome.outcome,
+            "error_class": outcome.error_class,
+            "error": outcome.error,
+            "detail": outcome.detail,
+        }
+        with self.runtime.store.write() as connection:
+            connection.execute(
+                update(timers)
+                .where(timers.c.id == claim.timer_id, timers.c.last_due_at == claim.due_at)
+                .values(last_outcome=outcome.outcome, last_error_class=outcome.error_class)
+            )
+            self.runtime.receipts.append_in(connection, "timer_fired", payload)
+        self.sync_mirror()
+
+    # the mirror ------------------------------------------------------------------------------------
+
+    def sync_mirror(self) -> None:
+        """Rewrite ``TIMER_STORAGE_PATH`` from the store (a failure is logged, never raised)."""
+        path = self.mirror_path
+        if path is None:
+            return
+        try:
+            with mirror.locked(path, self.runtime.settings.home / "locks"):
+                with self.runtime.store.read() as connection:
+                    rows = [
+                        dict(row._mapping)
+                        for row in connection.execute(
+                            select(timers).order_by(timers.c.created_at, timers.c.id)
+                        )
+                    ]
+                mirror.write(path, self.runtime.redactor.value(rows))
+        except OSError:
+            log.exception("could not write the timer mirror at %s", path)
+
+    def adopt_mirror(self) -> int:
+        """Import timers the mirror lists but the store does not know (a fresh store); returns how many."""
+        path = self.mirror_path
+        if path is None:
+            return 0
+        adopted = 0
+        columns = set(timers.c.keys())
+        for entry in mirror.read(path):
+            row = {key: value for key, value in entry.items() if key in columns}
+            if not _adoptable(row):
+                log.warning("skipping a malformed timer in the mirror at %s", path)
+                continue
+            with self.runtime.store.write() as connection:
+                if connection.execute(select(timers.c.id).where(timers.c.id == row["id"])).first():
+                    continue
+                connection.execute(insert(timers).values(**row))
+                self.runtime.receipts.append_in(
+                    connection,
+                    "timer_adopted",
+                    {
+                        "timer_id": row["id"],
+                        "name": row["name"],
+                        "source_sha256": sha256_hex(canonical_json(row)),
+                    },
+                )
+            adopted += 1
+        return adopted
+
+    def _changed(self) -> None:
+        self.sync_mirror()
+        for listener in self.listeners:
+            listener()
+
+
+def present(row: Any) -> dict[str, Any]:
+    """A stored timer as tools and the CLI show it."""
+    last = None
+    if row["last_due_at"]:
+        last = {
+            "due_at": row["last_due_at"],
+            "fired_at": row["last_fired_at"],
+            "fired_by": row["last_fired_by"],
+            "missed": bool(row["last_missed"]),
+            "outcome": row["last_outcome"],
+            "error_class": row["last_error_class"],
+        }
+    return {
+        "timer_id": row["id"],
+        "name": row["name"],
+        "schedule": row["schedule"],
+        "interval_seconds": row["interval_seconds"],
+        "action": row["action"],
+        "status": row["status"],
+        "next_fire_at": row["next_fire_at"],
+        "first_fire_at": row["first_fire_at"],
+        "fire_count": row["fire_count"],
+        "created_at": row["created_at"],
+        "cancelled_at": row["cancelled_at"],
+        "last_firing": last,
+    }
+
+
+def _refuse_cancel(timer_id: str, status: str) -> None:
+    if status == "cancelled":
+        raise TimerError("timer_already_cancelled", "The timer was already cancelled.", timer_id=timer_id)
+    raise TimerError(
+        "timer_already_completed",
+        "The one-shot timer already fired; there is nothing left to cancel.",
+        timer_id=timer_id,
+        status=status,
+    )
+
+
+def _adoptable(row: dict[str, Any]) -> bool:
+    required = ("id", "name", "schedule", "action", "status", "first_fire_at", "created_at", "updated_at")
+    if any(not row.get(key) for key in required) or row["status"] not in STATUSES:
+        return False
+    if row["schedule"] not in ("once", "interval"):
+        return False
+    if row["schedule"] == "interval" and not _is_number_at_least(
+        row.get("interval_seconds"), MIN_INTERVAL_SECONDS
+    ):
+        return False
+    try:
+        parse_action(row["action"])
+        for key in ("first_fire_at", "next_fire_at"):
+            if row.get(key):
+                moment = parse_time(str(row[key]))
+                if moment.tzinfo is None:
+                    return False
+                row[key] = format_time(moment)
+    except (TimerError, ValueError):
+        return False
+    if row["status"] == "active" and not row.get("next_fire_at"):
+        return False
+    row.setdefault("fire_count", 0)
+    return True
+
+
+def _is_number_at_least(value: Any, minimum: float) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= minimum

@@ -1,0 +1,70 @@
+"""The timer tools of SPEC.md section 3 (the only timer module that knows about MCP)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from baton.timers.scheduler import Scheduler
+from baton.timers.service import TimerRequest, TimerService
+from baton.toolkit import CallContext, ToolArgs, ToolRegistry
+
+ACTION_HELP = (
+    'What to do at each firing: {"kind": "notify", "channel": "email|telegram|slack|discord|webhook", '
+    '"message": "..."}, {"kind": "spawn_subagent", "task": "...", "role": "assistant"} or {"kind": "record"}.'
+)
+
+
+class SetTimerArgs(ToolArgs):
+    """Arguments of ``mcp_set_timer``: a name, exactly one schedule field, and an action."""
+
+    name: str = Field(min_length=1, max_length=200, description="A label for the timer.")
+    fire_at: str | None = Field(
+        None, description="One-shot at this ISO 8601 date-time with a time zone (e.g. 2026-01-31T09:00:00Z)."
+    )
+    delay_seconds: float | None = Field(None, description="One-shot this many seconds from now (> 0).")
+    interval_seconds: float | None = Field(
+        None,
+        description="Repeat every this many seconds (>= 0.1); the first firing is one interval from now.",
+    )
+    action: dict[str, Any] = Field(description=ACTION_HELP)
+
+
+class ListTimersArgs(ToolArgs):
+    """Arguments of ``mcp_list_timers``."""
+
+    status: Literal["active", "completed", "cancelled"] | None = Field(
+        None, description="Only timers with this status (default: all)."
+    )
+
+
+class TimerIdArgs(ToolArgs):
+    """Arguments naming one timer."""
+
+    timer_id: str = Field(min_length=1)
+
+
+def register(registry: ToolRegistry) -> None:
+    """Add the timer tools and the background scheduler to the registry."""
+    service = TimerService(registry.runtime)
+    scheduler = Scheduler(registry.runtime, service)
+    registry.runtime.services["timers"] = service
+    registry.on_start(scheduler.run)
+
+    @registry.tool("mcp_set_timer", SetTimerArgs)
+    async def set_timer(args: SetTimerArgs, ctx: CallContext) -> dict[str, Any]:
+        """Set a persistent timer (one-shot with fire_at or delay_seconds, repeating with interval_seconds)
+        that notifies, spawns an async subagent or only records; returns timer_id and next_fire_at."""
+        return service.set(TimerRequest(**args.model_dump()))
+
+    @registry.tool("mcp_list_timers", ListTimersArgs, read_only=True)
+    async def list_timers(args: ListTimersArgs, ctx: CallContext) -> dict[str, Any]:
+        """List timers in the order they were set, with status, next_fire_at and the last firing."""
+        rows = service.list(args.status)
+        return {"timers": rows, "count": len(rows)}
+
+    @registry.tool("mcp_cancel_timer", TimerIdArgs)
+    async def cancel_timer(args: TimerIdArgs, ctx: CallContext) -> dict[str, Any]:
+        """Cancel an active timer for good; it never fires again."""
+        return service.cancel(args.timer_id)

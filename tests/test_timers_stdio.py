@@ -1,0 +1,196 @@
+"""Timer tools through the official MCP client over stdio: real `baton serve` processes, restarts and
+two servers sharing one store."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from baton.testing import FakeLLMServer
+from tests.conftest import call, stdio_session
+
+pytestmark = pytest.mark.anyio
+
+RECORD = {"kind": "record"}
+
+
+def baton(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run one ``python -m baton`` command to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "baton", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def fired_receipts(env: dict[str, str]) -> list[dict[str, Any]]:
+    """The payloads of every ``timer_fired`` receipt, read with ``baton receipts list --json``."""
+    done = baton(env, "receipts", "list", "--kind", "timer_fired", "--limit", "10000", "--json")
+    assert done.returncode == 0, done.stderr
+    return [row["payload"] for row in json.loads(done.stdout)]
+
+
+async def timers_by_id(session: Any) -> dict[str, dict[str, Any]]:
+    listed = await call(session, "mcp_list_timers")
+    assert listed["success"] is True, listed
+    return {t["timer_id"]: t for t in listed["timers"]}
+
+
+async def until_fired(session: Any, timer_id: str, count: int = 1, seconds: float = 10) -> dict[str, Any]:
+    """Poll mcp_list_timers until the timer fired ``count`` times and the last outcome is recorded."""
+    with anyio.fail_after(seconds):
+        while True:
+            timer = (await timers_by_id(session))[timer_id]
+            last = timer["last_firing"]
+            if timer["fire_count"] >= count and last and last["outcome"] != "running":
+                return timer
+            await anyio.sleep(0.05)
+
+
+async def test_tools_set_fire_list_cancel_and_refuse_bad_input(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    mirror = tmp_path / "state" / "timers.json"
+    env = {**baton_env, "TIMER_STORAGE_PATH": str(mirror)}
+    async with stdio_session(env) as session:
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        assert {"mcp_set_timer", "mcp_list_timers", "mcp_cancel_timer"} <= names
+
+        soon = await call(session, "mcp_set_timer", {"name": "soon", "delay_seconds": 0.3, "action": RECORD})
+        assert soon["success"] is True and soon["timer_id"].startswith("tm_"), soon
+        assert datetime.fromisoformat(soon["next_fire_at"]) > datetime.now(UTC)
+        later = await call(
+            session, "mcp_set_timer", {"name": "later", "interval_seconds": 3600, "action": RECORD}
+        )
+        fired = await until_fired(session, soon["timer_id"])
+        assert fired["status"] == "completed" and fired["last_firing"]["outcome"] == "succeeded"
+        assert fired["last_firing"]["missed"] is False
+
+        past = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
+        bad = {
+            "timer_schedule_invalid": [
+                {"name": "p", "fire_at": past, "action": RECORD},
+                {"name": "n", "delay_seconds": -3, "action": RECORD},
+                {"name": "z", "fire_at": "2999-01-01T09:00:00", "action": RECORD},
+                {"name": "two", "delay_seconds": 5, "fire_at": "2999-01-01T09:00:00Z", "action": RECORD},
+            ],
+            "timer_action_invalid": [
+                {"name": "u", "delay_seconds": 5, "action": {"kind": "launch_missiles"}},
+                {"name": "m", "delay_seconds": 5, "action": {"kind": "notify", "message": "no channel"}},
+            ],
+            "invalid_arguments": [{"name": "a", "delay_seconds": 5}],
+        }
+        for error_class, cases in bad.items():
+            for arguments in cases:
+                result = await call(session, "mcp_set_timer", arguments)
+                assert result["success"] is False and result["error_class"] == error_class, (
+                    arguments,
+                    result,
+                )
+                assert result["error"]
+
+        unknown = await call(session, "mcp_cancel_timer", {"timer_id": "tm_missing"})
+        assert unknown["error_class"] == "timer_not_found"
+        completed = await call(session, "mcp_cancel_timer", {"timer_id": soon["timer_id"]})
+        assert completed["error_class"] == "timer_already_completed"
+
+        listed = baton(env, "timers", "list", "--json")
+        assert listed.returncode == 0, listed.stderr
+        assert {t["timer_id"] for t in json.loads(listed.stdout)} == {soon["timer_id"], later["timer_id"]}
+        by_cli = baton(env, "timers", "cancel", later["timer_id"])
+        assert by_cli.returncode == 0, by_cli.stderr
+        assert json.loads(by_cli.stdout)["status"] == "cancelled"
+        again = await call(session, "mcp_cancel_timer", {"timer_id": later["timer_id"]})
+        assert again["success"] is False and again["error_class"] == "timer_already_cancelled"
+        assert (await timers_by_id(session))[later["timer_id"]]["status"] == "cancelled"
+        twice = baton(env, "timers", "cancel", later["timer_id"])
+        assert twice.returncode == 1 and "timer_already_cancelled" in twice.stderr
+
+    assert [p.name for p in mirror.parent.iterdir()] == ["timers.json"]
+    document = json.loads(mirror.read_text())
+    states = {t["id"]: t["status"] for t in document["timers"]}
+    assert states == {soon["timer_id"]: "completed", later["timer_id"]: "cancelled"}
+
+
+async def test_a_timer_due_while_the_server_was_down_fires_at_start_marked_missed(
+    baton_env: dict[str, str],
+) -> None:
+    async with stdio_session(baton_env) as session:
+        once = await call(session, "mcp_set_timer", {"name": "once", "delay_seconds": 1.0, "action": RECORD})
+        every = await call(
+            session, "mcp_set_timer", {"name": "every", "interval_seconds": 1.0, "action": RECORD}
+        )
+        assert once["success"] and every["success"]
+    assert fired_receipts(baton_env) == [], "the server fired before it was stopped"
+    # the server is stopped: wait until both are overdue, the interval by more than one repetition
+    overdue = datetime.fromisoformat(every["next_fire_at"]) + timedelta(seconds=1.3)
+    await anyio.sleep(max((overdue - datetime.now(UTC)).total_seconds(), 0))
+
+    async with stdio_session(baton_env) as session:
+        await until_fired(session, once["timer_id"])
+        await until_fired(session, every["timer_id"], count=2)
+    receipts = fired_receipts(baton_env)
+    (missed_once,) = [r for r in receipts if r["timer_id"] == once["timer_id"]]
+    assert missed_once["missed"] is True and missed_once["outcome"] == "succeeded"
+    first, second, *_ = [r for r in receipts if r["timer_id"] == every["timer_id"]]
+    assert first["missed"] is True and first["skipped"] >= 1
+    assert first["due_at"] == every["next_fire_at"]
+    assert second["missed"] is False and second["due_at"] == first["next_fire_at"]
+    grid = (
+        datetime.fromisoformat(second["due_at"]) - datetime.fromisoformat(first["due_at"])
+    ).total_seconds()
+    assert grid == pytest.approx(1.0 * (first["skipped"] + 1), abs=1e-3)
+
+
+async def test_two_servers_on_one_store_fire_each_due_time_once(baton_env: dict[str, str]) -> None:
+    async with AsyncExitStack() as stack:
+        first = await stack.enter_async_context(stdio_session(baton_env))
+        second = await stack.enter_async_context(stdio_session(baton_env))
+        every = await call(
+            first, "mcp_set_timer", {"name": "shared", "interval_seconds": 0.2, "action": RECORD}
+        )
+        once = await call(second, "mcp_set_timer", {"name": "single", "delay_seconds": 0.5, "action": RECORD})
+        # long enough for both servers to have re-scanned the store several times
+        await until_fired(second, every["timer_id"], count=12, seconds=20)
+        await until_fired(first, once["timer_id"])
+        assert (await call(second, "mcp_cancel_timer", {"timer_id": every["timer_id"]}))["success"]
+        count = (await timers_by_id(first))[every["timer_id"]]["fire_count"]
+    receipts = fired_receipts(baton_env)
+    shared = [r for r in receipts if r["timer_id"] == every["timer_id"]]
+    assert len(shared) == count
+    assert len({r["due_at"] for r in shared}) == len(shared)
+    assert sorted(r["sequence"] for r in shared) == list(range(1, count + 1))
+    assert len([r for r in receipts if r["timer_id"] == once["timer_id"]]) == 1
+
+
+async def test_a_spawn_subagent_timer_starts_an_async_subagent(
+    model_env: dict[str, str], fake_llm: FakeLLMServer
+) -> None:
+    action = {"kind": "spawn_subagent", "task": "Say whether 17 is prime.", "role": "math specialist"}
+    async with stdio_session(model_env) as session:
+        timer = await call(
+            session, "mcp_set_timer", {"name": "spawn", "delay_seconds": 0.2, "action": action}
+        )
+        assert timer["success"] is True, timer
+        fired = await until_fired(session, timer["timer_id"])
+        assert fired["last_firing"]["outcome"] == "succeeded", fired
+        (receipt,) = [r for r in fired_receipts(model_env) if r["timer_id"] == timer["timer_id"]]
+        subagent_id = receipt["detail"]["subagent_id"]
+        with anyio.fail_after(10):
+            while (status := await call(session, "mcp_get_subagent_status", {"subagent_id": subagent_id}))[
+                "status"
+            ] not in {"completed", "failed"}:
+                await anyio.sleep(0.05)
+        assert status["status"] == "completed", status
+    assert "Say whether 17 is prime." in fake_llm.all_request_text()
