@@ -102,3 +102,34 @@ async def call(session: Any, tool: str, arguments: dict[str, Any] | None = None)
     result = await session.call_tool(tool, arguments=arguments or {})
     assert isinstance(result.structured_content, dict), result
     return result.structured_content
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """One throwaway PostgreSQL server on 127.0.0.1 for the session (CI must have one; elsewhere skip)."""
+    from baton.testing.postgres import TemporaryPostgres, find_bin_dir
+
+    if find_bin_dir() is None:
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL is not installed; .ci/run installs it")
+        pytest.skip("PostgreSQL binaries are not installed")
+    with TemporaryPostgres() as server:
+        yield server
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each store test runs once on SQLite and once on PostgreSQL (a fresh database each time)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'baton.db'}"
+    server = request.getfixturevalue("postgres_server")
+    import uuid
+
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(
+        f"host=127.0.0.1 port={server.port} user=baton dbname=postgres", autocommit=True
+    ) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"postgresql+psycopg://baton@127.0.0.1:{server.port}/{name}"

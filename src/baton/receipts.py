@@ -123,8 +123,8 @@ class ReceiptLog:
         self.redactor.guard(serialized, f"a {kind} receipt")
         head = connection.execute(
             select(receipt_head.c.seq, receipt_head.c.sha256).where(receipt_head.c.id == 1).with_for_update()
-        ).first()
-        seq, prev = (head.seq + 1, head.sha256) if head else (1, GENESIS_SHA256)
+        ).one()
+        seq, prev = head.seq + 1, head.sha256
         at = utc_now()
         digest = receipt_digest(seq, kind, at, clean, prev)
         connection.execute(

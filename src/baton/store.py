@@ -34,11 +34,37 @@ def _configure_sqlite(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
 
+def normalize_url(url: str) -> str:
+    """The URL baton's (synchronous) engine uses: ``postgresql+asyncpg``/``postgresql`` run on psycopg 3."""
+    for prefix in ("postgresql+asyncpg://", "postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def _ensure_receipt_head(engine: Engine) -> None:
+    """Create the chain's tip row (seq 0, the genesis hash) so every append is an UPDATE of one locked row."""
+    from sqlalchemy import insert, select
+    from sqlalchemy.exc import IntegrityError
+
+    from baton.schema import receipt_head
+
+    with engine.begin() as connection:
+        if connection.execute(select(receipt_head.c.id).where(receipt_head.c.id == 1)).first():
+            return
+    try:
+        with engine.begin() as connection:
+            connection.execute(insert(receipt_head).values(id=1, seq=0, sha256="0" * 64))
+    except IntegrityError:
+        return  # another process created it first
+
+
 class Store:
     """One database: transactions for writers, plain connections for readers."""
 
     def __init__(self, url: str) -> None:
-        self.url = url
+        self.url = normalize_url(url)
+        url = self.url
         self.is_sqlite = url.startswith("sqlite")
         try:
             if self.is_sqlite:
@@ -47,6 +73,7 @@ class Store:
             else:
                 self.engine = create_engine(url, pool_pre_ping=True)
             metadata.create_all(self.engine)
+            _ensure_receipt_head(self.engine)
         except Exception as exc:
             raise StoreError(
                 "store_unavailable", f"The store at {self.safe_url} could not be opened."
