@@ -59,7 +59,7 @@ class TemporaryPostgres:
     def start(self) -> TemporaryPostgres:
         """Create the cluster, start it and create the database."""
         if self._as_postgres:
-            os.chmod(self.root, 0o755)
+            os.chmod(self.root, 0o755)  # noqa: S103 - the postgres user must reach its data dir
             shutil.chown(self.root, "postgres", "postgres")
         self._run("initdb", "-D", str(self.data), "-U", "baton", "-A", "trust", "--no-sync", "-E", "UTF8")
         options = (
