@@ -20,8 +20,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+db_app = typer.Typer(help="The store's schema (Alembic migrations).", no_args_is_help=True)
 receipts_app = typer.Typer(help="Inspect and verify the receipt chain.", no_args_is_help=True)
 subagents_app = typer.Typer(help="Inspect and cancel subagents.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
 app.add_typer(receipts_app, name="receipts")
 app.add_typer(subagents_app, name="subagents")
 app.add_typer(timers_cli.app, name="timers")
@@ -105,6 +107,32 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
     for check in results:
         table.add_row(check.name, "[green]yes[/green]" if check.ok else "[yellow]no[/yellow]", check.detail)
     out.print(table)
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Apply every pending migration to the store (BATON_DATABASE_URL or BATON_HOME/baton.db)."""
+    from baton.config import load_settings
+    from baton.schema_migrations import current_revision, upgrade
+    from baton.store import create_store_engine
+
+    engine = create_store_engine(load_settings().database_url)
+    before = current_revision(engine)
+    after = upgrade(engine)
+    engine.dispose()
+    out.print(f"store at revision {after} (was {before or 'empty'})")
+
+
+@db_app.command("current")
+def db_current() -> None:
+    """Print the store's schema revision."""
+    from baton.config import load_settings
+    from baton.schema_migrations import current_revision
+    from baton.store import create_store_engine
+
+    engine = create_store_engine(load_settings().database_url)
+    out.print(current_revision(engine) or "empty")
+    engine.dispose()
 
 
 @receipts_app.command("list")

@@ -10,7 +10,7 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.pool import NullPool
 
 from baton.errors import StoreError
-from baton.schema import metadata
+from baton.schema_migrations import ensure_current
 
 T = TypeVar("T")
 
@@ -59,6 +59,16 @@ def _ensure_receipt_head(engine: Engine) -> None:
         return  # another process created it first
 
 
+def create_store_engine(url: str) -> Engine:
+    """An engine for ``url``: SQLite in WAL with queued writers, other databases with a checked pool."""
+    url = normalize_url(url)
+    if url.startswith("sqlite"):
+        engine = create_engine(url, poolclass=NullPool if ":memory:" in url else None)
+        _configure_sqlite(engine)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
 class Store:
     """One database: transactions for writers, plain connections for readers."""
 
@@ -67,12 +77,8 @@ class Store:
         url = self.url
         self.is_sqlite = url.startswith("sqlite")
         try:
-            if self.is_sqlite:
-                self.engine = create_engine(url, poolclass=NullPool if ":memory:" in url else None)
-                _configure_sqlite(self.engine)
-            else:
-                self.engine = create_engine(url, pool_pre_ping=True)
-            metadata.create_all(self.engine)
+            self.engine = create_store_engine(url)
+            ensure_current(self.engine)
             _ensure_receipt_head(self.engine)
         except Exception as exc:
             raise StoreError(

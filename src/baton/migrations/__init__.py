@@ -1,0 +1,1 @@
+"""Alembic migrations of the store, named and ordered; ``baton db upgrade`` applies them."""
