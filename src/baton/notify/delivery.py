@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
@@ -37,7 +38,7 @@ class SecretLogFilter(logging.Filter):
         self._secrets: frozenset[str] = frozenset()
         self._redactor = Redactor(())
 
-    def remember(self, secrets: tuple[str, ...] | list[str]) -> None:
+    def remember(self, secrets: Iterable[str]) -> None:
         """Add values to redact from now on (the set only grows)."""
         merged = self._secrets | {s for s in secrets if s}
         if merged != self._secrets:
