@@ -220,13 +220,16 @@ async def test_a_server_that_never_answers_fails_within_the_deadline(
     assert_no_secret("log", caplog.text, secrets)
 
 
-async def test_webhook_payloads_with_apprise_envelope_keys_are_refused(runtime: Runtime) -> None:
+async def test_arguments_apprise_would_misread_are_refused_before_any_attempt(runtime: Runtime) -> None:
     notifier = Notifier(runtime)
     error = await failure(notifier.send_webhook({"type": "x", "title": {"not": "a string"}}))
     assert error.error_class == "invalid_arguments"
     assert "type" in error.message and "title" in error.message
     bad_url = await failure(notifier.send_webhook({"a": 1}, "ftp://127.0.0.1/x"))
     assert bad_url.error_class == "invalid_arguments"
+    listed = await failure(notifier.send_email("a@example.org,b@example.org", "s", "b"))
+    assert listed.error_class == "invalid_arguments"
+    assert notification_receipts(runtime) == []
 
 
 async def test_hitl_announcer_tells_every_configured_channel_and_never_raises(

@@ -28,7 +28,11 @@ DISCORD_HOSTS = frozenset({"discord.com", "discordapp.com"})
 JSON_ENVELOPE_KEYS = ("version", "title", "message", "attachments", "type")
 SMTP_DEFAULT_PORTS = {"ssl": 465, "starttls": 587, "none": 25}
 TELEGRAM_PARSE_MODES = {"html": "HTML", "markdown": "Markdown", "markdownv2": "MarkdownV2"}
-EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+$")
+#: One plain address (no display name, no list): apprise would split ``a@x.org,b@y.org`` into two.
+EMAIL_ADDRESS = (
+    r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}$"
+)
+EMAIL_PATTERN = re.compile(EMAIL_ADDRESS)
 
 
 @dataclass(frozen=True)
@@ -215,6 +219,9 @@ def email_target(settings: Settings, to_email: str, subject: str, body: str) -> 
     readiness = email_readiness(settings)
     if readiness.missing:
         raise not_configured("email", readiness.missing)
+    if not EMAIL_PATTERN.match(to_email):
+        raise ArgumentError("invalid_arguments", "to_email must be one plain email address.")
+    subject = " ".join(subject.splitlines())
     if readiness.provider == "sendgrid":
         return _sendgrid_target(settings, to_email, subject, body)
     mode, port = smtp_security(settings)

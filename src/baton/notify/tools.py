@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from baton.notify.channels import EMAIL_ADDRESS
 from baton.notify.service import HitlAnnouncer, Notifier
 from baton.toolkit import CallContext, ToolArgs, ToolRegistry
 
@@ -13,7 +14,7 @@ from baton.toolkit import CallContext, ToolArgs, ToolRegistry
 class EmailArgs(ToolArgs):
     """Arguments of ``mcp_send_email``."""
 
-    to_email: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", max_length=320, description="The recipient.")
+    to_email: str = Field(pattern=EMAIL_ADDRESS, max_length=320, description="One plain email address.")
     subject: str = Field(max_length=998, description="The subject line.")
     body: str = Field(description="The plain-text body.")
 
