@@ -10,7 +10,7 @@ import pytest
 
 from baton.config import load_settings
 from baton.errors import BatonError
-from baton.notify import channels
+from baton.notify import channels, mail
 from baton.notify.delivery import with_timeouts
 from baton.notify.service import Notifier
 from tests.notify_support import open_runtime
@@ -53,7 +53,7 @@ def test_telegram_and_sendgrid_without_overrides_use_the_official_plugins() -> N
     telegram = plugin(channels.telegram_target(settings, "<b>x</b>", None, "HTML"))
     assert type(telegram).__name__ == "NotifyTelegram"
     assert "format=html" in telegram.url() and telegram.targets == [(-100123456789, None)]
-    email = channels.email_target(settings, "ada@example.com", "s", "b")
+    email = mail.email_target(settings, "ada@example.com", "s", "b")
     assert email.provider == "sendgrid" and type(plugin(email)).__name__ == "NotifySendGrid"
 
 
@@ -78,7 +78,7 @@ def test_smtp_security_follows_the_port_unless_set_explicitly(
             "SMTP_FROM_EMAIL": "baton@example.org",
         }
     )
-    email = plugin(channels.email_target(settings, "ada@example.com", "s", "b"))
+    email = plugin(mail.email_target(settings, "ada@example.com", "s", "b"))
     assert (email.secure_mode, email.port, email.smtp_host) == (mode, expected_port, "127.0.0.1")
 
 
@@ -92,15 +92,15 @@ def test_smtp_refuses_a_clear_text_password_to_a_remote_host() -> None:
         }
     )
     with pytest.raises(BatonError) as caught:
-        channels.email_target(settings, "ada@example.com", "s", "b")
+        mail.email_target(settings, "ada@example.com", "s", "b")
     assert caught.value.error_class == "config_invalid"
     assert "pw-1234567890" not in caught.value.message
-    assert channels.email_readiness(settings).ready is False
+    assert mail.email_readiness(settings).ready is False
 
 
 def test_partial_smtp_credentials_are_reported_missing() -> None:
     settings = load_settings({"SMTP_HOST": "mail.example.org", "SMTP_USERNAME": "u@example.org"})
-    ready = channels.email_readiness(settings)
+    ready = mail.email_readiness(settings)
     assert (ready.ready, ready.provider, ready.missing) == (False, "smtp", ("SMTP_PASSWORD",))
 
 
@@ -131,3 +131,16 @@ async def test_a_token_apprise_rejects_fails_without_echoing_it(
     assert "refused the telegram configuration" in caught.value.details["reason"]
     assert token not in str(caught.value.to_result())
     assert "Telegram Bot Token" in caplog.text and token not in caplog.text
+
+
+def test_readiness_flags_unusable_urls_and_an_email_channel_without_an_admin() -> None:
+    settings = load_settings(
+        {
+            "HITL_WEBHOOK_URL": "ftp://127.0.0.1/x",
+            "SMTP_HOST": "127.0.0.1",
+            "SMTP_FROM_EMAIL": "b@example.org",
+        }
+    )
+    rows = {r.channel: r for r in channels.readiness(settings)}
+    assert rows["webhook"].ready is False and rows["webhook"].detail.startswith("config_invalid")
+    assert rows["email"].ready is True and "HITL_ADMIN_EMAIL unset" in rows["email"].detail

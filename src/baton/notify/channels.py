@@ -7,13 +7,13 @@ plugins carry the real services (``mailto``/``mailtos``, ``sendgrid``, ``tgram``
 and Discord webhook URLs). Endpoints those plugins cannot reach (a Slack- or Discord-compatible
 webhook on another host, ``BATON_TELEGRAM_API_URL``, ``BATON_SENDGRID_API_URL``, any generic
 webhook) go through apprise's generic ``json://`` plugin with the service's own payload shape.
-Nothing here imports apprise or touches the network.
+The email channel lives in :mod:`baton.notify.mail`. Nothing here imports apprise or touches
+the network.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -26,13 +26,7 @@ SLACK_HOSTS = frozenset({"hooks.slack.com", "hooks.slack-gov.com"})
 DISCORD_HOSTS = frozenset({"discord.com", "discordapp.com"})
 #: The keys of apprise's JSON envelope; a generic payload may only use title/message, as strings.
 JSON_ENVELOPE_KEYS = ("version", "title", "message", "attachments", "type")
-SMTP_DEFAULT_PORTS = {"ssl": 465, "starttls": 587, "none": 25}
 TELEGRAM_PARSE_MODES = {"html": "HTML", "markdown": "Markdown", "markdownv2": "MarkdownV2"}
-#: One plain address (no display name, no list): apprise would split ``a@x.org,b@y.org`` into two.
-EMAIL_ADDRESS = (
-    r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}$"
-)
-EMAIL_PATTERN = re.compile(EMAIL_ADDRESS)
 
 
 @dataclass(frozen=True)
@@ -99,7 +93,8 @@ def url_hint(url: str) -> str:
     return f"{host}:{split.port}" if split.port else host
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names the loopback interface."""
     if host == "localhost":
         return True
     try:
@@ -164,109 +159,6 @@ def _nonempty_str(value: Any) -> bool:
     return isinstance(value, str) and value != ""
 
 
-# --- email -------------------------------------------------------------------------------------
-
-
-def _smtp_sender(settings: Settings) -> str | None:
-    if settings.smtp_from_email:
-        return settings.smtp_from_email
-    username = settings.smtp_username or ""
-    return username if EMAIL_PATTERN.match(username) else None
-
-
-def smtp_security(settings: Settings) -> tuple[str, int]:
-    """The SMTP mode (``starttls``, ``ssl`` or ``none``) and port, from BATON_SMTP_SECURITY or the port."""
-    mode = (settings.baton_smtp_security or "").strip().lower()
-    if not mode:
-        mode = "ssl" if settings.smtp_port == 465 else "starttls"
-    if mode not in SMTP_DEFAULT_PORTS:
-        raise ConfigError("config_invalid", "BATON_SMTP_SECURITY must be starttls, ssl or none.")
-    port = settings.smtp_port or SMTP_DEFAULT_PORTS[mode]
-    if mode == "none" and settings.smtp_password and not _is_loopback(settings.smtp_host or ""):
-        raise ConfigError(
-            "config_invalid",
-            "BATON_SMTP_SECURITY=none would send SMTP_PASSWORD in clear text; it is only allowed "
-            "to a loopback SMTP_HOST.",
-        )
-    return mode, port
-
-
-def email_readiness(settings: Settings) -> Readiness:
-    """Email through SendGrid (when SENDGRID_API_KEY is set) or SMTP."""
-    if settings.sendgrid_api_key:
-        missing = () if settings.smtp_from_email else ("SMTP_FROM_EMAIL",)
-        endpoint = "BATON_SENDGRID_API_URL" if settings.baton_sendgrid_api_url else "api.sendgrid.com"
-        return Readiness("email", not missing, "sendgrid", missing, f"SendGrid via {endpoint}")
-    missing_list = [] if settings.smtp_host else ["SMTP_HOST"]
-    if not _smtp_sender(settings):
-        missing_list.append("SMTP_FROM_EMAIL")
-    if bool(settings.smtp_username) != bool(settings.smtp_password):
-        missing_list.append("SMTP_PASSWORD" if settings.smtp_username else "SMTP_USERNAME")
-    if missing_list:
-        provider = "smtp" if settings.smtp_host else None
-        hint = "" if provider else " (or SENDGRID_API_KEY and SMTP_FROM_EMAIL for SendGrid)"
-        return Readiness("email", False, provider, tuple(missing_list), f"not configured{hint}")
-    try:
-        mode, port = smtp_security(settings)
-    except ConfigError as exc:
-        return Readiness("email", False, "smtp", (), f"{exc.error_class}: {exc.message}")
-    login = "with login" if settings.smtp_username else "without login"
-    return Readiness("email", True, "smtp", (), f"SMTP {settings.smtp_host}:{port} ({mode}, {login})")
-
-
-def email_target(settings: Settings, to_email: str, subject: str, body: str) -> Target:
-    """An email to ``to_email``: SendGrid when its key is set, otherwise SMTP."""
-    readiness = email_readiness(settings)
-    if readiness.missing:
-        raise not_configured("email", readiness.missing)
-    if not EMAIL_PATTERN.match(to_email):
-        raise ArgumentError("invalid_arguments", "to_email must be one plain email address.")
-    subject = " ".join(subject.splitlines())
-    if readiness.provider == "sendgrid":
-        return _sendgrid_target(settings, to_email, subject, body)
-    mode, port = smtp_security(settings)
-    service = {
-        "schema": "mailto" if mode == "none" else "mailtos",
-        "host": settings.smtp_host,
-        "port": port,
-        "smtp_host": settings.smtp_host,
-        "secure_mode": "insecure" if mode == "none" else mode,
-        "secure": mode != "none",
-        "user": settings.smtp_username,
-        "password": settings.smtp_password,
-        "from_addr": _smtp_sender(settings),
-        "targets": [to_email],
-        "format": "text",
-    }
-    secrets = _present(settings.smtp_username, settings.smtp_password, to_email)
-    return Target("email", "smtp", email_hint(to_email), service, body, subject, "text", secrets)
-
-
-def _sendgrid_target(settings: Settings, to_email: str, subject: str, body: str) -> Target:
-    key, sender = settings.sendgrid_api_key or "", settings.smtp_from_email or ""
-    secrets = _present(key, to_email)
-    if settings.baton_sendgrid_api_url:
-        mail = {
-            "personalizations": [{"to": [{"email": to_email}]}],
-            "from": {"email": sender},
-            "subject": subject,
-            "content": [{"type": "text/plain", "value": body}],
-        }
-        url = settings.baton_sendgrid_api_url.rstrip("/") + "/v3/mail/send"
-        service = json_service(
-            url, mail, variable="BATON_SENDGRID_API_URL", headers={"Authorization": f"Bearer {key}"}
-        )
-        return Target("email", "sendgrid", email_hint(to_email), service, body, subject, "text", secrets)
-    service = {
-        "schema": "sendgrid",
-        "apikey": key,
-        "from_email": sender,
-        "targets": [to_email],
-        "format": "text",
-    }
-    return Target("email", "sendgrid", email_hint(to_email), service, body, subject, "text", secrets)
-
-
 # --- instant messaging ---------------------------------------------------------------------------
 
 
@@ -299,7 +191,7 @@ def telegram_target(settings: Settings, message: str, chat_id: str | None, parse
     mode = TELEGRAM_PARSE_MODES.get((parse_mode or "").lower()) if parse_mode else None
     if parse_mode and mode is None:
         raise ArgumentError("invalid_arguments", "parse_mode must be HTML, Markdown or MarkdownV2.")
-    secrets = _present(token, chat)
+    secrets = present(token, chat)
     if settings.baton_telegram_api_url:
         fields: dict[str, Any] = {"message": "text", "chat_id": chat}
         if mode:
@@ -325,7 +217,10 @@ def webhook_readiness(
     """Readiness of a channel configured by one webhook URL."""
     if not url:
         return Readiness(channel, False, None, (variable,), "not configured")
-    host = urlsplit(url).hostname or ""
+    split = urlsplit(url)
+    if split.scheme not in ("http", "https") or not split.hostname:
+        return Readiness(channel, False, channel, (), f"config_invalid: {variable} must be an http(s) URL")
+    host = split.hostname
     route = "apprise native plugin" if host in native_hosts else "apprise json:// plugin"
     return Readiness(channel, True, channel, (), f"incoming webhook at {url_hint(url)} ({route})")
 
@@ -350,7 +245,7 @@ def _chat_webhook(
     if not url:
         raise not_configured(channel, [variable])
     split = _http_url(url, variable)
-    secrets = _present(url, split.path.strip("/"), split.query)
+    secrets = present(url, split.path.strip("/"), split.query)
     if split.hostname in native:
         return Target(channel, channel, url_hint(url), url, message, "", "text", secrets)
     service = json_service(url, {"message": key}, variable=variable)
@@ -370,14 +265,21 @@ def webhook_target(settings: Settings, payload: dict[str, Any], url: str | None)
             raise ArgumentError("invalid_arguments", exc.message) from exc
         raise
     split = urlsplit(endpoint)
-    secrets = _present(endpoint, split.path.strip("/"), split.query, split.password)
+    secrets = present(endpoint, split.path.strip("/"), split.query, split.password)
     return Target("webhook", "webhook", url_hint(endpoint), service, body, title, "text", secrets)
 
 
 def readiness(settings: Settings) -> list[Readiness]:
     """Every channel's readiness, in CHANNELS order."""
+    from baton.notify.mail import email_readiness
+
+    email = email_readiness(settings)
+    if email.ready and not settings.hitl_admin_email:
+        email = Readiness(
+            "email", True, email.provider, (), f"{email.detail}; HITL_ADMIN_EMAIL unset, no announcements"
+        )
     return [
-        email_readiness(settings),
+        email,
         telegram_readiness(settings),
         webhook_readiness("slack", settings.slack_webhook_url, "SLACK_WEBHOOK_URL", SLACK_HOSTS),
         webhook_readiness("discord", settings.discord_webhook_url, "DISCORD_WEBHOOK_URL", DISCORD_HOSTS),
@@ -385,5 +287,6 @@ def readiness(settings: Settings) -> list[Readiness]:
     ]
 
 
-def _present(*values: str | None) -> tuple[str, ...]:
+def present(*values: str | None) -> tuple[str, ...]:
+    """The values that are set, as a tuple of secrets."""
     return tuple(v for v in values if v)

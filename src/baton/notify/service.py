@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 
 from baton.errors import ArgumentError, BatonError, NotificationError
-from baton.notify import channels
+from baton.notify import channels, mail
 from baton.notify.channels import Readiness, Target
 from baton.notify.delivery import DeliveryPolicy, Outcome, deliver
 from baton.receipts import canonical_json, sha256_hex
@@ -45,7 +45,7 @@ class Notifier:
         clean = self.runtime.redactor.text
         return await self._send(
             "email",
-            lambda: channels.email_target(self.runtime.settings, to_email, clean(subject), clean(body)),
+            lambda: mail.email_target(self.runtime.settings, to_email, clean(subject), clean(body)),
             purpose,
         )
 

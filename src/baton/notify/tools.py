@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from baton.notify.channels import EMAIL_ADDRESS
+from baton.notify.mail import EMAIL_ADDRESS
 from baton.notify.service import HitlAnnouncer, Notifier
 from baton.toolkit import CallContext, ToolArgs, ToolRegistry
 
