@@ -144,3 +144,11 @@ def test_readiness_flags_unusable_urls_and_an_email_channel_without_an_admin() -
     rows = {r.channel: r for r in channels.readiness(settings)}
     assert rows["webhook"].ready is False and rows["webhook"].detail.startswith("config_invalid")
     assert rows["email"].ready is True and "HITL_ADMIN_EMAIL unset" in rows["email"].detail
+
+
+def test_every_notification_error_class_is_documented() -> None:
+    from baton.errors import ERROR_CLASSES
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "error-classes.md").read_text()
+    for name in (n for n in ERROR_CLASSES if n.startswith("notification_")):
+        assert f"| `{name}` |" in doc, name
