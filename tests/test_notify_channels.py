@@ -326,3 +326,48 @@ def test_readiness_and_doctor_lines_name_providers_without_secrets(
     ]
     assert_no_secret("readiness", rows, secret_values(env))
     assert_no_secret("doctor", [line.detail for line in lines], secret_values(env))
+
+
+@pytest.mark.parametrize("mode", ["starttls", "ssl"])
+async def test_email_over_starttls_and_implicit_tls_logs_in_on_the_encrypted_connection(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from baton.testing.smtp import self_signed_certificate
+
+    certificate = self_signed_certificate(tmp_path / "tls")
+    # the client verifies the server; trusting the test certificate is the only change
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificate[0]))
+    tls = "starttls" if mode == "starttls" else "ssl"
+    with SMTPReceiver(
+        username=SMTP_USERNAME, password=SMTP_PASSWORD, tls=tls, certificate=certificate
+    ) as server:
+        env = {
+            "BATON_HOME": str(tmp_path / "home"),
+            "SMTP_HOST": "127.0.0.1",
+            "SMTP_PORT": str(server.port),
+            "BATON_SMTP_SECURITY": mode,
+            "SMTP_USERNAME": SMTP_USERNAME,
+            "SMTP_PASSWORD": SMTP_PASSWORD,
+            "SMTP_FROM_EMAIL": SMTP_FROM,
+            **FAST,
+        }
+        result = await Notifier(open_runtime(env)).send_email("ada@example.com", "Encrypted", "Hello")
+        (mail,) = server.wait_for(1)
+    assert result["provider"] == "smtp"
+    assert mail.tls is True and mail.login == SMTP_USERNAME and mail.message["Subject"] == "Encrypted"
+
+
+async def test_an_untrusted_certificate_fails_closed(tmp_path: Path) -> None:
+    from baton.testing.smtp import self_signed_certificate
+
+    certificate = self_signed_certificate(tmp_path / "tls")
+    with SMTPReceiver(tls="starttls", certificate=certificate) as server:
+        env = {
+            "BATON_HOME": str(tmp_path / "home"),
+            "SMTP_HOST": "127.0.0.1",
+            "SMTP_PORT": str(server.port),
+            "SMTP_FROM_EMAIL": SMTP_FROM,
+            **FAST,
+        }
+        error = await failure(Notifier(open_runtime(env)).send_email("ada@example.com", "s", "b"))
+    assert error.error_class == "notification_delivery_failed" and server.messages == []

@@ -1,19 +1,25 @@
 """A real SMTP server on 127.0.0.1 (aiosmtpd) that keeps every message it receives.
 
-It speaks plain SMTP (no TLS, so configure ``BATON_SMTP_SECURITY=none`` against it) and can
-require AUTH LOGIN/PLAIN with one username and password, so a test proves the client
-really logged in. Messages are parsed with the standard library's ``email`` package.
+By default it speaks plain SMTP (configure ``BATON_SMTP_SECURITY=none`` against it); with
+``tls="starttls"`` or ``tls="ssl"`` and a certificate (see :func:`self_signed_certificate`; point
+``SSL_CERT_FILE`` at it so clients trust it) it requires STARTTLS or speaks implicit TLS. It can
+require AUTH LOGIN/PLAIN with one username and password, so a test proves the client really
+logged in. Messages are parsed with the standard library's ``email`` package.
 """
 
 from __future__ import annotations
 
+import datetime
 import email
 import email.policy
+import ipaddress
 import socket
+import ssl
 import threading
 from dataclasses import dataclass, field
 from email.message import EmailMessage
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 
 @dataclass
@@ -25,6 +31,7 @@ class ReceivedMail:
     message: EmailMessage
     raw: bytes
     login: str | None = None
+    tls: bool = False
 
     def text(self) -> str:
         """The plain-text body (the first text part of a multipart message)."""
@@ -40,12 +47,49 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
+    """A certificate and key for ``127.0.0.1`` (valid one day), written under ``directory``."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    certfile, keyfile = directory / "smtp-cert.pem", directory / "smtp-key.pem"
+    certfile.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    keyfile.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return certfile, keyfile
+
+
 @dataclass
 class SMTPReceiver:
     """An aiosmtpd server in a thread; use as a context manager or call start()/stop()."""
 
     username: str | None = None
     password: str | None = None
+    tls: Literal["starttls", "ssl"] | None = None
+    certificate: tuple[Path, Path] | None = None
     messages: list[ReceivedMail] = field(default_factory=list)
     port: int = 0
     _changed: threading.Condition = field(default_factory=threading.Condition)
@@ -63,12 +107,17 @@ class SMTPReceiver:
         self.port = free_port()
         kwargs: dict[str, Any] = {}
         if self.username is not None:
-            kwargs = {
-                # AUTH is offered over plain SMTP on loopback; DATA refuses unauthenticated senders
-                # (aiosmtpd's own auth_required warns when TLS is not required as well).
-                "authenticator": self._authenticate,
-                "auth_require_tls": False,
-            }
+            # DATA refuses unauthenticated senders (aiosmtpd's own auth_required warns without TLS).
+            # aiosmtpd only counts STARTTLS as TLS for auth_require_tls; implicit TLS is encrypted anyway.
+            kwargs = {"authenticator": self._authenticate, "auth_require_tls": self.tls == "starttls"}
+        if self.tls is not None:
+            assert self.certificate is not None, "tls needs a certificate (see self_signed_certificate)"
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.certificate)
+            if self.tls == "starttls":
+                kwargs.update(tls_context=context, require_starttls=True)
+            else:
+                kwargs.update(ssl_context=context)
         self._controller = Controller(_Handler(self), hostname="127.0.0.1", port=self.port, **kwargs)
         self._controller.start()
         return self
@@ -120,5 +169,8 @@ class _Handler:
         assert isinstance(message, EmailMessage)
         auth = getattr(session, "auth_data", None)
         login = auth.login.decode() if auth is not None and hasattr(auth, "login") else None
-        self.receiver._keep(ReceivedMail(envelope.mail_from, list(envelope.rcpt_tos), message, raw, login))
+        tls = server.transport.get_extra_info("ssl_object") is not None
+        self.receiver._keep(
+            ReceivedMail(envelope.mail_from, list(envelope.rcpt_tos), message, raw, login, tls)
+        )
         return "250 Message accepted for delivery"
