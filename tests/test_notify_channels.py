@@ -371,3 +371,26 @@ async def test_an_untrusted_certificate_fails_closed(tmp_path: Path) -> None:
         }
         error = await failure(Notifier(open_runtime(env)).send_email("ada@example.com", "s", "b"))
     assert error.error_class == "notification_delivery_failed" and server.messages == []
+
+
+async def test_hitl_announcer_copes_with_non_json_values_and_long_context(
+    runtime: Runtime, web: WebhookReceiver
+) -> None:
+    from datetime import UTC, datetime
+
+    from baton.notify.service import HitlAnnouncer
+
+    created = datetime(2026, 12, 2, 14, 0, tzinfo=UTC)
+    request = {
+        "request_id": "r2",
+        "kind": "approval",
+        "message": "m",
+        "created_at": created,
+        "context": {"big": "x" * 9000},
+    }
+    results = await HitlAnnouncer(Notifier(runtime)).announce(request, None)
+    assert all(r["success"] for r in results if r["channel"] != "email"), results
+    posts = {r.path: r.json for r in web.wait_for(4)}
+    assert posts[HITL_PATH]["request"]["created_at"] == str(created)
+    telegram = next(body for path, body in posts.items() if path.endswith("/sendMessage"))
+    assert len(telegram["text"]) <= 4000

@@ -24,6 +24,7 @@ from baton.runtime import Runtime
 log = logging.getLogger("baton.notify")
 
 DISCORD_MAX_CHARS = 1900
+TELEGRAM_MAX_CHARS = 4000
 CONTEXT_MAX_CHARS = 1500
 
 
@@ -187,7 +188,11 @@ class HitlAnnouncer:
 
     async def announce(self, request: dict[str, Any], link: str | None) -> list[dict[str, Any]]:
         """Send the request (and its signed inbox link, when given) on each configured channel."""
-        sends = self._sends(request, link)
+        try:
+            sends = self._sends(json.loads(json.dumps(request, default=str)), link)
+        except Exception:
+            log.exception("HITL announcement could not be prepared")
+            return []
         results: list[dict[str, Any]] = []
 
         async def run(channel: str, send: Any) -> None:
@@ -220,9 +225,8 @@ class HitlAnnouncer:
             admin = settings.hitl_admin_email
             sends.append(("email", lambda: n.send_email(admin, title, text, purpose="hitl_announcement")))
         if ready["telegram"].ready:
-            sends.append(
-                ("telegram", lambda: n.send_telegram(f"{title}\n\n{text}", purpose="hitl_announcement"))
-            )
+            chat = f"{title}\n\n{text}"[:TELEGRAM_MAX_CHARS]
+            sends.append(("telegram", lambda: n.send_telegram(chat, purpose="hitl_announcement")))
         if ready["slack"].ready:
             sends.append(("slack", lambda: n.send_slack(f"*{title}*\n{text}", purpose="hitl_announcement")))
         if ready["discord"].ready:
