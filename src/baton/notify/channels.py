@@ -62,6 +62,8 @@ class Target:
     title: str = ""
     body_format: str = "text"
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    #: What the receipt's message_sha256 covers when it is not ``{title, body}`` (a webhook payload).
+    content: Any = field(default=None, repr=False)
 
 
 def not_configured(channel: str, missing: list[str] | tuple[str, ...]) -> NotificationError:
@@ -266,7 +268,7 @@ def webhook_target(settings: Settings, payload: dict[str, Any], url: str | None)
         raise
     split = urlsplit(endpoint)
     secrets = present(endpoint, split.path.strip("/"), split.query, split.password)
-    return Target("webhook", "webhook", url_hint(endpoint), service, body, title, "text", secrets)
+    return Target("webhook", "webhook", url_hint(endpoint), service, body, title, "text", secrets, payload)
 
 
 def readiness(settings: Settings) -> list[Readiness]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -117,9 +118,9 @@ class Notifier:
             "invalid_arguments", f"Unknown channel {channel!r}; use one of {', '.join(channels.CHANNELS)}."
         )
 
-    async def _send(self, channel: str, build: Any, purpose: str) -> dict[str, Any]:
+    async def _send(self, channel: str, build: Callable[[], Target], purpose: str) -> dict[str, Any]:
         try:
-            target: Target = build()
+            target = build()
         except NotificationError as exc:
             if exc.error_class == "notification_not_configured":
                 self._receipt_refusal(channel, exc, purpose)
@@ -155,7 +156,7 @@ class Notifier:
             "purpose": purpose,
             "attempts": outcome.attempts,
             "duration_seconds": outcome.seconds,
-            "message_sha256": sha256_hex(canonical_json({"title": target.title, "body": target.body})),
+            "message_sha256": sha256_hex(canonical_json(_content(target))),
             "error_class": None if outcome.delivered else "notification_delivery_failed",
             "reason": outcome.reason,
         }
@@ -236,6 +237,10 @@ class HitlAnnouncer:
             payload = {"event": "hitl_request", "request": request, "link": link}
             sends.append(("webhook", lambda: n.send_webhook(payload, purpose="hitl_announcement")))
         return sends
+
+
+def _content(target: Target) -> Any:
+    return target.content if target.content is not None else {"title": target.title, "body": target.body}
 
 
 def announcement_text(request: dict[str, Any], link: str | None) -> tuple[str, str]:
