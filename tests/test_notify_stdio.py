@@ -91,6 +91,16 @@ async def test_preflights_answer_not_configured_when_nothing_is_configured(
     assert results["telegram"]["missing"] == ["TELEGRAM_BOT_TOKEN"]
     assert results["slack"]["missing"] == ["SLACK_WEBHOOK_URL"]
     assert channels["success"] is True and channels["ready"] == []
+    runtime = open_runtime(baton_env)
+    try:
+        receipts = [r.payload for r in runtime.receipts.list(kind="notification")]
+    finally:
+        runtime.close()
+    assert [(r["channel"], r["outcome"], r["attempts"]) for r in receipts] == [
+        ("email", "not_configured", 0),
+        ("telegram", "not_configured", 0),
+        ("slack", "not_configured", 0),
+    ]
     assert {row["channel"] for row in channels["channels"]} == {
         "email",
         "telegram",
