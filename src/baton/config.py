@@ -69,6 +69,13 @@ class Settings(BaseModel):
     telegram_default_chat_id: str | None = None
     slack_webhook_url: str | None = None
     discord_webhook_url: str | None = None
+    # notifications: transport details and loopback overrides (docs/notifications.md)
+    baton_smtp_security: str | None = None
+    baton_telegram_api_url: str | None = None
+    baton_sendgrid_api_url: str | None = None
+    baton_notify_timeout_seconds: float = 10.0
+    baton_notify_attempts: int = 3
+    baton_notify_backoff_seconds: float = 0.5
     # other
     timer_storage_path: Path | None = None
     browser_headless: bool = True
@@ -84,7 +91,15 @@ class Settings(BaseModel):
             return None
         return value
 
-    @field_validator("hitl_timeout_seconds", "collab_max_tokens", "browser_headless", mode="before")
+    @field_validator(
+        "hitl_timeout_seconds",
+        "collab_max_tokens",
+        "browser_headless",
+        "baton_notify_timeout_seconds",
+        "baton_notify_attempts",
+        "baton_notify_backoff_seconds",
+        mode="before",
+    )
     @classmethod
     def _unset_takes_default(cls, value: Any, info: Any) -> Any:
         if value is None:

@@ -58,8 +58,24 @@ def check_sandbox(runtime: Runtime) -> Check:
     return Check("sandbox", True, f"bubblewrap at {bwrap}")
 
 
+def check_notifications(runtime: Runtime) -> list[Check]:
+    """One line per notification channel: provider and endpoint host, or the missing variables."""
+    from baton.notify.channels import readiness
+
+    lines = []
+    for ready in readiness(runtime.settings):
+        detail = ready.detail if ready.ready else f"{ready.detail}; missing {', '.join(ready.missing) or '-'}"
+        lines.append(Check(f"notify: {ready.channel}", ready.ready, detail))
+    return lines
+
+
 #: Each subsystem may add its checks here (name -> function of the runtime).
-CHECKS: list[Callable[[Runtime], Check | list[Check]]] = [check_store, check_provider, check_sandbox]
+CHECKS: list[Callable[[Runtime], Check | list[Check]]] = [
+    check_store,
+    check_provider,
+    check_sandbox,
+    check_notifications,
+]
 
 
 def run_checks(runtime: Runtime) -> list[Check]:

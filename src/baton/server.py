@@ -25,6 +25,7 @@ log = logging.getLogger("baton.server")
 #: Each module has ``register(registry)``; import cost matters, so they import heavy things lazily.
 TOOL_GROUPS: tuple[str, ...] = (
     "baton.subagents.tools",
+    "baton.notify.tools",
     "baton.timers.tools",
 )
 

@@ -1,0 +1,1 @@
+"""Notification channels through apprise: email, Telegram, Slack, Discord and generic JSON webhooks."""
