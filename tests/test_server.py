@@ -158,3 +158,22 @@ def test_a_non_loopback_bind_without_a_token_is_refused(baton_env: dict[str, str
     assert done.returncode == 1
     assert "http_bind_refused" in done.stderr.decode()
     assert done.stdout == b""
+
+
+async def test_stateless_http_needs_no_session_affinity(baton_env: dict[str, str], tmp_path: Path) -> None:
+    port = free_port()
+    with http_server({**baton_env, "BATON_HTTP_STATELESS": "true"}, f"127.0.0.1:{port}", tmp_path):
+        async with httpx.AsyncClient() as http:
+            response = await http.post(
+                f"http://127.0.0.1:{port}/mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+                headers={
+                    "Accept": "application/json, text/event-stream",
+                    "MCP-Protocol-Version": "2025-11-25",
+                },
+            )
+        assert response.status_code == 200, response.text
+        assert "mcp-session-id" not in response.headers
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            result = await client.call_tool("mcp_list_subagents", {})
+            assert result.structured_content["success"] is True

@@ -70,6 +70,13 @@ def serve(
     http: Annotated[
         str | None, typer.Option(help="Serve streamable HTTP on HOST:PORT instead of stdio.")
     ] = None,
+    stateless: Annotated[
+        bool,
+        typer.Option(
+            help="Keep no MCP session in this process, so replicas behind a load balancer need no "
+            "stickiness (also BATON_HTTP_STATELESS=true)."
+        ),
+    ] = False,
 ) -> None:
     """Run the MCP server (stdio by default; --http HOST:PORT for streamable HTTP at /mcp)."""
     import anyio
@@ -81,6 +88,8 @@ def serve(
     try:
         runtime = Runtime.open()
         configure_logging(runtime.redactor)
+        if stateless:
+            runtime.settings.baton_http_stateless = True
         if http:
             host, _port = parse_bind(http)
             check_http_bind(host, runtime.settings.baton_http_token)

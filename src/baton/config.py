@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic_core import PydanticUseDefault
 
 #: Environment variables whose values are credentials or private delivery identifiers.
 SENSITIVE_ENV_NAMES: frozenset[str] = frozenset(
@@ -83,27 +84,14 @@ class Settings(BaseModel):
     baton_database_url: str | None = None
     baton_http_token: str | None = None
     baton_private_keys: str | None = None
+    baton_http_stateless: bool = False
 
     @field_validator("*", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
-        if isinstance(value, str) and value.strip() == "":
-            return None
-        return value
-
-    @field_validator(
-        "hitl_timeout_seconds",
-        "collab_max_tokens",
-        "browser_headless",
-        "baton_notify_timeout_seconds",
-        "baton_notify_attempts",
-        "baton_notify_backoff_seconds",
-        mode="before",
-    )
-    @classmethod
-    def _unset_takes_default(cls, value: Any, info: Any) -> Any:
-        if value is None:
-            return cls.model_fields[info.field_name].default
+        """An empty (or blank) value takes the field's default, exactly like a missing variable."""
+        if value is None or (isinstance(value, str) and value.strip() == ""):
+            raise PydanticUseDefault
         return value
 
     @cached_property

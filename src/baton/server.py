@@ -176,7 +176,10 @@ def build_http_app(runtime: Runtime, host: str) -> Any:
     for module_name in HTTP_ROUTE_PROVIDERS:
         routes.extend(importlib.import_module(module_name).routes(runtime))
     app = server.streamable_http_app(
-        streamable_http_path="/mcp", host=host, stateless_http=False, custom_starlette_routes=routes
+        streamable_http_path="/mcp",
+        host=host,
+        stateless_http=runtime.settings.baton_http_stateless,
+        custom_starlette_routes=routes,
     )
     inner_lifespan = app.router.lifespan_context
 
