@@ -12,6 +12,7 @@ from rich.table import Table
 
 from baton import __version__
 from baton.errors import BatonError
+from baton.hitl import cli as hitl_cli
 
 app = typer.Typer(
     name="baton",
@@ -23,6 +24,7 @@ receipts_app = typer.Typer(help="Inspect and verify the receipt chain.", no_args
 subagents_app = typer.Typer(help="Inspect and cancel subagents.", no_args_is_help=True)
 app.add_typer(receipts_app, name="receipts")
 app.add_typer(subagents_app, name="subagents")
+app.add_typer(hitl_cli.app, name="hitl")
 
 out = Console()
 err = Console(stderr=True)

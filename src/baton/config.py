@@ -57,6 +57,9 @@ class Settings(BaseModel):
     hitl_timeout_seconds: int = 300
     hitl_admin_email: str | None = None
     hitl_webhook_url: str | None = None
+    baton_hitl_progress_seconds: float = 5.0
+    baton_hitl_elicitation: bool = False
+    baton_public_url: str | None = None
     # notifications
     sendgrid_api_key: str | None = None
     smtp_host: str | None = None
@@ -83,7 +86,14 @@ class Settings(BaseModel):
             return None
         return value
 
-    @field_validator("hitl_timeout_seconds", "collab_max_tokens", "browser_headless", mode="before")
+    @field_validator(
+        "hitl_timeout_seconds",
+        "collab_max_tokens",
+        "browser_headless",
+        "baton_hitl_progress_seconds",
+        "baton_hitl_elicitation",
+        mode="before",
+    )
     @classmethod
     def _unset_takes_default(cls, value: Any, info: Any) -> Any:
         if value is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     Float,
     ForeignKey,
@@ -73,4 +74,40 @@ subagent_messages = Table(
     Column("at", String(40), nullable=False),
     Column("latency_seconds", Float),
     Index("ix_subagent_messages_subagent_position", "subagent_id", "position", unique=True),
+)
+
+# human in the loop ---------------------------------------------------------------------------------
+
+#: Approval and input requests; a decision is a conditional UPDATE ... WHERE status='pending'.
+hitl_requests = Table(
+    "hitl_requests",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("context", JSON),
+    Column("options", JSON),
+    Column("urgent", Boolean, nullable=False, default=False),
+    Column("status", String(16), nullable=False, index=True),
+    Column("created_at", String(40), nullable=False),
+    Column("expires_at", String(40), nullable=False),
+    Column("expires_epoch", Float, nullable=False),
+    Column("approved", Boolean),
+    Column("response", Text),
+    Column("admin_notes", Text),
+    Column("responded_at", String(40)),
+    Column("decided_via", String(32)),
+    Column("owner", String(64)),
+    Column("waiter_instance", String(64)),
+    Column("waiter_seen_epoch", Float),
+    Column("waiter_gone", Boolean),
+)
+
+#: Signed inbox links that were spent (single use), by nonce.
+hitl_link_uses = Table(
+    "hitl_link_uses",
+    metadata,
+    Column("nonce", String(64), primary_key=True),
+    Column("request_id", String(40), nullable=False),
+    Column("used_at", String(40), nullable=False),
 )
