@@ -96,29 +96,18 @@ def outcome(view: dict[str, Any]) -> dict[str, Any]:
     }
     if view["kind"] == "approval":
         common["approved"] = view["approved"] is True
+    else:
+        common["response"] = view["response"]
     if view["status"] == "expired":
-        raise HitlError(
-            "hitl_timeout",
-            f"Nobody decided request {view['request_id']} before it expired; nothing was approved.",
-            **common,
-            timeout=True,
-            decision="timeout",
-            approved=False,
-            response=None,
-        )
+        details = {**common, "timeout": True, "decision": "timeout"}
+        message = f"Nobody decided request {view['request_id']} before it expired; nothing was approved."
+        raise HitlError("hitl_timeout", message, **details)
     if view["status"] == "pending":
-        raise HitlError(
-            "hitl_still_pending",
-            f"Request {view['request_id']} is still pending; call mcp_wait_for_request again to keep waiting.",
-            **common,
-            timeout=False,
-            decision=None,
-            expires_at=view["expires_at"],
-            **({"approved": False} if view["kind"] == "approval" else {"response": None}),
-        )
+        details = {**common, "timeout": False, "decision": None, "expires_at": view["expires_at"]}
+        message = f"Request {view['request_id']} is still pending; call mcp_wait_for_request to keep waiting."
+        raise HitlError("hitl_still_pending", message, **details)
     result = {**common, "success": True, "timeout": False, "decision": view["status"]}
     if view["kind"] == "input":
-        result["response"] = view["response"]
         result["declined"] = view["status"] == "rejected"
     return result
 
