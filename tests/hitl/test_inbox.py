@@ -90,6 +90,10 @@ def test_forms_need_their_csrf_token_and_the_same_origin(token_runtime: Runtime)
         headers={"Origin": "https://evil.example"},
     )
     assert cross.status_code == 403 and broker.get(request_id)["status"] == "pending"
+    site = client.post(
+        decide, data={"action": "approve", "csrf": _csrf(page.text)}, headers={"Sec-Fetch-Site": "cross-site"}
+    )
+    assert site.status_code == 403 and broker.get(request_id)["status"] == "pending"
     done = client.post(
         decide, data={"action": "reject", "csrf": _csrf(page.text), "admin_notes": "too risky"}
     )

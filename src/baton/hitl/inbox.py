@@ -101,10 +101,10 @@ class Inbox:
     def same_origin(self, request: Request) -> bool:
         """Whether a POST came from the inbox's own origin (browsers send Origin and Sec-Fetch-Site)."""
         site = request.headers.get("sec-fetch-site")
-        if site is not None and site not in ("same-origin", "none"):
-            return False
+        if site is not None:  # set by the browser itself; a page cannot forge it
+            return site in ("same-origin", "none")
         origin = request.headers.get("origin")
-        if origin is None:  # not a browser (curl, scripts): the CSRF token or bearer header still applies
+        if origin in (None, "null"):  # no-referrer pages post Origin: null; the CSRF token still decides
             return True
         allowed = {f"{request.url.scheme}://{request.url.netloc}"}
         if self.runtime.settings.baton_public_url:
