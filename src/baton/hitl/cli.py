@@ -110,7 +110,9 @@ def watch(
                     )
             for request_id in seen.keys() - current.keys():
                 final = broker.get(request_id)
-                out.print(f"{final['status']} {request_id} via {final['decided_via'] or 'expiry'}")
+                out.print(
+                    f"{final['status']} {request_id} via {final['decided_via'] or 'expiry'}", soft_wrap=True
+                )
             seen = current
             time.sleep(interval)
     except KeyboardInterrupt:
