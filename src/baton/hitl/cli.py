@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from baton.errors import BatonError
@@ -44,7 +45,11 @@ def _table(rows: list[dict[str, Any]]) -> Table:
     table = Table("request_id", "kind", "urgent", "message", "expires_at")
     for row in rows:
         table.add_row(
-            row["request_id"], row["kind"], "yes" if row["urgent"] else "", row["message"], row["expires_at"]
+            row["request_id"],
+            row["kind"],
+            "yes" if row["urgent"] else "",
+            escape(row["message"]),
+            row["expires_at"],
         )
     return table
 
@@ -106,7 +111,10 @@ def watch(
                 if request_id not in seen:
                     flag = "[bold red]URGENT[/bold red] " if view["urgent"] else ""
                     out.print(
-                        f"{flag}new {view['kind']} {request_id}: {view['message']} (expires {view['expires_at']})"
+                        f"{flag}new {view['kind']} {request_id}: {escape(view['message'])} (expires {view['expires_at']})",
+                        soft_wrap=True,
+                        markup=True,
+                        highlight=False,
                     )
             for request_id in seen.keys() - current.keys():
                 final = broker.get(request_id)
