@@ -11,15 +11,26 @@ import asyncio
 import logging
 import time
 import uuid
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from baton.errors import ArgumentError, HitlError
 from baton.hitl.announce import announce_safely
+from baton.hitl.records import (
+    MAX_TIMEOUT_SECONDS,
+    Decision,
+    NewRequest,
+    already_decided,
+    decision_values,
+    iso,
+    link_used,
+    public_view,
+    refusal,
+    row_view,
+)
 from baton.hitl.waiters import Waiters
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
@@ -27,39 +38,10 @@ from baton.schema import hitl_link_uses, hitl_requests
 
 log = logging.getLogger("baton.hitl")
 
-Kind = Literal["approval", "input"]
-Status = Literal["pending", "approved", "rejected", "answered", "expired"]
-DECIDED: tuple[str, ...] = ("approved", "rejected", "answered")
-#: The longest a request may stay open (30 days).
-MAX_TIMEOUT_SECONDS = 30 * 86_400
-MAX_TEXT = 20_000
+#: Awaited every few seconds while a call waits: ``tick(waited_seconds, total_seconds)``.
+Tick = Callable[[float, float], Awaitable[None]]
 
-
-def iso(epoch: float) -> str:
-    """ISO 8601 UTC with microseconds (fixed width, so stored strings sort by time)."""
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="microseconds")
-
-
-@dataclass(frozen=True)
-class NewRequest:
-    """What an agent asks a human."""
-
-    kind: Kind
-    message: str
-    context: dict[str, Any] | None = None
-    timeout_seconds: int | None = None
-    urgent: bool = False
-    options: list[str] | None = None
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What a responder submits; ``via`` names the channel (mcp, cli, inbox, link, elicitation)."""
-
-    approved: bool | None = None
-    response: str | None = None
-    admin_notes: str | None = None
-    via: str = "mcp"
+__all__ = ["Decision", "HitlBroker", "NewRequest", "Tick", "get_broker", "public_view"]
 
 
 class HitlBroker:
@@ -136,7 +118,7 @@ class HitlBroker:
         )
         with self.runtime.store.read() as connection:
             rows = connection.execute(query).all()
-        return [_view(row) for row in rows]
+        return [row_view(row) for row in rows]
 
     def expire_due(self) -> int:
         """Mark every pending request past its expiry as expired (one receipt each); returns how many."""
@@ -167,7 +149,7 @@ class HitlBroker:
             with self.runtime.store.write() as connection:
                 expired = self._decide_in(connection, request_id, decision, spend_link)
         except IntegrityError as exc:  # the same link spent concurrently
-            raise _link_used(request_id) from exc
+            raise link_used(request_id) from exc
         if expired is not None:
             raise expired
         self.waiters.wake(request_id)
@@ -179,18 +161,18 @@ class HitlBroker:
         """Decide inside one transaction; raising rolls everything back, an expiry is returned to commit."""
         now = time.time()
         row = connection.execute(select(hitl_requests).where(hitl_requests.c.id == request_id)).first()
-        refused = _refusal(row, now, request_id)
+        refused = refusal(row, now, request_id)
         if refused is not None:
             if refused.error_class == "hitl_request_expired" and row is not None and row.status == "pending":
                 self._expire_in(connection, request_id, now)
                 return refused
             raise refused
         assert row is not None
-        values = _decision_values(row, decision, self.runtime.redactor.text)
+        values = decision_values(row, decision, self.runtime.redactor.text)
         if spend_link is not None:
             used = select(hitl_link_uses.c.nonce).where(hitl_link_uses.c.nonce == spend_link)
             if connection.execute(used).first() is not None:
-                raise _link_used(request_id)
+                raise link_used(request_id)
             connection.execute(
                 insert(hitl_link_uses).values(nonce=spend_link, request_id=request_id, used_at=iso(now))
             )
@@ -205,7 +187,7 @@ class HitlBroker:
             .values(**values, responded_at=iso(now), decided_via=decision.via, waiter_gone=gone)
         )
         if result.rowcount != 1:  # another decider committed first (PostgreSQL re-checks the WHERE)
-            raise _already_decided(request_id)
+            raise already_decided(request_id)
         self.runtime.receipts.append_in(
             connection,
             "hitl_decided",
@@ -253,7 +235,7 @@ class HitlBroker:
         request_id: str,
         *,
         window_seconds: float | None = None,
-        tick: Any = None,
+        tick: Tick | None = None,
         tick_seconds: float = 5.0,
     ) -> dict[str, Any]:
         """Wait until the request is decided or expires, or the window ends; returns its view.
@@ -313,7 +295,7 @@ class HitlBroker:
                 f"No human-in-the-loop request has the id {request_id!r}.",
                 request_id=request_id,
             )
-        return _view(row)
+        return row_view(row)
 
 
 def get_broker(runtime: Runtime) -> HitlBroker:
@@ -323,105 +305,3 @@ def get_broker(runtime: Runtime) -> HitlBroker:
         broker = runtime.services["hitl"] = HitlBroker(runtime)
     assert isinstance(broker, HitlBroker)
     return broker
-
-
-def public_view(view: dict[str, Any]) -> dict[str, Any]:
-    """A request as ``mcp_list_pending_requests`` lists it."""
-    keys = ("request_id", "kind", "message", "context", "options", "urgent", "created_at", "expires_at")
-    return {key: view[key] for key in keys}
-
-
-def _view(row: Any) -> dict[str, Any]:
-    return {
-        "request_id": row.id,
-        "kind": row.kind,
-        "status": row.status,
-        "message": row.message,
-        "context": row.context,
-        "options": row.options,
-        "urgent": bool(row.urgent),
-        "created_at": row.created_at,
-        "expires_at": row.expires_at,
-        "expires_epoch": row.expires_epoch,
-        "approved": row.status == "approved" and row.approved is True,
-        "response": row.response,
-        "admin_notes": row.admin_notes,
-        "responded_at": row.responded_at,
-        "decided_via": row.decided_via,
-        "waiter_gone": row.waiter_gone,
-    }
-
-
-def _already_decided(request_id: str) -> HitlError:
-    return HitlError(
-        "hitl_request_already_decided",
-        f"The request {request_id} was already decided; the first decision stands.",
-        request_id=request_id,
-    )
-
-
-def _link_used(request_id: str) -> HitlError:
-    return HitlError("hitl_link_invalid", "This link was already used.", request_id=request_id)
-
-
-def _refusal(row: Any, now: float, request_id: str) -> HitlError | None:
-    if row is None:
-        return HitlError(
-            "hitl_request_not_found",
-            f"No human-in-the-loop request has the id {request_id!r}.",
-            request_id=request_id,
-        )
-    if row.status == "expired" or (row.status == "pending" and row.expires_epoch <= now):
-        return HitlError(
-            "hitl_request_expired",
-            f"The request {request_id} expired before this decision.",
-            request_id=request_id,
-        )
-    if row.status != "pending":
-        return _already_decided(request_id)
-    return None
-
-
-def _decision_values(row: Any, decision: Decision, redact: Any) -> dict[str, Any]:
-    """Validate a decision against the request's kind; returns the columns to set."""
-    notes = decision.admin_notes
-    if notes is not None and len(notes) > MAX_TEXT:
-        raise HitlError("hitl_response_invalid", "admin_notes is too long.", request_id=row.id)
-    clean_notes = redact(notes) if notes is not None else None
-    if row.kind == "approval":
-        if not isinstance(decision.approved, bool):
-            raise HitlError(
-                "hitl_response_invalid",
-                "An approval needs approved set to true or false.",
-                request_id=row.id,
-            )
-        status = "approved" if decision.approved is True else "rejected"
-        return {
-            "status": status,
-            "approved": decision.approved is True,
-            "response": None,
-            "admin_notes": clean_notes,
-        }
-    if decision.approved is False and decision.response is None:
-        return {"status": "rejected", "approved": False, "response": None, "admin_notes": clean_notes}
-    if (
-        not isinstance(decision.response, str)
-        or not decision.response.strip()
-        or len(decision.response) > MAX_TEXT
-    ):
-        raise HitlError(
-            "hitl_response_invalid", "An input request needs a non-empty response.", request_id=row.id
-        )
-    if row.options and decision.response not in row.options:
-        raise HitlError(
-            "hitl_response_invalid",
-            "The response must be one of the request's options.",
-            request_id=row.id,
-            options=list(row.options),
-        )
-    return {
-        "status": "answered",
-        "approved": False,
-        "response": redact(decision.response),
-        "admin_notes": clean_notes,
-    }

@@ -8,15 +8,8 @@ from typing import Any
 from pydantic import Field, StrictBool
 
 from baton.errors import HitlError
-from baton.hitl.broker import (
-    MAX_TEXT,
-    MAX_TIMEOUT_SECONDS,
-    Decision,
-    HitlBroker,
-    NewRequest,
-    get_broker,
-    public_view,
-)
+from baton.hitl.broker import HitlBroker, get_broker
+from baton.hitl.records import MAX_TEXT, MAX_TIMEOUT_SECONDS, Decision, NewRequest, public_view
 from baton.toolkit import CallContext, ToolArgs, ToolRegistry
 
 TimeoutField = Field(
@@ -143,6 +136,7 @@ async def wait_for_outcome(
     message = f"Waiting for a human decision on {view['request_id']}"
 
     async def tick(waited: float, window_total: float) -> None:
+        """One progress notification: seconds waited of the window's total."""
         await ctx.progress(round(waited, 1), round(window_total, 1), message)
 
     await ctx.progress(0.0, round(total if window is None else min(window, total), 1), message)
@@ -162,6 +156,12 @@ async def wait_for_outcome(
 def register(registry: ToolRegistry) -> None:
     """Add the human-in-the-loop tools to the registry."""
     broker = get_broker(registry.runtime)
+    _register_asking(registry, broker)
+    _register_deciding(registry, broker)
+
+
+def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
+    """The tools an agent uses to ask and to wait."""
 
     @registry.tool("mcp_request_admin_approval", ApprovalArgs)
     async def request_approval(args: ApprovalArgs, ctx: CallContext) -> dict[str, Any]:
@@ -185,6 +185,17 @@ def register(registry: ToolRegistry) -> None:
         view = await broker.create(new)
         return await wait_for_outcome(broker, view, ctx, None, started)
 
+    @registry.tool("mcp_wait_for_request", WaitArgs)
+    async def wait_for_request(args: WaitArgs, ctx: CallContext) -> dict[str, Any]:
+        """Resume waiting on a request by id (after a cut-off call). Returns the decision as the original
+        call would; if timeout_seconds passes first, success=false with error_class hitl_still_pending."""
+        view = broker.get(args.request_id)
+        return await wait_for_outcome(broker, view, ctx, args.timeout_seconds, time.time())
+
+
+def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
+    """The tools a responder (or the agent, looking) uses to list, decide and inspect."""
+
     @registry.tool("mcp_list_pending_requests", NoArgs, read_only=True)
     async def list_pending(args: NoArgs, ctx: CallContext) -> dict[str, Any]:
         """List the requests waiting for a human decision, urgent first, then the soonest to expire."""
@@ -204,10 +215,3 @@ def register(registry: ToolRegistry) -> None:
     async def get_status(args: RequestIdArgs, ctx: CallContext) -> dict[str, Any]:
         """A request's state now: pending, approved, rejected, answered or expired, with its decision."""
         return status_view(broker.get(args.request_id))
-
-    @registry.tool("mcp_wait_for_request", WaitArgs)
-    async def wait_for_request(args: WaitArgs, ctx: CallContext) -> dict[str, Any]:
-        """Resume waiting on a request by id (after a cut-off call). Returns the decision as the original
-        call would; if timeout_seconds passes first, success=false with error_class hitl_still_pending."""
-        view = broker.get(args.request_id)
-        return await wait_for_outcome(broker, view, ctx, args.timeout_seconds, time.time())
