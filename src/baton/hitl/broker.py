@@ -40,6 +40,7 @@ log = logging.getLogger("baton.hitl")
 
 #: Awaited every few seconds while a call waits: ``tick(waited_seconds, total_seconds)``.
 Tick = Callable[[float, float], Awaitable[None]]
+MIN_TICK_SECONDS = 0.1
 
 __all__ = ["Decision", "HitlBroker", "NewRequest", "Tick", "get_broker", "public_view"]
 
@@ -59,7 +60,9 @@ class HitlBroker:
         timeout = new.timeout_seconds or self.runtime.settings.hitl_timeout_seconds
         if not 1 <= timeout <= MAX_TIMEOUT_SECONDS:
             raise ArgumentError(
-                "invalid_arguments", f"timeout_seconds must be between 1 and {MAX_TIMEOUT_SECONDS}."
+                "invalid_arguments",
+                f"The timeout (timeout_seconds, or HITL_TIMEOUT_SECONDS when none is given) must be "
+                f"between 1 and {MAX_TIMEOUT_SECONDS} seconds.",
             )
         redact = self.runtime.redactor
         request_id = f"hr_{uuid.uuid4().hex[:20]}"
@@ -248,6 +251,7 @@ class HitlBroker:
         if view["status"] != "pending":
             return view
         started = time.time()
+        tick_seconds = max(MIN_TICK_SECONDS, tick_seconds)
         until = view["expires_epoch"]
         if window_seconds is not None:
             until = min(until, started + window_seconds)

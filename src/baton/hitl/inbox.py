@@ -52,7 +52,17 @@ def _templates() -> Any:
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
     env.filters["pretty"] = lambda value: json.dumps(value, ensure_ascii=False, indent=2)
+    env.filters["when"] = _when
     return env
+
+
+def _when(stamp: str | None) -> str:
+    """``2026-12-02T14:21:51.478859+00:00`` as ``2026-12-02 14:21:51 UTC``."""
+    if not stamp:
+        return ""
+    from datetime import UTC, datetime
+
+    return datetime.fromisoformat(stamp).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 class Inbox:
