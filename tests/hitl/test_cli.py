@@ -11,7 +11,7 @@ import pytest
 from baton.hitl.broker import HitlBroker, NewRequest
 from baton.hitl.links import LinkSigner
 from baton.runtime import Runtime
-from tests.hitl.conftest import run_cli
+from tests.hitl.helpers import run_cli
 
 pytestmark = pytest.mark.anyio
 

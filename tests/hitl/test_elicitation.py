@@ -13,7 +13,7 @@ from mcp import ClientSession
 from mcp.client.stdio import stdio_client
 
 from tests.conftest import call, server_parameters
-from tests.hitl.test_tools_stdio import _pending
+from tests.hitl.helpers import pending_requests
 
 pytestmark = pytest.mark.anyio
 
@@ -78,7 +78,7 @@ async def test_elicitation_is_off_by_default(baton_env: dict[str, str]) -> None:
 
         async with anyio.create_task_group() as group:
             group.start_soon(ask)
-            request_id = (await _pending(session))[0]["request_id"]
+            request_id = (await pending_requests(session))[0]["request_id"]
             await call(session, "mcp_respond_to_request", {"request_id": request_id, "approved": False})
         assert session.asked == []
     assert result["success"] is True and result["approved"] is False and result["decision"] == "rejected"

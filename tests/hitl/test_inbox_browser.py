@@ -16,7 +16,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from baton.config import load_settings
 from baton.hitl.links import LinkSigner, load_secret
 from tests.conftest import call
-from tests.hitl.test_tools_stdio import _pending
+from tests.hitl.helpers import pending_requests
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -76,7 +76,7 @@ async def test_approve_in_chromium_and_links_forged_expired_reused_are_refused(
         first: dict[str, Any] = {}
         async with anyio.create_task_group() as group:
             group.start_soon(_ask, session, "Publish the validation bundle?", first)
-            request_id = (await _pending(session))[0]["request_id"]
+            request_id = (await pending_requests(session))[0]["request_id"]
             await page.goto(f"{server.base_url}/inbox")
             assert page.url.endswith("/inbox/login")
             await page.fill("#token", TOKEN)
@@ -92,7 +92,7 @@ async def test_approve_in_chromium_and_links_forged_expired_reused_are_refused(
         second: dict[str, Any] = {}
         async with anyio.create_task_group() as group:
             group.start_soon(_ask, session, "Second, by link", second)
-            request_id = (await _pending(session))[0]["request_id"]
+            request_id = (await pending_requests(session))[0]["request_id"]
             query = signer.link_params(request_id, time.time() + 60)
             link = f"{server.base_url}/inbox/link?{urlencode(query)}"
             forged = await page.goto(f"{server.base_url}/inbox/link?{urlencode({**query, 's': 'A' * 43})}")

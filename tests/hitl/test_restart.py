@@ -14,7 +14,7 @@ from sqlalchemy import select
 from baton.runtime import Runtime
 from baton.schema import hitl_requests
 from tests.conftest import call, stdio_session
-from tests.hitl.test_tools_stdio import _pending
+from tests.hitl.helpers import pending_requests
 
 pytestmark = pytest.mark.anyio
 
@@ -42,7 +42,7 @@ async def test_a_request_survives_kill_9_and_is_decided_after_restart(
 
                 async with anyio.create_task_group() as group:
                     group.start_soon(ask)
-                    request_id = (await _pending(session))[0]["request_id"]
+                    request_id = (await pending_requests(session))[0]["request_id"]
                     os.kill(_owner_pid(runtime, request_id), signal.SIGKILL)
                     await anyio.sleep_forever()  # until the dead connection ends the session
     except* MCPError:  # the client sees its server vanish mid-call

@@ -10,18 +10,9 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import call, stdio_session
-from tests.hitl.conftest import run_cli
+from tests.hitl.helpers import pending_requests, run_cli
 
 pytestmark = pytest.mark.anyio
-
-
-async def _pending(session: Any, count: int = 1) -> list[dict[str, Any]]:
-    with anyio.fail_after(10):
-        while True:
-            listed = await call(session, "mcp_list_pending_requests")
-            if len(listed["requests"]) >= count:
-                return list(listed["requests"])
-            await anyio.sleep(0.05)
 
 
 async def test_campaign_pattern_approval_in_flight_then_timeout_probe(baton_env: dict[str, str]) -> None:
@@ -58,7 +49,7 @@ async def test_campaign_pattern_approval_in_flight_then_timeout_probe(baton_env:
 
         async with anyio.create_task_group() as group:
             group.start_soon(ask)
-            rows = await _pending(session)
+            rows = await pending_requests(session)
             assert rows[0]["kind"] == "approval" and rows[0]["context"] == {
                 "risk": "low",
                 "artifact": "validation-only",
@@ -131,7 +122,7 @@ async def test_an_abandoned_call_resumes_by_id_and_gets_the_decision(baton_env: 
                 {"question": "Which region?", "options": ["eu", "us"], "timeout_seconds": 60},
                 read_timeout_seconds=1,
             )
-        request_id = (await _pending(session))[0]["request_id"]
+        request_id = (await pending_requests(session))[0]["request_id"]
         status = await call(session, "mcp_get_request_status", {"request_id": request_id})
         assert status["status"] == "pending" and status["decided"] is False
         short = await call(session, "mcp_wait_for_request", {"request_id": request_id, "timeout_seconds": 1})
@@ -166,7 +157,7 @@ async def test_responders_in_two_processes_race_and_many_waiters_wake_across_pro
         async with anyio.create_task_group() as group:
             for i in range(count):
                 group.start_soon(ask, i)
-            rows = await _pending(admin, count)
+            rows = await pending_requests(admin, count)
             expected = {row["request_id"]: random.choice([True, False]) for row in rows}
             first = rows[0]["request_id"]
             race: list[dict[str, Any]] = []
@@ -209,7 +200,7 @@ async def test_cli_approve_in_another_process_wakes_the_waiting_call(baton_env: 
 
         async with anyio.create_task_group() as group:
             group.start_soon(ask)
-            request_id = (await _pending(session))[0]["request_id"]
+            request_id = (await pending_requests(session))[0]["request_id"]
             listed = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "list", "--json")
             assert request_id in listed.stdout
             done = await anyio.to_thread.run_sync(
