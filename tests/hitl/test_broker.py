@@ -183,3 +183,31 @@ async def test_a_failing_announcer_never_affects_the_request(broker: HitlBroker,
     assert rows[0].payload["link_sent"] is False
     assert broker.respond(view["request_id"], Decision(approved=True))["approved"] is True
     assert runtime.receipts.verify().ok
+
+
+async def test_result_shapes_of_waiting_calls(broker: HitlBroker) -> None:
+    from baton.hitl.tools import outcome
+
+    question = await broker.create(NewRequest("input", "Name?", timeout_seconds=60))
+    with pytest.raises(HitlError) as pending:
+        outcome(broker.get(question["request_id"]))
+    assert pending.value.error_class == "hitl_still_pending" and pending.value.details["timeout"] is False
+    declined = outcome(broker.respond(question["request_id"], Decision(approved=False, admin_notes="no")))
+    assert (
+        declined["declined"] is True and declined["response"] is None and declined["decision"] == "rejected"
+    )
+    assert "approved" not in declined
+    approval = await broker.create(NewRequest("approval", "Go?", timeout_seconds=60))
+    rejected = outcome(broker.respond(approval["request_id"], Decision(approved=False)))
+    assert (
+        rejected["approved"] is False and rejected["timeout"] is False and rejected["decision"] == "rejected"
+    )
+    assert set(rejected) >= {
+        "request_id",
+        "approved",
+        "timeout",
+        "decision",
+        "admin_notes",
+        "responded_at",
+        "waited_seconds",
+    }

@@ -18,7 +18,7 @@ from sqlalchemy import Connection, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from baton.errors import ArgumentError, HitlError
-from baton.hitl.announce import announce_safely
+from baton.hitl.announce import ANNOUNCER_SERVICE, announce_safely
 from baton.hitl.records import (
     MAX_TIMEOUT_SECONDS,
     Decision,
@@ -271,6 +271,8 @@ class HitlBroker:
     # announcing -----------------------------------------------------------------------------------
 
     async def _announce(self, view: dict[str, Any]) -> None:
+        if self.runtime.services.get(ANNOUNCER_SERVICE) is None:
+            return  # a channel-less broker: nothing to tell, no link to sign
         link = self.signed_link(view["request_id"], view["expires_epoch"])
         await announce_safely(self.runtime, public_view(view), link)
 
