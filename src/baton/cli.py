@@ -12,6 +12,7 @@ from rich.table import Table
 
 from baton import __version__
 from baton.errors import BatonError
+from baton.hitl import cli as hitl_cli
 from baton.timers import cli as timers_cli
 
 app = typer.Typer(
@@ -36,6 +37,7 @@ def _add_group_apps() -> None:
 
 
 _add_group_apps()
+app.add_typer(hitl_cli.app, name="hitl")
 
 out = Console()
 err = Console(stderr=True)

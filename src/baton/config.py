@@ -59,6 +59,9 @@ class Settings(BaseModel):
     hitl_timeout_seconds: int = 300
     hitl_admin_email: str | None = None
     hitl_webhook_url: str | None = None
+    baton_hitl_progress_seconds: float = 5.0
+    baton_hitl_elicitation: bool = False
+    baton_public_url: str | None = None
     # notifications
     sendgrid_api_key: str | None = None
     smtp_host: str | None = None

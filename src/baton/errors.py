@@ -57,6 +57,8 @@ ERROR_CLASSES: dict[str, str] = {
     "hitl_response_invalid": "A decision was malformed (for example approved missing on an approval).",
     "hitl_link_invalid": "An inbox link is forged, expired, already used or bound to another request.",
     "hitl_unauthorized": "The inbox was reached without a valid bearer token or signed link.",
+    "hitl_still_pending": "The wait ended before anyone decided; the request is still pending (wait again by id).",
+    "hitl_csrf_invalid": "An inbox form was posted without its valid per-form token.",
     "approval_denied": "A human rejected the request.",
     # notifications
     "notification_not_configured": "The channel lacks the configuration it needs; nothing was sent.",

@@ -35,14 +35,21 @@ def owner_is_gone(owner: str | None, lease_expires_at: str | None, *, me: str) -
         return True
     if datetime.fromisoformat(lease_expires_at) <= datetime.now(UTC):
         return True
-    host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    return not _process_exists(int(pid_text))
+    return not process_alive(owner)
 
 
-def _process_exists(pid: int) -> bool:
+def owner_pid(owner: str) -> int | None:
+    """The pid in an owner name, or None when it has none."""
+    pid_text = owner.split(":")[1] if owner.count(":") >= 1 else ""
+    return int(pid_text) if pid_text.isdigit() else None
+
+
+def process_alive(owner: str) -> bool:
+    """For an owner on this host, whether its process exists; an owner on another host counts as alive."""
+    host = owner.partition(":")[0]
+    pid = owner_pid(owner)
+    if host != socket.gethostname() or pid is None:
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -103,3 +103,39 @@ timers = Table(
     Column("last_outcome", String(16)),
     Column("last_error_class", String(64)),
 )
+
+# human in the loop ---------------------------------------------------------------------------------
+
+#: Approval and input requests; a decision is a conditional UPDATE ... WHERE status='pending'.
+hitl_requests = Table(
+    "hitl_requests",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("context", JSON),
+    Column("options", JSON),
+    Column("urgent", Boolean, nullable=False, default=False),
+    Column("status", String(16), nullable=False, index=True),
+    Column("created_at", String(40), nullable=False),
+    Column("expires_at", String(40), nullable=False),
+    Column("expires_epoch", Float, nullable=False),
+    Column("approved", Boolean),
+    Column("response", Text),
+    Column("admin_notes", Text),
+    Column("responded_at", String(40)),
+    Column("decided_via", String(32)),
+    Column("owner", String(128)),
+    Column("waiter_instance", String(128)),
+    Column("waiter_seen_epoch", Float),
+    Column("waiter_gone", Boolean),
+)
+
+#: Signed inbox links that were spent (single use), by nonce.
+hitl_link_uses = Table(
+    "hitl_link_uses",
+    metadata,
+    Column("nonce", String(64), primary_key=True),
+    Column("request_id", String(40), nullable=False),
+    Column("used_at", String(40), nullable=False),
+)

@@ -27,6 +27,7 @@ TOOL_GROUPS: tuple[str, ...] = (
     "baton.subagents.tools",
     "baton.notify.tools",
     "baton.timers.tools",
+    "baton.hitl.tools",
 )
 
 INSTRUCTIONS = (
@@ -165,7 +166,7 @@ async def _unauthorized(send: Any) -> None:
 
 
 #: Extra Starlette routes (the web inbox) contributed by subsystems: module path -> ``routes(runtime)``.
-HTTP_ROUTE_PROVIDERS: tuple[str, ...] = ()
+HTTP_ROUTE_PROVIDERS: tuple[str, ...] = ("baton.hitl.inbox",)
 
 
 def build_http_app(runtime: Runtime, host: str) -> Any:
@@ -207,6 +208,7 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
 
     host, port = parse_bind(bind)
     check_http_bind(host, runtime.settings.baton_http_token)
+    runtime.services.setdefault("http_base_url", f"http://{f'[{host}]' if ':' in host else host}:{port}")
     app = build_http_app(runtime, host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve()

@@ -1,0 +1,313 @@
+"""The human-in-the-loop broker: requests persisted in the store, first-decision-wins, conservative expiry.
+
+Nothing but an explicit approval recorded by :meth:`HitlBroker.respond` ever sets ``approved``: a
+timeout, a cancelled or crashed waiter, a malformed decision or any error leaves the request pending
+or expired, and an expired request reads as not approved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqlalchemy import Connection, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from baton.errors import ArgumentError, HitlError
+from baton.hitl.announce import ANNOUNCER_SERVICE, announce_safely
+from baton.hitl.records import (
+    MAX_TIMEOUT_SECONDS,
+    Decision,
+    NewRequest,
+    already_decided,
+    decision_values,
+    iso,
+    link_used,
+    public_view,
+    refusal,
+    row_view,
+)
+from baton.hitl.waiters import Waiters
+from baton.receipts import canonical_json, sha256_hex
+from baton.runtime import Runtime
+from baton.schema import hitl_link_uses, hitl_requests
+
+log = logging.getLogger("baton.hitl")
+
+#: Awaited every few seconds while a call waits: ``tick(waited_seconds, total_seconds)``.
+Tick = Callable[[float, float], Awaitable[None]]
+MIN_TICK_SECONDS = 0.1
+
+__all__ = ["Decision", "HitlBroker", "NewRequest", "Tick", "get_broker", "public_view"]
+
+
+class HitlBroker:
+    """Owns every request in the store and wakes the tool calls waiting on them."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.waiters = Waiters(runtime)
+        self._background: set[asyncio.Task[Any]] = set()
+
+    # requests -------------------------------------------------------------------------------------
+
+    async def create(self, new: NewRequest) -> dict[str, Any]:
+        """Persist a request (and its receipt), announce it in the background and return its view."""
+        timeout = new.timeout_seconds or self.runtime.settings.hitl_timeout_seconds
+        if not 1 <= timeout <= MAX_TIMEOUT_SECONDS:
+            raise ArgumentError(
+                "invalid_arguments",
+                f"The timeout (timeout_seconds, or HITL_TIMEOUT_SECONDS when none is given) must be "
+                f"between 1 and {MAX_TIMEOUT_SECONDS} seconds.",
+            )
+        redact = self.runtime.redactor
+        request_id = f"hr_{uuid.uuid4().hex[:20]}"
+        now = time.time()
+        row = {
+            "id": request_id,
+            "kind": new.kind,
+            "message": redact.text(new.message),
+            "context": redact.value(new.context) if new.context is not None else None,
+            "options": redact.value(new.options) if new.options is not None else None,
+            "urgent": new.urgent,
+            "status": "pending",
+            "created_at": iso(now),
+            "expires_at": iso(now + timeout),
+            "expires_epoch": now + timeout,
+            "owner": self.runtime.instance_id,
+        }
+        with self.runtime.store.write() as connection:
+            connection.execute(insert(hitl_requests).values(**row))
+            self.runtime.receipts.append_in(
+                connection,
+                "hitl_requested",
+                {
+                    "request_id": request_id,
+                    "kind": new.kind,
+                    "message": row["message"],
+                    "context_sha256": sha256_hex(canonical_json(row["context"])),
+                    "options": row["options"],
+                    "urgent": new.urgent,
+                    "timeout_seconds": timeout,
+                    "created_at": row["created_at"],
+                    "expires_at": row["expires_at"],
+                },
+            )
+        view = self.get(request_id)
+        self._spawn(self._announce(view))
+        return view
+
+    def get(self, request_id: str) -> dict[str, Any]:
+        """One request's full state (a pending request past its expiry is marked expired first)."""
+        view = self._read(request_id)
+        if view["status"] == "pending" and view["expires_epoch"] <= time.time():
+            self.expire_due()
+            view = self._read(request_id)
+        return view
+
+    def list_pending(self) -> list[dict[str, Any]]:
+        """Pending requests, urgent first, then the ones expiring soonest."""
+        self.expire_due()
+        query = (
+            select(hitl_requests)
+            .where(hitl_requests.c.status == "pending", hitl_requests.c.expires_epoch > time.time())
+            .order_by(
+                hitl_requests.c.urgent.desc(), hitl_requests.c.expires_epoch, hitl_requests.c.created_at
+            )
+        )
+        with self.runtime.store.read() as connection:
+            rows = connection.execute(query).all()
+        return [row_view(row) for row in rows]
+
+    def expire_due(self) -> int:
+        """Mark every pending request past its expiry as expired (one receipt each); returns how many."""
+        now = time.time()
+        due_query = select(hitl_requests.c.id).where(
+            hitl_requests.c.status == "pending", hitl_requests.c.expires_epoch <= now
+        )
+        with self.runtime.store.read() as connection:
+            if connection.execute(due_query.limit(1)).first() is None:
+                return 0
+        expired = 0
+        with self.runtime.store.write() as connection:
+            for request_id in connection.execute(due_query).scalars().all():
+                expired += self._expire_in(connection, request_id, now)
+        return expired
+
+    # decisions ------------------------------------------------------------------------------------
+
+    def respond(
+        self, request_id: str, decision: Decision, *, spend_link: str | None = None
+    ) -> dict[str, Any]:
+        """Record the first decision on a pending request (atomically); later ones are refused.
+
+        ``spend_link`` is a signed link's nonce, recorded as used in the same transaction, so a link
+        is spent exactly when its decision is recorded.
+        """
+        try:
+            with self.runtime.store.write() as connection:
+                expired = self._decide_in(connection, request_id, decision, spend_link)
+        except IntegrityError as exc:  # the same link spent concurrently
+            raise link_used(request_id) from exc
+        if expired is not None:
+            raise expired
+        self.waiters.wake(request_id)
+        return self.get(request_id)
+
+    def _decide_in(
+        self, connection: Connection, request_id: str, decision: Decision, spend_link: str | None
+    ) -> HitlError | None:
+        """Decide inside one transaction; raising rolls everything back, an expiry is returned to commit."""
+        now = time.time()
+        row = connection.execute(select(hitl_requests).where(hitl_requests.c.id == request_id)).first()
+        refused = refusal(row, now, request_id)
+        if refused is not None:
+            if refused.error_class == "hitl_request_expired" and row is not None and row.status == "pending":
+                self._expire_in(connection, request_id, now)
+                return refused
+            raise refused
+        assert row is not None
+        values = decision_values(row, decision, self.runtime.redactor.text)
+        if spend_link is not None:
+            used = select(hitl_link_uses.c.nonce).where(hitl_link_uses.c.nonce == spend_link)
+            if connection.execute(used).first() is not None:
+                raise link_used(request_id)
+            connection.execute(
+                insert(hitl_link_uses).values(nonce=spend_link, request_id=request_id, used_at=iso(now))
+            )
+        gone = not self.waiters.waiter_alive(request_id, row.waiter_instance, row.waiter_seen_epoch)
+        result = connection.execute(
+            update(hitl_requests)
+            .where(
+                hitl_requests.c.id == request_id,
+                hitl_requests.c.status == "pending",
+                hitl_requests.c.expires_epoch > now,
+            )
+            .values(**values, responded_at=iso(now), decided_via=decision.via, waiter_gone=gone)
+        )
+        if result.rowcount != 1:  # another decider committed first (PostgreSQL re-checks the WHERE)
+            raise already_decided(request_id)
+        self.runtime.receipts.append_in(
+            connection,
+            "hitl_decided",
+            {
+                "request_id": request_id,
+                "kind": row.kind,
+                "decision": values["status"],
+                "approved": values["approved"],
+                "response": values["response"],
+                "admin_notes": values["admin_notes"],
+                "via": decision.via,
+                "waiter_gone": gone,
+                "responded_at": iso(now),
+            },
+        )
+        return None
+
+    def _expire_in(self, connection: Connection, request_id: str, now: float) -> int:
+        result = connection.execute(
+            update(hitl_requests)
+            .where(
+                hitl_requests.c.id == request_id,
+                hitl_requests.c.status == "pending",
+                hitl_requests.c.expires_epoch <= now,
+            )
+            .values(status="expired", approved=False)
+        )
+        if result.rowcount != 1:
+            return 0
+        self.runtime.receipts.append_in(
+            connection, "hitl_expired", {"request_id": request_id, "expired_at": iso(now)}
+        )
+        return 1
+
+    def link_spent(self, nonce: str) -> bool:
+        """Whether a signed link with this nonce was already used."""
+        with self.runtime.store.read() as connection:
+            query = select(hitl_link_uses.c.nonce).where(hitl_link_uses.c.nonce == nonce)
+            return connection.execute(query).first() is not None
+
+    # waiting --------------------------------------------------------------------------------------
+
+    async def wait(
+        self,
+        request_id: str,
+        *,
+        window_seconds: float | None = None,
+        tick: Tick | None = None,
+        tick_seconds: float = 5.0,
+    ) -> dict[str, Any]:
+        """Wait until the request is decided or expires, or the window ends; returns its view.
+
+        ``tick(waited_seconds, total_seconds)`` is awaited every ``tick_seconds`` while waiting.
+        """
+        import anyio
+
+        view = self.get(request_id)
+        if view["status"] != "pending":
+            return view
+        started = time.time()
+        tick_seconds = max(MIN_TICK_SECONDS, tick_seconds)
+        until = view["expires_epoch"]
+        if window_seconds is not None:
+            until = min(until, started + window_seconds)
+        slot = self.waiters.enter(request_id)
+        try:
+            next_tick = started + tick_seconds
+            while not slot.event.is_set() and time.time() < until:
+                with anyio.move_on_after(max(0.0, min(until, next_tick) - time.time())):
+                    await slot.event.wait()
+                if tick is not None and not slot.event.is_set() and time.time() >= next_tick:
+                    await tick(time.time() - started, until - started)
+                    next_tick += tick_seconds
+        finally:
+            self.waiters.leave(request_id, slot)
+        return self.get(request_id)
+
+    # announcing -----------------------------------------------------------------------------------
+
+    async def _announce(self, view: dict[str, Any]) -> None:
+        if self.runtime.services.get(ANNOUNCER_SERVICE) is None:
+            return  # a channel-less broker: nothing to tell, no link to sign
+        link = self.signed_link(view["request_id"], view["expires_epoch"])
+        await announce_safely(self.runtime, public_view(view), link)
+
+    def signed_link(self, request_id: str, expires_epoch: float) -> str | None:
+        """A signed single-use inbox link, when the HTTP server's base URL is known."""
+        base_url = self.runtime.settings.baton_public_url or self.runtime.services.get("http_base_url")
+        if not base_url:
+            return None
+        from baton.hitl.links import LinkSigner
+
+        return LinkSigner.for_runtime(self.runtime).link(str(base_url), request_id, expires_epoch)
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work, name="hitl-announce")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # reading --------------------------------------------------------------------------------------
+
+    def _read(self, request_id: str) -> dict[str, Any]:
+        with self.runtime.store.read() as connection:
+            row = connection.execute(select(hitl_requests).where(hitl_requests.c.id == request_id)).first()
+        if row is None:
+            raise HitlError(
+                "hitl_request_not_found",
+                f"No human-in-the-loop request has the id {request_id!r}.",
+                request_id=request_id,
+            )
+        return row_view(row)
+
+
+def get_broker(runtime: Runtime) -> HitlBroker:
+    """The runtime's one broker (tools, inbox and CLI share it), created on first use."""
+    broker = runtime.services.get("hitl")
+    if broker is None:
+        broker = runtime.services["hitl"] = HitlBroker(runtime)
+    assert isinstance(broker, HitlBroker)
+    return broker

@@ -1,0 +1,152 @@
+"""``baton hitl list|approve|reject|answer|watch|link``: decide requests from a shell, against the same store.
+
+A server in another process notices a decision made here within its store poll (a fraction of a
+second) and wakes the waiting tool call.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from baton.errors import BatonError
+
+app = typer.Typer(help="Human-in-the-loop requests: list, decide, watch.", no_args_is_help=True)
+out = Console()
+err = Console(stderr=True)
+
+NotesOption = Annotated[str | None, typer.Option("--notes", help="Notes returned to the agent.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def _broker() -> Any:
+    from baton.hitl.broker import get_broker
+    from baton.runtime import Runtime
+
+    return get_broker(Runtime.open())
+
+
+def _fail(exc: BatonError) -> None:
+    err.print(f"[red]{exc.error_class}[/red]: {exc.message}")
+    raise typer.Exit(1)
+
+
+def _print_json(value: Any) -> None:
+    out.print_json(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def _table(rows: list[dict[str, Any]]) -> Table:
+    table = Table("request_id", "kind", "urgent", "message", "expires_at")
+    for row in rows:
+        table.add_row(
+            row["request_id"],
+            row["kind"],
+            "yes" if row["urgent"] else "",
+            escape(row["message"]),
+            row["expires_at"],
+        )
+    return table
+
+
+@app.command("list")
+def list_requests(as_json: JsonOption = False) -> None:
+    """List pending requests, urgent first, then the soonest to expire."""
+    from baton.hitl.broker import public_view
+
+    rows = [public_view(view) for view in _broker().list_pending()]
+    if as_json:
+        _print_json(rows)
+        return
+    out.print(_table(rows) if rows else "No pending requests.")
+
+
+def _decide(request_id: str, **decision: Any) -> None:
+    from baton.hitl.broker import Decision
+
+    try:
+        view = _broker().respond(request_id, Decision(**decision, via="cli"))
+    except BatonError as exc:
+        _fail(exc)
+        return
+    _print_json({key: value for key, value in view.items() if key != "expires_epoch"})
+
+
+@app.command("approve")
+def approve(request_id: str, notes: NotesOption = None) -> None:
+    """Approve a pending approval request."""
+    _decide(request_id, approved=True, admin_notes=notes)
+
+
+@app.command("reject")
+def reject(request_id: str, notes: NotesOption = None) -> None:
+    """Reject a pending approval request (or decline an input request)."""
+    _decide(request_id, approved=False, admin_notes=notes)
+
+
+@app.command("answer")
+def answer(request_id: str, text: str, notes: NotesOption = None) -> None:
+    """Answer a pending input request with TEXT."""
+    _decide(request_id, response=text, admin_notes=notes)
+
+
+@app.command("watch")
+def watch(
+    interval: Annotated[float, typer.Option(help="Seconds between looks at the store.")] = 1.0,
+    max_seconds: Annotated[float | None, typer.Option(help="Stop after this many seconds.")] = None,
+) -> None:
+    """Print requests as they arrive and leave the pending list, until Ctrl-C."""
+    broker = _broker()
+    seen: dict[str, dict[str, Any]] = {}
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    try:
+        while deadline is None or time.monotonic() < deadline:
+            current = {view["request_id"]: view for view in broker.list_pending()}
+            for request_id, view in current.items():
+                if request_id not in seen:
+                    flag = "[bold red]URGENT[/bold red] " if view["urgent"] else ""
+                    out.print(
+                        f"{flag}new {view['kind']} {request_id}: {escape(view['message'])} (expires {view['expires_at']})",
+                        soft_wrap=True,
+                        markup=True,
+                        highlight=False,
+                    )
+            for request_id in seen.keys() - current.keys():
+                final = broker.get(request_id)
+                out.print(
+                    f"{final['status']} {request_id} via {final['decided_via'] or 'expiry'}", soft_wrap=True
+                )
+            seen = current
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command("link")
+def link(
+    request_id: str,
+    base_url: Annotated[
+        str | None, typer.Option(help="The inbox's base URL; default BATON_PUBLIC_URL.")
+    ] = None,
+) -> None:
+    """Print a signed single-use inbox link for a pending request (valid until the request expires)."""
+    from baton.hitl.links import LinkSigner
+
+    broker = _broker()
+    try:
+        view = broker.get(request_id)
+    except BatonError as exc:
+        _fail(exc)
+        return
+    base = base_url or broker.runtime.settings.baton_public_url
+    if not base:
+        err.print("[red]config_invalid[/red]: give --base-url or set BATON_PUBLIC_URL.")
+        raise typer.Exit(1)
+    out.print(
+        LinkSigner.for_runtime(broker.runtime).link(base, request_id, view["expires_epoch"]), soft_wrap=True
+    )

@@ -1,0 +1,127 @@
+"""Signed inbox links, inbox session cookies and per-form CSRF tokens, all HMAC-SHA256 under one secret.
+
+The secret is derived from ``BATON_HTTP_TOKEN`` when one is set (every replica behind the same token
+signs alike, and rotating the token revokes every link); otherwise it is 32 random bytes kept in
+``BATON_HOME/hitl_link_secret`` with file mode 0600, shared by the server and the CLI.
+Each use (link, session, CSRF) has its own key derived from the secret with a label.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlencode
+
+from baton.config import Settings
+from baton.errors import ConfigError, HitlError
+from baton.runtime import Runtime
+
+SECRET_FILE = "hitl_link_secret"  # noqa: S105 (a file name, not a secret)
+SESSION_TTL_SECONDS = 12 * 3600
+_TOKEN_LABEL = b"baton-hitl-link-secret-v1"
+
+
+@dataclass(frozen=True)
+class LinkClaim:
+    """A verified link: the one request it is bound to, its nonce (spent on use) and expiry."""
+
+    request_id: str
+    nonce: str
+    expires_epoch: int
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def load_secret(settings: Settings) -> bytes:
+    """The signing secret: derived from BATON_HTTP_TOKEN, or read (created) in BATON_HOME at mode 0600."""
+    if settings.baton_http_token:
+        return hmac.new(settings.baton_http_token.encode(), _TOKEN_LABEL, hashlib.sha256).digest()
+    path = Path(settings.home) / SECRET_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        os.chmod(path, 0o600)
+        secret = bytes.fromhex(path.read_text(encoding="ascii").strip())
+        if len(secret) < 32:
+            raise ConfigError("config_invalid", f"{path} does not hold a 32-byte secret.") from None
+        return secret
+    secret = secrets.token_bytes(32)
+    with os.fdopen(fd, "w", encoding="ascii") as handle:
+        handle.write(secret.hex() + "\n")
+    return secret
+
+
+class LinkSigner:
+    """Signs and checks links, sessions and CSRF tokens."""
+
+    def __init__(self, secret: bytes) -> None:
+        self._secret = secret
+
+    @classmethod
+    def for_runtime(cls, runtime: Runtime) -> LinkSigner:
+        """The runtime's signer (cached in its services)."""
+        signer = runtime.services.get("hitl_link_signer")
+        if not isinstance(signer, LinkSigner):
+            signer = runtime.services["hitl_link_signer"] = cls(load_secret(runtime.settings))
+        return signer
+
+    def _mac(self, label: str, *parts: str) -> str:
+        key = hmac.new(self._secret, label.encode(), hashlib.sha256).digest()
+        return _b64(hmac.new(key, "\n".join(parts).encode(), hashlib.sha256).digest())
+
+    # links ----------------------------------------------------------------------------------------
+
+    def link(self, base_url: str, request_id: str, expires_epoch: float, nonce: str | None = None) -> str:
+        """``{base}/inbox/link?r=…&e=…&n=…&s=…``: bound to one request, expiring, single use."""
+        query = self.link_params(request_id, expires_epoch, nonce)
+        return f"{base_url.rstrip('/')}/inbox/link?{urlencode(query)}"
+
+    def link_params(self, request_id: str, expires_epoch: float, nonce: str | None = None) -> dict[str, str]:
+        """The signed query of a link."""
+        expires = str(int(expires_epoch))
+        nonce = nonce or secrets.token_urlsafe(16)
+        return {"r": request_id, "e": expires, "n": nonce, "s": self._mac("link", request_id, expires, nonce)}
+
+    def verify_link(self, r: str, e: str, n: str, s: str, *, now: float | None = None) -> LinkClaim:
+        """Check a link's signature and expiry (its single use is checked against the store)."""
+        if not (r and e.isdigit() and n and s) or len(n) > 64 or len(r) > 40:
+            raise HitlError("hitl_link_invalid", "This link is malformed.", reason="malformed")
+        if not hmac.compare_digest(self._mac("link", r, e, n), s):
+            raise HitlError("hitl_link_invalid", "This link's signature does not verify.", reason="forged")
+        if int(e) <= (time.time() if now is None else now):
+            raise HitlError("hitl_link_invalid", "This link has expired.", reason="expired")
+        return LinkClaim(request_id=r, nonce=n, expires_epoch=int(e))
+
+    # sessions and CSRF ----------------------------------------------------------------------------
+
+    def new_session(self, ttl_seconds: int = SESSION_TTL_SECONDS) -> str:
+        """A signed session cookie value ``sid.expiry.mac`` for a browser that logged in with the token."""
+        sid = secrets.token_urlsafe(18)
+        expires = str(int(time.time()) + ttl_seconds)
+        return f"{sid}.{expires}.{self._mac('session', sid, expires)}"
+
+    def verify_session(self, value: str | None) -> str | None:
+        """The session id of a valid, unexpired cookie value, else None."""
+        if not value or value.count(".") != 2:
+            return None
+        sid, expires, mac = value.split(".")
+        if not expires.isdigit() or not hmac.compare_digest(self._mac("session", sid, expires), mac):
+            return None
+        return sid if int(expires) > time.time() else None
+
+    def csrf(self, binding: str, request_id: str) -> str:
+        """The per-form token tied to a session (or link nonce) and the request the form decides."""
+        return self._mac("csrf", binding, request_id)
+
+    def check_csrf(self, binding: str, request_id: str, supplied: str | None) -> None:
+        """Refuse a form whose token is missing or was made for another session, link or request."""
+        if not supplied or not hmac.compare_digest(self.csrf(binding, request_id), supplied):
+            raise HitlError("hitl_csrf_invalid", "The form's security token is missing or invalid.")

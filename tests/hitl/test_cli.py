@@ -1,0 +1,46 @@
+"""``baton hitl`` in its own process against the store a runtime in this process also uses."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+import pytest
+
+from baton.hitl.broker import HitlBroker, NewRequest
+from baton.hitl.links import LinkSigner
+from baton.runtime import Runtime
+from tests.hitl.helpers import run_cli
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_watch_answer_and_link(baton_env: dict[str, str], broker: HitlBroker, runtime: Runtime) -> None:
+    question = await broker.create(
+        NewRequest("input", "Which colour?", timeout_seconds=60, options=["red", "blue"])
+    )
+    approval = await broker.create(NewRequest("approval", "Go?", timeout_seconds=60, urgent=True))
+    watched = await anyio.to_thread.run_sync(
+        run_cli, baton_env, "hitl", "watch", "--max-seconds", "0.5", "--interval", "0.1"
+    )
+    assert watched.returncode == 0 and "URGENT" in watched.stdout and question["request_id"] in watched.stdout
+    listed = json.loads((await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "list", "--json")).stdout)
+    assert [row["request_id"] for row in listed] == [approval["request_id"], question["request_id"]]
+
+    wrong = await anyio.to_thread.run_sync(
+        run_cli, baton_env, "hitl", "answer", question["request_id"], "green"
+    )
+    assert wrong.returncode == 1 and "hitl_response_invalid" in wrong.stderr
+    answered = await anyio.to_thread.run_sync(
+        run_cli, baton_env, "hitl", "answer", question["request_id"], "blue"
+    )
+    assert answered.returncode == 0 and broker.get(question["request_id"])["response"] == "blue"
+
+    printed = await anyio.to_thread.run_sync(
+        run_cli, baton_env, "hitl", "link", approval["request_id"], "--base-url", "http://127.0.0.1:8765"
+    )
+    assert printed.returncode == 0, printed.stderr
+    query = {k: v[0] for k, v in parse_qs(urlsplit(printed.stdout.strip()).query).items()}
+    claim = LinkSigner.for_runtime(runtime).verify_link(query["r"], query["e"], query["n"], query["s"])
+    assert claim.request_id == approval["request_id"]

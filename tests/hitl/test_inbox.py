@@ -1,0 +1,157 @@
+"""The web inbox in-process through Starlette's TestClient: auth, CSRF, origin checks and signed links."""
+
+from __future__ import annotations
+
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+import pytest
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
+
+from baton.config import load_settings
+from baton.hitl.broker import HitlBroker, NewRequest, get_broker
+from baton.hitl.inbox import routes
+from baton.hitl.links import SECRET_FILE, LinkSigner
+from baton.runtime import Runtime
+
+TOKEN = "inbox-test-token-0123456789"
+
+
+@pytest.fixture
+def token_runtime(baton_env: dict[str, str]) -> Iterator[Runtime]:
+    rt = Runtime.open(load_settings({**baton_env, "BATON_HTTP_TOKEN": TOKEN}))
+    yield rt
+    rt.close()
+
+
+def _client(runtime: Runtime) -> TestClient:
+    return TestClient(Starlette(routes=routes(runtime)), follow_redirects=False)
+
+
+def _create(broker: HitlBroker, new: NewRequest) -> str:
+    async def make() -> str:
+        return str((await broker.create(new))["request_id"])
+
+    return anyio.run(make)
+
+
+def _csrf(html: str) -> str:
+    return html.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+
+
+def _query(link: str) -> dict[str, str]:
+    return {key: values[0] for key, values in parse_qs(urlsplit(link).query).items()}
+
+
+def test_the_list_needs_a_login_and_shows_urgent_requests_first(token_runtime: Runtime) -> None:
+    broker = get_broker(token_runtime)
+    calm = _create(broker, NewRequest("approval", "Calm one", timeout_seconds=60))
+    urgent = _create(broker, NewRequest("input", "Urgent one", {"amount": 80}, 120, urgent=True))
+    client = _client(token_runtime)
+    assert client.get("/inbox").headers["location"] == "/inbox/login"
+    assert client.get("/inbox?token=" + TOKEN).status_code == 303  # a token in the URL is never accepted
+    assert client.post("/inbox/login", data={"token": "wrong"}).status_code == 401
+    logged_in = client.post("/inbox/login", data={"token": TOKEN})
+    assert logged_in.status_code == 303
+    cookie = logged_in.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie and "path=/inbox" in cookie
+    page = client.get("/inbox")
+    assert page.status_code == 200 and "script-src" not in page.headers["content-security-policy"]
+    assert page.text.index(urgent) < page.text.index(calm)
+    bearer = _client(token_runtime)  # a fresh client: no cookie, the header alone
+    assert bearer.get("/inbox", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
+def test_forms_need_their_csrf_token_and_the_same_origin(token_runtime: Runtime) -> None:
+    broker = get_broker(token_runtime)
+    request_id = _create(
+        broker, NewRequest("approval", "Approve <b>this</b>?", {"nested": {"a": [1, 2]}}, 60)
+    )
+    client = _client(token_runtime)
+    client.post("/inbox/login", data={"token": TOKEN})
+    page = client.get(f"/inbox/requests/{request_id}")
+    assert "Approve &lt;b&gt;this&lt;/b&gt;?" in page.text and "<li>1</li>" in page.text
+    decide = f"/inbox/requests/{request_id}/decide"
+    missing = client.post(decide, data={"action": "approve"})
+    assert missing.status_code == 403 and "hitl_csrf_invalid" in missing.text
+    other = client.post(
+        decide,
+        data={"action": "approve", "csrf": LinkSigner.for_runtime(token_runtime).csrf("x", request_id)},
+    )
+    assert other.status_code == 403
+    cross = client.post(
+        decide,
+        data={"action": "approve", "csrf": _csrf(page.text)},
+        headers={"Origin": "https://evil.example"},
+    )
+    assert cross.status_code == 403 and broker.get(request_id)["status"] == "pending"
+    site = client.post(
+        decide, data={"action": "approve", "csrf": _csrf(page.text)}, headers={"Sec-Fetch-Site": "cross-site"}
+    )
+    assert site.status_code == 403 and broker.get(request_id)["status"] == "pending"
+    done = client.post(
+        decide, data={"action": "reject", "csrf": _csrf(page.text), "admin_notes": "too risky"}
+    )
+    assert done.status_code == 303
+    final = broker.get(request_id)
+    assert (
+        final["status"] == "rejected"
+        and final["admin_notes"] == "too risky"
+        and final["decided_via"] == "inbox"
+    )
+    again = client.post(decide, data={"action": "approve", "csrf": _csrf(page.text)})
+    assert again.status_code == 409 and "hitl_request_already_decided" in again.text
+
+
+def test_signed_links_are_bound_expiring_and_single_use(token_runtime: Runtime) -> None:
+    broker = get_broker(token_runtime)
+    first = _create(broker, NewRequest("input", "Pick one", timeout_seconds=60, options=["eu", "us"]))
+    second = _create(broker, NewRequest("approval", "Other", timeout_seconds=60))
+    signer = LinkSigner.for_runtime(token_runtime)
+    link = signer.link("http://testserver", first, time.time() + 60)
+    client = _client(token_runtime)  # no session: the link alone grants access to its one request
+    forged = {**_query(link), "s": _query(link)["s"][:-2] + "AA"}
+    assert client.get("/inbox/link", params=forged).status_code == 403
+    rebound = {**_query(link), "r": second}
+    assert client.get("/inbox/link", params=rebound).status_code == 403
+    expired = _query(signer.link("http://testserver", first, time.time() - 1))
+    refused = client.get("/inbox/link", params=expired)
+    assert refused.status_code == 403 and "expired" in refused.text
+    page = client.get(link)
+    assert page.status_code == 200 and "Pick one" in page.text
+    form = {**_query(link), "csrf": _csrf(page.text), "action": "answer", "response": "us"}
+    assert client.post("/inbox/link", data={**form, "csrf": "nope"}).status_code == 403
+    assert broker.get(first)["status"] == "pending"
+    recorded = client.post("/inbox/link", data=form)
+    assert recorded.status_code == 200 and "answered" in recorded.text
+    assert broker.get(first)["response"] == "us" and broker.get(first)["decided_via"] == "link"
+    reused = client.get(link)
+    assert reused.status_code == 403 and "already used" in reused.text
+    assert client.post("/inbox/link", data=form).status_code == 403
+    assert client.get(f"/inbox/requests/{second}").status_code == 303  # the link opened nothing else
+
+
+def test_without_a_token_only_links_work_and_the_secret_file_is_private(
+    baton_env: dict[str, str], runtime: Runtime
+) -> None:
+    broker = get_broker(runtime)
+    request_id = _create(broker, NewRequest("approval", "Tokenless", timeout_seconds=60))
+    client = _client(runtime)
+    assert "BATON_HTTP_TOKEN" in client.get("/inbox/login").text
+    assert client.post("/inbox/login", data={"token": ""}).status_code == 401
+    link = LinkSigner.for_runtime(runtime).link("http://testserver", request_id, time.time() + 60)
+    page = client.get(link)
+    assert (
+        client.post(
+            "/inbox/link", data={**_query(link), "csrf": _csrf(page.text), "action": "approve"}
+        ).status_code
+        == 200
+    )
+    assert broker.get(request_id)["approved"] is True
+    secret = Path(baton_env["BATON_HOME"]) / SECRET_FILE
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600

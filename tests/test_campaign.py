@@ -1,0 +1,205 @@
+"""The validation campaign end to end: a real `baton campaign run` subprocess driving `baton serve` over stdio."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from baton.campaign.gates import classify_status
+from baton.campaign.human import parse_human_decision
+from baton.campaign.verify import verify_bundle
+from baton.testing import Behavior, FakeLLMServer
+from baton.testing.smtp import SMTPReceiver
+from baton.testing.webhooks import WebhookReceiver
+from tests.conftest import FAKE_MOONSHOT_KEY
+from tests.notify_support import SMTP_PASSWORD, SMTP_USERNAME, TELEGRAM_TOKEN, configured_env
+
+CORE_GATES = {
+    "real_mcp_catalog_has_required_primitives",
+    "two_real_context_strategies_compared",
+    "raw_model_usage_latency_receipts",
+    "sync_async_message_cancel_status_lifecycle",
+    "hitl_pending_response_and_conservative_timeout",
+    "receipt_chain_verifies",
+    "privacy_canary_absent_from_model_requests",
+    "no_secret_in_bundle",
+    "timers_fire_and_cancel",
+}
+
+
+def campaign_env(baton_env: dict[str, str], fake_llm: FakeLLMServer) -> dict[str, str]:
+    fake_llm.when("taxonomy", Behavior(delay_seconds=60))
+    env = {
+        **baton_env,
+        "COLLAB_PROVIDER": "moonshot",
+        "OPENAI_MODEL": "kimi-k3",
+        "MOONSHOT_API_KEY": FAKE_MOONSHOT_KEY,
+        "OPENAI_BASE_URL": fake_llm.base_url,
+    }
+    env.pop("BATON_HOME")
+    return env
+
+
+def run_campaign(
+    env: dict[str, str],
+    cwd: Path,
+    *args: str,
+    stdin: str | None = None,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    done = subprocess.run(
+        [sys.executable, "-m", "baton", "campaign", "run", "--campaign-id", "c1", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+        input=stdin,
+    )
+    return done, cwd / "validation" / "c1"
+
+
+def summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def test_with_nothing_delivered_the_campaign_is_blocked_not_failed(
+    baton_env: dict[str, str], fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    done, run_dir = run_campaign(campaign_env(baton_env, fake_llm), tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = summary(run_dir)
+    assert result["status"] == "blocked", result["blockers"]
+    assert set(result["blockers"]) == {
+        "real_human_decision",
+        "real_email_notification",
+        "real_im_notification",
+        "real_slack_notification",
+    }
+    assert all(result["gates"][gate] for gate in CORE_GATES)
+    assert verify_bundle(run_dir) == []
+    assert "PRIVATE-MARKER-MUST-BE-FILTERED" not in fake_llm.all_request_text()
+    latest = json.loads((tmp_path / "validation" / "latest.json").read_text())
+    assert latest["campaign_id"] == "c1"
+    assert latest["status"] == "blocked"
+    files = {entry["path"] for entry in json.loads((run_dir / "manifest.json").read_text())["files"]}
+    assert {
+        "protocol.json",
+        "catalog.json",
+        "llm_receipts.json",
+        "summary.json",
+        "receipts_chain.json",
+    } <= files
+    assert any(path.startswith("receipts/") and path.endswith("_hitl_timeout.json") for path in files)
+
+    (run_dir / "receipts" / "01_minimal_sync.json").write_text("{}\n")
+    verified = subprocess.run(
+        [sys.executable, "-m", "baton", "campaign", "verify", str(run_dir)],
+        env=baton_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert verified.returncode == 1
+    assert "01_minimal_sync.json" in verified.stderr
+
+
+def test_with_every_channel_on_loopback_the_campaign_passes(
+    baton_env: dict[str, str], fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    with SMTPReceiver(username=SMTP_USERNAME, password=SMTP_PASSWORD) as smtp, WebhookReceiver() as web:
+        env = {**campaign_env(baton_env, fake_llm), **configured_env(smtp, web, tmp_path / "unused")}
+        env.pop("BATON_HOME")
+        done, run_dir = run_campaign(
+            env,
+            tmp_path,
+            "--real-notifications",
+            "--interactive-human",
+            "--human-timeout-seconds",
+            "60",
+            stdin="APPROVE: looks right\n",
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert smtp.wait_for(1)
+    result = summary(run_dir)
+    assert result["status"] == "passed", result["blockers"]
+    assert result["publication_authorized"] is True
+    decision = json.loads((run_dir / "human_decision.json").read_text())
+    assert decision["admin_notes"] == "looks right"
+    bundle_text = "".join(p.read_text(errors="replace") for p in run_dir.rglob("*") if p.is_file())
+    for secret in (TELEGRAM_TOKEN, SMTP_PASSWORD, FAKE_MOONSHOT_KEY):
+        assert secret not in bundle_text
+    assert "HITL_REQUEST=" in done.stdout
+
+
+def test_an_interactive_rejection_is_recorded(
+    baton_env: dict[str, str], fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    done, run_dir = run_campaign(
+        campaign_env(baton_env, fake_llm),
+        tmp_path,
+        "--interactive-human",
+        "--human-timeout-seconds",
+        "60",
+        stdin="REJECT: no\n",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    decision = json.loads((run_dir / "human_decision.json").read_text())
+    assert decision["approved"] is False
+    assert decision["admin_notes"] == "no"
+    assert decision["mcp_result"]["approved"] is False
+    result = summary(run_dir)
+    assert result["gates"]["real_human_decision"] is True
+    assert result["publication_authorized"] is False
+
+
+def test_a_broken_provider_fails_the_campaign_with_its_blockers(
+    baton_env: dict[str, str], fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    fake_llm.default = Behavior(status=500)
+    done, run_dir = run_campaign(campaign_env(baton_env, fake_llm), tmp_path)
+    assert done.returncode == 1
+    result = summary(run_dir)
+    assert result["status"] == "failed"
+    assert {
+        "two_real_context_strategies_compared",
+        "raw_model_usage_latency_receipts",
+        "sync_async_message_cancel_status_lifecycle",
+    } <= set(result["blockers"])
+
+
+def test_real_notifications_refuse_to_start_unconfigured(baton_env: dict[str, str], tmp_path: Path) -> None:
+    done, run_dir = run_campaign(baton_env, tmp_path, "--real-notifications")
+    assert done.returncode == 1
+    assert "campaign_config_incomplete" in done.stderr
+    assert not run_dir.exists()
+
+
+def test_status_classification_reserves_blocked_for_external_gates() -> None:
+    gates = {"core": True, "real_email_notification": False, "real_human_decision": False}
+    assert classify_status(gates, interactive_human=False) == "blocked"
+    assert classify_status(gates, interactive_human=True) == "failed"
+    assert classify_status({**gates, "core": False}, interactive_human=False) == "failed"
+    assert classify_status(dict.fromkeys(gates, True), interactive_human=True) == "passed"
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("APPROVE", (True, "No additional notes supplied by the live human operator.")),
+        ("reject: not now ", (False, "not now")),
+        ("  Approve : ok", (True, "ok")),
+    ],
+)
+def test_human_decision_lines_parse(line: str, expected: tuple[bool, str]) -> None:
+    assert parse_human_decision(line) == expected
+
+
+def test_other_human_lines_are_refused() -> None:
+    with pytest.raises(ValueError, match="APPROVE or REJECT"):
+        parse_human_decision("yes please")
