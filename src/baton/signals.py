@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import text
@@ -29,6 +30,7 @@ class Signals:
         self.store = store
         self._events: dict[str, set[asyncio.Event]] = defaultdict(set)
         self._listener: asyncio.Task[None] | None = None
+        self._subscribers: list[tuple[str, Callable[[str], None]]] = []
         self.cross_process = store.engine.dialect.name == "postgresql"
 
     def publish(self, topic: str) -> None:
@@ -40,14 +42,23 @@ class Signals:
                     text("SELECT pg_notify(:channel, :topic)"), {"channel": CHANNEL, "topic": topic}
                 )
 
+    def subscribe(self, prefix: str, callback: Callable[[str], None]) -> None:
+        """Call ``callback(topic)`` for every topic starting with ``prefix`` (from any replica)."""
+        self._subscribers.append((prefix, callback))
+
     def _wake(self, topic: str) -> None:
         for event in list(self._events.get(topic, ())):
             event.set()
+        for prefix, callback in self._subscribers:
+            if topic.startswith(prefix):
+                try:
+                    callback(topic)
+                except Exception:
+                    log.warning("signal subscriber failed", exc_info=True)
 
     async def wait(self, topic: str, timeout: float) -> bool:  # noqa: ASYNC109 - a bounded wait is the API
         """Wait up to ``timeout`` seconds for ``topic``; True when woken, False on timeout."""
-        if self.cross_process:
-            await self._ensure_listener()
+        await self.ensure_listening()
         event = asyncio.Event()
         self._events[topic].add(event)
         try:
@@ -61,7 +72,10 @@ class Signals:
             if not self._events[topic]:
                 del self._events[topic]
 
-    async def _ensure_listener(self) -> None:
+    async def ensure_listening(self) -> None:
+        """Start the LISTEN connection (PostgreSQL only) and wait until it is up."""
+        if not self.cross_process:
+            return
         if self._listener is None or self._listener.done():
             ready = asyncio.Event()
             self._listener = asyncio.get_running_loop().create_task(self._listen(ready), name="baton-listen")

@@ -31,7 +31,7 @@ from baton.hitl.records import (
     refusal,
     row_view,
 )
-from baton.hitl.waiters import Waiters
+from baton.hitl.waiters import SIGNAL_PREFIX, Waiters
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
 from baton.schema import hitl_link_uses, hitl_requests
@@ -156,6 +156,8 @@ class HitlBroker:
         if expired is not None:
             raise expired
         self.waiters.wake(request_id)
+        if self.waiters.signals.cross_process:
+            self.waiters.signals.publish(SIGNAL_PREFIX + request_id)
         return self.get(request_id)
 
     def _decide_in(

@@ -3,7 +3,7 @@
 A decision made in this process (an MCP call, the web inbox) sets the request's event directly. A
 decision made by another process sharing the store (``baton hitl approve``, another replica) is seen by
 one poller task per process that, while anything waits, checks every ``poll_seconds`` which of the
-awaited requests left ``pending``. The same poller refreshes the waiters' heartbeat in the store, so a
+awaited requests left ``pending``; on PostgreSQL a NOTIFY from the deciding replica wakes it at once. The same poller refreshes the waiters' heartbeat in the store, so a
 decider in any process can tell whether somebody is still waiting.
 """
 
@@ -20,10 +20,13 @@ from sqlalchemy import and_, select, update
 from baton.leases import process_alive
 from baton.runtime import Runtime
 from baton.schema import hitl_requests
+from baton.signals import signals_for
 
 log = logging.getLogger("baton.hitl")
 
 POLL_SECONDS = 0.2
+#: Decisions are published as ``hitl:<request_id>`` (PostgreSQL NOTIFY reaches every replica at once).
+SIGNAL_PREFIX = "hitl:"
 HEARTBEAT_SECONDS = 5.0
 #: A waiter whose heartbeat is older than this is presumed dead (its process was killed).
 STALE_WAITER_SECONDS = 3 * HEARTBEAT_SECONDS
@@ -46,6 +49,8 @@ class Waiters:
         self.poll_seconds = poll_seconds
         self.slots: dict[str, Slot] = {}
         self._poller: asyncio.Task[None] | None = None
+        self.signals = signals_for(runtime)
+        self._subscribed = False
 
     def enter(self, request_id: str) -> Slot:
         """Register one waiter on ``request_id`` and make sure the poller runs."""
@@ -105,11 +110,15 @@ class Waiters:
             )
 
     def _ensure_poller(self) -> None:
+        if self.signals.cross_process and not self._subscribed:
+            self.signals.subscribe(SIGNAL_PREFIX, lambda topic: self.wake(topic.removeprefix(SIGNAL_PREFIX)))
+            self._subscribed = True
         loop = asyncio.get_running_loop()
         if self._poller is None or self._poller.done() or self._poller.get_loop() is not loop:
             self._poller = loop.create_task(self._poll_loop(), name="hitl-poller")
 
     async def _poll_loop(self) -> None:
+        await self.signals.ensure_listening()
         last_beat = time.time()
         while self.slots:
             await asyncio.sleep(self.poll_seconds)

@@ -1,0 +1,133 @@
+"""Two `baton serve --http --stateless` replicas on one PostgreSQL: state and wake-ups cross replicas."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from baton.testing import Behavior, FakeLLMServer
+from tests.conftest import FAKE_MOONSHOT_KEY
+from tests.servers import free_port, http_server
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def replica_env(baton_env: dict[str, str], postgres_server: Any, fake_llm: FakeLLMServer) -> dict[str, str]:
+    import uuid
+
+    import psycopg
+
+    name = f"r_{uuid.uuid4().hex[:10]}"
+    dsn = f"host=127.0.0.1 port={postgres_server.port} user=baton dbname=postgres"
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    return {
+        **baton_env,
+        "BATON_DATABASE_URL": f"postgresql+asyncpg://baton@127.0.0.1:{postgres_server.port}/{name}",
+        "BATON_HTTP_STATELESS": "true",
+        "COLLAB_PROVIDER": "moonshot",
+        "MOONSHOT_API_KEY": FAKE_MOONSHOT_KEY,
+        "OPENAI_BASE_URL": fake_llm.base_url,
+    }
+
+
+async def structured(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+async def test_an_approval_waiting_on_a_is_decided_through_b(
+    replica_env: dict[str, str], tmp_path: Path
+) -> None:
+    port_a, port_b = free_port(), free_port()
+    with (
+        http_server(replica_env, f"127.0.0.1:{port_a}", tmp_path),
+        http_server(replica_env, f"127.0.0.1:{port_b}", tmp_path),
+    ):
+        async with (
+            Client(f"http://127.0.0.1:{port_a}/mcp") as a,
+            Client(f"http://127.0.0.1:{port_b}/mcp") as b,
+        ):
+            outcome: dict[str, Any] = {}
+
+            async def wait_on_a() -> None:
+                outcome.update(
+                    await structured(
+                        a,
+                        "mcp_request_admin_approval",
+                        {"request_message": "ship it?", "timeout_seconds": 30},
+                    )
+                )
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(wait_on_a)
+                with anyio.fail_after(15):
+                    while not (pending := await structured(b, "mcp_list_pending_requests", {}))["requests"]:
+                        await anyio.sleep(0.05)
+                request_id = pending["requests"][0]["request_id"]
+                decided = await structured(
+                    b,
+                    "mcp_respond_to_request",
+                    {"request_id": request_id, "approved": True, "admin_notes": "from replica B"},
+                )
+                assert decided["success"] is True
+            assert outcome["approved"] is True
+            assert outcome["request_id"] == request_id
+            assert outcome["admin_notes"] == "from replica B"
+
+
+async def test_a_killed_replicas_subagent_is_failed_by_the_other(
+    replica_env: dict[str, str], fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    fake_llm.default = Behavior(delay_seconds=60)
+    port_a, port_b = free_port(), free_port()
+    with http_server(replica_env, f"127.0.0.1:{port_b}", tmp_path):
+        with http_server(replica_env, f"127.0.0.1:{port_a}", tmp_path) as replica_a:
+            async with Client(f"http://127.0.0.1:{port_a}/mcp") as a:
+                spawned = await structured(a, "mcp_spawn_subagent", {"task": "long", "mode": "async"})
+            with anyio.fail_after(10):
+                while not fake_llm.requests:
+                    await anyio.sleep(0.05)
+            os.kill(replica_a.pid, signal.SIGKILL)
+            replica_a.wait(timeout=10)
+        async with Client(f"http://127.0.0.1:{port_b}/mcp") as b:
+            with anyio.fail_after(20):
+                while (
+                    status := await structured(
+                        b, "mcp_get_subagent_status", {"subagent_id": spawned["subagent_id"]}
+                    )
+                )["status"] == "running":
+                    await anyio.sleep(0.2)
+    assert status["status"] == "failed"
+    assert status["error_class"] == "interrupted_by_restart"
+
+
+async def test_a_timer_fires_once_across_replicas(replica_env: dict[str, str], tmp_path: Path) -> None:
+    port_a, port_b = free_port(), free_port()
+    with (
+        http_server(replica_env, f"127.0.0.1:{port_a}", tmp_path),
+        http_server(replica_env, f"127.0.0.1:{port_b}", tmp_path),
+    ):
+        async with Client(f"http://127.0.0.1:{port_a}/mcp") as a:
+            timer = await structured(
+                a, "mcp_set_timer", {"name": "once", "delay_seconds": 1, "action": {"kind": "record"}}
+            )
+            with anyio.fail_after(15):
+                while True:
+                    listed = await structured(a, "mcp_list_timers", {})
+                    row = next(t for t in listed["timers"] if t["timer_id"] == timer["timer_id"])
+                    if row["fire_count"]:
+                        break
+                    await anyio.sleep(0.1)
+            await anyio.sleep(2.5)  # both replicas have scanned again by now
+            listed = await structured(a, "mcp_list_timers", {})
+    row = next(t for t in listed["timers"] if t["timer_id"] == timer["timer_id"])
+    assert row["fire_count"] == 1
