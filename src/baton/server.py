@@ -23,7 +23,10 @@ from baton.toolkit import CallContext, Progress, ToolRegistry
 log = logging.getLogger("baton.server")
 
 #: Each module has ``register(registry)``; import cost matters, so they import heavy things lazily.
-TOOL_GROUPS: tuple[str, ...] = ("baton.subagents.tools",)
+TOOL_GROUPS: tuple[str, ...] = (
+    "baton.subagents.tools",
+    "baton.ping",
+)
 
 INSTRUCTIONS = (
     "baton lets you delegate to subagent models, ask a human administrator for approval or input, "

@@ -1,0 +1,80 @@
+"""Item 1: a cheap tool call's round trip over stdio, baton against the floor and its peers.
+
+Every server gets the same raw client (one JSON line written, lines read until the answer), so the
+client's cost is equal and small; the ratios compare the servers.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from typing import Any
+
+from bench._common import PipeClient, baton_env, ratio, summarize, temp_home, timed_ns
+from bench._peers import Target, stdio_targets
+
+WARMUP = 200
+#: Calls per server before moving to the next one; interleaving spreads the machine's noise evenly.
+BLOCK = 50
+
+
+def open_client(target: Target, stack: ExitStack) -> PipeClient:
+    """Start a target, hand-shake and warm it up."""
+    env = baton_env(stack.enter_context(temp_home())) if target.is_baton else None
+    client = stack.enter_context(PipeClient(target.command, env))
+    client.initialize()
+    client.call("tools/list")
+    return client
+
+
+def call_block(client: PipeClient, target: Target, count: int, samples: list[int]) -> None:
+    """``count`` timed calls of the target's cheap tool."""
+    params = {"name": target.tool, "arguments": target.arguments}
+    for _ in range(count):
+        started = timed_ns()
+        result = client.call("tools/call", params)
+        samples.append(timed_ns() - started)
+    if result.get("isError"):
+        raise RuntimeError(f"{target.name}: {target.tool} failed: {result}")
+
+
+def measure_all(targets: list[Target], iterations: int) -> list[dict[str, Any]]:
+    """All targets running at once, called in interleaved blocks after a warm-up of each."""
+    with ExitStack() as stack:
+        clients = [open_client(target, stack) for target in targets]
+        for client, target in zip(clients, targets, strict=True):
+            call_block(client, target, min(WARMUP, iterations * 10), [])
+        samples: list[list[int]] = [[] for _ in targets]
+        done = 0
+        while done < iterations:
+            count = min(BLOCK, iterations - done)
+            for client, target, bucket in zip(clients, targets, samples, strict=True):
+                call_block(client, target, count, bucket)
+            done += count
+    return [{"server": t.name, **summarize(s)} for t, s in zip(targets, samples, strict=True)]
+
+
+def run(iterations: int) -> dict[str, Any]:
+    """Measure every stdio target; ratios are against the floor and against MCPServer."""
+    return with_ratios(measure_all(stdio_targets(), iterations), "stdio tool-call round trip")
+
+
+def with_ratios(rows: list[dict[str, Any]], title: str) -> dict[str, Any]:
+    """Add p50/p99 ratios against the floor (when measured) and against the SDK's MCPServer."""
+    by_name = {row["server"]: row for row in rows}
+    floor = by_name.get("floor (hand-written JSON-RPC)")
+    mcpserver = by_name["mcp MCPServer"]
+    for row in rows:
+        if floor:
+            row["p50_vs_floor"] = ratio(row["p50_us"], floor["p50_us"])
+        row["p50_vs_mcpserver"] = ratio(row["p50_us"], mcpserver["p50_us"])
+        row["p99_vs_mcpserver"] = ratio(row["p99_us"], mcpserver["p99_us"])
+    baton = by_name["baton mcp_ping"]
+    return {
+        "title": title,
+        "rows": rows,
+        "target": {
+            "what": "baton mcp_ping p50 (receipt write included) <= 1.0x MCPServer",
+            "value": baton["p50_vs_mcpserver"],
+            "met": baton["p50_vs_mcpserver"] is not None and baton["p50_vs_mcpserver"] <= 1.0,
+        },
+    }
