@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +22,34 @@ PEER_VENV_PYTHON = Path("/work/bench-venv/bin/python")
 PROTOCOL_VERSION = "2025-11-25"
 
 #: Variables baton reads; blanked so the developer's configuration never changes what is measured.
-BATON_VARS = (
-    "COLLAB_PROVIDER OPENAI_MODEL OPENAI_BASE_URL MOONSHOT_API_KEY KIMI_API_KEY OPENAI_API_KEY "
-    "ANTHROPIC_API_KEY OPENROUTER_API_KEY COLLAB_LLM_RECEIPT_PATH HITL_TIMEOUT_SECONDS HITL_ADMIN_EMAIL "
-    "HITL_WEBHOOK_URL SENDGRID_API_KEY SMTP_HOST SMTP_PORT SMTP_USERNAME SMTP_PASSWORD SMTP_FROM_EMAIL "
-    "TELEGRAM_BOT_TOKEN TELEGRAM_DEFAULT_CHAT_ID SLACK_WEBHOOK_URL DISCORD_WEBHOOK_URL TIMER_STORAGE_PATH "
-    "BATON_DATABASE_URL BATON_HTTP_TOKEN BATON_PRIVATE_KEYS"
-).split()
+BATON_VARS = [
+    "COLLAB_PROVIDER",
+    "OPENAI_MODEL",
+    "OPENAI_BASE_URL",
+    "MOONSHOT_API_KEY",
+    "KIMI_API_KEY",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "OPENROUTER_API_KEY",
+    "COLLAB_LLM_RECEIPT_PATH",
+    "HITL_TIMEOUT_SECONDS",
+    "HITL_ADMIN_EMAIL",
+    "HITL_WEBHOOK_URL",
+    "SENDGRID_API_KEY",
+    "SMTP_HOST",
+    "SMTP_PORT",
+    "SMTP_USERNAME",
+    "SMTP_PASSWORD",
+    "SMTP_FROM_EMAIL",
+    "TELEGRAM_BOT_TOKEN",
+    "TELEGRAM_DEFAULT_CHAT_ID",
+    "SLACK_WEBHOOK_URL",
+    "DISCORD_WEBHOOK_URL",
+    "TIMER_STORAGE_PATH",
+    "BATON_DATABASE_URL",
+    "BATON_HTTP_TOKEN",
+    "BATON_PRIVATE_KEYS",
+]
 
 
 def baton_env(home: Path, **extra: str) -> dict[str, str]:
@@ -84,7 +105,8 @@ class PipeClient:
             env=env,
             bufsize=0,
         )
-        assert self.process.stdin is not None and self.process.stdout is not None
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
         self._in = self.process.stdin
         self._out = self.process.stdout
         self._next_id = 0
@@ -136,10 +158,8 @@ class PipeClient:
 
     def close(self) -> None:
         """Close stdin and wait for the server to exit (killing it after 5 s)."""
-        try:
+        with suppress(OSError):
             self._in.close()
-        except OSError:
-            pass
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -157,7 +177,7 @@ class PipeClient:
 def summarize(samples_ns: list[int]) -> dict[str, float]:
     """Median, p99, mean and min in microseconds."""
     ordered = sorted(samples_ns)
-    p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
     return {
         "n": len(ordered),
         "p50_us": statistics.median(ordered) / 1000,

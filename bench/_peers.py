@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench._common import PEER_VENV_PYTHON, baton_command, peer_command
@@ -18,6 +19,7 @@ class Target:
     tool: str
     arguments: dict[str, str]
     is_baton: bool = False
+    port: int = 0
 
 
 def fastmcp_python() -> str | None:
@@ -51,17 +53,22 @@ def stdio_targets(include_fastmcp: bool = True) -> list[Target]:
     return targets
 
 
-def http_targets(port: int) -> list[Target]:
-    """Servers that speak streamable HTTP on 127.0.0.1:``port`` (the floor has no HTTP form)."""
+def http_targets(next_port: Callable[[], int]) -> list[Target]:
+    """Servers that speak streamable HTTP, each on its own port of 127.0.0.1 (the floor has no HTTP form)."""
     echo = {"text": "ping"}
-    http = ("--http", str(port))
-    targets = [
-        Target("mcp low-level Server", peer_command("lowlevel_server.py", *http), "echo", echo),
-        Target("mcp MCPServer", peer_command("mcpserver_server.py", *http), "echo", echo),
-    ]
+    targets = []
+    for name, script in (
+        ("mcp low-level Server", "lowlevel_server.py"),
+        ("mcp MCPServer", "mcpserver_server.py"),
+    ):
+        port = next_port()
+        targets.append(Target(name, peer_command(script, "--http", str(port)), "echo", echo, port=port))
     python = fastmcp_python()
     if python != "":
-        targets.append(Target("FastMCP", peer_command("fastmcp_server.py", *http, python=python), "echo", echo))
+        port = next_port()
+        command = peer_command("fastmcp_server.py", "--http", str(port), python=python)
+        targets.append(Target("FastMCP", command, "echo", echo, port=port))
+    port = next_port()
     baton = baton_command("--http", f"127.0.0.1:{port}")
-    targets.append(Target("baton mcp_ping", baton, "mcp_ping", {"message": "ping"}, is_baton=True))
+    targets.append(Target("baton mcp_ping", baton, "mcp_ping", {"message": "ping"}, is_baton=True, port=port))
     return targets

@@ -6,8 +6,9 @@ client's cost is equal and small; the ratios compare the servers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, Protocol
 
 from bench._common import PipeClient, baton_env, ratio, summarize, temp_home, timed_ns
 from bench._peers import Target, stdio_targets
@@ -26,7 +27,15 @@ def open_client(target: Target, stack: ExitStack) -> PipeClient:
     return client
 
 
-def call_block(client: PipeClient, target: Target, count: int, samples: list[int]) -> None:
+class Caller(Protocol):
+    """Anything that sends one request and returns its result (the pipe and the HTTP clients)."""
+
+    def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One request, one result."""
+        ...
+
+
+def call_block(client: Caller, target: Target, count: int, samples: list[int]) -> None:
     """``count`` timed calls of the target's cheap tool."""
     params = {"name": target.tool, "arguments": target.arguments}
     for _ in range(count):
@@ -41,15 +50,20 @@ def measure_all(targets: list[Target], iterations: int) -> list[dict[str, Any]]:
     """All targets running at once, called in interleaved blocks after a warm-up of each."""
     with ExitStack() as stack:
         clients = [open_client(target, stack) for target in targets]
-        for client, target in zip(clients, targets, strict=True):
-            call_block(client, target, min(WARMUP, iterations * 10), [])
-        samples: list[list[int]] = [[] for _ in targets]
-        done = 0
-        while done < iterations:
-            count = min(BLOCK, iterations - done)
-            for client, target, bucket in zip(clients, targets, samples, strict=True):
-                call_block(client, target, count, bucket)
-            done += count
+        return interleave(clients, targets, iterations)
+
+
+def interleave(clients: Sequence[Caller], targets: list[Target], iterations: int) -> list[dict[str, Any]]:
+    """Warm each client up, then time ``iterations`` calls of each in alternating blocks."""
+    for client, target in zip(clients, targets, strict=True):
+        call_block(client, target, min(WARMUP, iterations * 10), [])
+    samples: list[list[int]] = [[] for _ in targets]
+    done = 0
+    while done < iterations:
+        count = min(BLOCK, iterations - done)
+        for client, target, bucket in zip(clients, targets, samples, strict=True):
+            call_block(client, target, count, bucket)
+        done += count
     return [{"server": t.name, **summarize(s)} for t, s in zip(targets, samples, strict=True)]
 
 

@@ -22,6 +22,8 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--http":
         import uvicorn
 
-        uvicorn.run(server.http_app(path="/mcp"), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+        uvicorn.run(
+            server.http_app(path="/mcp"), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning"
+        )
     else:
         server.run(show_banner=False)
