@@ -72,7 +72,7 @@ def spawn_params(index: int) -> dict[str, Any]:
     return {"name": "mcp_spawn_subagent", "arguments": {"task": task, "mode": "async"}}
 
 
-def fan_out(base_url: str, count: int) -> dict[str, Any]:
+def fan_out(base_url: str, count: int, warm_up: bool = True) -> dict[str, Any]:
     """One baton process, ``count`` async spawns, polled to completion through its store."""
     with ExitStack() as stack:
         home = stack.enter_context(temp_home())
@@ -81,14 +81,15 @@ def fan_out(base_url: str, count: int) -> dict[str, Any]:
         )
         client = stack.enter_context(PipeClient(baton_command(), env))
         client.initialize()
-        client.call("tools/call", {"name": "mcp_spawn_subagent", "arguments": {"task": "warm-up"}})
+        if warm_up:  # imports the provider SDK and opens its connection pool before the clock starts
+            client.call("tools/call", {"name": "mcp_spawn_subagent", "arguments": {"task": "warm-up"}})
         rss_before = rss_kib(client.pid)
         started = time.perf_counter()
         for index in range(count):
             client.send("tools/call", spawn_params(index))
         answered = [client.receive() for _ in range(count)]
         all_answered = time.perf_counter() - started
-        elapsed, failed = wait_finished(home / "baton.db", count + 1, started)
+        elapsed, failed = wait_finished(home / "baton.db", count + warm_up, started)
         rss_after = rss_kib(client.pid)
     errors = sum(1 for a in answered if "error" in a or a["result"].get("isError"))
     return {
@@ -120,7 +121,7 @@ def run(iterations: int) -> dict[str, Any]:
         base_url = start_model_server(stack)
         for count in sizes:
             reference = asyncio.run(direct(base_url, count))
-            row = fan_out(base_url, count)
+            row = fan_out(base_url, count, warm_up=iterations > 1)
             row["direct_ms"] = round(reference * 1000, 1)
             row["wall_vs_latency"] = ratio(row["wall_ms"], LATENCY_SECONDS * 1000)
             row["direct_vs_latency"] = ratio(row["direct_ms"], LATENCY_SECONDS * 1000)
@@ -132,7 +133,7 @@ def run(iterations: int) -> dict[str, Any]:
         "target": {
             "what": "fan-out of 500: wall time <= 3x the model latency",
             "value": largest["wall_vs_latency"] if largest["n"] == SIZES[-1] else None,
-            "met": largest["n"] == SIZES[-1] and largest["wall_vs_latency"] <= 3.0,
+            "met": largest["wall_vs_latency"] <= 3.0 if largest["n"] == SIZES[-1] else None,
         },
     }
 

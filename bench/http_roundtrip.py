@@ -10,8 +10,7 @@ import json
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, suppress
 from typing import Any
 
 import httpx
@@ -23,7 +22,7 @@ from bench._common import (
     request,
     temp_home,
 )
-from bench._peers import Target, http_targets
+from bench._peers import Target, http_targets, smoke
 from bench.stdio_roundtrip import interleave, with_ratios
 
 STARTUP_SECONDS = 30.0
@@ -105,38 +104,45 @@ def wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
     raise RuntimeError(f"nothing listened on port {port} within {STARTUP_SECONDS} s")
 
 
-@contextmanager
-def running(target: Target) -> Iterator[HttpClient]:
-    """Start an HTTP target, wait for it and yield an initialized client."""
-    with ExitStack() as stack:
-        env = baton_env(stack.enter_context(temp_home())) if target.is_baton else None
-        process = subprocess.Popen(
-            target.command,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        client = HttpClient(f"http://127.0.0.1:{target.port}/mcp")
-        try:
-            wait_listening(target.port, process)
-            client.initialize()
-            client.call("tools/list")
-            yield client
-        finally:
-            client.close()
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+def start(target: Target, stack: ExitStack) -> subprocess.Popen[bytes]:
+    """Start an HTTP target without waiting for it; it is stopped when ``stack`` closes."""
+    env = baton_env(stack.enter_context(temp_home())) if target.is_baton else None
+    process = subprocess.Popen(
+        target.command,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    stack.callback(stop, process)
+    return process
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Terminate a server, killing it if it lingers."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def connect(target: Target, process: subprocess.Popen[bytes], stack: ExitStack) -> HttpClient:
+    """Wait for the target to listen and open an initialized session."""
+    wait_listening(target.port, process)
+    client = HttpClient(f"http://127.0.0.1:{target.port}/mcp")
+    stack.callback(client.close)
+    client.initialize()
+    client.call("tools/list")
+    return client
 
 
 def run(iterations: int) -> dict[str, Any]:
     """Measure every HTTP target in interleaved blocks; ratios are against MCPServer."""
-    targets = http_targets(free_port)
+    targets = smoke(http_targets(free_port), iterations)
     with ExitStack() as stack:
-        clients = [stack.enter_context(running(target)) for target in targets]
+        processes = [start(target, stack) for target in targets]  # they boot in parallel
+        clients = [connect(t, p, stack) for t, p in zip(targets, processes, strict=True)]
         rows = interleave(clients, targets, iterations)
     return with_ratios(rows, "streamable HTTP tool-call round trip")

@@ -11,20 +11,17 @@ from contextlib import ExitStack
 from typing import Any, Protocol
 
 from bench._common import PipeClient, baton_env, ratio, summarize, temp_home, timed_ns
-from bench._peers import Target, stdio_targets
+from bench._peers import Target, smoke, stdio_targets
 
 WARMUP = 200
 #: Calls per server before moving to the next one; interleaving spreads the machine's noise evenly.
 BLOCK = 50
 
 
-def open_client(target: Target, stack: ExitStack) -> PipeClient:
-    """Start a target, hand-shake and warm it up."""
+def start(target: Target, stack: ExitStack) -> PipeClient:
+    """Start a target (its own ``BATON_HOME`` for baton) without waiting for it."""
     env = baton_env(stack.enter_context(temp_home())) if target.is_baton else None
-    client = stack.enter_context(PipeClient(target.command, env))
-    client.initialize()
-    client.call("tools/list")
-    return client
+    return stack.enter_context(PipeClient(target.command, env))
 
 
 class Caller(Protocol):
@@ -49,7 +46,10 @@ def call_block(client: Caller, target: Target, count: int, samples: list[int]) -
 def measure_all(targets: list[Target], iterations: int) -> list[dict[str, Any]]:
     """All targets running at once, called in interleaved blocks after a warm-up of each."""
     with ExitStack() as stack:
-        clients = [open_client(target, stack) for target in targets]
+        clients = [start(target, stack) for target in targets]  # they boot in parallel
+        for client in clients:
+            client.initialize()
+            client.call("tools/list")
         return interleave(clients, targets, iterations)
 
 
@@ -69,7 +69,9 @@ def interleave(clients: Sequence[Caller], targets: list[Target], iterations: int
 
 def run(iterations: int) -> dict[str, Any]:
     """Measure every stdio target; ratios are against the floor and against MCPServer."""
-    return with_ratios(measure_all(stdio_targets(), iterations), "stdio tool-call round trip")
+    return with_ratios(
+        measure_all(smoke(stdio_targets(), iterations), iterations), "stdio tool-call round trip"
+    )
 
 
 def with_ratios(rows: list[dict[str, Any]], title: str) -> dict[str, Any]:
@@ -87,7 +89,7 @@ def with_ratios(rows: list[dict[str, Any]], title: str) -> dict[str, Any]:
         "title": title,
         "rows": rows,
         "target": {
-            "what": "baton mcp_ping p50 (receipt write included) <= 1.0x MCPServer",
+            "what": f"{title}: baton mcp_ping p50 (receipt write included) <= 1.0x MCPServer",
             "value": baton["p50_vs_mcpserver"],
             "met": baton["p50_vs_mcpserver"] is not None and baton["p50_vs_mcpserver"] <= 1.0,
         },
