@@ -104,6 +104,16 @@ class ChainReport:
     reason: str | None = None
 
 
+#: The append statements, built once: building them per call (``insert(...).values(...)``) cost more than
+#: the SQLite work itself, because SQLAlchemy re-derives each new statement's cache key.
+_SELECT_HEAD = (
+    select(receipt_head.c.seq, receipt_head.c.sha256).where(receipt_head.c.id == 1).with_for_update()
+)
+_INSERT_RECEIPT = insert(receipts)
+_UPDATE_HEAD = update(receipt_head).where(receipt_head.c.id == 1)
+_INSERT_HEAD = insert(receipt_head)
+
+
 class ReceiptLog:
     """The append-only, hash-chained log of everything baton did."""
 
@@ -121,23 +131,25 @@ class ReceiptLog:
         clean = self.redactor.value(payload)
         serialized = canonical_json(clean)
         self.redactor.guard(serialized, f"a {kind} receipt")
-        head = connection.execute(
-            select(receipt_head.c.seq, receipt_head.c.sha256).where(receipt_head.c.id == 1).with_for_update()
-        ).first()
+        head = connection.execute(_SELECT_HEAD).first()
         seq, prev = (head.seq + 1, head.sha256) if head else (1, GENESIS_SHA256)
         at = utc_now()
         digest = receipt_digest(seq, kind, at, clean, prev)
         connection.execute(
-            insert(receipts).values(
-                seq=seq, kind=kind, at=at, payload=serialized, prev_sha256=prev, sha256=digest
-            )
+            _INSERT_RECEIPT,
+            {
+                "seq": seq,
+                "kind": kind,
+                "at": at,
+                "payload": serialized,
+                "prev_sha256": prev,
+                "sha256": digest,
+            },
         )
         if head:
-            connection.execute(
-                update(receipt_head).where(receipt_head.c.id == 1).values(seq=seq, sha256=digest)
-            )
+            connection.execute(_UPDATE_HEAD, {"seq": seq, "sha256": digest})
         else:
-            connection.execute(insert(receipt_head).values(id=1, seq=seq, sha256=digest))
+            connection.execute(_INSERT_HEAD, {"id": 1, "seq": seq, "sha256": digest})
         return Receipt(seq=seq, kind=kind, at=at, payload=clean, prev_sha256=prev, sha256=digest)
 
     def list(self, *, kind: str | None = None, limit: int = 100, after_seq: int = 0) -> list[Receipt]:
