@@ -150,7 +150,10 @@ class ReceiptLog:
             connection.execute(_UPDATE_HEAD, {"seq": seq, "sha256": digest})
         else:
             connection.execute(_INSERT_HEAD, {"id": 1, "seq": seq, "sha256": digest})
-        return Receipt(seq=seq, kind=kind, at=at, payload=clean, prev_sha256=prev, sha256=digest)
+        # every field was just computed here; validating them again would only cost time
+        return Receipt.model_construct(
+            seq=seq, kind=kind, at=at, payload=clean, prev_sha256=prev, sha256=digest
+        )
 
     def list(self, *, kind: str | None = None, limit: int = 100, after_seq: int = 0) -> list[Receipt]:
         """Receipts in chain order, optionally of one kind."""
