@@ -36,3 +36,14 @@ async def test_ping_refuses_unknown_arguments(runtime: Runtime) -> None:
     result = await build_registry(runtime).call("mcp_ping", {"nonsense": 1}, CallContext())
     assert result["success"] is False
     assert result["error_class"] == "invalid_arguments"
+
+
+@pytest.mark.anyio
+async def test_ping_receipts_form_a_chain_that_verifies(runtime: Runtime) -> None:
+    registry = build_registry(runtime)
+    for index in range(5):
+        await registry.call("mcp_ping", {"message": f"m{index}"}, CallContext())
+    report = runtime.receipts.verify()
+    assert report.ok
+    assert report.count == 5
+    assert [r.seq for r in runtime.receipts.list()] == [1, 2, 3, 4, 5]
