@@ -3,7 +3,8 @@
 For each N a fresh ``baton serve`` (own store) gets N ``mcp_spawn_subagent(mode="async")`` calls
 written back to back on its stdin; the wall time runs from the first spawn written to the moment the
 store shows all N finished, and is divided by the model latency. The reference is the same N requests
-sent straight to the model server from one asyncio client: what the model server alone allows.
+sent straight to the model server through the openai SDK (baton's own model client) from one asyncio
+loop: what the model server and the client library allow without baton.
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ import time
 from contextlib import ExitStack, closing
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 from bench._common import PipeClient, baton_command, baton_env, peer_command, ratio, rss_kib, temp_home
 
@@ -41,19 +40,18 @@ def start_model_server(stack: ExitStack) -> str:
 
 
 async def direct(base_url: str, count: int) -> float:
-    """Seconds for ``count`` concurrent chat completions sent straight to the model server."""
-    body = {"model": "fake", "messages": [{"role": "user", "content": "hello"}]}
-    limits = httpx.Limits(max_connections=count, max_keepalive_connections=count)
-    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
-        await client.post(f"{base_url}/chat/completions", json=body)
+    """Seconds for ``count`` concurrent chat completions sent straight to the model server through the
+    model client baton itself uses (the openai SDK), without baton."""
+    from openai import AsyncOpenAI
+
+    messages: Any = [{"role": "user", "content": "hello"}]
+    async with AsyncOpenAI(api_key="not-needed", base_url=base_url, max_retries=0, timeout=60) as client:
+        await client.chat.completions.create(model="fake-model", messages=messages)
         started = time.perf_counter()
-        responses = await asyncio.gather(
-            *(client.post(f"{base_url}/chat/completions", json=body) for _ in range(count))
+        await asyncio.gather(
+            *(client.chat.completions.create(model="fake-model", messages=messages) for _ in range(count))
         )
-        elapsed = time.perf_counter() - started
-    if any(r.status_code != 200 for r in responses):
-        raise RuntimeError("the model server failed a direct request")
-    return elapsed
+        return time.perf_counter() - started
 
 
 def finished(database: Path) -> tuple[int, int]:
@@ -123,6 +121,7 @@ def run(iterations: int) -> dict[str, Any]:
             reference = asyncio.run(direct(base_url, count))
             row = fan_out(base_url, count, warm_up=iterations > 1)
             row["direct_ms"] = round(reference * 1000, 1)
+            row["wall_vs_direct"] = ratio(row["wall_ms"], row["direct_ms"])
             row["wall_vs_latency"] = ratio(row["wall_ms"], LATENCY_SECONDS * 1000)
             row["direct_vs_latency"] = ratio(row["direct_ms"], LATENCY_SECONDS * 1000)
             rows.append(row)
