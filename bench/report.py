@@ -144,6 +144,35 @@ def collect_targets(benchmarks: dict[str, dict[str, Any]]) -> list[dict[str, Any
     return targets
 
 
+def markdown(report: dict[str, Any]) -> str:
+    """The report as Markdown tables (what docs/benchmarks.md shows)."""
+    m = report["machine"]
+    lines = [
+        f"Measured {report['started_at'][:16].replace('T', ' ')} UTC on {m['cpu']}, {m['cores']} cores "
+        f"(load {m['load_average_1m']}), Python {m['python']}, mcp {m['mcp']}, fastmcp {m['fastmcp']}; "
+        f"whole run {report['duration_seconds']} s.",
+        "",
+    ]
+    for name, result in report["benchmarks"].items():
+        if "rows" not in result:
+            lines += [f"**{name}**: {result.get('skipped') or result.get('error')}", ""]
+            continue
+        columns: list[str] = []
+        for row in result["rows"]:
+            columns += [key for key in row if key not in columns]
+        lines += [f"**{result['title']}** ({result['iterations']} iterations)", ""]
+        lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+        lines += [
+            "| " + " | ".join(format_cell(row.get(c)) for c in columns) + " |" for row in result["rows"]
+        ]
+        lines.append("")
+    lines += ["| target | value | met |", "|---|---|---|"]
+    for target in report["targets"]:
+        met = {True: "yes", False: "**no**"}.get(target["met"], "-")
+        lines.append(f"| {target['what']} | {target['value']} | {met} |")
+    return "\n".join(lines) + "\n"
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     """The command line of ``bench/run``."""
     parser = argparse.ArgumentParser(prog="bench/run", description=__doc__)
@@ -151,6 +180,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--iterations", type=int, help="iterations for every module (default: per module)")
     parser.add_argument("--only", help="comma-separated module names, e.g. stdio_roundtrip,cold_start")
     parser.add_argument("--output", type=Path, help="JSON file (default: bench/results/latest.json)")
+    parser.add_argument(
+        "--markdown", type=Path, metavar="JSON", help="print a results file as Markdown; run nothing"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.iterations = 1
@@ -160,6 +192,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmarks, print the tables, write the JSON; exit 1 if a module failed."""
     args = parse(argv)
+    if args.markdown:
+        sys.stdout.write(markdown(json.loads(args.markdown.read_text(encoding="utf-8"))))
+        return 0
     console = Console(width=None if sys.stdout.isatty() else 160)
     started = time.perf_counter()
     report: dict[str, Any] = {
