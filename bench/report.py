@@ -78,6 +78,8 @@ def run_module(name: str, iterations: int, console: Console) -> dict[str, Any]:
         result: dict[str, Any] = importlib.import_module(f"bench.{name}").run(iterations)
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    if not isinstance(result, dict):
+        return {"error": f"bench/{name}.py run() returned {type(result).__name__}, not a dict"}
     result["iterations"] = iterations
     result["seconds"] = round(time.perf_counter() - started, 1)
     return result
@@ -105,9 +107,9 @@ def render(report: dict[str, Any], console: Console) -> None:
         console.print(result_table(name, result))
     targets = Table("target", "value", "met", title="targets")
     for target in report["targets"]:
-        met = {True: "[green]yes[/green]", False: "[red]no[/red]"}.get(target["met"], "-")
+        met = {True: "[green]yes[/green]", False: "[red]no[/red]"}.get(target.get("met"), "-")
         met = "smoke" if report.get("smoke") else met
-        targets.add_row(target["what"], str(target["value"]), met)
+        targets.add_row(str(target.get("what", "?")), str(target.get("value")), met)
     console.print(targets)
 
 
@@ -140,7 +142,7 @@ def collect_targets(benchmarks: dict[str, dict[str, Any]]) -> list[dict[str, Any
     targets: list[dict[str, Any]] = []
     for result in benchmarks.values():
         found = result.get("target") or result.get("targets") or []
-        targets += found if isinstance(found, list) else [found]
+        targets += [t for t in (found if isinstance(found, list) else [found]) if isinstance(t, dict)]
     return targets
 
 
@@ -160,7 +162,7 @@ def markdown(report: dict[str, Any]) -> str:
         columns: list[str] = []
         for row in result["rows"]:
             columns += [key for key in row if key not in columns]
-        lines += [f"**{result['title']}** ({result['iterations']} iterations)", ""]
+        lines += [f"**{result.get('title', name)}** ({result.get('iterations')} iterations)", ""]
         lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
         lines += [
             "| " + " | ".join(format_cell(row.get(c)) for c in columns) + " |" for row in result["rows"]
@@ -168,8 +170,8 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append("")
     lines += ["| target | value | met |", "|---|---|---|"]
     for target in report["targets"]:
-        met = {True: "yes", False: "**no**"}.get(target["met"], "-")
-        lines.append(f"| {target['what']} | {target['value']} | {met} |")
+        met = {True: "yes", False: "**no**"}.get(target.get("met"), "-")
+        lines.append(f"| {target.get('what', '?')} | {target.get('value')} | {met} |")
     return "\n".join(lines) + "\n"
 
 
