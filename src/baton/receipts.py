@@ -133,8 +133,7 @@ def _execute(connection: Connection, statement: Any, params: dict[str, Any]) -> 
 
 def _chain_head(connection: Connection) -> tuple[int, str] | None:
     """The chain's tip (seq, sha256), locked for this transaction where the database can lock a row."""
-    row = _execute(connection, _SELECT_HEAD, {"head_id": 1})
-    head = row.first() if hasattr(row, "first") else row.fetchone()
+    head = _execute(connection, _SELECT_HEAD, {"head_id": 1}).fetchone()  # a Result or a sqlite3 cursor
     return (int(head[0]), str(head[1])) if head else None
 
 
