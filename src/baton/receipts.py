@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 
 from baton.errors import ReceiptError
 from baton.schema import receipt_head, receipts
@@ -104,6 +104,39 @@ class ChainReport:
     reason: str | None = None
 
 
+#: The append statements, built once: building them per call (``insert(...).values(...)``) cost more than
+#: the SQLite work itself, because SQLAlchemy re-derives each new statement's cache key.
+_SELECT_HEAD = (
+    select(receipt_head.c.seq, receipt_head.c.sha256)
+    .where(receipt_head.c.id == bindparam("head_id"))
+    .with_for_update()
+)
+_INSERT_RECEIPT = insert(receipts)
+_UPDATE_HEAD = update(receipt_head).where(receipt_head.c.id == bindparam("head_id"))
+_INSERT_HEAD = insert(receipt_head)
+_SQLITE_SQL: dict[int, tuple[str, tuple[str, ...]]] = {}
+
+
+def _execute(connection: Connection, statement: Any, params: dict[str, Any]) -> Any:
+    """Run one append statement: through SQLAlchemy, or on SQLite straight on the driver's cursor with the
+    SQL SQLAlchemy compiled once (its per-call execution machinery cost twice SQLite's own work)."""
+    if connection.dialect.name != "sqlite":
+        return connection.execute(statement, params)
+    sql = _SQLITE_SQL.get(id(statement))
+    if sql is None:
+        compiled = statement.compile(dialect=connection.dialect, column_keys=list(params))
+        sql = _SQLITE_SQL[id(statement)] = (compiled.string, tuple(compiled.positiontup or ()))
+    driver = connection.connection.driver_connection
+    assert driver is not None
+    return driver.execute(sql[0], tuple(params[name] for name in sql[1]))
+
+
+def _chain_head(connection: Connection) -> tuple[int, str] | None:
+    """The chain's tip (seq, sha256), locked for this transaction where the database can lock a row."""
+    head = _execute(connection, _SELECT_HEAD, {"head_id": 1}).fetchone()  # a Result or a sqlite3 cursor
+    return (int(head[0]), str(head[1])) if head else None
+
+
 class ReceiptLog:
     """The append-only, hash-chained log of everything baton did."""
 
@@ -121,24 +154,30 @@ class ReceiptLog:
         clean = self.redactor.value(payload)
         serialized = canonical_json(clean)
         self.redactor.guard(serialized, f"a {kind} receipt")
-        head = connection.execute(
-            select(receipt_head.c.seq, receipt_head.c.sha256).where(receipt_head.c.id == 1).with_for_update()
-        ).one()
-        seq, prev = head.seq + 1, head.sha256
+        head = _chain_head(connection)
+        seq, prev = (head[0] + 1, head[1]) if head else (1, GENESIS_SHA256)
         at = utc_now()
         digest = receipt_digest(seq, kind, at, clean, prev)
-        connection.execute(
-            insert(receipts).values(
-                seq=seq, kind=kind, at=at, payload=serialized, prev_sha256=prev, sha256=digest
-            )
+        _execute(
+            connection,
+            _INSERT_RECEIPT,
+            {
+                "seq": seq,
+                "kind": kind,
+                "at": at,
+                "payload": serialized,
+                "prev_sha256": prev,
+                "sha256": digest,
+            },
         )
         if head:
-            connection.execute(
-                update(receipt_head).where(receipt_head.c.id == 1).values(seq=seq, sha256=digest)
-            )
+            _execute(connection, _UPDATE_HEAD, {"seq": seq, "sha256": digest, "head_id": 1})
         else:
-            connection.execute(insert(receipt_head).values(id=1, seq=seq, sha256=digest))
-        return Receipt(seq=seq, kind=kind, at=at, payload=clean, prev_sha256=prev, sha256=digest)
+            _execute(connection, _INSERT_HEAD, {"id": 1, "seq": seq, "sha256": digest})
+        # every field was just computed here; validating them again would only cost time
+        return Receipt.model_construct(
+            seq=seq, kind=kind, at=at, payload=clean, prev_sha256=prev, sha256=digest
+        )
 
     def list(self, *, kind: str | None = None, limit: int = 100, after_seq: int = 0) -> list[Receipt]:
         """Receipts in chain order, optionally of one kind."""

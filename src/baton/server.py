@@ -28,6 +28,7 @@ TOOL_GROUPS: tuple[str, ...] = (
     "baton.notify.tools",
     "baton.timers.tools",
     "baton.hitl.tools",
+    "baton.ping",
 )
 
 INSTRUCTIONS = (

@@ -31,7 +31,10 @@ def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
         readonly = connection.get_execution_options().get("baton_readonly", False)
-        connection.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+        # straight to the driver: the statement needs none of SQLAlchemy's execution machinery
+        driver = connection.connection.driver_connection
+        assert driver is not None
+        driver.execute("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
 
 def normalize_url(url: str) -> str:

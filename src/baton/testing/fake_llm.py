@@ -39,6 +39,14 @@ class RecordedRequest:
     aborted: bool = False
 
 
+class _LoopbackHTTPServer(ThreadingHTTPServer):
+    """A thread per connection and a listen backlog deep enough for hundreds of concurrent clients
+    (socketserver's default of 5 makes the kernel drop SYNs, so clients retry after a second)."""
+
+    daemon_threads = True
+    request_queue_size = 1024
+
+
 @dataclass
 class FakeLLMServer:
     """A threaded loopback HTTP server; use as a context manager or call start()/stop()."""
@@ -65,8 +73,7 @@ class FakeLLMServer:
     def start(self) -> FakeLLMServer:
         """Listen on an ephemeral port of 127.0.0.1 in a daemon thread."""
         handler = _make_handler(self)
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _LoopbackHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=self._httpd.serve_forever, name="fake-llm", daemon=True).start()
         return self
 
@@ -169,9 +176,10 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
         def _wait_unless_hung_up(self, seconds: float) -> bool:
             """Sleep up to ``seconds``; False as soon as the client closes the connection."""
             deadline = time.monotonic() + seconds
+            poller = select.poll()  # not select(): it fails for descriptors past 1024 connections
+            poller.register(self.connection, select.POLLIN)
             while (remaining := deadline - time.monotonic()) > 0:
-                readable, _, _ = select.select([self.connection], [], [], min(remaining, 0.05))
-                if readable:
+                if poller.poll(min(remaining, 0.05) * 1000):
                     try:
                         import socket
 

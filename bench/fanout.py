@@ -1,0 +1,141 @@
+"""Item 5: N concurrent async subagents against a loopback model server with a fixed 50 ms latency.
+
+For each N a fresh ``baton serve`` (own store) gets N ``mcp_spawn_subagent(mode="async")`` calls
+written back to back on its stdin; the wall time runs from the first spawn written to the moment the
+store shows all N finished, and is divided by the model latency. The reference is the same N requests
+sent straight to the model server through the openai SDK (baton's own model client) from one asyncio
+loop: what the model server and the client library allow without baton.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+import time
+from contextlib import ExitStack, closing
+from pathlib import Path
+from typing import Any
+
+from bench._common import PipeClient, baton_command, baton_env, peer_command, ratio, rss_kib, temp_home
+
+LATENCY_SECONDS = 0.05
+SIZES = (10, 100, 500)
+DEADLINE_SECONDS = 120.0
+
+
+def start_model_server(stack: ExitStack) -> str:
+    """The loopback model server in its own process; returns its ``/v1`` base URL."""
+    process = subprocess.Popen(
+        peer_command("model_server.py", str(LATENCY_SECONDS)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=baton_env(Path("/nonexistent")),
+    )
+    stack.callback(process.wait, 10)
+    stack.callback(process.stdin.close)  # type: ignore[union-attr]
+    assert process.stdout is not None
+    return process.stdout.readline().decode().strip()
+
+
+async def direct(base_url: str, count: int) -> float:
+    """Seconds for ``count`` concurrent chat completions sent straight to the model server through the
+    model client baton itself uses (the openai SDK), without baton."""
+    from openai import AsyncOpenAI
+
+    messages: Any = [{"role": "user", "content": "hello"}]
+    async with AsyncOpenAI(api_key="not-needed", base_url=base_url, max_retries=0, timeout=60) as client:
+        await client.chat.completions.create(model="fake-model", messages=messages)
+        started = time.perf_counter()
+        await asyncio.gather(
+            *(client.chat.completions.create(model="fake-model", messages=messages) for _ in range(count))
+        )
+        return time.perf_counter() - started
+
+
+def finished(database: Path) -> tuple[int, int]:
+    """How many subagents have finished, and how many of those did not complete."""
+    with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
+        done, bad = db.execute(
+            "SELECT count(*), coalesce(sum(status != 'completed'), 0) FROM subagents "
+            "WHERE status NOT IN ('queued', 'running')"
+        ).fetchone()
+    return int(done), int(bad)
+
+
+def spawn_params(index: int) -> dict[str, Any]:
+    """The arguments of the index-th async spawn."""
+    task = f"fan-out task {index}"
+    return {"name": "mcp_spawn_subagent", "arguments": {"task": task, "mode": "async"}}
+
+
+def fan_out(base_url: str, count: int, warm_up: bool = True) -> dict[str, Any]:
+    """One baton process, ``count`` async spawns, polled to completion through its store."""
+    with ExitStack() as stack:
+        home = stack.enter_context(temp_home())
+        env = baton_env(
+            home, COLLAB_PROVIDER="openai-compatible", OPENAI_BASE_URL=base_url, OPENAI_MODEL="fake-model"
+        )
+        client = stack.enter_context(PipeClient(baton_command(), env))
+        client.initialize()
+        if warm_up:  # imports the provider SDK and opens its connection pool before the clock starts
+            client.call("tools/call", {"name": "mcp_spawn_subagent", "arguments": {"task": "warm-up"}})
+        rss_before = rss_kib(client.pid)
+        started = time.perf_counter()
+        for index in range(count):
+            client.send("tools/call", spawn_params(index))
+        answered = [client.receive() for _ in range(count)]
+        all_answered = time.perf_counter() - started
+        elapsed, failed = wait_finished(home / "baton.db", count + warm_up, started)
+        rss_after = rss_kib(client.pid)
+    errors = sum(1 for a in answered if "error" in a or a["result"].get("isError"))
+    return {
+        "n": count,
+        "wall_ms": round(elapsed * 1000, 1),
+        "spawns_answered_ms": round(all_answered * 1000, 1),
+        "failed": failed + errors,
+        "rss_before_kib": rss_before,
+        "rss_after_kib": rss_after,
+        "rss_per_subagent_kib": round((rss_after - rss_before) / count, 1),
+    }
+
+
+def wait_finished(database: Path, expected: int, started: float) -> tuple[float, int]:
+    """Poll the store until ``expected`` subagents have finished; seconds since ``started``."""
+    while (elapsed := time.perf_counter() - started) < DEADLINE_SECONDS:
+        done, bad = finished(database)
+        if done >= expected:
+            return elapsed, bad
+        time.sleep(0.005)
+    raise RuntimeError(f"subagents not finished after {DEADLINE_SECONDS} s")
+
+
+def run(iterations: int) -> dict[str, Any]:
+    """Fan-out at each size (only N=10 when ``iterations`` is 1, the smoke)."""
+    sizes = SIZES[:1] if iterations <= 1 else SIZES
+    rows = []
+    with ExitStack() as stack:
+        base_url = start_model_server(stack)
+        for count in sizes:
+            reference = asyncio.run(direct(base_url, count))
+            row = fan_out(base_url, count, warm_up=iterations > 1)
+            row["direct_ms"] = round(reference * 1000, 1)
+            row["wall_vs_direct"] = ratio(row["wall_ms"], row["direct_ms"])
+            row["wall_vs_latency"] = ratio(row["wall_ms"], LATENCY_SECONDS * 1000)
+            row["direct_vs_latency"] = ratio(row["direct_ms"], LATENCY_SECONDS * 1000)
+            rows.append(row)
+    largest = rows[-1]
+    return {
+        "title": f"subagent fan-out against a {int(LATENCY_SECONDS * 1000)} ms model",
+        "rows": rows,
+        "target": {
+            "what": "fan-out of 500: wall time <= 3x the model latency",
+            "value": largest["wall_vs_latency"] if largest["n"] == SIZES[-1] else None,
+            "met": largest["wall_vs_latency"] <= 3.0 if largest["n"] == SIZES[-1] else None,
+        },
+    }
+
+
+if __name__ == "__main__":
+    print(run(int(sys.argv[1]) if len(sys.argv) > 1 else 2))

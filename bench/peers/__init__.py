@@ -1,0 +1,1 @@
+"""The peers baton is measured against: a hand-written floor and the official SDK's servers."""

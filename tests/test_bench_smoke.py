@@ -1,0 +1,41 @@
+"""``bench/run --quick`` still runs every benchmark end to end (one iteration each; no timing asserted)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_bench_run_quick_measures_every_benchmark_and_writes_json(tmp_path: Path) -> None:
+    output = tmp_path / "quick.json"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run"), "--quick", "--output", str(output)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=170,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    report = json.loads(output.read_text())
+    assert report["smoke"] is True
+    assert {"cpu", "cores", "python", "mcp"} <= set(report["machine"])
+    benchmarks = report["benchmarks"]
+    for name in ("stdio_roundtrip", "http_roundtrip", "cold_start", "fanout"):
+        assert "error" not in benchmarks[name], benchmarks[name]
+        assert benchmarks[name]["rows"], name
+    stdio = {row["server"]: row for row in benchmarks["stdio_roundtrip"]["rows"]}
+    assert stdio["mcp MCPServer"]["p50_vs_mcpserver"] == 1.0
+    assert stdio["baton mcp_ping"]["p50_vs_floor"] > 0
+    assert benchmarks["fanout"]["rows"][0]["failed"] == 0
+    assert "mcp_ping" in completed.stdout
