@@ -172,6 +172,15 @@ def subagents_cancel(subagent_id: str) -> None:
         fail(exc)
 
 
+def _add_subsystems() -> None:
+    from baton.gateway import cli as gateway_cli
+
+    app.add_typer(gateway_cli.app, name="gateway")
+
+
+_add_subsystems()
+
+
 def main() -> None:
     """Entry point of the console script."""
     try:

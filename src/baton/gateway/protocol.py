@@ -33,6 +33,7 @@ class Session:
     notifications: list[str] = field(default_factory=list)
     shutdown_mode: str = "not_started"
     exit_code: int | None = None
+    stderr_tail: str = ""
 
 
 class JsonRpcPipe:

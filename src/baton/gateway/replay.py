@@ -25,6 +25,7 @@ from baton.receipts import utc_now
 from baton.runtime import Runtime
 
 REPLAY_RECEIPT_SCHEMA_VERSION = "baton_gateway_replay_receipt_v1"
+STDERR_TAIL_BYTES = 2048
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,8 @@ def observe(policy: Policy, sandbox: Sandbox, spec: SandboxSpec, session: Sessio
         finally:
             stop(process, session, policy.runtime.shutdown_timeout_seconds)
             removed = sandbox.cleanup(process)
+            stderr.seek(max(0, stderr.seek(0, 2) - STDERR_TAIL_BYTES))
+            session.stderr_tail = stderr.read().decode("utf-8", errors="replace")
             for stream in (process.stdin, process.stdout):
                 if stream is not None and not stream.closed:
                     stream.close()

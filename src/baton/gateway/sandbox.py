@@ -8,7 +8,8 @@ bubblewrap pitfalls this module exists to get right:
   ``--share-net``), ``--new-session`` (no TIOCSTI into our terminal), ``--die-with-parent``.
 - ``--tmpfs /tmp`` comes before any bind that must stay visible under it; the root is remounted
   read-only last.
-- Memory, process and CPU limits are rlimits set in the child before exec.
+- Memory (RLIMIT_DATA), process (RLIMIT_NPROC) and CPU-time (RLIMIT_CPU) limits are rlimits set in
+  the child before exec.
 """
 
 from __future__ import annotations
@@ -77,7 +78,9 @@ class Sandbox(Protocol):
 
 def _rlimits(spec: SandboxSpec) -> Callable[[], None]:
     def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (spec.memory_bytes, spec.memory_bytes))
+        # RLIMIT_DATA, not RLIMIT_AS: V8 reserves many GiB of PROT_NONE address space for WebAssembly,
+        # which RLIMIT_AS counts and RLIMIT_DATA (private writable memory) does not.
+        resource.setrlimit(resource.RLIMIT_DATA, (spec.memory_bytes, spec.memory_bytes))
         resource.setrlimit(resource.RLIMIT_NPROC, (spec.pids_limit, spec.pids_limit))
         resource.setrlimit(resource.RLIMIT_CPU, (spec.cpu_seconds, spec.cpu_seconds))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
