@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
+import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -53,7 +55,7 @@ def test_lock_verify_check_link_policy_bundle_and_receipts(
     checked = stages.check(runtime, "demo")
     assert checked["status"] == "completed_check_mode_no_runtime_execution"
     assert checked["contract_pinned"] is False
-    assert kinds(runtime) == ["gateway_lock", "gateway_verify"]
+    assert kinds(runtime) == ["gateway_lock", "gateway_verify", "gateway_check"]
     assert runtime.receipts.verify().ok
     assert [row["state"] for row in stages.list_view(runtime)] == ["verified"]
 
@@ -191,3 +193,86 @@ def test_the_verifier_canonical_json_is_the_receipts_one() -> None:
 
 def test_integrity_strings_are_sha512_sri() -> None:
     assert integrity_of(b"x").startswith("sha512-")
+
+
+def pypi_runtime(runtime: Runtime, registry: NpmRegistryServer) -> Runtime:
+    from baton.config import load_settings
+
+    settings = load_settings(
+        {
+            "BATON_HOME": str(runtime.settings.home),
+            "BATON_NPM_REGISTRY": registry.url,
+            "BATON_PYPI_URL": registry.url,
+        }
+    )
+    return Runtime.open(settings)
+
+
+def test_a_pypi_wheel_is_locked_by_its_published_sha256_and_verified(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    wheel = b"PK\x03\x04 a tiny wheel"
+    registry.publish_wheel("tiny-mcp", "0.1.0", "tiny_mcp-0.1.0-py3-none-any.whl", wheel)
+    pypi = pypi_runtime(runtime, registry)
+    try:
+        locked = artifacts.lock(pypi, "pypi:tiny-mcp==0.1.0")
+        policy, _ = load_policy(Path(locked["policy_path"]))
+        assert policy.artifacts[0].filename == "tiny_mcp-0.1.0-py3-none-any.whl"
+        assert policy.artifacts[0].sha256 == hashlib.sha256(wheel).hexdigest()
+        assert stages.verify(pypi, "tiny-mcp")["status"] == "completed_verified"
+        assert artifacts.lock(pypi, "tiny-mcp")["lock_receipt_sha256"]
+    finally:
+        pypi.close()
+
+
+def test_a_wheel_that_does_not_match_the_published_sha256_is_refused(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    registry.publish_wheel("tiny-mcp", "0.1.0", "tiny_mcp-0.1.0-py3-none-any.whl", b"wheel", sha256="0" * 64)
+    pypi = pypi_runtime(runtime, registry)
+    try:
+        with pytest.raises(GatewayError) as info:
+            artifacts.lock(pypi, "pypi:tiny-mcp==0.1.0")
+        assert info.value.error_class == "artifact_integrity_mismatch"
+    finally:
+        pypi.close()
+
+
+def test_the_verifier_runs_alone_from_the_command_line(runtime: Runtime, registry: NpmRegistryServer) -> None:
+    policy = install_policy(runtime, policy_document("demo", publish_server(registry)))
+    locked = artifacts.lock(runtime, "demo")
+    command = [sys.executable, "-m", "baton.gateway.verifier", locked["bundle"], "--policy", str(policy)]
+    command += ["--lock-receipt-sha256", locked["lock_receipt_sha256"]]
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "PATH": "/usr/bin:/bin"}
+    passed = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    assert passed.returncode == 0 and json.loads(passed.stdout)["status"] == "completed_verified"
+    (Path(locked["bundle"]) / "sbom.cdx.json").write_text("{}")
+    failed = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    assert failed.returncode == 1
+    assert json.loads(failed.stdout)["error_class"] == "artifact_bundle_sbom_checksum_mismatch"
+
+
+def test_the_cli_fails_closed_and_list_shows_the_block_reason(
+    registry: NpmRegistryServer, baton_env: dict[str, str]
+) -> None:
+    honest = publish_server(registry)
+    registry.replace_tarball(f"{TEST_SERVER}-1.0.0.tgz", honest + b"tampered")
+    env = {**baton_env, "BATON_NPM_REGISTRY": registry.url}
+
+    def baton(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "baton", "gateway", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    failed = baton("lock", f"npm:{TEST_SERVER}@1.0.0")
+    assert failed.returncode == 1 and "artifact_integrity_mismatch" in failed.stderr
+    listed = json.loads(baton("list", "--json").stdout)
+    assert [(r["adapter_id"], r["state"], r["error_class"]) for r in listed] == [
+        ("baton-test-mcp", "blocked", "artifact_integrity_mismatch")
+    ]
+    assert listed[0]["block_reason"].startswith("lock: ")
+    assert "blocked" in baton("list").stdout

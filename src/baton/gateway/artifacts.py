@@ -156,6 +156,45 @@ def write_json(path: Path, value: Any) -> str:
     return sha256_hex(data)
 
 
+def _lock_receipt(
+    adapter_id: str,
+    run_id: str,
+    artifact_set: str,
+    rows: list[dict[str, Any]],
+    manifest_sha: str,
+    sbom_sha: str,
+) -> dict[str, Any]:
+    """The lock receipt: the hashes of the tarballs, the manifest and the SBOM."""
+    return {
+        "schema_version": LOCK_RECEIPT_SCHEMA_VERSION,
+        "run_id": run_id,
+        "adapter_id": adapter_id,
+        "status": "completed_locked_pending_independent_verifier",
+        "observed_at": utc_now(),
+        "artifact_set_sha256": artifact_set,
+        "packages": [
+            {
+                k: r[k]
+                for k in (
+                    "ecosystem",
+                    "name",
+                    "version",
+                    "tarball_path",
+                    "tarball_sha512_hex",
+                    "tarball_sha256_hex",
+                    "size",
+                )
+            }
+            for r in rows
+        ],
+        "bundle_manifest_sha256": manifest_sha,
+        "cyclonedx_sbom_sha256": sbom_sha,
+        "replay_allowed": False,
+        "promotion_allowed": False,
+        **OPERATION_BOUNDARIES,
+    }
+
+
 def write_bundle(
     directory: Path, adapter_id: str, fetched: list[Fetched], run_id: str, artifact_set: str
 ) -> dict[str, Any]:
@@ -179,34 +218,9 @@ def write_bundle(
     manifest_sha = write_json(staging / "bundle-manifest.json", manifest)
     sbom_text = build_sbom(adapter_id, rows, artifact_set, datetime.now(UTC))
     (staging / "sbom.cdx.json").write_text(sbom_text, encoding="utf-8")
-    receipt = {
-        "schema_version": LOCK_RECEIPT_SCHEMA_VERSION,
-        "run_id": run_id,
-        "adapter_id": adapter_id,
-        "status": "completed_locked_pending_independent_verifier",
-        "observed_at": utc_now(),
-        "artifact_set_sha256": artifact_set,
-        "packages": [
-            {
-                k: r[k]
-                for k in (
-                    "ecosystem",
-                    "name",
-                    "version",
-                    "tarball_path",
-                    "tarball_sha512_hex",
-                    "tarball_sha256_hex",
-                    "size",
-                )
-            }
-            for r in rows
-        ],
-        "bundle_manifest_sha256": manifest_sha,
-        "cyclonedx_sbom_sha256": sha256_hex(sbom_text.encode("utf-8")),
-        "replay_allowed": False,
-        "promotion_allowed": False,
-        **OPERATION_BOUNDARIES,
-    }
+    receipt = _lock_receipt(
+        adapter_id, run_id, artifact_set, rows, manifest_sha, sha256_hex(sbom_text.encode("utf-8"))
+    )
     receipt_sha = write_json(staging / "lock-receipt.json", receipt)
     shutil.rmtree(directory, ignore_errors=True)
     staging.rename(directory)

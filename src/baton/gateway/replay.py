@@ -7,6 +7,7 @@ with the pins and writes a replay receipt, or a failure receipt with the error c
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -109,6 +110,47 @@ def record_contract(path: Path, policy: Policy, observation: Observation) -> Pol
     return pinned
 
 
+def _stage_receipts(
+    policy: Policy, evidence: dict[str, Any], observation: Observation, extracted: Extracted
+) -> dict[str, Any]:
+    """The reference's stage chain: source receipts, risk policy, check, bounded execution, terminal."""
+    host_uid = as_nobody()[0] or os.geteuid()
+    return {
+        "sensor_source_receipt": {
+            "lock_receipt_sha256": evidence["row"]["lock_receipt_sha256"],
+            "verifier_receipt_sha256": evidence["row"]["verify_receipt_sha256"],
+            "artifact_set_sha256": evidence["lock"]["artifact_set_sha256"],
+        },
+        "risk_policy": {
+            "network_mode": "none",
+            "read_only_root": True,
+            "no_new_privileges": True,
+            "cap_drop_all": True,
+            "non_root_user": policy.runtime.user,
+            "host_uid": host_uid,
+            "tool_call_allowed": False,
+        },
+        "check_mode": {
+            "status": "passed",
+            "artifact_receipt_chain_verified": True,
+            "adapter_tool_partition_verified": True,
+        },
+        "bounded_execution": {
+            "status": "mcp_initialize_and_tools_list_completed",
+            "package_file_count": extracted.file_count,
+            "package_unpacked_bytes": extracted.unpacked_bytes,
+            "mcp_process_started": True,
+            "mcp_tool_call_performed": False,
+            "network_enabled": False,
+        },
+        "rollback_or_no_write_terminal": {
+            "status": "mcp_process_exited_and_sandbox_removed",
+            "sandbox_removed": observation.sandbox_removed,
+            "candidate_registration_state": "disabled",
+        },
+    }
+
+
 def build_receipt(
     policy: Policy,
     checksum: str,
@@ -119,7 +161,6 @@ def build_receipt(
 ) -> dict[str, Any]:
     """The reference controller's replay receipt, for baton's sandboxes."""
     tools, session = observation.tools, observation.session
-    host_uid = as_nobody()[0]
     return {
         "schema_version": REPLAY_RECEIPT_SCHEMA_VERSION,
         "run_id": run_id,
@@ -154,41 +195,49 @@ def build_receipt(
         "browser_started": False,
         "production_write_performed": False,
         "promotion_allowed": False,
-        "stage_receipts": {
-            "sensor_source_receipt": {
-                "lock_receipt_sha256": evidence["row"]["lock_receipt_sha256"],
-                "verifier_receipt_sha256": evidence["row"]["verify_receipt_sha256"],
-                "artifact_set_sha256": evidence["lock"]["artifact_set_sha256"],
-            },
-            "risk_policy": {
-                "network_mode": "none",
-                "read_only_root": True,
-                "no_new_privileges": True,
-                "cap_drop_all": True,
-                "non_root_user": policy.runtime.user,
-                "host_uid": host_uid if host_uid is not None else "caller (unprivileged)",
-                "tool_call_allowed": False,
-            },
-            "check_mode": {
-                "status": "passed",
-                "artifact_receipt_chain_verified": True,
-                "adapter_tool_partition_verified": True,
-            },
-            "bounded_execution": {
-                "status": "mcp_initialize_and_tools_list_completed",
-                "package_file_count": extracted.file_count,
-                "package_unpacked_bytes": extracted.unpacked_bytes,
-                "mcp_process_started": True,
-                "mcp_tool_call_performed": False,
-                "network_enabled": False,
-            },
-            "rollback_or_no_write_terminal": {
-                "status": "mcp_process_exited_and_sandbox_removed",
-                "sandbox_removed": observation.sandbox_removed,
-                "candidate_registration_state": "disabled",
-            },
-        },
+        "stage_receipts": _stage_receipts(policy, evidence, observation, extracted),
     }
+
+
+def _apply(
+    runtime: Runtime,
+    path: Path,
+    policy: Policy,
+    evidence: dict[str, Any],
+    session: Session,
+    record: bool,
+    run_id: str,
+) -> dict[str, Any]:
+    """Observe once, pin a draft when asked, compare, and record the replay receipt."""
+    observation, extracted = run_in_sandbox(policy, state.adapter_dir(runtime, policy.id) / "bundle", session)
+    if record and policy.contract is None:
+        policy = record_contract(path, policy, observation)
+    policy, checksum = load_policy(path)
+    if policy.contract is None:
+        raise GatewayError("adapter_contract_unpinned", f"Adapter {policy.id} pins no contract yet.")
+    compare(policy.contract, observation.server, observation.tools)
+    check_partition(policy.tools, observation.tools)
+    receipt = build_receipt(policy, checksum, run_id, evidence, observation, extracted)
+    sha = write_receipt_file(runtime, policy.id, f"replay-{run_id}.json", receipt)
+    summary = {
+        "run_id": run_id,
+        "replay_receipt_sha256": sha,
+        "policy_checksum": checksum,
+        "protocol_observation": receipt["protocol_observation"],
+        "client": receipt["client"],
+    }
+    stored = state.record(
+        runtime,
+        policy.id,
+        state="replayed",
+        kind="gateway_replay",
+        payload=summary,
+        policy_path=path,
+        policy_checksum=checksum,
+        replay_receipt_sha256=sha,
+        contract=policy.contract.model_dump(),
+    )
+    return {**summary, "adapter_id": policy.id, "receipt_seq": stored.seq, "receipt": receipt}
 
 
 def replay(runtime: Runtime, adapter: str, *, apply: bool = False, record: bool = False) -> dict[str, Any]:
@@ -198,53 +247,25 @@ def replay(runtime: Runtime, adapter: str, *, apply: bool = False, record: bool 
     session = Session()
 
     def stage(run_id: str) -> dict[str, Any]:
-        policy, policy_checksum = load_policy(path)
+        policy, _ = load_policy(path)
         evidence = check_chain(runtime, policy)
         if policy.contract is None and not record:
             raise GatewayError("adapter_contract_unpinned", f"Adapter {policy.id} pins no contract yet.")
-        if not apply:
-            sandbox = sandbox_for(policy.runtime.sandbox)
-            return {
-                "adapter_id": policy.id,
-                "status": "completed_check_mode_no_runtime_execution",
-                "sandbox": sandbox.name,
-                "argv": [*policy.runtime.entrypoint, *policy.runtime.arguments],
-            }
-        bundle = state.adapter_dir(runtime, policy.id) / "bundle"
-        observation, extracted = run_in_sandbox(policy, bundle, session)
-        if record and policy.contract is None:
-            policy = record_contract(path, policy, observation)
-            _, policy_checksum = load_policy(path)
-        assert policy.contract is not None
-        compare(policy.contract, observation.server, observation.tools)
-        check_partition(policy.tools, observation.tools)
-        receipt = build_receipt(policy, policy_checksum, run_id, evidence, observation, extracted)
-        sha = write_receipt_file(runtime, policy.id, f"replay-{run_id}.json", receipt)
-        summary = {
-            "run_id": run_id,
-            "replay_receipt_sha256": sha,
-            "policy_checksum": policy_checksum,
-            "protocol_observation": receipt["protocol_observation"],
-            "client": receipt["client"],
+        if apply:
+            return _apply(runtime, path, policy, evidence, session, record, run_id)
+        return {
+            "adapter_id": policy.id,
+            "status": "completed_check_mode_no_runtime_execution",
+            "sandbox": sandbox_for(policy.runtime.sandbox).name,
+            "argv": [*policy.runtime.entrypoint, *policy.runtime.arguments],
         }
-        stored = state.record(
-            runtime,
-            policy.id,
-            state="replayed",
-            kind="gateway_replay",
-            payload=summary,
-            policy_path=path,
-            policy_checksum=policy_checksum,
-            replay_receipt_sha256=sha,
-            contract=policy.contract.model_dump(),
-        )
-        return {**summary, "adapter_id": policy.id, "receipt_seq": stored.seq, "receipt": receipt}
 
     def extra() -> dict[str, Any]:
         return {
             "shutdown_mode": session.shutdown_mode,
             "process_exit_code": session.exit_code,
             "server_requests": session.server_requests,
+            "stderr_tail": session.stderr_tail,
         }
 
     return fail_closed(runtime, adapter_id, path, "replay", stage, policy_checksum=checksum, extra=extra)

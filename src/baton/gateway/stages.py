@@ -197,7 +197,8 @@ def check(runtime: Runtime, adapter: str) -> dict[str, Any]:
     def stage(run_id: str) -> dict[str, Any]:
         policy, checksum = load_policy(path)
         evidence = check_chain(runtime, policy)
-        return {
+        result = {
+            "run_id": run_id,
             "adapter_id": policy.id,
             "status": "completed_check_mode_no_runtime_execution",
             "policy_checksum": checksum,
@@ -206,6 +207,8 @@ def check(runtime: Runtime, adapter: str) -> dict[str, Any]:
             "contract_pinned": policy.contract is not None,
             "state": evidence["row"]["state"],
         }
+        stored = runtime.receipts.append("gateway_check", result)
+        return {**result, "receipt_seq": stored.seq}
 
     return fail_closed(runtime, adapter_id, path, "check", stage, policy_checksum=checksum)
 

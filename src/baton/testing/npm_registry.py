@@ -1,7 +1,8 @@
-"""A loopback npm registry (metadata + tarballs on 127.0.0.1) for testing ``baton gateway lock``.
+"""A loopback package registry (metadata + files on 127.0.0.1) for testing ``baton gateway lock``.
 
-It speaks the parts of the registry API that lock uses: ``GET /<name>`` (packument),
-``GET /<name>/<version>`` (version manifest) and the tarball URLs those documents name.
+It speaks the parts of the registry APIs that lock uses: npm's ``GET /<name>`` (packument),
+``GET /<name>/<version>`` (version manifest) and the tarball URLs those documents name, and PyPI's
+``GET /pypi/<name>/<version>/json`` with the wheel URLs and sha256 digests it lists.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class NpmRegistryServer:
 
     def __init__(self) -> None:
         self.packages: dict[str, dict[str, dict[str, Any]]] = {}
+        self.wheels: dict[tuple[str, str], dict[str, Any]] = {}
         self.tarballs: dict[str, bytes] = {}
         self.requests: list[str] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -87,6 +89,23 @@ class NpmRegistryServer:
         }
         return filename
 
+    def publish_wheel(
+        self, name: str, version: str, filename: str, wheel: bytes, *, sha256: str | None = None
+    ) -> None:
+        """Publish one wheel; ``sha256`` overrides the honest digest (to test a lying index)."""
+        self.tarballs[filename] = wheel
+        self.wheels[(name, version)] = {
+            "info": {"name": name, "version": version},
+            "urls": [
+                {
+                    "filename": filename,
+                    "packagetype": "bdist_wheel",
+                    "url": f"{self.url}/-/tarballs/{filename}",
+                    "digests": {"sha256": sha256 or hashlib.sha256(wheel).hexdigest()},
+                }
+            ],
+        }
+
     def replace_tarball(self, filename: str, tarball: bytes) -> None:
         """Serve other bytes under a published tarball URL, leaving the metadata as it was."""
         self.tarballs[filename] = tarball
@@ -120,6 +139,9 @@ class NpmRegistryServer:
         return Handler
 
     def _document(self, path: str) -> dict[str, Any] | None:
+        parts = path.split("/")
+        if len(parts) == 4 and parts[0] == "pypi" and parts[3] == "json":
+            return self.wheels.get((parts[1], parts[2]))
         if path in self.packages:
             versions = self.packages[path]
             latest = sorted(versions)[-1]
