@@ -41,6 +41,7 @@ print(json.dumps({
     "see_host_home": os.path.exists("/root") or os.path.exists("/home"),
     "work_listing": sorted(os.listdir("/work")),
     "pid1": open("/proc/1/cmdline").read().split("\0")[0],
+    "limits": {l[:25].strip(): l[25:].split()[0] for l in open("/proc/self/limits").readlines()[1:]},
 }))
 """
 
@@ -107,6 +108,14 @@ def test_a_root_only_host_file_stays_unreadable_because_bwrap_starts_as_65534(
     assert probe["read_secret"] == "PermissionError"
 
 
+def test_the_rlimits_reach_the_sandboxed_process(probe: dict[str, object]) -> None:
+    limits = probe["limits"]
+    assert isinstance(limits, dict)
+    assert limits["Max data size"] == str(2 << 30)
+    assert limits["Max processes"] == "256"
+    assert limits["Max cpu time"] == "120"
+
+
 def test_the_server_runs_in_its_own_pid_namespace_under_bwrap(probe: dict[str, object]) -> None:
     assert str(probe["pid1"]).endswith("bwrap")
 
@@ -143,3 +152,12 @@ def test_the_docker_backend_uses_the_reference_flags_or_skips_with_its_reason(tm
         pytest.skip(f"Docker backend not exercised: {reason}")
     probe = subprocess.run(["docker", "version"], capture_output=True, check=False)
     assert probe.returncode == 0
+
+
+def test_limits_are_set_by_prlimit_before_bwrap(tmp_path: Path) -> None:
+    from baton.gateway.sandbox import rlimit_prefix
+
+    prefix = rlimit_prefix(
+        SandboxSpec(workdir=tmp_path, argv=["true"], memory_bytes=1 << 30, pids_limit=64, cpu_seconds=9)
+    )
+    assert prefix[1:] == [f"--data={1 << 30}", "--nproc=64", "--cpu=9", "--core=0", "--"]

@@ -8,19 +8,17 @@ bubblewrap pitfalls this module exists to get right:
   ``--share-net``), ``--new-session`` (no TIOCSTI into our terminal), ``--die-with-parent``.
 - ``--tmpfs /tmp`` comes before any bind that must stay visible under it; the root is remounted
   read-only last.
-- Memory (RLIMIT_DATA), process (RLIMIT_NPROC) and CPU-time (RLIMIT_CPU) limits are rlimits set in
-  the child before exec.
+- Memory (RLIMIT_DATA), process (RLIMIT_NPROC) and CPU-time (RLIMIT_CPU) limits are rlimits that
+  ``prlimit`` sets before it execs bwrap (no ``preexec_fn``, which is unsafe in a threaded server).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import resource
 import shutil
 import subprocess
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
@@ -76,16 +74,26 @@ class Sandbox(Protocol):
         """Remove what the sandbox left behind; True when nothing remains."""
 
 
-def _rlimits(spec: SandboxSpec) -> Callable[[], None]:
-    def apply() -> None:
-        # RLIMIT_DATA, not RLIMIT_AS: V8 reserves many GiB of PROT_NONE address space for WebAssembly,
-        # which RLIMIT_AS counts and RLIMIT_DATA (private writable memory) does not.
-        resource.setrlimit(resource.RLIMIT_DATA, (spec.memory_bytes, spec.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_NPROC, (spec.pids_limit, spec.pids_limit))
-        resource.setrlimit(resource.RLIMIT_CPU, (spec.cpu_seconds, spec.cpu_seconds))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+def rlimit_prefix(spec: SandboxSpec) -> list[str]:
+    """``prlimit`` in front of bwrap: the limits are set before exec without Python code in the child.
 
-    return apply
+    Memory is RLIMIT_DATA, not RLIMIT_AS: V8 reserves many GiB of PROT_NONE address space for
+    WebAssembly, which RLIMIT_AS counts (Node then dies) and RLIMIT_DATA (private writable memory)
+    does not.
+    """
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        raise GatewayError(
+            "sandbox_unavailable", "prlimit (util-linux) is needed to set the sandbox's limits."
+        )
+    return [
+        prlimit,
+        f"--data={spec.memory_bytes}",
+        f"--nproc={spec.pids_limit}",
+        f"--cpu={spec.cpu_seconds}",
+        "--core=0",
+        "--",
+    ]
 
 
 def as_nobody() -> tuple[int | None, int | None, list[int] | None]:
@@ -175,12 +183,11 @@ class BubblewrapSandbox:
         user, group, groups = as_nobody()
         try:
             return subprocess.Popen(
-                self.command(spec),
+                [*rlimit_prefix(spec), *self.command(spec)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 env={"PATH": SANDBOX_PATH},
-                preexec_fn=_rlimits(spec),  # rlimits must be set in the child, after setuid, before exec
                 close_fds=True,
                 user=user,
                 group=group,
