@@ -72,13 +72,13 @@ class Settings(BaseModel):
     timer_storage_path: Path | None = None
     browser_headless: bool = True
     baton_home: Path | None = None
+    # gateway: package registries for lock (unset: the public ones) and a verified download cache
+    baton_npm_registry: str | None = None
+    baton_pypi_url: str | None = None
+    baton_artifact_cache: Path | None = None
     baton_database_url: str | None = None
     baton_http_token: str | None = None
     baton_private_keys: str | None = None
-    # gateway: where lock fetches packages, and a verified download cache reused across locks
-    baton_npm_registry: str = "https://registry.npmjs.org"
-    baton_pypi_url: str = "https://pypi.org"
-    baton_artifact_cache: Path | None = None
 
     @field_validator("*", mode="before")
     @classmethod
@@ -87,14 +87,7 @@ class Settings(BaseModel):
             return None
         return value
 
-    @field_validator(
-        "hitl_timeout_seconds",
-        "collab_max_tokens",
-        "browser_headless",
-        "baton_npm_registry",
-        "baton_pypi_url",
-        mode="before",
-    )
+    @field_validator("hitl_timeout_seconds", "collab_max_tokens", "browser_headless", mode="before")
     @classmethod
     def _unset_takes_default(cls, value: Any, info: Any) -> Any:
         if value is None:

@@ -276,3 +276,25 @@ def test_the_cli_fails_closed_and_list_shows_the_block_reason(
     ]
     assert listed[0]["block_reason"].startswith("lock: ")
     assert "blocked" in baton("list").stdout
+
+
+def test_an_allowed_and_denied_tool_blocks_every_stage_with_a_failure_receipt(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    import tomli_w
+
+    document = policy_document("demo", publish_server(registry))
+    document["tools"]["denied"].append("echo")
+    path = runtime.settings.home / "adapters" / "demo.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text(tomli_w.dumps(document))
+    for stage in (artifacts.lock, stages.verify, stages.check):
+        with pytest.raises(GatewayError) as info:
+            stage(runtime, "demo")
+        assert info.value.error_class == "adapter_tool_overlap"
+    assert [r.payload["stage"] for r in runtime.receipts.list(kind="gateway_failure")] == [
+        "lock",
+        "verify",
+        "check",
+    ]
+    assert failure_of(runtime, "demo")["error_class"] == "adapter_tool_overlap"

@@ -36,6 +36,8 @@ from baton.runtime import Runtime
 BUNDLE_SCHEMA_VERSION = "baton_gateway_bundle_v1"
 LOCK_RECEIPT_SCHEMA_VERSION = "baton_gateway_lock_receipt_v1"
 MAX_CLOSURE = 256
+DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org"
+DEFAULT_PYPI_URL = "https://pypi.org"
 SAFE_FILENAME = re.compile(r"^[A-Za-z0-9_.+-]{1,255}$")
 OPERATION_BOUNDARIES = {
     "mcp_server_started": False,
@@ -256,7 +258,11 @@ def default_adapter_id(name: str) -> str:
 def registries_for(runtime: Runtime) -> Registries:
     """Registry clients configured from the settings."""
     settings = runtime.settings
-    return Registries(settings.baton_npm_registry, settings.baton_pypi_url, settings.baton_artifact_cache)
+    return Registries(
+        settings.baton_npm_registry or DEFAULT_NPM_REGISTRY,
+        settings.baton_pypi_url or DEFAULT_PYPI_URL,
+        settings.baton_artifact_cache,
+    )
 
 
 def lock(
