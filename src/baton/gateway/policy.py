@@ -21,6 +21,8 @@ from baton.receipts import canonical_json, sha256_hex
 ADAPTER_ID_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$"
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
 SHA512_PATTERN = r"^[0-9a-f]{128}$"
+#: npm (optionally scoped) and PyPI names; no path separators beyond the scope's one slash, no "..".
+PACKAGE_NAME_PATTERN = r"^(?:@[a-z0-9][a-z0-9._~-]*/)?[A-Za-z0-9][A-Za-z0-9._~-]*$"
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 SIZE_PATTERN = re.compile(r"^([1-9][0-9]*)([kmg]?)$")
 DEFAULT_PROTOCOL_VERSION = "2025-11-25"
@@ -71,11 +73,18 @@ class Artifact(_Strict):
     """One exact package: the set of these is everything the server runs, nothing resolved later."""
 
     ecosystem: Literal["npm", "pypi"]
-    name: str = Field(min_length=1, max_length=214)
-    version: str = Field(min_length=1, max_length=128)
+    name: str = Field(min_length=1, max_length=214, pattern=PACKAGE_NAME_PATTERN)
+    version: str = Field(min_length=1, max_length=128, pattern=r"^[0-9A-Za-z][0-9A-Za-z.+_-]*$")
     sha512: str = Field(pattern=SHA512_PATTERN)
     sha256: str | None = Field(default=None, pattern=SHA256_PATTERN)
     filename: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.+-]{1,255}$")
+
+    @field_validator("name", "version")
+    @classmethod
+    def _no_dot_dot(cls, value: str) -> str:
+        if ".." in value:
+            raise ValueError("package names and versions may not contain '..'")
+        return value
 
     @property
     def key(self) -> str:

@@ -49,6 +49,13 @@ class Fetched:
         return hashlib.sha512(self.content).hexdigest()
 
 
+def pinned_version(spec: str) -> str | None:
+    """``spec`` itself when it is an exact semver version, else None."""
+    import nodesemver
+
+    return spec if nodesemver.valid(spec, loose=False) else None
+
+
 def tarball_filename(name: str, version: str) -> str:
     """A flat, safe file name for a package tarball."""
     return f"{name.lstrip('@').replace('/', '-')}-{version}.tgz"
@@ -146,8 +153,11 @@ class Registries:
         """Fetch one npm tarball and check it against ``dist.integrity`` (and the policy's pin)."""
         manifest = self.npm_manifest(name, spec)
         version = str(manifest.get("version"))
-        if manifest.get("name") != name:
-            raise GatewayError("artifact_fetch_failed", f"The registry answered for {manifest.get('name')}.")
+        if manifest.get("name") != name or (spec == pinned_version(spec) and version != spec):
+            raise GatewayError(
+                "artifact_fetch_failed",
+                f"The registry answered {manifest.get('name')}@{version} for {name}@{spec}.",
+            )
         dist = manifest.get("dist") or {}
         integrity = str(dist.get("integrity") or "")
         expected = sri_sha512_hex(integrity)
