@@ -164,9 +164,15 @@ def test_declared_roots_are_answered_and_change_what_the_server_lists(
 def test_a_misbehaving_server_fails_closed_and_is_stopped(
     runtime: Runtime, registry: NpmRegistryServer, mode: str, error_class: str, shutdown_mode: str
 ) -> None:
-    path = ready(runtime, registry, startup_timeout_seconds=1, shutdown_timeout_seconds=1)
+    path = ready(runtime, registry, shutdown_timeout_seconds=1)
     replay(runtime, "demo", apply=True, record=True)
-    edit_policy(path, lambda d: d["runtime"].setdefault("env", {}).update(BATON_TEST_MCP_MODE=mode))
+
+    def misbehave(document: dict[str, Any]) -> None:
+        document["runtime"].setdefault("env", {})["BATON_TEST_MCP_MODE"] = mode
+        if mode == "silent":
+            document["runtime"]["startup_timeout_seconds"] = 1
+
+    edit_policy(path, misbehave)
     failure = fails_with(runtime, error_class)
     assert failure["shutdown_mode"] == shutdown_mode
 
