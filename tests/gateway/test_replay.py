@@ -6,6 +6,7 @@ import copy
 import json
 import tarfile
 import tomllib
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,13 +14,14 @@ from typing import Any
 import pytest
 import tomli_w
 
+from baton.config import load_settings
 from baton.errors import GatewayError
 from baton.gateway import artifacts, stages, state
 from baton.gateway.replay import replay
 from baton.gateway.sandbox import BubblewrapSandbox
 from baton.runtime import Runtime
-from baton.testing.mcp_stdio_server import DEFAULT_TOOLS, package_files
-from baton.testing.npm_registry import NpmRegistryServer, build_tarball
+from baton.testing.mcp_stdio_server import DEFAULT_TOOLS, package_files, wheel_files
+from baton.testing.npm_registry import NpmRegistryServer, build_tarball, build_wheel
 
 from .conftest import TEST_SERVER, install_policy, policy_document, publish_server
 
@@ -226,3 +228,40 @@ def test_a_package_that_claims_another_identity_is_refused(
 ) -> None:
     ready(runtime, registry, tarball=build_tarball(package_files(name="someone-else")))
     fails_with(runtime, "package_identity_mismatch", record=True)
+
+
+WHEEL = "baton_test_mcp-1.0.0-py3-none-any.whl"
+
+
+def pypi_runtime(runtime: Runtime, registry: NpmRegistryServer) -> Runtime:
+    settings = load_settings({"BATON_HOME": str(runtime.settings.home), "BATON_PYPI_URL": registry.url})
+    return Runtime.open(settings)
+
+
+def test_a_pypi_wheel_is_locked_verified_and_replayed_from_site_packages(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    registry.publish_wheel("baton-test-mcp", "1.0.0", WHEEL, build_wheel(wheel_files()))
+    pypi = pypi_runtime(runtime, registry)
+    try:
+        locked = artifacts.lock(pypi, "pypi:baton-test-mcp==1.0.0")
+        stages.verify(pypi, locked["adapter_id"])
+        observed = replay(pypi, locked["adapter_id"], apply=True, record=True)["protocol_observation"]
+        assert (observed["server_name"], observed["tool_count"]) == ("baton-test-mcp", 2)
+        assert replay(pypi, locked["adapter_id"], apply=True)["protocol_observation"] == observed
+    finally:
+        pypi.close()
+
+
+def test_a_wheel_with_an_escaping_member_is_refused(runtime: Runtime, registry: NpmRegistryServer) -> None:
+    wheel = build_wheel(wheel_files(), [(zipfile.ZipInfo("../../escape.py"), b"x")])
+    registry.publish_wheel("baton-test-mcp", "1.0.0", WHEEL, wheel)
+    pypi = pypi_runtime(runtime, registry)
+    try:
+        locked = artifacts.lock(pypi, "pypi:baton-test-mcp==1.0.0")
+        stages.verify(pypi, locked["adapter_id"])
+        with pytest.raises(GatewayError) as info:
+            replay(pypi, locked["adapter_id"], apply=True, record=True)
+        assert info.value.error_class == "artifact_archive_path_invalid"
+    finally:
+        pypi.close()

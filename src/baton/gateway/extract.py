@@ -1,4 +1,4 @@
-"""Safe extraction of verified tarballs into a flat ``node_modules`` the sandbox binds read-only.
+"""Safe extraction of verified tarballs (and wheels) into a tree the sandbox binds read-only.
 
 Only regular files and directories under ``package/``; no symlinks, hard links or devices; no
 absolute or ``..`` paths; each member's size checked against its header and the running totals
@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import stat
 import tarfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from baton.errors import GatewayError
-from baton.gateway.policy import Policy
+from baton.gateway.policy import Artifact, Policy
 
 MAX_PACKAGE_UNPACKED_BYTES = 40 * 1024 * 1024
 MAX_PACKAGE_FILES = 4_096
@@ -110,36 +113,114 @@ def _check_identity(directory: Path, name: str, version: str) -> None:
         )
 
 
+def _checked_bytes(bundle: Path, artifact: Artifact) -> Path:
+    """The artifact's file in the bundle, after checking it against the policy's sha512 once more."""
+    filename = artifact.filename or f"{artifact.name.lstrip('@').replace('/', '-')}-{artifact.version}.tgz"
+    path = bundle / "tarballs" / filename
+    try:
+        data = path.read_bytes()
+    except OSError:
+        raise GatewayError("artifact_tarball_unreadable", f"{filename} is missing from the bundle.") from None
+    if hashlib.sha512(data).hexdigest() != artifact.sha512:
+        raise GatewayError(
+            "artifact_tarball_checksum_mismatch",
+            f"{filename} differs from its sha512 pin.",
+            package=artifact.key,
+        )
+    return path
+
+
 def materialize(policy: Policy, bundle: Path, root: Path) -> Extracted:
-    """Re-check each tarball against the policy's sha512, extract it safely, and make the tree read-only."""
-    node_modules = root / "node_modules"
-    node_modules.mkdir(parents=True)
+    """Re-check each package against the policy's sha512, extract it safely, and make the tree read-only.
+
+    npm packages go to ``node_modules/<name>``, wheels to ``site-packages`` (on the sandbox's PYTHONPATH).
+    """
+    root.joinpath("node_modules").mkdir(parents=True)
     files = size = 0
     for artifact in policy.artifacts:
-        if artifact.ecosystem != "npm":
-            raise GatewayError(
-                "sandbox_unavailable", "Replay runs npm packages; PyPI artifacts are lock-only."
-            )
-        tarball = (
-            bundle / "tarballs" / f"{artifact.name.lstrip('@').replace('/', '-')}-{artifact.version}.tgz"
-        )
-        try:
-            data = tarball.read_bytes()
-        except OSError:
-            raise GatewayError(
-                "artifact_tarball_unreadable", f"{tarball.name} is missing from the bundle."
-            ) from None
-        if hashlib.sha512(data).hexdigest() != artifact.sha512:
-            raise GatewayError(
-                "artifact_tarball_checksum_mismatch",
-                f"{tarball.name} differs from its sha512 pin.",
-                package=artifact.key,
-            )
-        destination = node_modules / artifact.name
-        destination.mkdir(parents=True)
-        count, unpacked = extract_package(tarball, destination)
-        _check_identity(destination, artifact.name, artifact.version)
+        path = _checked_bytes(bundle, artifact)
+        if artifact.ecosystem == "npm":
+            destination = root / "node_modules" / artifact.name
+            destination.mkdir(parents=True)
+            count, unpacked = extract_package(path, destination)
+            _check_identity(destination, artifact.name, artifact.version)
+        else:
+            count, unpacked = extract_wheel(path, root / "site-packages", artifact)
         files, size = files + count, size + unpacked
-    for path in [root, *root.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o444)
+    for item in [root, *root.rglob("*")]:
+        item.chmod(0o755 if item.is_dir() else 0o444)
     return Extracted(root=root, file_count=files, unpacked_bytes=size)
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _wheel_members(
+    archive: zipfile.ZipFile, name: str, max_files: int, max_bytes: int
+) -> list[zipfile.ZipInfo]:
+    members, size = [], 0
+    for info in archive.infolist():
+        pure = PurePosixPath(info.filename)
+        if pure.is_absolute() or ".." in pure.parts or "\\" in info.filename or not pure.parts:
+            raise GatewayError(
+                "artifact_archive_path_invalid", f"Wheel member {info.filename!r} escapes the wheel."
+            )
+        mode = (info.external_attr >> 16) & 0o170000
+        if mode == stat.S_IFLNK:
+            raise GatewayError("artifact_archive_path_invalid", f"Wheel member {info.filename!r} is a link.")
+        if mode not in (0, stat.S_IFREG, stat.S_IFDIR):
+            raise GatewayError(
+                "artifact_archive_member_type_invalid", f"Wheel member {info.filename!r} is not a file."
+            )
+        if info.is_dir():
+            continue
+        members.append(info)
+        size += info.file_size
+        if len(members) > max_files or size > max_bytes:
+            raise GatewayError(
+                "artifact_archive_limits_exceeded", f"{name} exceeds {max_files} files or {max_bytes} bytes."
+            )
+    return members
+
+
+def extract_wheel(
+    wheel: Path,
+    site: Path,
+    artifact: Artifact,
+    *,
+    max_files: int = MAX_PACKAGE_FILES,
+    max_bytes: int = MAX_PACKAGE_UNPACKED_BYTES,
+) -> tuple[int, int]:
+    """Extract one wheel into ``site`` with the same rules as tarballs; its METADATA must name the pin."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            members = _wheel_members(archive, wheel.name, max_files, max_bytes)
+            metadata = {}
+            for info in members:
+                content = archive.open(info).read(info.file_size + 1)
+                if len(content) != info.file_size:
+                    raise GatewayError(
+                        "artifact_archive_member_size_mismatch", f"{info.filename!r} has the wrong size."
+                    )
+                target = site / info.filename
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(content)
+                if info.filename.endswith(".dist-info/METADATA"):
+                    metadata = dict(
+                        line.split(": ", 1)
+                        for line in content.decode("utf-8", "replace").splitlines()
+                        if ": " in line
+                    )
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise GatewayError(
+            "artifact_tarball_invalid", f"{wheel.name} is not a readable wheel: {exc}."
+        ) from None
+    if (
+        _normalized(metadata.get("Name", "")) != _normalized(artifact.name)
+        or metadata.get("Version") != artifact.version
+    ):
+        raise GatewayError(
+            "package_identity_mismatch", f"The wheel pinned as {artifact.key} is another package."
+        )
+    return len(members), sum(info.file_size for info in members)

@@ -44,10 +44,13 @@ class Observation:
 def sandbox_spec(policy: Policy, workdir: Path, extra_env: dict[str, str] | None = None) -> SandboxSpec:
     """The sandbox settings a policy asks for."""
     runtime = policy.runtime
+    python = (
+        {"PYTHONPATH": "/work/site-packages"} if any(a.ecosystem == "pypi" for a in policy.artifacts) else {}
+    )
     return SandboxSpec(
         workdir=workdir,
         argv=[*runtime.entrypoint, *runtime.arguments],
-        env={**runtime.env, **(extra_env or {})},
+        env={**python, **runtime.env, **(extra_env or {})},
         memory_bytes=runtime.memory_bytes(),
         memory_limit=runtime.memory_limit,
         pids_limit=runtime.pids_limit,

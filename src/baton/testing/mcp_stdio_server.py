@@ -112,5 +112,18 @@ def package_files(name: str = "baton-test-mcp", version: str = "1.0.0") -> dict[
     }
 
 
+def wheel_files(name: str = "baton-test-mcp", version: str = "1.0.0") -> dict[str, bytes | str]:
+    """The files of a wheel that runs this server as ``python3 -m baton_test_mcp``."""
+    module = name.replace("-", "_")
+    info = f"{module}-{version}.dist-info"
+    return {
+        f"{module}/__init__.py": "",
+        f"{module}/__main__.py": Path(__file__).read_text(encoding="utf-8"),
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: baton.testing\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/RECORD": "",
+    }
+
+
 if __name__ == "__main__":
     main()

@@ -13,6 +13,7 @@ import io
 import json
 import tarfile
 import threading
+import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
@@ -31,6 +32,19 @@ def build_tarball(
             archive.addfile(info, io.BytesIO(data))
         for info, data in extra or []:
             archive.addfile(info, io.BytesIO(data) if info.isfile() else None)
+    return buffer.getvalue()
+
+
+def build_wheel(
+    files: dict[str, bytes | str], extra: list[tuple[zipfile.ZipInfo, bytes]] | None = None
+) -> bytes:
+    """A wheel (zip) of ``files`` plus raw extra members (to build hostile ones)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path, content in files.items():
+            archive.writestr(path, content)
+        for info, data in extra or []:
+            archive.writestr(info, data)
     return buffer.getvalue()
 
 
