@@ -12,8 +12,6 @@ from rich.table import Table
 
 from baton import __version__
 from baton.errors import BatonError
-from baton.hitl import cli as hitl_cli
-from baton.timers import cli as timers_cli
 
 app = typer.Typer(
     name="baton",
@@ -27,17 +25,24 @@ subagents_app = typer.Typer(help="Inspect and cancel subagents.", no_args_is_hel
 app.add_typer(db_app, name="db")
 app.add_typer(receipts_app, name="receipts")
 app.add_typer(subagents_app, name="subagents")
-app.add_typer(timers_cli.app, name="timers")
+
+#: Each subsystem's own sub-app (``app`` in the module), in the order ``baton --help`` lists them.
+SUBSYSTEM_APPS = {
+    "hitl": "baton.hitl.cli",
+    "timers": "baton.timers.cli",
+    "gateway": "baton.gateway.cli",
+    "campaign": "baton.campaign.cli",
+}
 
 
-def _add_group_apps() -> None:
-    from baton.campaign.cli import app as campaign_app
+def _add_subsystem_apps() -> None:
+    import importlib
 
-    app.add_typer(campaign_app, name="campaign")
+    for name, module in SUBSYSTEM_APPS.items():
+        app.add_typer(importlib.import_module(module).app, name=name)
 
 
-_add_group_apps()
-app.add_typer(hitl_cli.app, name="hitl")
+_add_subsystem_apps()
 
 out = Console()
 err = Console(stderr=True)

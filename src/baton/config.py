@@ -84,6 +84,10 @@ class Settings(BaseModel):
     timer_storage_path: Path | None = None
     browser_headless: bool = True
     baton_home: Path | None = None
+    # gateway: package registries for lock (unset: the public ones) and a verified download cache
+    baton_npm_registry: str | None = None
+    baton_pypi_url: str | None = None
+    baton_artifact_cache: Path | None = None
     baton_database_url: str | None = None
     baton_http_token: str | None = None
     baton_private_keys: str | None = None

@@ -139,3 +139,21 @@ hitl_link_uses = Table(
     Column("request_id", String(40), nullable=False),
     Column("used_at", String(40), nullable=False),
 )
+
+# gateway: governed external MCP servers (one row per adapter; the receipts hold the evidence)
+gateway_adapters = Table(
+    "gateway_adapters",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("state", String(16), nullable=False, index=True),
+    Column("policy_path", Text, nullable=False),
+    Column("policy_checksum", String(80)),
+    Column("artifact_set_sha256", String(64)),
+    Column("lock_receipt_sha256", String(64)),
+    Column("verify_receipt_sha256", String(64)),
+    Column("replay_receipt_sha256", String(64)),
+    Column("contract", JSON),
+    Column("block_reason", Text),
+    Column("error_class", String(64)),
+    Column("updated_at", String(40), nullable=False),
+)

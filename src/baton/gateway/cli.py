@@ -1,0 +1,100 @@
+"""``baton gateway``: lock, verify, check, replay and list governed external MCP servers (thin over the core)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from baton.errors import BatonError
+
+app = typer.Typer(
+    help="Govern external MCP servers: lock, verify, check, replay, list.", no_args_is_help=True
+)
+
+
+def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    from baton.cli import fail, open_runtime
+
+    runtime = open_runtime()
+    try:
+        return fn(runtime, *args, **kwargs)
+    except BatonError as exc:
+        fail(exc)
+    finally:
+        runtime.close()
+
+
+def _print(value: Any) -> None:
+    from baton.cli import print_json
+
+    print_json(value)
+
+
+@app.command()
+def lock(
+    target: Annotated[
+        str, typer.Argument(help="Adapter id, policy path, or a package spec (npm:NAME@VERSION).")
+    ],
+    adapter_id: Annotated[str | None, typer.Option("--id", help="Adapter id for a drafted policy.")] = None,
+    argument: Annotated[
+        list[str] | None,
+        typer.Option("--argument", help="Server argument for a drafted policy (repeatable)."),
+    ] = None,
+) -> None:
+    """Fetch the exact packages, check their integrity, write the bundle and the lock receipt."""
+    from baton.gateway.artifacts import lock as lock_adapter
+
+    _print(_run(lock_adapter, target, adapter_id=adapter_id, arguments=list(argument or [])))
+
+
+@app.command()
+def verify(adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")]) -> None:
+    """Run the independent (standard-library-only) verifier over the bundle."""
+    from baton.gateway.stages import verify as verify_adapter
+
+    _print(_run(verify_adapter, adapter))
+
+
+@app.command()
+def check(adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")]) -> None:
+    """Validate the policy and the lock and verifier receipts; runs nothing."""
+    from baton.gateway.stages import check as check_adapter
+
+    _print(_run(check_adapter, adapter))
+
+
+@app.command()
+def replay(
+    adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")],
+    apply: Annotated[bool, typer.Option("--apply", help="Really start the server in the sandbox.")] = False,
+    record_contract: Annotated[
+        bool, typer.Option("--record-contract", help="Pin the observed contract into a draft policy.")
+    ] = False,
+) -> None:
+    """Replay initialize + tools/list in the sandbox and compare the contract with the pins."""
+    from baton.gateway.replay import replay as replay_adapter
+
+    result = _run(replay_adapter, adapter, apply=apply, record=record_contract)
+    result.pop("receipt", None)
+    _print(result)
+
+
+@app.command("list")
+def list_adapters(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """Every adapter with its state (drafted, locked, verified, replayed, promoted, blocked)."""
+    from baton.cli import out
+    from baton.gateway.stages import list_view
+
+    rows = _run(list_view)
+    if as_json:
+        _print(rows)
+        return
+    table = Table("adapter", "state", "contract", "reason")
+    for row in rows:
+        reason = f"{row['error_class']}: {row['block_reason']}" if row["state"] == "blocked" else ""
+        table.add_row(
+            row["adapter_id"], row["state"], "pinned" if row["contract_pinned"] else "unpinned", reason
+        )
+    out.print(table)

@@ -1,0 +1,226 @@
+"""Safe extraction of verified tarballs (and wheels) into a tree the sandbox binds read-only.
+
+Only regular files and directories under ``package/``; no symlinks, hard links or devices; no
+absolute or ``..`` paths; each member's size checked against its header and the running totals
+checked against the file-count and unpacked-size limits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import stat
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from baton.errors import GatewayError
+from baton.gateway.policy import Artifact, Policy
+
+MAX_PACKAGE_UNPACKED_BYTES = 40 * 1024 * 1024
+MAX_PACKAGE_FILES = 4_096
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """The materialized tree and what it holds."""
+
+    root: Path
+    file_count: int
+    unpacked_bytes: int
+
+
+def _relative(name: str) -> PurePosixPath | None:
+    pure = PurePosixPath(name)
+    if pure.is_absolute() or ".." in pure.parts or not pure.parts or name.startswith("/"):
+        raise GatewayError("artifact_archive_path_invalid", f"Archive member {name!r} escapes the package.")
+    if pure.parts[0] != "package":
+        raise GatewayError("artifact_archive_root_invalid", f"Archive member {name!r} lies outside package/.")
+    return PurePosixPath(*pure.parts[1:]) if len(pure.parts) > 1 else None
+
+
+def _member_target(member: tarfile.TarInfo, destination: Path) -> Path | None:
+    """Where a member goes, or None for the package root; refuses links and non-files."""
+    if member.issym() or member.islnk():
+        raise GatewayError("artifact_archive_path_invalid", f"Archive member {member.name!r} is a link.")
+    relative = _relative(member.name)
+    if relative is None:
+        return None
+    if not (member.isdir() or member.isfile()):
+        raise GatewayError(
+            "artifact_archive_member_type_invalid", f"Archive member {member.name!r} is not a file."
+        )
+    return destination / relative
+
+
+def _extract_members(
+    archive: tarfile.TarFile, name: str, destination: Path, max_files: int, max_bytes: int
+) -> tuple[int, int]:
+    files = size = 0
+    for member in archive:
+        target = _member_target(member, destination)
+        if target is None:
+            continue
+        if member.isdir():
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        files, size = files + 1, size + member.size
+        if files > max_files or size > max_bytes:
+            raise GatewayError(
+                "artifact_archive_limits_exceeded",
+                f"{name} exceeds {max_files} files or {max_bytes} unpacked bytes.",
+            )
+        source = archive.extractfile(member)
+        content = source.read(member.size + 1) if source else b""
+        if len(content) != member.size:
+            raise GatewayError(
+                "artifact_archive_member_size_mismatch", f"Archive member {member.name!r} has the wrong size."
+            )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    return files, size
+
+
+def extract_package(
+    tarball: Path,
+    destination: Path,
+    *,
+    max_files: int = MAX_PACKAGE_FILES,
+    max_bytes: int = MAX_PACKAGE_UNPACKED_BYTES,
+) -> tuple[int, int]:
+    """Extract one npm tarball's ``package/`` into ``destination``; returns (files, bytes)."""
+    try:
+        with tarfile.open(tarball, mode="r:gz") as archive:
+            return _extract_members(archive, tarball.name, destination, max_files, max_bytes)
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise GatewayError(
+            "artifact_tarball_invalid", f"{tarball.name} is not a readable gzipped tar: {exc}."
+        ) from None
+
+
+def _check_identity(directory: Path, name: str, version: str) -> None:
+    try:
+        manifest = json.loads((directory / "package.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise GatewayError(
+            "package_identity_mismatch", f"{name}@{version} has no readable package.json."
+        ) from None
+    if not isinstance(manifest, dict) or manifest.get("name") != name or manifest.get("version") != version:
+        raise GatewayError(
+            "package_identity_mismatch", f"The tarball pinned as {name}@{version} is another package."
+        )
+
+
+def _checked_bytes(bundle: Path, artifact: Artifact) -> Path:
+    """The artifact's file in the bundle, after checking it against the policy's sha512 once more."""
+    filename = artifact.filename or f"{artifact.name.lstrip('@').replace('/', '-')}-{artifact.version}.tgz"
+    path = bundle / "tarballs" / filename
+    try:
+        data = path.read_bytes()
+    except OSError:
+        raise GatewayError("artifact_tarball_unreadable", f"{filename} is missing from the bundle.") from None
+    if hashlib.sha512(data).hexdigest() != artifact.sha512:
+        raise GatewayError(
+            "artifact_tarball_checksum_mismatch",
+            f"{filename} differs from its sha512 pin.",
+            package=artifact.key,
+        )
+    return path
+
+
+def materialize(policy: Policy, bundle: Path, root: Path) -> Extracted:
+    """Re-check each package against the policy's sha512, extract it safely, and make the tree read-only.
+
+    npm packages go to ``node_modules/<name>``, wheels to ``site-packages`` (on the sandbox's PYTHONPATH).
+    """
+    root.joinpath("node_modules").mkdir(parents=True)
+    files = size = 0
+    for artifact in policy.artifacts:
+        path = _checked_bytes(bundle, artifact)
+        if artifact.ecosystem == "npm":
+            destination = root / "node_modules" / artifact.name
+            destination.mkdir(parents=True)
+            count, unpacked = extract_package(path, destination)
+            _check_identity(destination, artifact.name, artifact.version)
+        else:
+            count, unpacked = extract_wheel(path, root / "site-packages", artifact)
+        files, size = files + count, size + unpacked
+    for item in [root, *root.rglob("*")]:
+        item.chmod(0o755 if item.is_dir() else 0o444)
+    return Extracted(root=root, file_count=files, unpacked_bytes=size)
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _wheel_members(
+    archive: zipfile.ZipFile, name: str, max_files: int, max_bytes: int
+) -> list[zipfile.ZipInfo]:
+    members, size = [], 0
+    for info in archive.infolist():
+        pure = PurePosixPath(info.filename)
+        if pure.is_absolute() or ".." in pure.parts or "\\" in info.filename or not pure.parts:
+            raise GatewayError(
+                "artifact_archive_path_invalid", f"Wheel member {info.filename!r} escapes the wheel."
+            )
+        mode = (info.external_attr >> 16) & 0o170000
+        if mode == stat.S_IFLNK:
+            raise GatewayError("artifact_archive_path_invalid", f"Wheel member {info.filename!r} is a link.")
+        if mode not in (0, stat.S_IFREG, stat.S_IFDIR):
+            raise GatewayError(
+                "artifact_archive_member_type_invalid", f"Wheel member {info.filename!r} is not a file."
+            )
+        if info.is_dir():
+            continue
+        members.append(info)
+        size += info.file_size
+        if len(members) > max_files or size > max_bytes:
+            raise GatewayError(
+                "artifact_archive_limits_exceeded", f"{name} exceeds {max_files} files or {max_bytes} bytes."
+            )
+    return members
+
+
+def extract_wheel(
+    wheel: Path,
+    site: Path,
+    artifact: Artifact,
+    *,
+    max_files: int = MAX_PACKAGE_FILES,
+    max_bytes: int = MAX_PACKAGE_UNPACKED_BYTES,
+) -> tuple[int, int]:
+    """Extract one wheel into ``site`` with the same rules as tarballs; its METADATA must name the pin."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            members = _wheel_members(archive, wheel.name, max_files, max_bytes)
+            metadata = {}
+            for info in members:
+                content = archive.open(info).read(info.file_size + 1)
+                if len(content) != info.file_size:
+                    raise GatewayError(
+                        "artifact_archive_member_size_mismatch", f"{info.filename!r} has the wrong size."
+                    )
+                target = site / info.filename
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(content)
+                if info.filename.endswith(".dist-info/METADATA"):
+                    metadata = dict(
+                        line.split(": ", 1)
+                        for line in content.decode("utf-8", "replace").splitlines()
+                        if ": " in line
+                    )
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise GatewayError(
+            "artifact_tarball_invalid", f"{wheel.name} is not a readable wheel: {exc}."
+        ) from None
+    if (
+        _normalized(metadata.get("Name", "")) != _normalized(artifact.name)
+        or metadata.get("Version") != artifact.version
+    ):
+        raise GatewayError(
+            "package_identity_mismatch", f"The wheel pinned as {artifact.key} is another package."
+        )
+    return len(members), sum(info.file_size for info in members)

@@ -1,0 +1,317 @@
+"""Adapter policies (SPEC.md section 6): one TOML file per external MCP server, validated fail-closed.
+
+Every field is checked; each kind of failure has its own error class so a caller can tell an
+expired policy from a weakened sandbox from a malformed file.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from baton.config import SENSITIVE_ENV_NAMES, Settings
+from baton.errors import GatewayError
+from baton.receipts import canonical_json, sha256_hex
+
+ADAPTER_ID_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$"
+SHA256_PATTERN = r"^[0-9a-f]{64}$"
+SHA512_PATTERN = r"^[0-9a-f]{128}$"
+#: npm (optionally scoped) and PyPI names; no path separators beyond the scope's one slash, no "..".
+PACKAGE_NAME_PATTERN = r"^(?:@[a-z0-9][a-z0-9._~-]*/)?[A-Za-z0-9][A-Za-z0-9._~-]*$"
+TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
+SIZE_PATTERN = re.compile(r"^([1-9][0-9]*)([kmg]?)$")
+DEFAULT_PROTOCOL_VERSION = "2025-11-25"
+#: Isolation settings a policy must state exactly; anything else is a weakened sandbox.
+REQUIRED_ISOLATION: dict[str, Any] = {
+    "network": "none",
+    "read_only_root": True,
+    "no_new_privileges": True,
+    "cap_drop": ["ALL"],
+    "user": "65534:65534",
+}
+
+
+def _drop_all() -> list[Literal["ALL"]]:
+    return ["ALL"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Identity(_Strict):
+    """Who the adapter is, who owns it and until when the policy holds."""
+
+    id: str = Field(pattern=ADAPTER_ID_PATTERN)
+    candidate: str = Field(min_length=1, max_length=200)
+    risk_class: Literal["low", "medium", "high"]
+    owner: str = Field(min_length=1, max_length=200)
+    expires_at: str
+
+    @field_validator("expires_at")
+    @classmethod
+    def _aware_iso(cls, value: str) -> str:
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError as exc:
+            raise ValueError("expires_at is not ISO 8601") from exc
+        if parsed.tzinfo is None:
+            raise ValueError("expires_at needs a time zone")
+        return value
+
+    def expires(self) -> datetime:
+        """``expires_at`` as an aware datetime."""
+        return datetime.fromisoformat(self.expires_at)
+
+
+class Artifact(_Strict):
+    """One exact package: the set of these is everything the server runs, nothing resolved later."""
+
+    ecosystem: Literal["npm", "pypi"]
+    name: str = Field(min_length=1, max_length=214, pattern=PACKAGE_NAME_PATTERN)
+    version: str = Field(min_length=1, max_length=128, pattern=r"^[0-9A-Za-z][0-9A-Za-z.+_-]*$")
+    sha512: str = Field(pattern=SHA512_PATTERN)
+    sha256: str | None = Field(default=None, pattern=SHA256_PATTERN)
+    filename: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.+-]{1,255}$")
+
+    @field_validator("name", "version")
+    @classmethod
+    def _no_dot_dot(cls, value: str) -> str:
+        if ".." in value:
+            raise ValueError("package names and versions may not contain '..'")
+        return value
+
+    @property
+    def key(self) -> str:
+        """``name@version``, the key the receipts use."""
+        return f"{self.name}@{self.version}"
+
+
+class RuntimeSpec(_Strict):
+    """How the server starts and what it may use; the isolation fields admit only one value."""
+
+    sandbox: Literal["bubblewrap", "docker"] = "bubblewrap"
+    entrypoint: list[str] = Field(min_length=1)
+    arguments: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    network: Literal["none"] = "none"
+    read_only_root: Literal[True] = True
+    no_new_privileges: Literal[True] = True
+    cap_drop: list[Literal["ALL"]] = Field(default_factory=lambda: _drop_all(), min_length=1, max_length=1)
+    user: Literal["65534:65534"] = "65534:65534"
+    memory_limit: str = "2g"
+    pids_limit: int = Field(default=256, gt=0, le=65536)
+    cpu_limit: str = Field(default="1", pattern=r"^[0-9]+(\.[0-9]+)?$")
+    cpu_seconds: int = Field(default=120, gt=0, le=86400)
+    tmpfs: str = "/tmp:rw,noexec,nosuid,size=64m"  # noqa: S108 -- the sandbox's own tmpfs, not a host path
+    startup_timeout_seconds: int = Field(default=30, gt=0, le=600)
+    shutdown_timeout_seconds: int = Field(default=5, gt=0, le=120)
+    image: str | None = Field(
+        default=None, pattern=r"^[a-z0-9.-]+(?::[0-9]+)?/[a-z0-9._/-]+@sha256:[0-9a-f]{64}$"
+    )
+    platform: str = "linux/amd64"
+
+    @field_validator("memory_limit")
+    @classmethod
+    def _size(cls, value: str) -> str:
+        if not SIZE_PATTERN.fullmatch(value):
+            raise ValueError("memory_limit takes a size such as 512m or 2g")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _no_credentials(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not re.fullmatch(r"[A-Z_][A-Z0-9_]{0,63}", name) or name in SENSITIVE_ENV_NAMES:
+                raise ValueError(f"env name {name!r} is malformed or names a credential")
+        return value
+
+    def memory_bytes(self) -> int:
+        """``memory_limit`` in bytes."""
+        match = SIZE_PATTERN.fullmatch(self.memory_limit)
+        assert match is not None
+        return int(match.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[match.group(2)]
+
+
+class ClientSpec(_Strict):
+    """What the replay declares to the server: the protocol version and the client capabilities."""
+
+    protocol_version: str = Field(default=DEFAULT_PROTOCOL_VERSION, pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+    capabilities: dict[str, Any] = Field(default_factory=dict)
+    roots: list[dict[str, str]] = Field(default_factory=list)
+
+    @field_validator("capabilities")
+    @classmethod
+    def _known(cls, value: dict[str, Any]) -> dict[str, Any]:
+        unknown = set(value) - {"roots", "sampling", "elicitation", "experimental"}
+        if unknown:
+            raise ValueError(f"unknown client capabilities {sorted(unknown)}")
+        return value
+
+
+class Contract(_Strict):
+    """The pinned observation: identity of the server and the three tool hashes."""
+
+    protocol_version: str = Field(min_length=1)
+    server_name: str = Field(min_length=1)
+    server_version: str = Field(min_length=1)
+    tool_count: int = Field(ge=0)
+    tool_name_set_sha256: str = Field(pattern=SHA256_PATTERN)
+    tool_schema_manifest_sha256: str = Field(pattern=SHA256_PATTERN)
+    tool_definition_sha256: str = Field(pattern=SHA256_PATTERN)
+
+
+class Tools(_Strict):
+    """Which upstream tools the client may see, which are hidden, which wait for a human."""
+
+    allowed: list[str] = Field(default_factory=list)
+    denied: list[str] = Field(default_factory=list)
+    approval_required: list[str] = Field(default_factory=list)
+
+    @field_validator("allowed", "denied", "approval_required")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("tool names repeat")
+        for name in value:
+            if not re.fullmatch(TOOL_NAME_PATTERN, name):
+                raise ValueError(f"tool name {name!r} is malformed")
+        return value
+
+
+class Policy(_Strict):
+    """One adapter policy file."""
+
+    adapter: Identity
+    artifacts: list[Artifact] = Field(min_length=1, max_length=256)
+    runtime: RuntimeSpec
+    client: ClientSpec = Field(default_factory=ClientSpec)
+    contract: Contract | None = None
+    tools: Tools = Field(default_factory=Tools)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Policy:
+        keys = [(a.ecosystem, a.name) for a in self.artifacts]
+        if len(set(keys)) != len(keys):
+            raise ValueError("an artifact is listed twice")
+        if any(a.ecosystem == "pypi" and (a.sha256 is None or a.filename is None) for a in self.artifacts):
+            raise ValueError("pypi artifacts need the wheel filename and the registry's sha256")
+        if not set(self.tools.approval_required) <= set(self.tools.allowed):
+            raise ValueError("approval_required names a tool that is not allowed")
+        if self.runtime.sandbox == "docker" and self.runtime.image is None:
+            raise ValueError("the docker sandbox needs an image pinned by digest")
+        return self
+
+    @property
+    def id(self) -> str:
+        """The adapter id."""
+        return self.adapter.id
+
+    def artifact_set_sha256(self) -> str:
+        """sha256 of the canonical artifact set, the link between a policy and its lock receipt."""
+        return artifact_set_sha256([a.model_dump(exclude_none=True) for a in self.artifacts])
+
+
+def artifact_set_sha256(rows: list[dict[str, Any]]) -> str:
+    """sha256 of the canonical JSON of artifact rows sorted by ecosystem and name."""
+    return sha256_hex(canonical_json(sorted(rows, key=lambda r: (r["ecosystem"], r["name"]))))
+
+
+def parse_policy(raw: dict[str, Any], *, now: datetime | None = None, check_expiry: bool = True) -> Policy:
+    """Validate a policy document; raises the most specific error class for the first failure."""
+    runtime = raw.get("runtime")
+    if isinstance(runtime, dict):
+        for field, required in REQUIRED_ISOLATION.items():
+            if field in runtime and runtime[field] != required:
+                raise GatewayError(
+                    "adapter_isolation_weakened",
+                    f"The policy sets runtime.{field} to {runtime[field]!r}; only {required!r} is allowed.",
+                    field=f"runtime.{field}",
+                )
+    tools = raw.get("tools")
+    if isinstance(tools, dict):
+        overlap = set(tools.get("allowed") or []) & set(tools.get("denied") or [])
+        if overlap:
+            raise GatewayError(
+                "adapter_tool_overlap",
+                f"Tools are both allowed and denied: {', '.join(sorted(overlap))}.",
+                tools=sorted(overlap),
+            )
+    try:
+        policy = Policy.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise GatewayError(
+            "adapter_policy_invalid",
+            f"The adapter policy fails validation at {where or 'the top level'}: {first['msg']}.",
+            field=where,
+        ) from None
+    if check_expiry and policy.adapter.expires() <= (now or datetime.now(UTC)):
+        raise GatewayError(
+            "adapter_policy_expired",
+            f"The policy of adapter {policy.id} expired at {policy.adapter.expires_at}.",
+            adapter_id=policy.id,
+        )
+    return policy
+
+
+def read_policy_document(path: Path) -> tuple[dict[str, Any], str]:
+    """The parsed TOML and its checksum (sha256 of the canonical JSON of the document)."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise GatewayError("adapter_not_found", f"No adapter policy at {path}.", path=str(path)) from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise GatewayError(
+            "adapter_policy_invalid", f"The adapter policy {path.name} is not readable TOML: {exc}."
+        ) from None
+    try:
+        checksum = "sha256:" + sha256_hex(canonical_json(raw))
+    except TypeError:
+        raise GatewayError(
+            "adapter_policy_invalid", "The policy holds TOML dates; quote expires_at as a string."
+        ) from None
+    return raw, checksum
+
+
+def load_policy(path: Path, *, now: datetime | None = None, check_expiry: bool = True) -> tuple[Policy, str]:
+    """Read and validate a policy file; returns the policy and its checksum."""
+    raw, checksum = read_policy_document(path)
+    return parse_policy(raw, now=now, check_expiry=check_expiry), checksum
+
+
+def adapters_dir(settings: Settings) -> Path:
+    """``BATON_HOME/adapters``, where policies live by default."""
+    return settings.home / "adapters"
+
+
+def policy_path(settings: Settings, adapter: str) -> Path:
+    """The policy file for an adapter id, or ``adapter`` itself when it names a file."""
+    if adapter.endswith(".toml") or "/" in adapter:
+        return Path(adapter).expanduser().resolve()
+    if not re.fullmatch(ADAPTER_ID_PATTERN, adapter):
+        raise GatewayError("adapter_not_found", f"{adapter!r} is neither an adapter id nor a policy path.")
+    return adapters_dir(settings) / f"{adapter}.toml"
+
+
+def dump_policy(policy: Policy) -> str:
+    """The policy as TOML text."""
+    import tomli_w
+
+    return tomli_w.dumps(policy.model_dump(exclude_none=True))
+
+
+def write_policy(path: Path, policy: Policy) -> str:
+    """Write a policy file atomically; returns its checksum."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = dump_policy(policy)
+    tmp = path.with_suffix(".toml.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return "sha256:" + sha256_hex(canonical_json(tomllib.loads(text)))

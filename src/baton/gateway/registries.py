@@ -1,0 +1,229 @@
+"""Registry clients for lock: npm metadata + ``dist.integrity``, PyPI JSON + published sha256.
+
+Only exact versions leave this module: ranges are resolved here, once, at lock time, and the
+result is written into the policy.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from baton.errors import GatewayError
+
+MAX_METADATA_BYTES = 64 * 1024 * 1024
+MAX_TARBALL_BYTES = 256 * 1024 * 1024
+NPM_ABBREVIATED = "application/vnd.npm.install-v1+json"
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """One package fetched and checked against its registry's integrity value."""
+
+    ecosystem: str
+    name: str
+    version: str
+    filename: str
+    content: bytes
+    source_url: str
+    registry_integrity: str
+    sha256: str | None = None
+    bin: dict[str, str] = field(default_factory=dict)
+    dependencies: dict[str, str] = field(default_factory=dict)
+    skipped_optional: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """``name@version``."""
+        return f"{self.name}@{self.version}"
+
+    @property
+    def sha512_hex(self) -> str:
+        """sha512 of the tarball or wheel bytes."""
+        return hashlib.sha512(self.content).hexdigest()
+
+
+def pinned_version(spec: str) -> str | None:
+    """``spec`` itself when it is an exact semver version, else None."""
+    import nodesemver
+
+    return spec if nodesemver.valid(spec, loose=False) else None
+
+
+def tarball_filename(name: str, version: str) -> str:
+    """A flat, safe file name for a package tarball."""
+    return f"{name.lstrip('@').replace('/', '-')}-{version}.tgz"
+
+
+def sri_sha512_hex(integrity: str) -> str:
+    """The hex digest in an ``sha512-<base64>`` integrity string (anything weaker is refused)."""
+    for token in integrity.split():
+        algorithm, _, digest = token.partition("-")
+        if algorithm == "sha512":
+            try:
+                return base64.b64decode(digest, validate=True).hex()
+            except ValueError:
+                break
+    raise GatewayError("artifact_integrity_mismatch", "The registry publishes no sha512 integrity value.")
+
+
+class Registries:
+    """HTTP access to npm and PyPI with a verified download cache."""
+
+    def __init__(self, npm_url: str, pypi_url: str, cache_dir: Path | None, timeout: float = 60.0) -> None:
+        self.npm_url = npm_url.rstrip("/")
+        self.pypi_url = pypi_url.rstrip("/")
+        self.cache_dir = cache_dir
+        self.client = httpx.Client(timeout=timeout, follow_redirects=True)
+
+    def close(self) -> None:
+        """Close the HTTP client."""
+        self.client.close()
+
+    def _get(self, url: str, *, accept: str = "application/json", limit: int = MAX_METADATA_BYTES) -> bytes:
+        try:
+            with self.client.stream("GET", url, headers={"Accept": accept}) as response:
+                if response.status_code != 200:
+                    raise GatewayError(
+                        "artifact_fetch_failed", f"{url} answered HTTP {response.status_code}.", url=url
+                    )
+                chunks, size = [], 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > limit:
+                        raise GatewayError("artifact_fetch_failed", f"{url} is larger than {limit} bytes.")
+                    chunks.append(chunk)
+                return b"".join(chunks)
+        except httpx.HTTPError as exc:
+            raise GatewayError(
+                "artifact_fetch_failed", f"{url} could not be fetched: {exc}.", url=url
+            ) from None
+
+    def _json(self, url: str, accept: str = "application/json") -> dict[str, Any]:
+        import json
+
+        try:
+            value = json.loads(self._get(url, accept=accept))
+        except ValueError:
+            raise GatewayError("artifact_fetch_failed", f"{url} did not return JSON.") from None
+        if not isinstance(value, dict):
+            raise GatewayError("artifact_fetch_failed", f"{url} did not return a JSON object.")
+        return value
+
+    def npm_manifest(self, name: str, spec: str) -> dict[str, Any]:
+        """The version manifest of ``name`` matching an exact version or a semver range."""
+        import nodesemver
+
+        if nodesemver.valid(spec, loose=False):
+            return self._json(f"{self.npm_url}/{quote(name, safe='@')}/{spec}")
+        packument = self._json(f"{self.npm_url}/{quote(name, safe='@')}", accept=NPM_ABBREVIATED)
+        versions = list((packument.get("versions") or {}).keys())
+        tags = packument.get("dist-tags") or {}
+        chosen = tags.get(spec) or nodesemver.max_satisfying(versions, spec or "*", loose=False)
+        if not chosen or chosen not in packument["versions"]:
+            raise GatewayError(
+                "artifact_dependency_unresolvable", f"No version of {name} satisfies {spec!r}.", package=name
+            )
+        manifest: dict[str, Any] = packument["versions"][chosen]
+        return manifest
+
+    def _cached(self, filename: str, check: str, digest: str) -> bytes | None:
+        if self.cache_dir is None:
+            return None
+        path = self.cache_dir / filename
+        if not path.is_file():
+            return None
+        content = path.read_bytes()
+        return content if hashlib.new(check, content).hexdigest() == digest else None
+
+    def _store(self, filename: str, content: bytes) -> None:
+        if self.cache_dir is not None:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.cache_dir / f".{filename}.tmp"
+            tmp.write_bytes(content)
+            tmp.replace(self.cache_dir / filename)
+
+    def fetch_npm(self, name: str, spec: str, *, pinned_sha512: str | None = None) -> Fetched:
+        """Fetch one npm tarball and check it against ``dist.integrity`` (and the policy's pin)."""
+        manifest = self.npm_manifest(name, spec)
+        version = str(manifest.get("version"))
+        if manifest.get("name") != name or (spec == pinned_version(spec) and version != spec):
+            raise GatewayError(
+                "artifact_fetch_failed",
+                f"The registry answered {manifest.get('name')}@{version} for {name}@{spec}.",
+            )
+        dist = manifest.get("dist") or {}
+        integrity = str(dist.get("integrity") or "")
+        expected = sri_sha512_hex(integrity)
+        if pinned_sha512 is not None and pinned_sha512 != expected:
+            raise GatewayError(
+                "artifact_integrity_mismatch",
+                f"The registry's sha512 of {name}@{version} differs from the policy's pin.",
+                package=f"{name}@{version}",
+            )
+        filename = tarball_filename(name, version)
+        content = self._cached(filename, "sha512", expected)
+        if content is None:
+            content = self._get(str(dist.get("tarball")), accept="*/*", limit=MAX_TARBALL_BYTES)
+            if hashlib.sha512(content).hexdigest() != expected:
+                raise GatewayError(
+                    "artifact_integrity_mismatch",
+                    f"The tarball of {name}@{version} does not match the registry's dist.integrity.",
+                    package=f"{name}@{version}",
+                )
+            self._store(filename, content)
+        bin_field = manifest.get("bin") or {}
+        bins = {name.rsplit("/", 1)[-1]: bin_field} if isinstance(bin_field, str) else dict(bin_field)
+        return Fetched(
+            ecosystem="npm",
+            name=name,
+            version=version,
+            filename=filename,
+            content=content,
+            source_url=str(dist.get("tarball")),
+            registry_integrity=integrity,
+            bin=bins,
+            dependencies=dict(manifest.get("dependencies") or {}),
+            skipped_optional=tuple(sorted(manifest.get("optionalDependencies") or {})),
+        )
+
+    def fetch_pypi(self, name: str, version: str, *, filename: str | None = None) -> Fetched:
+        """Fetch one wheel and check it against the sha256 PyPI publishes for it."""
+        release = self._json(f"{self.pypi_url}/pypi/{quote(name)}/{quote(version)}/json")
+        wheels = [u for u in release.get("urls") or [] if u.get("packagetype") == "bdist_wheel"]
+        if filename is not None:
+            wheels = [u for u in wheels if u.get("filename") == filename]
+        else:
+            wheels.sort(key=lambda u: not str(u.get("filename", "")).endswith("-none-any.whl"))
+        if not wheels:
+            raise GatewayError(
+                "artifact_fetch_failed", f"PyPI lists no matching wheel for {name}=={version}."
+            )
+        wheel = wheels[0]
+        expected = str((wheel.get("digests") or {}).get("sha256") or "")
+        content = self._cached(str(wheel["filename"]), "sha256", expected)
+        if content is None:
+            content = self._get(str(wheel["url"]), accept="*/*", limit=MAX_TARBALL_BYTES)
+            if hashlib.sha256(content).hexdigest() != expected:
+                raise GatewayError(
+                    "artifact_integrity_mismatch",
+                    f"The wheel of {name}=={version} does not match the sha256 PyPI publishes.",
+                    package=f"{name}@{version}",
+                )
+            self._store(str(wheel["filename"]), content)
+        return Fetched(
+            ecosystem="pypi",
+            name=name,
+            version=version,
+            filename=str(wheel["filename"]),
+            content=content,
+            source_url=str(wheel["url"]),
+            registry_integrity=f"sha256:{expected}",
+            sha256=expected,
+        )

@@ -1,0 +1,274 @@
+"""``baton gateway replay --apply``: run the verified server once in the sandbox and compare its contract.
+
+It extracts the verified tarballs, starts the server with no network, performs initialize +
+notifications/initialized + tools/list, closes stdin, waits for a clean exit, compares what it saw
+with the pins and writes a replay receipt, or a failure receipt with the error class.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from baton.errors import GatewayError
+from baton.gateway import state
+from baton.gateway.contract import ToolContract, check_partition, compare, pins_for, tool_contract
+from baton.gateway.extract import Extracted, materialize
+from baton.gateway.policy import Policy, Tools, load_policy, policy_path, write_policy
+from baton.gateway.protocol import JsonRpcPipe, Session, exchange, shut_down, stop
+from baton.gateway.sandbox import Sandbox, SandboxSpec, as_nobody, sandbox_for
+from baton.gateway.stages import check_chain, fail_closed, identify, write_receipt_file
+from baton.receipts import utc_now
+from baton.runtime import Runtime
+
+REPLAY_RECEIPT_SCHEMA_VERSION = "baton_gateway_replay_receipt_v1"
+STDERR_TAIL_BYTES = 2048
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One replay's view of the server."""
+
+    server: dict[str, str]
+    server_capabilities: dict[str, Any]
+    tools: ToolContract
+    session: Session
+    sandbox: str
+    sandbox_removed: bool
+
+
+def sandbox_spec(policy: Policy, workdir: Path, extra_env: dict[str, str] | None = None) -> SandboxSpec:
+    """The sandbox settings a policy asks for."""
+    runtime = policy.runtime
+    python = (
+        {"PYTHONPATH": "/work/site-packages"} if any(a.ecosystem == "pypi" for a in policy.artifacts) else {}
+    )
+    return SandboxSpec(
+        workdir=workdir,
+        argv=[*runtime.entrypoint, *runtime.arguments],
+        env={**python, **runtime.env, **(extra_env or {})},
+        memory_bytes=runtime.memory_bytes(),
+        memory_limit=runtime.memory_limit,
+        pids_limit=runtime.pids_limit,
+        cpu_seconds=runtime.cpu_seconds,
+        cpu_limit=runtime.cpu_limit,
+        tmpfs=runtime.tmpfs,
+        shutdown_timeout_seconds=runtime.shutdown_timeout_seconds,
+        image=runtime.image,
+        platform=runtime.platform,
+    )
+
+
+def observe(policy: Policy, sandbox: Sandbox, spec: SandboxSpec, session: Session) -> Observation:
+    """Start the server, run the exchange, shut it down; the session records how it ended."""
+    timeout = policy.runtime.startup_timeout_seconds
+    with tempfile.TemporaryFile() as stderr:
+        process = sandbox.start(spec, stderr=stderr)
+        try:
+            pipe = JsonRpcPipe(process, policy.client, session)
+            server, tools, capabilities = exchange(pipe, timeout)
+            shut_down(process, session, policy.runtime.shutdown_timeout_seconds)
+        finally:
+            stop(process, session, policy.runtime.shutdown_timeout_seconds)
+            removed = sandbox.cleanup(process)
+            stderr.seek(max(0, stderr.seek(0, 2) - STDERR_TAIL_BYTES))
+            session.stderr_tail = stderr.read().decode("utf-8", errors="replace")
+            for stream in (process.stdin, process.stdout):
+                if stream is not None and not stream.closed:
+                    stream.close()
+    return Observation(server, capabilities, tool_contract(tools), session, sandbox.name, removed)
+
+
+def run_in_sandbox(policy: Policy, bundle: Path, session: Session) -> tuple[Observation, Extracted]:
+    """Materialize the bundle in a fresh world-readable directory and observe the server once."""
+    root = Path(tempfile.mkdtemp(prefix="baton-replay-"))
+    try:
+        extracted = materialize(policy, bundle, root)
+        sandbox = sandbox_for(policy.runtime.sandbox)
+        return observe(policy, sandbox, sandbox_spec(policy, root), session), extracted
+    finally:
+        for path in [root, *root.rglob("*")]:
+            if path.is_dir():
+                path.chmod(0o755)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def record_contract(path: Path, policy: Policy, observation: Observation) -> Policy:
+    """Pin a draft's first observation; every tool starts denied until a person allows it."""
+    if policy.contract is not None:
+        raise GatewayError(
+            "adapter_policy_invalid", "The policy already pins a contract; edit it by hand to re-pin."
+        )
+    names = observation.tools.names
+    allowed = [name for name in policy.tools.allowed if name in names]
+    tools = Tools(allowed=allowed, denied=[n for n in names if n not in allowed], approval_required=[])
+    pinned = policy.model_copy(
+        update={"contract": pins_for(observation.server, observation.tools), "tools": tools}
+    )
+    write_policy(path, pinned)
+    return pinned
+
+
+def _stage_receipts(
+    policy: Policy, evidence: dict[str, Any], observation: Observation, extracted: Extracted
+) -> dict[str, Any]:
+    """The reference's stage chain: source receipts, risk policy, check, bounded execution, terminal."""
+    host_uid = as_nobody()[0] or os.geteuid()
+    return {
+        "sensor_source_receipt": {
+            "lock_receipt_sha256": evidence["row"]["lock_receipt_sha256"],
+            "verifier_receipt_sha256": evidence["row"]["verify_receipt_sha256"],
+            "artifact_set_sha256": evidence["lock"]["artifact_set_sha256"],
+        },
+        "risk_policy": {
+            "network_mode": "none",
+            "read_only_root": True,
+            "no_new_privileges": True,
+            "cap_drop_all": True,
+            "non_root_user": policy.runtime.user,
+            "host_uid": host_uid,
+            "tool_call_allowed": False,
+        },
+        "check_mode": {
+            "status": "passed",
+            "artifact_receipt_chain_verified": True,
+            "adapter_tool_partition_verified": True,
+        },
+        "bounded_execution": {
+            "status": "mcp_initialize_and_tools_list_completed",
+            "package_file_count": extracted.file_count,
+            "package_unpacked_bytes": extracted.unpacked_bytes,
+            "mcp_process_started": True,
+            "mcp_tool_call_performed": False,
+            "network_enabled": False,
+        },
+        "rollback_or_no_write_terminal": {
+            "status": "mcp_process_exited_and_sandbox_removed",
+            "sandbox_removed": observation.sandbox_removed,
+            "candidate_registration_state": "disabled",
+        },
+    }
+
+
+def build_receipt(
+    policy: Policy,
+    checksum: str,
+    run_id: str,
+    evidence: dict[str, Any],
+    observation: Observation,
+    extracted: Extracted,
+) -> dict[str, Any]:
+    """The reference controller's replay receipt, for baton's sandboxes."""
+    tools, session = observation.tools, observation.session
+    return {
+        "schema_version": REPLAY_RECEIPT_SCHEMA_VERSION,
+        "run_id": run_id,
+        "adapter_id": policy.id,
+        "candidate": policy.adapter.candidate,
+        "risk_class": policy.adapter.risk_class,
+        "mode": "apply",
+        "status": "completed_protocol_schema_replay",
+        "observed_at": utc_now(),
+        "policy_checksum": checksum,
+        "policy_expires_at": policy.adapter.expires_at,
+        "sandbox": observation.sandbox,
+        "protocol_observation": {
+            **observation.server,
+            "tool_count": tools.tool_count,
+            "tool_name_set_sha256": tools.tool_name_set_sha256,
+            "tool_schema_manifest_sha256": tools.tool_schema_manifest_sha256,
+            "tool_definition_sha256": tools.tool_definition_sha256,
+            "server_capabilities": observation.server_capabilities,
+            "adapter_allowed_tools": list(policy.tools.allowed),
+            "adapter_denied_tool_count": len(policy.tools.denied),
+            "process_exit_code": session.exit_code,
+            "shutdown_mode": session.shutdown_mode,
+        },
+        "client": {
+            "protocol_version": policy.client.protocol_version,
+            "declared_capabilities": policy.client.capabilities,
+            "server_requests": session.server_requests,
+            "notifications": session.notifications,
+        },
+        "tool_call_performed": False,
+        "browser_started": False,
+        "production_write_performed": False,
+        "promotion_allowed": False,
+        "stage_receipts": _stage_receipts(policy, evidence, observation, extracted),
+    }
+
+
+def _apply(
+    runtime: Runtime,
+    path: Path,
+    policy: Policy,
+    evidence: dict[str, Any],
+    session: Session,
+    record: bool,
+    run_id: str,
+) -> dict[str, Any]:
+    """Observe once, pin a draft when asked, compare, and record the replay receipt."""
+    observation, extracted = run_in_sandbox(policy, state.adapter_dir(runtime, policy.id) / "bundle", session)
+    if record and policy.contract is None:
+        policy = record_contract(path, policy, observation)
+    policy, checksum = load_policy(path)
+    if policy.contract is None:
+        raise GatewayError("adapter_contract_unpinned", f"Adapter {policy.id} pins no contract yet.")
+    compare(policy.contract, observation.server, observation.tools)
+    check_partition(policy.tools, observation.tools)
+    receipt = build_receipt(policy, checksum, run_id, evidence, observation, extracted)
+    sha = write_receipt_file(runtime, policy.id, f"replay-{run_id}.json", receipt)
+    summary = {
+        "run_id": run_id,
+        "replay_receipt_sha256": sha,
+        "policy_checksum": checksum,
+        "protocol_observation": receipt["protocol_observation"],
+        "client": receipt["client"],
+    }
+    stored = state.record(
+        runtime,
+        policy.id,
+        state="replayed",
+        kind="gateway_replay",
+        payload=summary,
+        policy_path=path,
+        policy_checksum=checksum,
+        replay_receipt_sha256=sha,
+        contract=policy.contract.model_dump(),
+    )
+    return {**summary, "adapter_id": policy.id, "receipt_seq": stored.seq, "receipt": receipt}
+
+
+def replay(runtime: Runtime, adapter: str, *, apply: bool = False, record: bool = False) -> dict[str, Any]:
+    """Replay an adapter (``apply``), or without ``apply`` show the plan after checking the chain."""
+    path = policy_path(runtime.settings, adapter)
+    adapter_id, checksum = identify(path)
+    session = Session()
+
+    def stage(run_id: str) -> dict[str, Any]:
+        policy, _ = load_policy(path)
+        evidence = check_chain(runtime, policy)
+        if policy.contract is None and not record:
+            raise GatewayError("adapter_contract_unpinned", f"Adapter {policy.id} pins no contract yet.")
+        if apply:
+            return _apply(runtime, path, policy, evidence, session, record, run_id)
+        return {
+            "adapter_id": policy.id,
+            "status": "completed_check_mode_no_runtime_execution",
+            "sandbox": sandbox_for(policy.runtime.sandbox).name,
+            "argv": [*policy.runtime.entrypoint, *policy.runtime.arguments],
+        }
+
+    def extra() -> dict[str, Any]:
+        return {
+            "shutdown_mode": session.shutdown_mode,
+            "process_exit_code": session.exit_code,
+            "server_requests": session.server_requests,
+            "stderr_tail": session.stderr_tail,
+        }
+
+    return fail_closed(runtime, adapter_id, path, "replay", stage, policy_checksum=checksum, extra=extra)

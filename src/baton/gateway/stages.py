@@ -1,0 +1,242 @@
+"""The gateway's stages around lock and replay: verify, check, list, and fail-closed bookkeeping."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from baton.errors import GatewayError
+from baton.gateway import state
+from baton.gateway.policy import Policy, adapters_dir, load_policy, policy_path, read_policy_document
+from baton.receipts import canonical_json, sha256_hex, utc_now
+from baton.runtime import Runtime
+
+T = TypeVar("T")
+FAILURE_RECEIPT_SCHEMA_VERSION = "baton_gateway_failure_receipt_v1"
+
+
+def failure_receipt(
+    adapter_id: str, stage: str, error: GatewayError, run_id: str, policy_checksum: str | None, **extra: Any
+) -> dict[str, Any]:
+    """The reference controller's failure shape: blocked, with the error class and nothing started."""
+    return {
+        "schema_version": FAILURE_RECEIPT_SCHEMA_VERSION,
+        "run_id": run_id,
+        "adapter_id": adapter_id,
+        "stage": stage,
+        "status": "blocked_with_safe_next_action",
+        "error_class": error.error_class,
+        "error": error.message,
+        "observed_at": utc_now(),
+        "policy_checksum": policy_checksum,
+        "tool_call_performed": False,
+        "production_write_performed": False,
+        "promotion_allowed": False,
+        **extra,
+        "stage_receipts": {
+            "rollback_or_no_write_terminal": {
+                "status": "candidate_disabled_ephemeral_process_cleanup_attempted",
+                "candidate_registration_state": "disabled",
+                "production_route_changed": False,
+            }
+        },
+    }
+
+
+def write_receipt_file(runtime: Runtime, adapter_id: str, name: str, receipt: dict[str, Any]) -> str:
+    """Write a receipt under ``BATON_HOME/gateway/<id>/receipts``; returns the file's sha256."""
+    directory = state.adapter_dir(runtime, adapter_id) / "receipts"
+    directory.mkdir(parents=True, exist_ok=True)
+    data = canonical_json(runtime.redactor.value(receipt)).encode("utf-8") + b"\n"
+    (directory / name).write_bytes(data)
+    return sha256_hex(data)
+
+
+def fail_closed(
+    runtime: Runtime,
+    adapter_id: str,
+    path: Path,
+    stage: str,
+    fn: Callable[[str], T],
+    *,
+    policy_checksum: str | None = None,
+    extra: Callable[[], dict[str, Any]] | None = None,
+) -> T:
+    """Run a stage; on a GatewayError block the adapter, write a failure receipt, and re-raise."""
+    run_id = str(uuid.uuid4())
+    try:
+        return fn(run_id)
+    except GatewayError as exc:
+        receipt = failure_receipt(
+            adapter_id, stage, exc, run_id, policy_checksum, **(extra() if extra else {})
+        )
+        sha = write_receipt_file(runtime, adapter_id, f"{stage}-failure-{run_id}.json", receipt)
+        state.record_failure(
+            runtime,
+            adapter_id,
+            stage=stage,
+            error=exc,
+            policy_path=path,
+            receipt={**receipt, "receipt_sha256": sha},
+        )
+        exc.details.setdefault("failure_receipt_sha256", sha)
+        raise
+
+
+def identify(path: Path) -> tuple[str, str | None]:
+    """The adapter id a policy file claims (its file name when unreadable) and its checksum."""
+    import re
+
+    from baton.gateway.policy import ADAPTER_ID_PATTERN
+
+    try:
+        raw, checksum = read_policy_document(path)
+    except GatewayError as exc:
+        if exc.error_class == "adapter_not_found":
+            raise
+        return path.stem, None
+    claimed = (raw.get("adapter") or {}).get("id") if isinstance(raw.get("adapter"), dict) else None
+    if isinstance(claimed, str) and re.fullmatch(ADAPTER_ID_PATTERN, claimed):
+        return claimed, checksum
+    return path.stem, checksum
+
+
+def _locked_row(runtime: Runtime, policy: Policy) -> dict[str, Any]:
+    row = state.get_adapter(runtime, policy.id)
+    if row is None or not row.get("lock_receipt_sha256"):
+        raise GatewayError("adapter_not_locked", f"Adapter {policy.id} has no lock; run baton gateway lock.")
+    return row
+
+
+def verify(runtime: Runtime, adapter: str) -> dict[str, Any]:
+    """Run the independent verifier over the adapter's bundle and record its receipt."""
+    from baton.gateway.verifier import verify_bundle
+
+    path = policy_path(runtime.settings, adapter)
+    adapter_id, checksum = identify(path)
+
+    def stage(run_id: str) -> dict[str, Any]:
+        policy, checksum = load_policy(path)
+        row = _locked_row(runtime, policy)
+        bundle = state.adapter_dir(runtime, policy.id) / "bundle"
+        receipt, sha = verify_bundle(
+            bundle, policy_file=path, expected_lock_sha256=row["lock_receipt_sha256"]
+        )
+        if receipt["status"] != "completed_verified":
+            raise GatewayError(receipt["error_class"], f"The bundle of {policy.id} does not verify.")
+        payload = {
+            "run_id": receipt["run_id"],
+            "verifier_receipt_sha256": sha,
+            "lock_receipt_sha256": row["lock_receipt_sha256"],
+            "status": receipt["status"],
+        }
+        stored = state.record(
+            runtime,
+            policy.id,
+            state="verified",
+            kind="gateway_verify",
+            payload=payload,
+            policy_path=path,
+            policy_checksum=checksum,
+            verify_receipt_sha256=sha,
+            replay_receipt_sha256=None,
+        )
+        return {**payload, "adapter_id": policy.id, "receipt_seq": stored.seq}
+
+    return fail_closed(runtime, adapter_id, path, "verify", stage, policy_checksum=checksum)
+
+
+def _read_bundle_receipt(bundle: Path, name: str, expected_sha: str | None) -> dict[str, Any]:
+    try:
+        raw = (bundle / name).read_bytes()
+    except OSError:
+        raise GatewayError("artifact_bundle_invalid", f"{name} is missing from the bundle.") from None
+    if expected_sha is None or sha256_hex(raw) != expected_sha:
+        raise GatewayError(
+            "artifact_receipt_chain_invalid", f"{name} differs from the one the store recorded."
+        )
+    value: dict[str, Any] = json.loads(raw)
+    return value
+
+
+def check_chain(runtime: Runtime, policy: Policy) -> dict[str, Any]:
+    """Policy, lock receipt and verifier receipt agree with each other and with the store; nothing runs."""
+    row = _locked_row(runtime, policy)
+    bundle = state.adapter_dir(runtime, policy.id) / "bundle"
+    lock = _read_bundle_receipt(bundle, "lock-receipt.json", row["lock_receipt_sha256"])
+    if lock.get("artifact_set_sha256") != policy.artifact_set_sha256():
+        raise GatewayError(
+            "artifact_receipt_chain_invalid", "The policy's artifacts differ from the locked set."
+        )
+    if not row.get("verify_receipt_sha256"):
+        raise GatewayError(
+            "adapter_not_verified", f"Adapter {policy.id} is not verified; run baton gateway verify."
+        )
+    verifier = _read_bundle_receipt(bundle, "verifier-receipt.json", row["verify_receipt_sha256"])
+    if (
+        verifier.get("status") != "completed_verified"
+        or verifier.get("lock_receipt_sha256") != row["lock_receipt_sha256"]
+    ):
+        raise GatewayError(
+            "artifact_receipt_chain_invalid", "The verifier receipt does not vouch for this lock."
+        )
+    chain = runtime.receipts.verify()
+    if not chain.ok:
+        raise GatewayError("receipt_chain_broken", f"The receipt chain is broken: {chain.reason}.")
+    return {"lock": lock, "verifier": verifier, "row": row}
+
+
+def check(runtime: Runtime, adapter: str) -> dict[str, Any]:
+    """``baton gateway check``: validate the policy and the receipt chain without running anything."""
+    path = policy_path(runtime.settings, adapter)
+    adapter_id, checksum = identify(path)
+
+    def stage(run_id: str) -> dict[str, Any]:
+        policy, checksum = load_policy(path)
+        evidence = check_chain(runtime, policy)
+        result = {
+            "run_id": run_id,
+            "adapter_id": policy.id,
+            "status": "completed_check_mode_no_runtime_execution",
+            "policy_checksum": checksum,
+            "lock_receipt_sha256": evidence["row"]["lock_receipt_sha256"],
+            "verifier_receipt_sha256": evidence["row"]["verify_receipt_sha256"],
+            "contract_pinned": policy.contract is not None,
+            "state": evidence["row"]["state"],
+        }
+        stored = runtime.receipts.append("gateway_check", result)
+        return {**result, "receipt_seq": stored.seq}
+
+    return fail_closed(runtime, adapter_id, path, "check", stage, policy_checksum=checksum)
+
+
+def list_view(runtime: Runtime) -> list[dict[str, Any]]:
+    """Every adapter baton knows (store rows plus policy files not yet locked) with its state."""
+    rows = {row["id"]: row for row in state.list_adapters(runtime)}
+    directory = adapters_dir(runtime.settings)
+    for file in sorted(directory.glob("*.toml")) if directory.is_dir() else []:
+        if file.stem not in rows:
+            rows[file.stem] = {"id": file.stem, "state": "drafted", "policy_path": str(file)}
+    result = []
+    for adapter_id, row in sorted(rows.items()):
+        pinned = None
+        try:
+            raw, _ = read_policy_document(Path(row["policy_path"]))
+            pinned = "contract" in raw
+        except GatewayError:
+            pass
+        result.append(
+            {
+                "adapter_id": adapter_id,
+                "state": row["state"],
+                "contract_pinned": pinned,
+                "block_reason": row.get("block_reason"),
+                "error_class": row.get("error_class"),
+                "policy_path": row["policy_path"],
+                "updated_at": row.get("updated_at"),
+            }
+        )
+    return result

@@ -1,0 +1,90 @@
+"""Adapter state in the store, changed in the same transaction as the receipt that justifies it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from sqlalchemy import insert, select, update
+
+from baton.errors import BatonError
+from baton.receipts import Receipt, utc_now
+from baton.runtime import Runtime
+from baton.schema import gateway_adapters
+
+State = Literal["drafted", "locked", "verified", "replayed", "promoted", "blocked"]
+STATES: tuple[str, ...] = ("drafted", "locked", "verified", "replayed", "promoted", "blocked")
+
+
+def adapter_dir(runtime: Runtime, adapter_id: str) -> Path:
+    """``BATON_HOME/gateway/<id>``: the bundle and the receipt files of one adapter."""
+    return runtime.settings.home / "gateway" / adapter_id
+
+
+def get_adapter(runtime: Runtime, adapter_id: str) -> dict[str, Any] | None:
+    """The adapter's row, or None when baton has never seen it."""
+    with runtime.store.read() as connection:
+        row = connection.execute(select(gateway_adapters).where(gateway_adapters.c.id == adapter_id)).first()
+    return dict(row._mapping) if row else None
+
+
+def list_adapters(runtime: Runtime) -> list[dict[str, Any]]:
+    """Every adapter row, by id."""
+    with runtime.store.read() as connection:
+        rows = connection.execute(select(gateway_adapters).order_by(gateway_adapters.c.id)).all()
+    return [dict(row._mapping) for row in rows]
+
+
+def record(
+    runtime: Runtime,
+    adapter_id: str,
+    *,
+    state: State,
+    kind: str,
+    payload: dict[str, Any],
+    policy_path: Path,
+    **columns: Any,
+) -> Receipt:
+    """Append a gateway receipt and move the adapter to ``state`` in one transaction."""
+    values: dict[str, Any] = {
+        "state": state,
+        "policy_path": str(policy_path),
+        "updated_at": utc_now(),
+        "block_reason": None,
+        "error_class": None,
+        **columns,
+    }
+    with runtime.store.write() as connection:
+        receipt = runtime.receipts.append_in(connection, kind, {"adapter_id": adapter_id, **payload})
+        exists = connection.execute(
+            select(gateway_adapters.c.id).where(gateway_adapters.c.id == adapter_id)
+        ).first()
+        if exists:
+            connection.execute(
+                update(gateway_adapters).where(gateway_adapters.c.id == adapter_id).values(values)
+            )
+        else:
+            connection.execute(insert(gateway_adapters).values(id=adapter_id, **values))
+    return receipt
+
+
+def record_failure(
+    runtime: Runtime,
+    adapter_id: str,
+    *,
+    stage: str,
+    error: BatonError,
+    policy_path: Path,
+    receipt: dict[str, Any],
+) -> Receipt:
+    """Block the adapter with the failure's class and reason and append a gateway_failure receipt."""
+    return record(
+        runtime,
+        adapter_id,
+        state="blocked",
+        kind="gateway_failure",
+        payload={"stage": stage, **receipt},
+        policy_path=policy_path,
+        block_reason=f"{stage}: {error.message}",
+        error_class=error.error_class,
+    )

@@ -1,0 +1,221 @@
+"""Independent bundle verifier: recomputes every hash from the files and checks the lock receipt chain.
+
+This module imports only the standard library (a test enforces it), so it shares no code, and no
+bug, with the lock that wrote the bundle. Its canonical JSON is the same definition as
+``baton.receipts.canonical_json`` (SPEC.md section 4), re-implemented here on purpose. Run it
+alone with ``python -m baton.gateway.verifier BUNDLE_DIR [--policy FILE] [--lock-receipt-sha256 HEX]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tomllib
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+VERIFIER_RECEIPT_SCHEMA_VERSION = "baton_gateway_verifier_receipt_v1"
+LOCK_RECEIPT_SCHEMA_VERSION = "baton_gateway_lock_receipt_v1"
+BUNDLE_SCHEMA_VERSION = "baton_gateway_bundle_v1"
+MAX_JSON_BYTES = 16 * 1024 * 1024
+PACKAGE_FIELDS = (
+    "ecosystem",
+    "name",
+    "version",
+    "tarball_path",
+    "tarball_sha512_hex",
+    "tarball_sha256_hex",
+    "size",
+)
+
+
+class VerificationError(Exception):
+    """A check failed; the message is the error class."""
+
+
+def canonical_json(value: Any) -> str:
+    """json.dumps(ensure_ascii=False, sort_keys=True, separators=(",", ":")), as SPEC.md defines it."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_json(path: Path, error_class: str) -> tuple[bytes, dict[str, Any]]:
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        raise VerificationError(error_class) from None
+    if not raw or len(raw) > MAX_JSON_BYTES:
+        raise VerificationError(error_class)
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise VerificationError(error_class) from None
+    if not isinstance(value, dict):
+        raise VerificationError(error_class)
+    return raw, value
+
+
+def _package_rows(value: Any, error_class: str) -> list[dict[str, Any]]:
+    if not isinstance(value, list) or not value:
+        raise VerificationError(error_class)
+    rows = []
+    for row in value:
+        if not isinstance(row, dict) or any(field not in row for field in PACKAGE_FIELDS):
+            raise VerificationError(error_class)
+        rows.append({field: row[field] for field in PACKAGE_FIELDS})
+    return rows
+
+
+def _check_tarball(bundle: Path, row: dict[str, Any]) -> dict[str, Any]:
+    relative = PurePosixPath(str(row["tarball_path"]))
+    if (
+        relative.is_absolute()
+        or ".." in relative.parts
+        or relative.parts[:1] != ("tarballs",)
+        or len(relative.parts) != 2
+    ):
+        raise VerificationError("artifact_bundle_invalid")
+    path = bundle / relative
+    try:
+        data = path.read_bytes()
+    except OSError:
+        raise VerificationError("artifact_tarball_unreadable") from None
+    sha512 = hashlib.sha512(data).hexdigest()
+    if (
+        sha512 != row["tarball_sha512_hex"]
+        or _sha256(data) != row["tarball_sha256_hex"]
+        or len(data) != row["size"]
+    ):
+        raise VerificationError("artifact_tarball_checksum_mismatch")
+    return {"key": f"{row['name']}@{row['version']}", "tarball_sha512_hex": sha512, "status": "passed"}
+
+
+def _check_sbom(sbom: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    if sbom.get("bomFormat") != "CycloneDX" or sbom.get("specVersion") != "1.5":
+        raise VerificationError("artifact_bundle_sbom_contract_invalid")
+    components = sbom.get("components")
+    if not isinstance(components, list):
+        raise VerificationError("artifact_bundle_sbom_contract_invalid")
+    observed = set()
+    for component in components:
+        if not isinstance(component, dict):
+            raise VerificationError("artifact_bundle_sbom_contract_invalid")
+        name = (
+            f"{component['group']}/{component['name']}" if component.get("group") else component.get("name")
+        )
+        hashes = {
+            h.get("alg"): h.get("content") for h in component.get("hashes") or [] if isinstance(h, dict)
+        }
+        observed.add((name, component.get("version"), hashes.get("SHA-512"), hashes.get("SHA-256")))
+    expected = {(r["name"], r["version"], r["tarball_sha512_hex"], r["tarball_sha256_hex"]) for r in rows}
+    if observed != expected or len(components) != len(rows):
+        raise VerificationError("artifact_bundle_sbom_contract_invalid")
+
+
+def _check_policy(policy_file: Path, lock: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    try:
+        policy = tomllib.loads(policy_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        raise VerificationError("adapter_policy_invalid") from None
+    artifacts = policy.get("artifacts")
+    if not isinstance(artifacts, list) or not all(isinstance(a, dict) for a in artifacts):
+        raise VerificationError("adapter_policy_invalid")
+    ordered = sorted(artifacts, key=lambda a: (a.get("ecosystem", ""), a.get("name", "")))
+    if _sha256(canonical_json(ordered).encode("utf-8")) != lock.get("artifact_set_sha256"):
+        raise VerificationError("artifact_receipt_chain_invalid")
+    pinned = {(a.get("ecosystem"), a.get("name"), a.get("version"), a.get("sha512")) for a in artifacts}
+    bundled = {(r["ecosystem"], r["name"], r["version"], r["tarball_sha512_hex"]) for r in rows}
+    if pinned != bundled:
+        raise VerificationError("artifact_bundle_package_set_mismatch")
+
+
+def _verify(bundle: Path, policy_file: Path | None, expected_lock_sha256: str | None) -> dict[str, Any]:
+    lock_raw, lock = _read_json(bundle / "lock-receipt.json", "artifact_bundle_invalid")
+    lock_sha = _sha256(lock_raw)
+    if expected_lock_sha256 is not None and lock_sha != expected_lock_sha256:
+        raise VerificationError("artifact_receipt_chain_invalid")
+    if (
+        lock.get("schema_version") != LOCK_RECEIPT_SCHEMA_VERSION
+        or lock.get("promotion_allowed") is not False
+    ):
+        raise VerificationError("artifact_bundle_invalid")
+    manifest_raw, manifest = _read_json(bundle / "bundle-manifest.json", "artifact_bundle_invalid")
+    if _sha256(manifest_raw) != lock.get("bundle_manifest_sha256"):
+        raise VerificationError("artifact_bundle_manifest_checksum_mismatch")
+    sbom_raw, sbom = _read_json(bundle / "sbom.cdx.json", "artifact_bundle_invalid")
+    if _sha256(sbom_raw) != lock.get("cyclonedx_sbom_sha256"):
+        raise VerificationError("artifact_bundle_sbom_checksum_mismatch")
+    rows = _package_rows(manifest.get("packages"), "artifact_bundle_invalid")
+    if (
+        manifest.get("schema_version") != BUNDLE_SCHEMA_VERSION
+        or manifest.get("adapter_id") != lock.get("adapter_id")
+        or manifest.get("artifact_set_sha256") != lock.get("artifact_set_sha256")
+        or manifest.get("package_count") != len(rows)
+    ):
+        raise VerificationError("artifact_bundle_invalid")
+    if rows != _package_rows(lock.get("packages"), "artifact_bundle_invalid"):
+        raise VerificationError("artifact_bundle_package_set_mismatch")
+    checked = [_check_tarball(bundle, row) for row in rows]
+    _check_sbom(sbom, rows)
+    if policy_file is not None:
+        _check_policy(policy_file, lock, rows)
+    return {
+        "adapter_id": lock.get("adapter_id"),
+        "lock_run_id": lock.get("run_id"),
+        "lock_receipt_sha256": lock_sha,
+        "bundle_manifest_sha256": lock["bundle_manifest_sha256"],
+        "cyclonedx_sbom_sha256": lock["cyclonedx_sbom_sha256"],
+        "artifact_set_sha256": lock.get("artifact_set_sha256"),
+        "packages": checked,
+    }
+
+
+def verify_bundle(
+    bundle: Path, *, policy_file: Path | None = None, expected_lock_sha256: str | None = None
+) -> tuple[dict[str, Any], str]:
+    """Verify a bundle and write ``verifier-receipt.json`` into it; returns the receipt and its sha256."""
+    run_id = str(uuid.uuid4())
+    base: dict[str, Any] = {
+        "schema_version": VERIFIER_RECEIPT_SCHEMA_VERSION,
+        "run_id": run_id,
+        "observed_at": datetime.now(UTC).isoformat(),
+        "promotion_allowed": False,
+    }
+    implementation = "standalone_stdlib_only_no_lock_import"
+    try:
+        result = _verify(bundle, policy_file, expected_lock_sha256)
+    except VerificationError as exc:
+        receipt = {**base, "status": "blocked_with_safe_next_action", "error_class": str(exc)}
+        receipt["independent_post_verifier"] = {"implementation": implementation, "status": "failed"}
+    else:
+        receipt = {**base, **result, "status": "completed_verified"}
+        receipt["independent_post_verifier"] = {"implementation": implementation, "status": "passed"}
+    data = canonical_json(receipt).encode("utf-8") + b"\n"
+    if bundle.is_dir():
+        (bundle / "verifier-receipt.json").write_bytes(data)
+    return receipt, _sha256(data)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: print the verifier receipt; exit 1 when the bundle does not verify."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("bundle", type=Path)
+    parser.add_argument("--policy", type=Path)
+    parser.add_argument("--lock-receipt-sha256")
+    args = parser.parse_args(argv)
+    receipt, _ = verify_bundle(
+        args.bundle, policy_file=args.policy, expected_lock_sha256=args.lock_receipt_sha256
+    )
+    sys.stdout.write(canonical_json(receipt) + "\n")
+    return 0 if receipt["status"] == "completed_verified" else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,129 @@
+"""A tiny stdio MCP server (standard library only) whose tools and behaviour come from the environment.
+
+It runs under any ``python3`` (inside a sandbox too) and is packaged as an npm-style tarball by
+:func:`package_files`, so tests can lock, verify and replay it like a real upstream.
+
+- ``BATON_TEST_MCP_TOOLS``: JSON list of tool definitions (or ``BATON_TEST_MCP_TOOLS_FILE``: a path).
+- ``BATON_TEST_MCP_MODE``: ``normal`` (default), ``silent`` (never answers), ``huge_line`` (answers
+  initialize with a 3 MiB line), ``ignore_eof`` (keeps running after stdin closes), ``non_json``,
+  ``wrong_id``, ``error``, ``roots_first`` (asks ``roots/list`` and announces ``tools/list_changed``
+  before answering tools/list; lists one more tool when the client granted roots).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SERVER_NAME = "baton-test-mcp"
+SERVER_VERSION = "1.0.0"
+DEFAULT_TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "echo",
+        "description": "Echo the text back.",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        "annotations": {"readOnlyHint": True},
+    },
+    {
+        "name": "delete_everything",
+        "description": "A dangerous tool a policy should deny.",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
+]
+
+
+def tools() -> list[dict[str, Any]]:
+    """The tool list from the environment (or the defaults)."""
+    if os.environ.get("BATON_TEST_MCP_TOOLS_FILE"):
+        return list(json.loads(Path(os.environ["BATON_TEST_MCP_TOOLS_FILE"]).read_text(encoding="utf-8")))
+    if os.environ.get("BATON_TEST_MCP_TOOLS"):
+        return list(json.loads(os.environ["BATON_TEST_MCP_TOOLS"]))
+    return DEFAULT_TOOLS
+
+
+def send(message: dict[str, Any]) -> None:
+    """Write one JSON-RPC message as a line on stdout."""
+    sys.stdout.write(json.dumps(message, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def answer(request: dict[str, Any], mode: str, state: dict[str, Any]) -> None:
+    """Answer one request according to ``mode``."""
+    method, request_id = request.get("method"), request.get("id")
+    if method == "initialize":
+        state["client_capabilities"] = request.get("params", {}).get("capabilities", {})
+        result = {
+            "protocolVersion": request.get("params", {}).get("protocolVersion"),
+            "capabilities": {"tools": {"listChanged": mode == "roots_first"}},
+            "serverInfo": {"name": SERVER_NAME, "version": SERVER_VERSION},
+        }
+        if mode == "huge_line":
+            result["instructions"] = "x" * (3 * 1024 * 1024)
+        if mode == "non_json":
+            sys.stdout.write("this is not json\n")
+            sys.stdout.flush()
+            return
+        response: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        if mode == "wrong_id":
+            response["id"] = 999
+        if mode == "error":
+            response = {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32603, "message": "broken"}}
+        send(response)
+    elif method == "tools/list":
+        listed = tools()
+        if mode == "roots_first":
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            send({"jsonrpc": "2.0", "id": "s1", "method": "roots/list"})
+            reply = json.loads(sys.stdin.readline() or "{}")
+            if "result" in reply:
+                listed = [*listed, {"name": "read_roots", "inputSchema": {"type": "object"}}]
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": listed}})
+    elif method == "ping":
+        send({"jsonrpc": "2.0", "id": request_id, "result": {}})
+    elif request_id is not None:
+        send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "method not found"}})
+
+
+def main() -> None:
+    """Serve until stdin closes (or, in ``ignore_eof`` mode, forever)."""
+    mode = os.environ.get("BATON_TEST_MCP_MODE", "normal")
+    state: dict[str, Any] = {}
+    for line in sys.stdin:
+        if mode == "silent" or not line.strip():
+            continue
+        answer(json.loads(line), mode, state)
+    if mode == "ignore_eof":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while True:
+            time.sleep(3600)
+
+
+def package_files(name: str = "baton-test-mcp", version: str = "1.0.0") -> dict[str, bytes | str]:
+    """The files of an npm-style package that runs this server (``package/server.py``)."""
+    manifest = {"name": name, "version": version, "bin": {name: "server.py"}, "license": "MIT"}
+    return {
+        "package/package.json": json.dumps(manifest, indent=2),
+        "package/server.py": Path(__file__).read_text(encoding="utf-8"),
+    }
+
+
+def wheel_files(name: str = "baton-test-mcp", version: str = "1.0.0") -> dict[str, bytes | str]:
+    """The files of a wheel that runs this server as ``python3 -m baton_test_mcp``."""
+    module = name.replace("-", "_")
+    info = f"{module}-{version}.dist-info"
+    return {
+        f"{module}/__init__.py": "",
+        f"{module}/__main__.py": Path(__file__).read_text(encoding="utf-8"),
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: baton.testing\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/RECORD": "",
+    }
+
+
+if __name__ == "__main__":
+    main()

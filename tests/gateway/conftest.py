@@ -1,0 +1,78 @@
+"""Gateway fixtures: a loopback npm registry, an isolated runtime and policies for the test MCP server."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from baton.config import load_settings
+from baton.gateway.policy import Policy, parse_policy, write_policy
+from baton.runtime import Runtime
+from baton.testing.mcp_stdio_server import package_files
+from baton.testing.npm_registry import NpmRegistryServer, build_tarball
+
+TEST_SERVER = "baton-test-mcp"
+
+
+@pytest.fixture
+def registry() -> Iterator[NpmRegistryServer]:
+    """A real npm-protocol registry on 127.0.0.1."""
+    with NpmRegistryServer() as server:
+        yield server
+
+
+@pytest.fixture
+def runtime(tmp_path: Path, registry: NpmRegistryServer) -> Iterator[Runtime]:
+    """A runtime with its own BATON_HOME whose npm registry is the loopback one."""
+    settings = load_settings({"BATON_HOME": str(tmp_path / "home"), "BATON_NPM_REGISTRY": registry.url})
+    opened = Runtime.open(settings)
+    yield opened
+    opened.close()
+
+
+def policy_document(adapter_id: str, tarball: bytes, **runtime: Any) -> dict[str, Any]:
+    """A policy that runs the test MCP server from ``tarball`` with python3 in the sandbox."""
+    return {
+        "adapter": {
+            "id": adapter_id,
+            "candidate": f"npm:{TEST_SERVER}@1.0.0",
+            "risk_class": "high",
+            "owner": "tests",
+            "expires_at": (datetime.now(UTC) + timedelta(days=1)).isoformat(),
+        },
+        "artifacts": [
+            {
+                "ecosystem": "npm",
+                "name": TEST_SERVER,
+                "version": "1.0.0",
+                "sha512": hashlib.sha512(tarball).hexdigest(),
+            }
+        ],
+        "runtime": {
+            "entrypoint": ["python3", f"node_modules/{TEST_SERVER}/server.py"],
+            "startup_timeout_seconds": 10,
+            "shutdown_timeout_seconds": 2,
+            **runtime,
+        },
+        "tools": {"allowed": ["echo"], "denied": ["delete_everything"]},
+    }
+
+
+def publish_server(registry: NpmRegistryServer, tarball: bytes | None = None) -> bytes:
+    """Publish the test MCP server (or other bytes under its name) and return the tarball."""
+    tarball = tarball if tarball is not None else build_tarball(package_files())
+    registry.publish(TEST_SERVER, "1.0.0", tarball, bin={TEST_SERVER: "server.py"})
+    return tarball
+
+
+def install_policy(runtime: Runtime, document: dict[str, Any], *, check_expiry: bool = True) -> Path:
+    """Write a policy into BATON_HOME/adapters and return its path."""
+    policy: Policy = parse_policy(document, check_expiry=check_expiry)
+    path = runtime.settings.home / "adapters" / f"{policy.id}.toml"
+    write_policy(path, policy)
+    return path

@@ -1,0 +1,117 @@
+"""Adapter policies fail closed, each failure with its own error class."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from baton.errors import GatewayError
+from baton.gateway.policy import load_policy, parse_policy, write_policy
+
+
+def valid_document() -> dict[str, Any]:
+    return {
+        "adapter": {
+            "id": "demo",
+            "candidate": "npm:demo@1.0.0",
+            "risk_class": "high",
+            "owner": "platform",
+            "expires_at": (datetime.now(UTC) + timedelta(days=30)).isoformat(),
+        },
+        "artifacts": [{"ecosystem": "npm", "name": "demo", "version": "1.0.0", "sha512": "a" * 128}],
+        "runtime": {"entrypoint": ["node", "node_modules/demo/cli.js"]},
+        "tools": {"allowed": ["read"], "denied": ["write"]},
+    }
+
+
+def error_class_of(document: dict[str, Any]) -> str:
+    with pytest.raises(GatewayError) as info:
+        parse_policy(document)
+    return info.value.error_class
+
+
+def test_a_valid_policy_parses_with_fail_closed_defaults() -> None:
+    policy = parse_policy(valid_document())
+    assert policy.runtime.network == "none"
+    assert policy.runtime.user == "65534:65534"
+    assert policy.runtime.cap_drop == ["ALL"]
+    assert policy.client.capabilities == {}
+    assert policy.contract is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("network", "host"),
+        ("read_only_root", False),
+        ("no_new_privileges", False),
+        ("cap_drop", ["NET_ADMIN"]),
+        ("user", "0:0"),
+    ],
+)
+def test_weakened_isolation_is_its_own_error_class(field: str, value: Any) -> None:
+    document = valid_document()
+    document["runtime"][field] = value
+    assert error_class_of(document) == "adapter_isolation_weakened"
+
+
+def test_an_expired_policy_is_refused() -> None:
+    document = valid_document()
+    document["adapter"]["expires_at"] = (datetime.now(UTC) - timedelta(seconds=1)).isoformat()
+    assert error_class_of(document) == "adapter_policy_expired"
+
+
+def test_a_tool_both_allowed_and_denied_is_refused() -> None:
+    document = valid_document()
+    document["tools"]["denied"].append("read")
+    assert error_class_of(document) == "adapter_tool_overlap"
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda d: d["adapter"].update(expires_at="2030-01-01T00:00:00"),
+        lambda d: d["adapter"].update(id="Bad_Id"),
+        lambda d: d["artifacts"][0].update(sha512="abc"),
+        lambda d: d["artifacts"][0].update(name="../../etc"),
+        lambda d: d["artifacts"][0].update(name="@scope/../x"),
+        lambda d: d["artifacts"][0].update(version="1.0.0/../../x"),
+        lambda d: d["artifacts"].append(copy.deepcopy(d["artifacts"][0])),
+        lambda d: d["runtime"].update(pids_limit=0),
+        lambda d: d["runtime"].update(memory_limit="lots"),
+        lambda d: d["runtime"].update(env={"OPENAI_API_KEY": "x"}),
+        lambda d: d["runtime"].update(sandbox="docker"),
+        lambda d: d["tools"].update(approval_required=["write"]),
+        lambda d: d.update(extra_section={}),
+        lambda d: d.update(client={"capabilities": {"telepathy": {}}}),
+        lambda d: d["runtime"].update(pids_limit="10"),
+    ],
+)
+def test_every_other_malformed_field_is_adapter_policy_invalid(mutate: Any) -> None:
+    document = valid_document()
+    mutate(document)
+    assert error_class_of(document) == "adapter_policy_invalid"
+
+
+def test_policies_round_trip_through_toml_with_a_stable_checksum(tmp_path: Path) -> None:
+    policy = parse_policy(valid_document())
+    path = tmp_path / "demo.toml"
+    checksum = write_policy(path, policy)
+    loaded, again = load_policy(path)
+    assert loaded == policy
+    assert again == checksum
+
+
+def test_missing_and_unreadable_policy_files_fail_closed(tmp_path: Path) -> None:
+    with pytest.raises(GatewayError) as missing:
+        load_policy(tmp_path / "nope.toml")
+    assert missing.value.error_class == "adapter_not_found"
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[adapter\n", encoding="utf-8")
+    with pytest.raises(GatewayError) as broken:
+        load_policy(bad)
+    assert broken.value.error_class == "adapter_policy_invalid"
