@@ -123,6 +123,7 @@ ERROR_CLASSES: dict[str, str] = {
     "mcp_upstream_failed": "The upstream server crashed or failed during a proxied call.",
     "mcp_upstream_timeout": "A proxied call did not finish within its timeout.",
     "tool_denied": "The adapter's policy does not allow this tool.",
+    "mcp_upstream_tool_error": "The upstream tool ran and reported an error (isError); its text is in error.",
     # campaign
     "campaign_config_incomplete": "The campaign was asked for something its configuration cannot provide.",
     "campaign_bundle_invalid": "A campaign bundle's manifest does not match its files.",

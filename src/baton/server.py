@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
+from pydantic import TypeAdapter
 
 from baton import __version__
 from baton.errors import ConfigError
@@ -29,6 +30,7 @@ TOOL_GROUPS: tuple[str, ...] = (
     "baton.timers.tools",
     "baton.hitl.tools",
     "baton.ping",
+    "baton.gateway.tools",
 )
 
 INSTRUCTIONS = (
@@ -73,12 +75,7 @@ def build_server(registry: ToolRegistry) -> Server[Any]:
             session=session,
         )
         result = await registry.call(params.name, params.arguments, context)
-        text = json.dumps(result, ensure_ascii=False, default=str)
-        return types.CallToolResult(
-            content=[types.TextContent(text=text)],
-            structured_content=result,
-            is_error=not result.get("success", False),
-        )
+        return tool_result(result)
 
     return Server(
         "baton",
@@ -86,6 +83,19 @@ def build_server(registry: ToolRegistry) -> Server[Any]:
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+    )
+
+
+def tool_result(result: dict[str, Any]) -> types.CallToolResult:
+    """A registry result as MCP: JSON text, or a proxied upstream's own content blocks (``mcp_content``)."""
+    upstream = result.pop("mcp_content", None)
+    if isinstance(upstream, list):
+        adapter = TypeAdapter(list[types.ContentBlock])
+        content: list[Any] = adapter.validate_python(upstream)
+    else:
+        content = [types.TextContent(text=json.dumps(result, ensure_ascii=False, default=str))]
+    return types.CallToolResult(
+        content=content, structured_content=result, is_error=not result.get("success", False)
     )
 
 

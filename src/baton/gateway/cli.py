@@ -10,7 +10,8 @@ from rich.table import Table
 from baton.errors import BatonError
 
 app = typer.Typer(
-    help="Govern external MCP servers: lock, verify, check, replay, list.", no_args_is_help=True
+    help="Govern external MCP servers: lock, verify, check, replay, promote, demote, list.",
+    no_args_is_help=True,
 )
 
 
@@ -79,6 +80,22 @@ def replay(
     result = _run(replay_adapter, adapter, apply=apply, record=record_contract)
     result.pop("receipt", None)
     _print(result)
+
+
+@app.command()
+def promote(adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")]) -> None:
+    """Make the adapter live in baton serve (only after a passing replay under the current policy)."""
+    from baton.gateway.promotion import promote as promote_adapter
+
+    _print(_run(promote_adapter, adapter))
+
+
+@app.command()
+def demote(adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")]) -> None:
+    """Take a promoted adapter out of service (its tools disappear from baton serve)."""
+    from baton.gateway.promotion import demote as demote_adapter
+
+    _print(_run(demote_adapter, adapter))
 
 
 @app.command("list")

@@ -24,11 +24,11 @@ SHA512_PATTERN = r"^[0-9a-f]{128}$"
 #: npm (optionally scoped) and PyPI names; no path separators beyond the scope's one slash, no "..".
 PACKAGE_NAME_PATTERN = r"^(?:@[a-z0-9][a-z0-9._~-]*/)?[A-Za-z0-9][A-Za-z0-9._~-]*$"
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
+ORIGIN_PATTERN = r"^https?://[A-Za-z0-9.-]{1,253}(?::[0-9]{1,5})?$"
 SIZE_PATTERN = re.compile(r"^([1-9][0-9]*)([kmg]?)$")
 DEFAULT_PROTOCOL_VERSION = "2025-11-25"
 #: Isolation settings a policy must state exactly; anything else is a weakened sandbox.
 REQUIRED_ISOLATION: dict[str, Any] = {
-    "network": "none",
     "read_only_root": True,
     "no_new_privileges": True,
     "cap_drop": ["ALL"],
@@ -99,7 +99,12 @@ class RuntimeSpec(_Strict):
     entrypoint: list[str] = Field(min_length=1)
     arguments: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
-    network: Literal["none"] = "none"
+    #: ``allowlist`` grants, at run time only, egress to ``allowed_origins`` through baton's proxy.
+    network: Literal["none", "allowlist"] = "none"
+    allowed_origins: list[str] = Field(default_factory=list, max_length=64)
+    #: A browser adapter: /dev/shm in the sandbox and ``--headless`` following BROWSER_HEADLESS.
+    browser: bool = False
+    call_timeout_seconds: int = Field(default=60, gt=0, le=3600)
     read_only_root: Literal[True] = True
     no_new_privileges: Literal[True] = True
     cap_drop: list[Literal["ALL"]] = Field(default_factory=lambda: _drop_all(), min_length=1, max_length=1)
@@ -121,6 +126,14 @@ class RuntimeSpec(_Strict):
     def _size(cls, value: str) -> str:
         if not SIZE_PATTERN.fullmatch(value):
             raise ValueError("memory_limit takes a size such as 512m or 2g")
+        return value
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        for origin in value:
+            if not re.fullmatch(ORIGIN_PATTERN, origin):
+                raise ValueError(f"allowed origin {origin!r} is not scheme://host[:port]")
         return value
 
     @field_validator("env")
@@ -172,6 +185,8 @@ class Tools(_Strict):
     allowed: list[str] = Field(default_factory=list)
     denied: list[str] = Field(default_factory=list)
     approval_required: list[str] = Field(default_factory=list)
+    #: Write the arguments themselves into call receipts (default: only their sha256).
+    record_arguments: bool = False
 
     @field_validator("allowed", "denied", "approval_required")
     @classmethod
@@ -203,6 +218,8 @@ class Policy(_Strict):
             raise ValueError("pypi artifacts need the wheel filename and the registry's sha256")
         if not set(self.tools.approval_required) <= set(self.tools.allowed):
             raise ValueError("approval_required names a tool that is not allowed")
+        if (self.runtime.network == "allowlist") != bool(self.runtime.allowed_origins):
+            raise ValueError("network='allowlist' needs allowed_origins, and only it takes them")
         if self.runtime.sandbox == "docker" and self.runtime.image is None:
             raise ValueError("the docker sandbox needs an image pinned by digest")
         return self
@@ -226,6 +243,12 @@ def parse_policy(raw: dict[str, Any], *, now: datetime | None = None, check_expi
     """Validate a policy document; raises the most specific error class for the first failure."""
     runtime = raw.get("runtime")
     if isinstance(runtime, dict):
+        if runtime.get("network", "none") not in ("none", "allowlist"):
+            raise GatewayError(
+                "adapter_isolation_weakened",
+                f"The policy sets runtime.network to {runtime['network']!r}; only 'none' or 'allowlist'.",
+                field="runtime.network",
+            )
         for field, required in REQUIRED_ISOLATION.items():
             if field in runtime and runtime[field] != required:
                 raise GatewayError(

@@ -16,7 +16,14 @@ from typing import Any
 
 from baton.errors import GatewayError
 from baton.gateway import state
-from baton.gateway.contract import ToolContract, check_partition, compare, pins_for, tool_contract
+from baton.gateway.contract import (
+    DEFINITION_FIELDS,
+    ToolContract,
+    check_partition,
+    compare,
+    pins_for,
+    tool_contract,
+)
 from baton.gateway.extract import Extracted, materialize
 from baton.gateway.policy import Policy, Tools, load_policy, policy_path, write_policy
 from baton.gateway.protocol import JsonRpcPipe, Session, exchange, shut_down, stop
@@ -36,6 +43,7 @@ class Observation:
     server: dict[str, str]
     server_capabilities: dict[str, Any]
     tools: ToolContract
+    definitions: list[dict[str, Any]]
     session: Session
     sandbox: str
     sandbox_removed: bool
@@ -80,7 +88,12 @@ def observe(policy: Policy, sandbox: Sandbox, spec: SandboxSpec, session: Sessio
             for stream in (process.stdin, process.stdout):
                 if stream is not None and not stream.closed:
                     stream.close()
-    return Observation(server, capabilities, tool_contract(tools), session, sandbox.name, removed)
+    contract = tool_contract(tools)
+    definitions = sorted(
+        ({key: tool[key] for key in DEFINITION_FIELDS if key in tool} for tool in tools),
+        key=lambda tool: str(tool["name"]),
+    )
+    return Observation(server, capabilities, contract, definitions, session, sandbox.name, removed)
 
 
 def run_in_sandbox(policy: Policy, bundle: Path, session: Session) -> tuple[Observation, Extracted]:
@@ -194,6 +207,7 @@ def build_receipt(
             "server_requests": session.server_requests,
             "notifications": session.notifications,
         },
+        "tool_definitions": observation.definitions,
         "tool_call_performed": False,
         "browser_started": False,
         "production_write_performed": False,

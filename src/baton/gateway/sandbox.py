@@ -49,6 +49,8 @@ class SandboxSpec:
     image: str | None = None
     platform: str = "linux/amd64"
     extra_ro_binds: tuple[tuple[Path, str], ...] = ()
+    #: Further tmpfs mounts (a browser's /dev/shm), after /dev.
+    extra_tmpfs: tuple[str, ...] = ()
 
     def tmpfs_path_and_size(self) -> tuple[str, int | None]:
         """The tmpfs mount point and its size in bytes (when the spec states one)."""
@@ -167,6 +169,8 @@ class BubblewrapSandbox:
             "--tmpfs", tmp_path,
             "--ro-bind", str(spec.workdir), SANDBOX_WORKDIR,
         ]  # fmt: skip
+        for mount in spec.extra_tmpfs:
+            args += ["--tmpfs", mount]
         for source, target in spec.extra_ro_binds:
             args += ["--ro-bind", str(source), target]
         args += ["--remount-ro", "/", "--chdir", SANDBOX_WORKDIR, "--clearenv"]

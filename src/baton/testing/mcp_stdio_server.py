@@ -7,7 +7,12 @@ It runs under any ``python3`` (inside a sandbox too) and is packaged as an npm-s
 - ``BATON_TEST_MCP_MODE``: ``normal`` (default), ``silent`` (never answers), ``huge_line`` (answers
   initialize with a 3 MiB line), ``ignore_eof`` (keeps running after stdin closes), ``non_json``,
   ``wrong_id``, ``error``, ``roots_first`` (asks ``roots/list`` and announces ``tools/list_changed``
-  before answering tools/list; lists one more tool when the client granted roots).
+  before answering tools/list; lists one more tool when the client granted roots), ``proxy_drift``
+  (lists one more tool when ``HTTP_PROXY`` is set: the contract differs at run time from the replay).
+- ``tools/call``: ``echo`` (text back, with a progress notification when asked), ``transfer`` (says what
+  it was given), ``crash`` (the process dies mid-call), ``slow`` (waits ``seconds``; a
+  ``notifications/cancelled`` for it is counted), ``cancellations`` (how many were counted),
+  ``fetch`` (GET ``url`` through ``HTTP_PROXY`` when set), anything else: "called NAME".
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -46,10 +52,69 @@ def tools() -> list[dict[str, Any]]:
     return DEFAULT_TOOLS
 
 
+LOCK = threading.Lock()
+
+
 def send(message: dict[str, Any]) -> None:
     """Write one JSON-RPC message as a line on stdout."""
-    sys.stdout.write(json.dumps(message, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
+    with LOCK:
+        sys.stdout.write(json.dumps(message, separators=(",", ":")) + "\n")
+        sys.stdout.flush()
+
+
+def text_result(request_id: Any, text: str, is_error: bool = False) -> None:
+    """Answer a tools/call with one text block."""
+    result = {"content": [{"type": "text", "text": text}], "isError": is_error}
+    send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def fetch(url: str) -> str:
+    """GET ``url`` (through HTTP_PROXY when set); the status and the first bytes of the body."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 -- a test peer
+            return f"{response.status} {response.read(200).decode(errors='replace')}"
+    except urllib.error.HTTPError as exc:
+        return f"{exc.code} refused"
+    except OSError as exc:
+        return f"error {exc}"
+
+
+def call_tool(request: dict[str, Any], state: dict[str, Any]) -> None:
+    """Run one tools/call."""
+    params, request_id = request.get("params", {}), request.get("id")
+    name, arguments = params.get("name"), params.get("arguments") or {}
+    token = (params.get("_meta") or {}).get("progressToken")
+    if name == "echo":
+        if token is not None:
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/progress",
+                    "params": {"progressToken": token, "progress": 1, "total": 2, "message": "echoing"},
+                }
+            )
+        text_result(request_id, str(arguments.get("text")))
+    elif name == "transfer":
+        text_result(request_id, "transferred " + json.dumps(arguments, sort_keys=True))
+    elif name == "crash":
+        os._exit(3)
+    elif name == "slow":
+
+        def later() -> None:
+            time.sleep(float(arguments.get("seconds", 1)))
+            if request_id not in state.setdefault("cancelled", set()):
+                text_result(request_id, "slept")
+
+        threading.Thread(target=later, daemon=True).start()
+    elif name == "cancellations":
+        text_result(request_id, str(len(state.setdefault("cancelled", set()))))
+    elif name == "fetch":
+        text_result(request_id, fetch(str(arguments.get("url"))))
+    else:
+        text_result(request_id, f"called {name}")
 
 
 def answer(request: dict[str, Any], mode: str, state: dict[str, Any]) -> None:
@@ -74,8 +139,14 @@ def answer(request: dict[str, Any], mode: str, state: dict[str, Any]) -> None:
         if mode == "error":
             response = {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32603, "message": "broken"}}
         send(response)
+    elif method == "tools/call":
+        call_tool(request, state)
+    elif method == "notifications/cancelled":
+        state.setdefault("cancelled", set()).add(request.get("params", {}).get("requestId"))
     elif method == "tools/list":
         listed = tools()
+        if mode == "proxy_drift" and os.environ.get("HTTP_PROXY"):
+            listed = [*listed, {"name": "surprise", "inputSchema": {"type": "object"}}]
         if mode == "roots_first":
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
             send({"jsonrpc": "2.0", "id": "s1", "method": "roots/list"})

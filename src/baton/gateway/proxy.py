@@ -1,0 +1,279 @@
+"""The proxy: every live adapter's allowed tools as ``{adapter_id}__{tool}``, deny by default.
+
+Listing reads the pinned schemas from the policy's replay receipt (no upstream starts); a call goes
+through the policy (denied → ``tool_denied``), an approval when the tool needs one, then the upstream
+(:class:`~baton.gateway.upstream.Upstream`), and always ends in a ``gateway_call`` receipt.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from sqlalchemy import desc, select
+
+from baton.errors import BatonError, GatewayError, HitlError
+from baton.gateway import promotion
+from baton.gateway.promotion import LiveAdapter
+from baton.gateway.upstream import Upstream
+from baton.receipts import canonical_json, sha256_hex
+from baton.runtime import Runtime
+from baton.schema import receipts
+from baton.toolkit import CallContext, DynamicTools
+
+log = logging.getLogger("baton.gateway")
+SEPARATOR = "__"
+
+
+class Adapter:
+    """One live adapter: its policy, its pinned tool definitions and its upstream."""
+
+    def __init__(self, runtime: Runtime, live: LiveAdapter, proxy: GatewayProxy) -> None:
+        self.policy = live.policy
+        self.row = live.row
+        self.id = live.policy.id
+        self.definitions = pinned_definitions(runtime, live)
+        self.upstream = Upstream(
+            runtime, live.policy, lambda error, evidence: proxy.block(self, error, evidence)
+        )
+        self.block: GatewayError | None = None
+        if live.row["state"] == "blocked":
+            self.block = GatewayError(
+                live.row.get("error_class") or "adapter_blocked",
+                f"Adapter {self.id} is blocked: {live.row.get('block_reason')}. Re-lock, replay and promote it.",
+                adapter_id=self.id,
+            )
+
+
+def pinned_definitions(runtime: Runtime, live: LiveAdapter) -> dict[str, dict[str, Any]]:
+    """The allowed tools' definitions as the replay recorded them (name → definition)."""
+    receipt = promotion.replay_receipt(runtime, live.policy.id, live.row["replay_receipt_sha256"] or "")
+    listed = (receipt or {}).get("tool_definitions") or []
+    allowed = set(live.policy.tools.allowed)
+    return {tool["name"]: tool for tool in listed if tool.get("name") in allowed}
+
+
+class GatewayProxy(DynamicTools):
+    """The registry's dynamic tool source for live adapters."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.adapters: dict[str, Adapter] = {}
+        self.group: TaskGroup | None = None
+        self._ready = anyio.Event()
+        self._consumed: set[str] = set()
+        self.load()
+
+    def load(self) -> None:
+        """(Re)read the live adapters from the store."""
+        self.adapters = {
+            live.policy.id: Adapter(self.runtime, live, self)
+            for live in promotion.live_adapters(self.runtime)
+        }
+
+    async def run(self) -> None:
+        """The server-lifetime task group the upstreams run in; stops them all on shutdown."""
+        try:
+            async with anyio.create_task_group() as group:
+                self.group = group
+                self._ready.set()
+                await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                for adapter in self.adapters.values():
+                    await adapter.upstream.close()
+
+    def split(self, name: str) -> tuple[Adapter, str] | None:
+        """``(adapter, tool)`` for a proxied name, or None when no live adapter has that prefix."""
+        adapter_id, sep, tool = name.partition(SEPARATOR)
+        adapter = self.adapters.get(adapter_id)
+        return (adapter, tool) if sep and adapter is not None and tool else None
+
+    def owns(self, name: str) -> bool:
+        """Every name under a live adapter's prefix, so denied names get ``tool_denied``."""
+        return self.split(name) is not None
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """Only allowed tools, with the upstream's pinned schemas."""
+        tools = []
+        for adapter in self.adapters.values():
+            for name, definition in sorted(adapter.definitions.items()):
+                listed = {
+                    k: v
+                    for k, v in definition.items()
+                    if k in ("title", "description", "inputSchema", "outputSchema", "annotations")
+                }
+                listed.pop("outputSchema", None)  # results are wrapped in baton's envelope
+                tools.append({**listed, "name": f"{adapter.id}{SEPARATOR}{name}"})
+        return tools
+
+    def block(self, adapter: Adapter, error: GatewayError, evidence: dict[str, Any]) -> None:
+        """Drift seen at an upstream start: block the adapter in memory and in the store."""
+        adapter.block = error
+        promotion.block_at_runtime(self.runtime, adapter.id, error, evidence)
+
+    async def call(self, name: str, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
+        """Policy, approval, upstream; one ``gateway_call`` receipt whatever happens."""
+        split = self.split(name)
+        assert split is not None
+        adapter, tool = split
+        started = time.perf_counter()
+        frozen: dict[str, Any] = json.loads(canonical_json(arguments))
+        outcome: dict[str, Any] = {}
+        approval: dict[str, Any] | None = None
+        try:
+            self._admit(adapter, tool)
+            if tool in adapter.policy.tools.approval_required:
+                approval = await self._approve(adapter, tool, frozen, context)
+            result = await self._forward(adapter, tool, frozen, context)
+            outcome = {"success": result["success"], "error_class": result.get("error_class")}
+            return {**result, **({"approval": approval} if approval else {})}
+        except BatonError as exc:
+            outcome = {"success": False, "error_class": exc.error_class}
+            if approval:
+                exc.details.setdefault("approval", approval)
+            raise
+        finally:
+            self._receipt(adapter, tool, frozen, time.perf_counter() - started, outcome, approval)
+
+    def _admit(self, adapter: Adapter, tool: str) -> None:
+        if tool not in adapter.policy.tools.allowed or tool not in adapter.definitions:
+            raise GatewayError(
+                "tool_denied",
+                f"The policy of adapter {adapter.id} does not allow {tool!r}.",
+                adapter_id=adapter.id,
+            )
+        if adapter.block is not None:
+            raise GatewayError(
+                adapter.block.error_class, adapter.block.message, adapter_id=adapter.id, blocked=True
+            )
+
+    async def _approve(
+        self, adapter: Adapter, tool: str, arguments: dict[str, Any], context: CallContext
+    ) -> dict[str, Any]:
+        """A single-use HITL approval bound to sha256(canonical arguments); raises unless approved."""
+        from baton.hitl.broker import get_broker
+        from baton.hitl.records import NewRequest
+        from baton.hitl.tools import wait_for_outcome
+
+        digest = sha256_hex(canonical_json(arguments))
+        broker = get_broker(self.runtime)
+        message = f"Allow adapter {adapter.id} to run its tool {tool} with exactly these arguments?"
+        request_context = {
+            "adapter_id": adapter.id,
+            "tool": tool,
+            "arguments": arguments,
+            "arguments_sha256": digest,
+        }
+        view = await broker.create(NewRequest("approval", message, request_context))
+        decided = await wait_for_outcome(broker, view, context, None, time.time())
+        request_id = view["request_id"]
+        if request_id in self._consumed:
+            raise HitlError(
+                "approval_denied", f"The approval {request_id} was already used.", request_id=request_id
+            )
+        self._consumed.add(request_id)
+        approval = {
+            "request_id": request_id,
+            "arguments_sha256": digest,
+            **self._decision_receipt(request_id),
+        }
+        if not decided.get("approved"):
+            raise HitlError(
+                "approval_denied",
+                f"The human rejected {adapter.id}{SEPARATOR}{tool}; nothing was sent upstream.",
+                request_id=request_id,
+                admin_notes=decided.get("admin_notes"),
+                approval=approval,
+            )
+        return approval
+
+    def _decision_receipt(self, request_id: str) -> dict[str, Any]:
+        """seq and sha256 of the ``hitl_decided`` receipt of ``request_id``."""
+        query = select(receipts.c.seq, receipts.c.sha256, receipts.c.payload).where(
+            receipts.c.kind == "hitl_decided"
+        )
+        with self.runtime.store.read() as connection:
+            for seq, sha, payload in connection.execute(query.order_by(desc(receipts.c.seq)).limit(200)):
+                data = payload if isinstance(payload, dict) else json.loads(payload)
+                if data.get("request_id") == request_id:
+                    return {"decision_receipt_seq": seq, "decision_receipt_sha256": sha}
+        return {"decision_receipt_seq": None, "decision_receipt_sha256": None}
+
+    async def _forward(
+        self, adapter: Adapter, tool: str, arguments: dict[str, Any], context: CallContext
+    ) -> dict[str, Any]:
+        await self._ready.wait()
+        assert self.group is not None
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            await context.progress(value, total, message)
+
+        result = await adapter.upstream.call(self.group, tool, arguments, progress)
+        return envelope(adapter.id, tool, result)
+
+    def _receipt(
+        self,
+        adapter: Adapter,
+        tool: str,
+        arguments: dict[str, Any],
+        seconds: float,
+        outcome: dict[str, Any],
+        approval: dict[str, Any] | None,
+    ) -> None:
+        payload: dict[str, Any] = {
+            "adapter_id": adapter.id,
+            "tool": tool,
+            "arguments_sha256": sha256_hex(canonical_json(arguments)),
+            "duration_seconds": round(seconds, 6),
+            "success": bool(outcome.get("success")),
+            "error_class": outcome.get("error_class", "internal_error" if not outcome else None),
+            "approval": approval,
+        }
+        if adapter.policy.tools.record_arguments:
+            payload["arguments"] = arguments
+        try:
+            self.runtime.receipts.append("gateway_call", payload)
+        except BatonError:
+            log.exception("gateway-call receipt refused")
+
+    def view(self) -> list[dict[str, Any]]:
+        """What ``mcp_list_adapters`` reports for the live adapters (the rest comes from the store)."""
+        return [
+            {
+                "adapter_id": adapter.id,
+                "live": True,
+                "blocked": adapter.block is not None,
+                "block_error_class": adapter.block.error_class if adapter.block else None,
+                "block_reason": adapter.block.message if adapter.block else None,
+                "upstream_running": adapter.upstream.running(),
+                "upstream_starts": adapter.upstream.starts,
+                "tools": sorted(f"{adapter.id}{SEPARATOR}{name}" for name in adapter.definitions),
+                "approval_required": sorted(adapter.policy.tools.approval_required),
+                "network": adapter.policy.runtime.network,
+                "allowed_origins": list(adapter.policy.runtime.allowed_origins),
+            }
+            for adapter in self.adapters.values()
+        ]
+
+
+def envelope(adapter_id: str, tool: str, result: Any) -> dict[str, Any]:
+    """baton's result for an upstream CallToolResult; the upstream's own content blocks go in ``mcp_content``."""
+    content = [block.model_dump(by_alias=True, exclude_none=True, mode="json") for block in result.content]
+    text = "\n".join(block["text"] for block in content if block.get("type") == "text")
+    value: dict[str, Any] = {
+        "success": not result.is_error,
+        "adapter_id": adapter_id,
+        "tool": tool,
+        "text": text,
+        "mcp_content": content,
+    }
+    if result.structured_content is not None:
+        value["structured_content"] = result.structured_content
+    if result.is_error:
+        value.update(error_class="mcp_upstream_tool_error", error=text[:2000] or "The upstream tool failed.")
+    return value

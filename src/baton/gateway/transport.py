@@ -1,0 +1,114 @@
+"""anyio streams to a sandboxed MCP server: the SDK's stdio transport, but with the process in our hands.
+
+The SDK's ``stdio_client`` cannot start the child as another user and does not expose the process; the
+proxy needs both (bwrap runs as host uid 65534, and a dead upstream must be noticed before a call is
+sent to it). Messages are parsed exactly as the SDK parses them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+import anyio
+import mcp_types as types
+from anyio.abc import Process
+from mcp.shared.message import SessionMessage
+
+from baton.gateway.sandbox import SANDBOX_PATH, as_nobody
+
+#: Larger than the replay's cap: a screenshot travels as one base64 line.
+MAX_LINE_BYTES = 32 * 1024 * 1024
+
+
+@dataclass
+class Pipe:
+    """The session's streams plus the process behind them."""
+
+    read: Any
+    write: Any
+    process: Process
+
+    def alive(self) -> bool:
+        """Whether the sandbox process is still running."""
+        return self.process.returncode is None
+
+
+def _parse(line: bytes) -> SessionMessage | Exception:
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:
+        return exc
+
+
+@contextlib.asynccontextmanager
+async def sandboxed_stdio(argv: list[str], stderr: IO[bytes], kill_timeout: float) -> AsyncIterator[Pipe]:
+    """Start ``argv`` (the full prlimit … bwrap … command) as uid 65534 and yield its MCP streams."""
+    user, gid, groups = as_nobody()
+    process = await anyio.open_process(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        env={"PATH": SANDBOX_PATH},
+        user=user,
+        group=gid,
+        extra_groups=groups,
+    )
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def reader() -> None:
+        assert process.stdout is not None
+        buffer = b""
+        async with read_writer:
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                async for chunk in process.stdout:
+                    buffer += chunk
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            await read_writer.send(_parse(line))
+                    if len(buffer) > MAX_LINE_BYTES:
+                        await read_writer.send(ValueError("the upstream wrote an oversized line"))
+                        process.kill()
+                        return
+
+    async def writer() -> None:
+        assert process.stdin is not None
+        async with write_reader:
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                async for message in write_reader:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await process.stdin.send(data.encode("utf-8") + b"\n")
+        await read_writer.aclose()  # a dead stdin ends the session instead of hanging a request
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(reader)
+        group.start_soon(writer)
+        try:
+            yield Pipe(read_stream, write_stream, process)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _stop(process, kill_timeout)
+                for stream in (read_stream, write_stream):
+                    await stream.aclose()
+            group.cancel_scope.cancel()
+
+
+async def _stop(process: Process, grace: float) -> None:
+    """Close stdin, give the server ``grace`` seconds, then terminate and kill (bwrap takes the tree)."""
+    if process.stdin is not None:
+        with contextlib.suppress(Exception):
+            await process.stdin.aclose()
+    for signal_it in (None, process.terminate, process.kill):
+        if signal_it is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                signal_it()
+        with anyio.move_on_after(grace):
+            await process.wait()
+        if process.returncode is not None:
+            return

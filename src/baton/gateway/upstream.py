@@ -1,0 +1,273 @@
+"""One live adapter's upstream: started lazily in the replay's sandbox, contract re-checked at every start.
+
+A supervisor task owns the transport and the official ``mcp.ClientSession`` (both are context managers
+that must open and close in one task); callers ask it to start, then call through the session. A dead
+upstream is restarted on the next call after a backoff; drift blocks the adapter for good.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from baton.errors import GatewayError
+from baton.gateway import state
+from baton.gateway.contract import compare, tool_contract
+from baton.gateway.extract import materialize
+from baton.gateway.network import EgressProxy, bridged_argv
+from baton.gateway.policy import Policy
+from baton.gateway.replay import sandbox_spec
+from baton.gateway.sandbox import BubblewrapSandbox, DockerSandbox, SandboxSpec, rlimit_prefix, sandbox_for
+from baton.gateway.transport import Pipe, sandboxed_stdio
+from baton.runtime import Runtime
+
+log = logging.getLogger("baton.gateway")
+BACKOFF_START_SECONDS = 0.5
+BACKOFF_MAX_SECONDS = 30.0
+Blocker = Callable[[GatewayError, dict[str, Any]], None]
+
+
+class Upstream:
+    """The sandboxed upstream of one adapter and the client session to it."""
+
+    def __init__(self, runtime: Runtime, policy: Policy, blocker: Blocker) -> None:
+        self.runtime = runtime
+        self.policy = policy
+        self.blocker = blocker
+        self.session: Any = None
+        self.pipe: Pipe | None = None
+        self.blocked: GatewayError | None = None
+        self.starts = 0
+        self.failures = 0
+        self._next_start = 0.0
+        self._lock = anyio.Lock()
+        self._stop: anyio.Event | None = None
+        self._ended: anyio.Event | None = None
+        self._root: Path | None = None
+        self._egress: EgressProxy | None = None
+
+    def running(self) -> bool:
+        """Whether a session is up and its process alive."""
+        return self.session is not None and self.pipe is not None and self.pipe.alive()
+
+    async def ensure(self, group: TaskGroup) -> Any:
+        """The live session, starting (or restarting after the backoff) the upstream when needed."""
+        async with self._lock:
+            if self.blocked is not None:
+                raise self.blocked
+            if self.running():
+                return self.session
+            await self.stop()
+            await anyio.sleep(max(0.0, self._next_start - time.monotonic()))
+            try:
+                await group.start(self._supervise, group)
+            except GatewayError as exc:
+                self._backoff()
+                if exc.error_class.endswith("_mismatch"):
+                    self.blocked = exc
+                    self.blocker(exc, {"starts": self.starts})
+                raise
+            return self.session
+
+    def crashed(self) -> None:
+        """A call saw the connection die: stop the session so the next call restarts it."""
+        self._backoff()
+        if self._stop is not None:
+            self._stop.set()
+
+    def healthy(self) -> None:
+        """A call succeeded: the backoff starts over."""
+        self.failures = 0
+
+    def _backoff(self) -> None:
+        self.failures += 1
+        delay = min(BACKOFF_MAX_SECONDS, BACKOFF_START_SECONDS * 2 ** (self.failures - 1))
+        self._next_start = time.monotonic() + delay
+
+    async def stop(self) -> None:
+        """Stop the supervisor (and with it the sandbox) if one runs."""
+        if self._stop is not None and self._ended is not None:
+            self._stop.set()
+            with anyio.move_on_after(self.policy.runtime.shutdown_timeout_seconds + 5):
+                await self._ended.wait()
+
+    async def _supervise(
+        self, group: TaskGroup, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Own the transport and session for one run of the upstream."""
+        from mcp import ClientSession
+
+        self._stop = stop = anyio.Event()
+        self._ended = ended = anyio.Event()
+        self.starts += 1
+        started = False
+        argv = await self._argv(group)
+        log_path = state.adapter_dir(self.runtime, self.policy.id) / "upstream-stderr.log"
+        try:
+            with log_path.open("ab") as stderr:
+                async with (
+                    sandboxed_stdio(argv, stderr, self.policy.runtime.shutdown_timeout_seconds) as pipe,
+                    ClientSession(pipe.read, pipe.write) as session,
+                ):
+                    await self._check_contract(session)
+                    self.pipe, self.session = pipe, session
+                    task_status.started()
+                    started = True
+                    try:
+                        await self._watch(pipe, stop)
+                    finally:
+                        self.pipe = self.session = None
+        except Exception as exc:  # after the start, nothing may escape into the server's task group
+            error = _unwrap(exc)
+            if not started:
+                raise error from None
+            log.warning("upstream %s ended: %s", self.policy.id, error)
+        finally:
+            ended.set()
+
+    async def _watch(self, pipe: Pipe, stop: anyio.Event) -> None:
+        async with anyio.create_task_group() as group:
+
+            async def exited() -> None:
+                await pipe.process.wait()
+                stop.set()
+
+            group.start_soon(exited)
+            await stop.wait()
+            group.cancel_scope.cancel()
+
+    async def _check_contract(self, session: Any) -> None:
+        """initialize + tools/list compared with the pins through the replay's contract code."""
+        timeout = self.policy.runtime.startup_timeout_seconds
+        try:
+            with anyio.fail_after(timeout):
+                initialized = await session.initialize()
+                listed = await _all_tools(session)
+        except TimeoutError:
+            raise GatewayError(
+                "mcp_protocol_response_timeout",
+                f"The upstream of {self.policy.id} did not start in {timeout} s.",
+            ) from None
+        except Exception as exc:
+            raise GatewayError(
+                "mcp_upstream_failed", f"The upstream of {self.policy.id} failed to start: {exc}."
+            ) from None
+        server = {
+            "protocol_version": initialized.protocol_version,
+            "server_name": initialized.server_info.name,
+            "server_version": initialized.server_info.version,
+        }
+        assert self.policy.contract is not None
+        compare(self.policy.contract, server, tool_contract(listed))
+
+    async def _argv(self, group: TaskGroup) -> list[str]:
+        """The sandbox command line; the bundle is extracted (and re-checked) once per serve process."""
+        if self._root is None:
+            root = Path(tempfile.mkdtemp(prefix="baton-upstream-"))
+            bundle = state.adapter_dir(self.runtime, self.policy.id) / "bundle"
+            await anyio.to_thread.run_sync(materialize, self.policy, bundle, root)
+            self._root = root
+        spec = runtime_spec(self.policy, self._root, self.runtime.settings.browser_headless)
+        if self.policy.runtime.network == "allowlist":
+            if self._egress is None:
+                self._egress = EgressProxy(self.policy.runtime.allowed_origins, self.policy.id)
+                await self._egress.open(group)
+            spec = bridged_argv(spec, self._egress, self.policy.runtime.browser)
+        sandbox = sandbox_for(self.policy.runtime.sandbox)
+        reason = sandbox.unavailable_reason()
+        if reason:
+            raise GatewayError("sandbox_unavailable", f"The sandbox is unavailable: {reason}.")
+        if isinstance(sandbox, BubblewrapSandbox):
+            return [*rlimit_prefix(spec), *sandbox.command(spec)]
+        assert isinstance(sandbox, DockerSandbox)
+        return sandbox.command(spec)
+
+    async def close(self) -> None:
+        """Stop the upstream and remove its extracted tree and egress socket."""
+        await self.stop()
+        if self._egress is not None:
+            await self._egress.close()
+        if self._root is not None:
+            for path in [self._root, *self._root.rglob("*")]:
+                if path.is_dir():
+                    path.chmod(0o755)
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
+
+    async def call(
+        self, group: TaskGroup, tool: str, arguments: dict[str, Any], progress: Callable[..., Awaitable[None]]
+    ) -> Any:
+        """Call ``tool`` upstream within the policy's per-call timeout; failures are typed."""
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        session = await self.ensure(group)
+        timeout = self.policy.runtime.call_timeout_seconds
+        try:
+            with anyio.fail_after(timeout):
+                result = await session.call_tool(tool, arguments, progress_callback=progress)
+        except TimeoutError:
+            raise GatewayError(
+                "mcp_upstream_timeout",
+                f"{self.policy.id}__{tool} did not finish within {timeout} s.",
+                timeout_seconds=timeout,
+            ) from None
+        except MCPError as exc:
+            if self.running() and exc.error.code != CONNECTION_CLOSED:
+                raise GatewayError(
+                    "mcp_upstream_failed", f"The upstream answered with an error: {exc.error.message}."
+                ) from None
+            self.crashed()
+            raise GatewayError(
+                "mcp_upstream_failed",
+                f"The upstream of {self.policy.id} died during the call; it restarts on the next call.",
+            ) from None
+        self.healthy()
+        return result
+
+
+def _unwrap(exc: BaseException) -> GatewayError:
+    """The first GatewayError inside (nested) exception groups, or a generic upstream failure."""
+    if isinstance(exc, GatewayError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _unwrap(inner)
+            if found.error_class != "mcp_upstream_failed" or isinstance(inner, GatewayError):
+                return found
+    return GatewayError("mcp_upstream_failed", f"The upstream failed: {exc!r}.")
+
+
+async def _all_tools(session: Any) -> list[dict[str, Any]]:
+    """Every listed tool as the wire carried it (the SDK models dumped without defaults it added)."""
+    tools: list[dict[str, Any]] = []
+    cursor = None
+    for _ in range(100):
+        from mcp_types import PaginatedRequestParams
+
+        page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+        tools += [t.model_dump(by_alias=True, exclude_unset=True, mode="json") for t in page.tools]
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+def runtime_spec(policy: Policy, root: Path, headless: bool) -> SandboxSpec:
+    """The replay's sandbox spec plus what a browser adapter needs (/dev/shm, ``--headless``)."""
+    spec = sandbox_spec(policy, root)
+    if not policy.runtime.browser:
+        return spec
+    argv = [*spec.argv, *(["--headless"] if headless and "--headless" not in spec.argv else [])]
+    if not headless:
+        argv = [arg for arg in argv if arg != "--headless"]
+    shm = "/dev/shm"  # noqa: S108 -- a tmpfs inside the sandbox, not a host path
+    return SandboxSpec(**{**spec.__dict__, "argv": argv, "extra_tmpfs": (shm,)})

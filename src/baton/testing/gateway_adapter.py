@@ -1,0 +1,93 @@
+"""Make a live adapter of the test MCP server: publish, lock, verify, replay, pin, promote (tests, bench)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from baton.gateway import artifacts, stages
+from baton.gateway.policy import load_policy, parse_policy, write_policy
+from baton.gateway.promotion import promote
+from baton.gateway.replay import replay
+from baton.runtime import Runtime
+from baton.testing.mcp_stdio_server import package_files
+from baton.testing.npm_registry import NpmRegistryServer, build_tarball
+
+TEST_SERVER = "baton-test-mcp"
+
+
+def tool(name: str, **properties: str) -> dict[str, Any]:
+    """A tool definition whose arguments are the given ``name=json type`` properties."""
+    schema = {"type": "object", "properties": {key: {"type": kind} for key, kind in properties.items()}}
+    return {"name": name, "description": f"The test tool {name}.", "inputSchema": schema}
+
+
+def publish(registry: NpmRegistryServer) -> bytes:
+    """Publish the test MCP server and return its tarball."""
+    tarball = build_tarball(package_files())
+    registry.publish(TEST_SERVER, "1.0.0", tarball, bin={TEST_SERVER: "server.py"})
+    return tarball
+
+
+def document(adapter_id: str, tarball: bytes, tools: list[dict[str, Any]], **runtime: Any) -> dict[str, Any]:
+    """A draft policy running the test server with ``tools`` (no contract yet)."""
+    env = {"BATON_TEST_MCP_TOOLS": json.dumps(tools), **runtime.pop("env", {})}
+    return {
+        "adapter": {
+            "id": adapter_id,
+            "candidate": f"npm:{TEST_SERVER}@1.0.0",
+            "risk_class": "high",
+            "owner": "tests",
+            "expires_at": (datetime.now(UTC) + timedelta(days=1)).isoformat(),
+        },
+        "artifacts": [
+            {
+                "ecosystem": "npm",
+                "name": TEST_SERVER,
+                "version": "1.0.0",
+                "sha512": hashlib.sha512(tarball).hexdigest(),
+            }
+        ],
+        "runtime": {
+            "entrypoint": ["python3", f"node_modules/{TEST_SERVER}/server.py"],
+            "startup_timeout_seconds": 15,
+            "shutdown_timeout_seconds": 2,
+            "env": env,
+            **runtime,
+        },
+        "tools": {},
+    }
+
+
+def make_live(
+    runtime: Runtime,
+    draft: dict[str, Any],
+    *,
+    allowed: list[str],
+    approval_required: list[str] | None = None,
+    record_arguments: bool = False,
+) -> Path:
+    """Lock, verify, replay (pinning the contract), set the tools, replay again and promote."""
+    policy = parse_policy(draft)
+    path = runtime.settings.home / "adapters" / f"{policy.id}.toml"
+    write_policy(path, policy)
+    artifacts.lock(runtime, policy.id)
+    stages.verify(runtime, policy.id)
+    replay(runtime, policy.id, apply=True, record=True)
+    pinned, _ = load_policy(path)
+    names = set(pinned.tools.allowed + pinned.tools.denied)
+    tools = pinned.tools.model_copy(
+        update={
+            "allowed": [name for name in allowed if name in names],
+            "denied": sorted(names - set(allowed)),
+            "approval_required": list(approval_required or []),
+            "record_arguments": record_arguments,
+        }
+    )
+    write_policy(path, pinned.model_copy(update={"tools": tools}))
+    replay(runtime, policy.id, apply=True)
+    promote(runtime, policy.id)
+    return path

@@ -1,0 +1,207 @@
+"""Promoted adapters through ``python -m baton serve``: deny by default, approvals, drift, crashes."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from baton.config import load_settings
+from baton.errors import GatewayError
+from baton.gateway.promotion import demote, promote
+from baton.gateway.sandbox import BubblewrapSandbox
+from baton.runtime import Runtime
+from baton.testing.gateway_adapter import document, make_live, publish, tool
+from baton.testing.npm_registry import NpmRegistryServer
+from tests.conftest import BLANKED, SRC, call, stdio_session
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(
+        BubblewrapSandbox().unavailable_reason() is not None,
+        reason=f"bubblewrap: {BubblewrapSandbox().unavailable_reason()}",
+    ),
+]
+
+TOOLS = [
+    tool("echo", text="string"),
+    tool("transfer", to="string", amount="integer"),
+    tool("crash"),
+    tool("slow", seconds="number"),
+    tool("cancellations"),
+    tool("delete_everything"),
+]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A BATON_HOME with two live adapters: ``demo`` (the test server) and ``drifty`` (drifts at run time)."""
+    home = tmp_path_factory.mktemp("runtime") / "home"
+    environment = {k: v for k, v in os.environ.items() if k not in BLANKED}
+    environment.update(BATON_HOME=str(home), HITL_TIMEOUT_SECONDS="30", BATON_HITL_PROGRESS_SECONDS="1")
+    environment["PYTHONPATH"] = str(SRC) + os.pathsep + environment.get("PYTHONPATH", "")
+    with NpmRegistryServer() as registry:
+        runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
+        try:
+            tarball = publish(registry)
+            make_live(
+                runtime,
+                document("demo", tarball, TOOLS, call_timeout_seconds=2),
+                allowed=["echo", "transfer", "crash", "slow", "cancellations"],
+                approval_required=["transfer"],
+                record_arguments=True,
+            )
+            drifty = document(
+                "drifty",
+                tarball,
+                [tool("echo", text="string")],
+                env={"BATON_TEST_MCP_MODE": "proxy_drift"},
+                network="allowlist",
+                allowed_origins=["http://127.0.0.1:9"],
+            )
+            make_live(runtime, drifty, allowed=["echo"])
+            yield environment
+        finally:
+            runtime.close()
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def session(env: dict[str, str]) -> AsyncIterator[Any]:
+    async with stdio_session(env) as client:
+        yield client
+
+
+async def test_allowed_tools_are_listed_with_the_upstream_schema_and_denied_ones_are_not(
+    session: Any,
+) -> None:
+    listed = {t.name: t for t in (await session.list_tools()).tools}
+    assert {"demo__echo", "demo__transfer", "demo__crash", "drifty__echo"} <= set(listed)
+    assert "demo__delete_everything" not in listed
+    assert listed["demo__echo"].input_schema == TOOLS[0]["inputSchema"]
+
+
+async def test_an_allowed_tool_is_proxied_with_progress(session: Any) -> None:
+    seen: list[float] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append(value)
+
+    result = await session.call_tool("demo__echo", {"text": "hi"}, progress_callback=progress)
+    assert not result.is_error and result.content[0].text == "hi"
+    assert result.structured_content["adapter_id"] == "demo" and seen
+
+
+async def test_a_denied_tool_cannot_be_called_even_by_name(session: Any) -> None:
+    result = await call(session, "demo__delete_everything")
+    assert result["error_class"] == "tool_denied"
+    assert (await call(session, "demo__not_a_tool"))["error_class"] == "tool_denied"
+
+
+async def _decide(session: Any, approved: bool) -> dict[str, Any]:
+    """Wait for the pending approval, check what it shows, decide it through mcp_respond_to_request."""
+    with anyio.fail_after(20):
+        while not (pending := (await call(session, "mcp_list_pending_requests"))["requests"]):
+            await anyio.sleep(0.05)
+    request = pending[0]
+    assert request["context"]["arguments"] == {"amount": 5, "to": "bob"}
+    await call(session, "mcp_respond_to_request", {"request_id": request["request_id"], "approved": approved})
+    return request
+
+
+async def test_an_approval_gated_call_waits_for_the_human_and_sends_exactly_the_approved_arguments(
+    session: Any,
+) -> None:
+    results: dict[str, Any] = {}
+
+    async def transfer() -> None:
+        results["call"] = await call(session, "demo__transfer", {"to": "bob", "amount": 5})
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(transfer)
+        request = await _decide(session, True)
+    result = results["call"]
+    assert result["success"] and result["text"] == 'transferred {"amount": 5, "to": "bob"}'
+    assert result["approval"]["request_id"] == request["request_id"]
+    assert result["approval"]["decision_receipt_seq"] is not None
+
+
+async def test_a_rejected_approval_never_reaches_the_upstream(session: Any) -> None:
+    results: dict[str, Any] = {}
+
+    async def transfer() -> None:
+        results["call"] = await call(session, "demo__transfer", {"to": "bob", "amount": 5})
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(transfer)
+        await _decide(session, False)
+    assert results["call"]["error_class"] == "approval_denied"
+
+
+async def test_an_upstream_crash_mid_call_is_an_error_and_the_next_call_works(session: Any) -> None:
+    assert (await call(session, "demo__crash"))["error_class"] == "mcp_upstream_failed"
+    with anyio.fail_after(30):
+        result = await call(session, "demo__echo", {"text": "again"})
+    assert result["success"] and result["text"] == "again"
+
+
+async def test_a_slow_call_times_out_and_a_cancelled_call_reaches_the_upstream(session: Any) -> None:
+    assert (await call(session, "demo__slow", {"seconds": 30}))["error_class"] == "mcp_upstream_timeout"
+    with anyio.move_on_after(1):
+        await session.call_tool("demo__slow", {"seconds": 30})
+    with anyio.fail_after(10):
+        while (await call(session, "demo__cancellations"))["text"] != "2":
+            await anyio.sleep(0.1)
+
+
+async def test_drift_at_the_upstream_start_blocks_the_adapter(session: Any) -> None:
+    first = await call(session, "drifty__echo", {"text": "x"})
+    assert first["error_class"] == "mcp_tool_contract_mismatch"
+    assert (await call(session, "drifty__echo", {"text": "x"}))["error_class"] == "mcp_tool_contract_mismatch"
+    adapters = {a["adapter_id"]: a for a in (await call(session, "mcp_list_adapters"))["adapters"]}
+    assert adapters["drifty"]["state"] == "blocked"
+    assert "drifted" in adapters["drifty"]["block_reason"]
+    demo = adapters["demo"]
+    assert demo["state"] == "promoted" and demo["contract"]["server_name"] == "baton-test-mcp"
+    assert demo["tool_count"] == len(TOOLS)
+
+
+async def test_every_proxied_call_is_a_receipt(env: dict[str, str], session: Any) -> None:
+    await call(session, "demo__echo", {"text": "receipt"})
+    runtime = Runtime.open(load_settings(env))
+    try:
+        calls = [r.payload for r in runtime.receipts.list(kind="gateway_call", limit=1000)]
+    finally:
+        runtime.close()
+    echo = [c for c in calls if c["tool"] == "echo" and c.get("arguments") == {"text": "receipt"}]
+    assert echo and echo[-1]["success"] and echo[-1]["duration_seconds"] >= 0
+    transfers = [c for c in calls if c["tool"] == "transfer" and c["success"]]
+    assert transfers[0]["approval"]["decision_receipt_sha256"]
+    assert any(c["error_class"] == "tool_denied" for c in calls)
+
+
+def test_promotion_needs_a_replay_under_the_current_policy(env: dict[str, str]) -> None:
+    runtime = Runtime.open(load_settings(env))
+    try:
+        path = Path(env["BATON_HOME"]) / "adapters" / "demo.toml"
+        original = path.read_text()
+        path.write_text(original.replace("record_arguments = true", "record_arguments = false"))
+        with pytest.raises(GatewayError) as refused:
+            promote(runtime, "demo")
+        assert refused.value.error_class == "adapter_promotion_refused"
+        path.write_text(original)
+        assert promote(runtime, "demo")["state"] == "promoted"
+        assert demote(runtime, "demo")["state"] == "replayed"
+        assert promote(runtime, "demo")["state"] == "promoted"
+        assert json.loads(json.dumps(runtime.receipts.list(kind="gateway_demote")[0].payload))
+    finally:
+        runtime.close()
