@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import http.server
+import socketserver
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -76,3 +79,35 @@ def install_policy(runtime: Runtime, document: dict[str, Any], *, check_expiry: 
     path = runtime.settings.home / "adapters" / f"{policy.id}.toml"
     write_policy(path, policy)
     return path
+
+
+class Page(http.server.BaseHTTPRequestHandler):
+    """One page whose title and heading name the server it came from."""
+
+    def do_GET(self) -> None:
+        title = self.server.title  # type: ignore[attr-defined]
+        data = f"<html><head><title>{title}</title></head><body><h1>Hello {title}</h1></body></html>".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        """Quiet."""
+
+
+@pytest.fixture(scope="module")
+def pages() -> Iterator[dict[str, str]]:
+    """Two pages on 127.0.0.1: ``allowed`` (a policy names its origin) and ``other`` (none does)."""
+    servers = {}
+    for name in ("allowed", "other"):
+        server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Page)
+        server.title = f"{name}-page"  # type: ignore[attr-defined]
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers[name] = server
+    yield {name: f"http://127.0.0.1:{s.server_address[1]}" for name, s in servers.items()}
+    for server in servers.values():
+        server.shutdown()
+        server.server_close()

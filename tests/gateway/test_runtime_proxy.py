@@ -39,8 +39,8 @@ TOOLS = [
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """A BATON_HOME with two live adapters: ``demo`` (the test server) and ``drifty`` (drifts at run time)."""
+def env(tmp_path_factory: pytest.TempPathFactory, pages: dict[str, str]) -> Iterator[dict[str, str]]:
+    """Live adapters: ``demo`` (the test server), ``drifty`` (drifts at run time), ``net`` (egress allowlist)."""
     home = tmp_path_factory.mktemp("runtime") / "home"
     environment = {k: v for k, v in os.environ.items() if k not in BLANKED}
     environment.update(BATON_HOME=str(home), HITL_TIMEOUT_SECONDS="30", BATON_HITL_PROGRESS_SECONDS="1")
@@ -55,6 +55,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
                 allowed=["echo", "transfer", "crash", "slow", "cancellations"],
                 approval_required=["transfer"],
                 record_arguments=True,
+                approval_timeout_seconds=5,
             )
             drifty = document(
                 "drifty",
@@ -65,6 +66,14 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
                 allowed_origins=["http://127.0.0.1:9"],
             )
             make_live(runtime, drifty, allowed=["echo"])
+            net = document(
+                "net",
+                tarball,
+                [tool("fetch", url="string")],
+                network="allowlist",
+                allowed_origins=[pages["allowed"]],
+            )
+            make_live(runtime, net, allowed=["fetch"])
             yield environment
         finally:
             runtime.close()
@@ -147,6 +156,11 @@ async def test_a_rejected_approval_never_reaches_the_upstream(session: Any) -> N
     assert results["call"]["error_class"] == "approval_denied"
 
 
+async def test_an_approval_nobody_decides_times_out_without_calling_upstream(session: Any) -> None:
+    result = await call(session, "demo__transfer", {"to": "eve", "amount": 1})
+    assert result["error_class"] == "hitl_timeout"
+
+
 async def test_an_upstream_crash_mid_call_is_an_error_and_the_next_call_works(session: Any) -> None:
     assert (await call(session, "demo__crash"))["error_class"] == "mcp_upstream_failed"
     with anyio.fail_after(30):
@@ -205,3 +219,12 @@ def test_promotion_needs_a_replay_under_the_current_policy(env: dict[str, str]) 
         assert json.loads(json.dumps(runtime.receipts.list(kind="gateway_demote")[0].payload))
     finally:
         runtime.close()
+
+
+async def test_egress_reaches_only_the_allowed_origin_through_batons_proxy(
+    session: Any, pages: dict[str, str]
+) -> None:
+    allowed = await call(session, "net__fetch", {"url": pages["allowed"] + "/"})
+    assert allowed["text"].startswith("200 ") and "Hello allowed-page" in allowed["text"]
+    refused = await call(session, "net__fetch", {"url": pages["other"] + "/"})
+    assert refused["text"] == "403 refused"

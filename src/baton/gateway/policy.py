@@ -187,6 +187,8 @@ class Tools(_Strict):
     approval_required: list[str] = Field(default_factory=list)
     #: Write the arguments themselves into call receipts (default: only their sha256).
     record_arguments: bool = False
+    #: How long an approval waits for a human (default: HITL_TIMEOUT_SECONDS).
+    approval_timeout_seconds: int | None = Field(default=None, ge=1, le=30 * 86_400)
 
     @field_validator("allowed", "denied", "approval_required")
     @classmethod

@@ -169,7 +169,8 @@ class GatewayProxy(DynamicTools):
             "arguments": arguments,
             "arguments_sha256": digest,
         }
-        view = await broker.create(NewRequest("approval", message, request_context))
+        timeout = adapter.policy.tools.approval_timeout_seconds
+        view = await broker.create(NewRequest("approval", message, request_context, timeout))
         decided = await wait_for_outcome(broker, view, context, None, time.time())
         request_id = view["request_id"]
         if request_id in self._consumed:

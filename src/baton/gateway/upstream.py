@@ -32,6 +32,8 @@ from baton.runtime import Runtime
 log = logging.getLogger("baton.gateway")
 BACKOFF_START_SECONDS = 0.5
 BACKOFF_MAX_SECONDS = 30.0
+#: Read-only host paths a browser needs: Debian's chromium wrapper reads /etc/chromium.d; fontconfig.
+BROWSER_RO_PATHS = ("/etc/chromium.d", "/etc/chromium", "/etc/fonts")
 Blocker = Callable[[GatewayError, dict[str, Any]], None]
 
 
@@ -270,4 +272,12 @@ def runtime_spec(policy: Policy, root: Path, headless: bool) -> SandboxSpec:
     if not headless:
         argv = [arg for arg in argv if arg != "--headless"]
     shm = "/dev/shm"  # noqa: S108 -- a tmpfs inside the sandbox, not a host path
-    return SandboxSpec(**{**spec.__dict__, "argv": argv, "extra_tmpfs": (shm,)})
+    binds = tuple((Path(p), p) for p in BROWSER_RO_PATHS if Path(p).exists())
+    return SandboxSpec(
+        **{
+            **spec.__dict__,
+            "argv": argv,
+            "extra_tmpfs": (shm,),
+            "extra_ro_binds": (*spec.extra_ro_binds, *binds),
+        }
+    )

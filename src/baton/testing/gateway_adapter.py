@@ -69,6 +69,7 @@ def make_live(
     allowed: list[str],
     approval_required: list[str] | None = None,
     record_arguments: bool = False,
+    approval_timeout_seconds: int | None = None,
 ) -> Path:
     """Lock, verify, replay (pinning the contract), set the tools, replay again and promote."""
     policy = parse_policy(draft)
@@ -85,6 +86,7 @@ def make_live(
             "denied": sorted(names - set(allowed)),
             "approval_required": list(approval_required or []),
             "record_arguments": record_arguments,
+            "approval_timeout_seconds": approval_timeout_seconds,
         }
     )
     write_policy(path, pinned.model_copy(update={"tools": tools}))
