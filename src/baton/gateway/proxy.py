@@ -19,7 +19,6 @@ from sqlalchemy import desc, select
 from baton.errors import BatonError, GatewayError, HitlError
 from baton.gateway import promotion
 from baton.gateway.promotion import LiveAdapter
-from baton.gateway.upstream import Upstream
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
 from baton.schema import receipts
@@ -36,6 +35,8 @@ class Adapter:
         self.policy = live.policy
         self.row = live.row
         self.id = live.policy.id
+        from baton.gateway.upstream import Upstream  # the SDK client and the sandbox: only when live
+
         self.definitions = pinned_definitions(runtime, live)
         self.upstream = Upstream(
             runtime, live.policy, lambda error, evidence: proxy.block(self, error, evidence)
