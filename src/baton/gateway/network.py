@@ -67,8 +67,11 @@ class EgressProxy:
 
         async def serve() -> None:
             with self._scope:
-                async with listener:
-                    await listener.serve(self._handle)
+                try:
+                    async with listener:
+                        await listener.serve(self._handle)
+                except Exception:  # the egress proxy failing must not take the server down
+                    log.exception("adapter %s: the egress proxy stopped", self.adapter_id)
 
         group.start_soon(serve)
 

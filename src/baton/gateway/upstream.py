@@ -184,7 +184,7 @@ class Upstream:
                 await self._egress.open(group)
             spec = bridged_argv(spec, self._egress, self.policy.runtime.browser)
         sandbox = sandbox_for(self.policy.runtime.sandbox)
-        reason = sandbox.unavailable_reason()
+        reason = await anyio.to_thread.run_sync(sandbox.unavailable_reason)
         if reason:
             raise GatewayError("sandbox_unavailable", f"The sandbox is unavailable: {reason}.")
         if isinstance(sandbox, BubblewrapSandbox):
@@ -231,6 +231,11 @@ class Upstream:
             raise GatewayError(
                 "mcp_upstream_failed",
                 f"The upstream of {self.policy.id} died during the call; it restarts on the next call.",
+            ) from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, ValueError) as exc:
+            self.crashed()
+            raise GatewayError(
+                "mcp_upstream_failed", f"The connection to the upstream of {self.policy.id} failed: {exc!r}."
             ) from None
         self.healthy()
         return result
