@@ -115,3 +115,22 @@ def test_missing_and_unreadable_policy_files_fail_closed(tmp_path: Path) -> None
     with pytest.raises(GatewayError) as broken:
         load_policy(bad)
     assert broken.value.error_class == "adapter_policy_invalid"
+
+
+@pytest.mark.parametrize(
+    ("network", "origins", "valid"),
+    [
+        ("allowlist", ["http://127.0.0.1:8080", "https://example.org"], True),
+        ("allowlist", [], False),
+        ("none", ["http://127.0.0.1:8080"], False),
+        ("allowlist", ["ftp://example.org"], False),
+        ("allowlist", ["http://example.org/path"], False),
+    ],
+)
+def test_a_network_allowlist_needs_exact_origins(network: str, origins: list[str], valid: bool) -> None:
+    document = valid_document()
+    document["runtime"].update(network=network, allowed_origins=origins)
+    if valid:
+        assert parse_policy(document).runtime.allowed_origins == origins
+    else:
+        assert error_class_of(document) == "adapter_policy_invalid"

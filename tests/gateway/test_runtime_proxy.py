@@ -15,6 +15,7 @@ from baton.config import load_settings
 from baton.errors import GatewayError
 from baton.gateway.promotion import demote, promote
 from baton.gateway.sandbox import BubblewrapSandbox
+from baton.gateway.stages import list_view
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
@@ -34,6 +35,7 @@ TOOLS = [
     tool("crash"),
     tool("slow", seconds="number"),
     tool("cancellations"),
+    tool("calls"),
     tool("delete_everything"),
 ]
 
@@ -52,7 +54,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, pages: dict[str, str]) -> Iter
             make_live(
                 runtime,
                 document("demo", tarball, TOOLS, call_timeout_seconds=2),
-                allowed=["echo", "transfer", "crash", "slow", "cancellations"],
+                allowed=["echo", "transfer", "crash", "slow", "cancellations", "calls"],
                 approval_required=["transfer"],
                 record_arguments=True,
                 approval_timeout_seconds=5,
@@ -144,7 +146,13 @@ async def test_an_approval_gated_call_waits_for_the_human_and_sends_exactly_the_
     assert result["approval"]["decision_receipt_seq"] is not None
 
 
+async def transfers(session: Any) -> int:
+    """How many transfer calls the (current) upstream process has received."""
+    return int(json.loads((await call(session, "demo__calls"))["text"]).get("transfer", 0))
+
+
 async def test_a_rejected_approval_never_reaches_the_upstream(session: Any) -> None:
+    before = await transfers(session)
     results: dict[str, Any] = {}
 
     async def transfer() -> None:
@@ -154,11 +162,14 @@ async def test_a_rejected_approval_never_reaches_the_upstream(session: Any) -> N
         group.start_soon(transfer)
         await _decide(session, False)
     assert results["call"]["error_class"] == "approval_denied"
+    assert await transfers(session) == before
 
 
 async def test_an_approval_nobody_decides_times_out_without_calling_upstream(session: Any) -> None:
+    before = await transfers(session)
     result = await call(session, "demo__transfer", {"to": "eve", "amount": 1})
     assert result["error_class"] == "hitl_timeout"
+    assert await transfers(session) == before
 
 
 async def test_an_upstream_crash_mid_call_is_an_error_and_the_next_call_works(session: Any) -> None:
@@ -216,6 +227,8 @@ def test_promotion_needs_a_replay_under_the_current_policy(env: dict[str, str]) 
         assert promote(runtime, "demo")["state"] == "promoted"
         assert demote(runtime, "demo")["state"] == "replayed"
         assert promote(runtime, "demo")["state"] == "promoted"
+        rows = {row["adapter_id"]: row for row in list_view(runtime)}
+        assert rows["demo"]["state"] == "promoted" and rows["drifty"]["state"] == "blocked"
         assert json.loads(json.dumps(runtime.receipts.list(kind="gateway_demote")[0].payload))
     finally:
         runtime.close()
@@ -228,3 +241,5 @@ async def test_egress_reaches_only_the_allowed_origin_through_batons_proxy(
     assert allowed["text"].startswith("200 ") and "Hello allowed-page" in allowed["text"]
     refused = await call(session, "net__fetch", {"url": pages["other"] + "/"})
     assert refused["text"] == "403 refused"
+    tunnel = await call(session, "net__fetch", {"url": pages["other"].replace("http:", "https:") + "/"})
+    assert tunnel["text"].startswith("error") and "403" in tunnel["text"]

@@ -11,7 +11,7 @@ It runs under any ``python3`` (inside a sandbox too) and is packaged as an npm-s
   (lists one more tool when ``HTTP_PROXY`` is set: the contract differs at run time from the replay).
 - ``tools/call``: ``echo`` (text back, with a progress notification when asked), ``transfer`` (says what
   it was given), ``crash`` (the process dies mid-call), ``slow`` (waits ``seconds``; a
-  ``notifications/cancelled`` for it is counted), ``cancellations`` (how many were counted),
+  ``notifications/cancelled`` for it is counted), ``cancellations`` (how many were counted), ``calls`` (JSON counts of calls per tool),
   ``fetch`` (GET ``url`` through ``HTTP_PROXY`` when set), anything else: "called NAME".
 """
 
@@ -86,6 +86,8 @@ def call_tool(request: dict[str, Any], state: dict[str, Any]) -> None:
     """Run one tools/call."""
     params, request_id = request.get("params", {}), request.get("id")
     name, arguments = params.get("name"), params.get("arguments") or {}
+    counts = state.setdefault("calls", {})
+    counts[name] = counts.get(name, 0) + 1
     token = (params.get("_meta") or {}).get("progressToken")
     if name == "echo":
         if token is not None:
@@ -111,6 +113,8 @@ def call_tool(request: dict[str, Any], state: dict[str, Any]) -> None:
         threading.Thread(target=later, daemon=True).start()
     elif name == "cancellations":
         text_result(request_id, str(len(state.setdefault("cancelled", set()))))
+    elif name == "calls":
+        text_result(request_id, json.dumps(counts, sort_keys=True))
     elif name == "fetch":
         text_result(request_id, fetch(str(arguments.get("url"))))
     else:
