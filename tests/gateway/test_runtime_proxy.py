@@ -214,6 +214,18 @@ async def test_every_proxied_call_is_a_receipt(env: dict[str, str], session: Any
     assert any(c["error_class"] == "tool_denied" for c in calls)
 
 
+async def test_a_demoted_adapter_stops_answering_at_once(env: dict[str, str], session: Any) -> None:
+    runtime = Runtime.open(load_settings(env))
+    try:
+        demote(runtime, "demo")
+        assert (await call(session, "demo__echo", {"text": "x"}))["error_class"] == "adapter_not_promoted"
+        assert "demo__echo" not in {t.name for t in (await session.list_tools()).tools}
+        promote(runtime, "demo")
+        assert (await call(session, "demo__echo", {"text": "x"}))["success"]
+    finally:
+        runtime.close()
+
+
 def test_promotion_needs_a_replay_under_the_current_policy(env: dict[str, str]) -> None:
     runtime = Runtime.open(load_settings(env))
     try:

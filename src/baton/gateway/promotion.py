@@ -161,17 +161,22 @@ class LiveAdapter:
     row: dict[str, Any]
 
 
+def serving_problem(row: dict[str, Any]) -> str | None:
+    """Why a live row is not served (its policy no longer loads, or changed since the promotion)."""
+    try:
+        _, checksum = load_policy(Path(row["policy_path"]))
+    except GatewayError as exc:
+        return f"{exc.error_class}: {exc.message}"
+    if checksum != row.get("policy_checksum"):
+        return "the policy changed after the promotion; replay and promote it again"
+    return None
+
+
 def live_adapters(runtime: Runtime) -> list[LiveAdapter]:
-    """Every live adapter whose policy file still loads (an unloadable or expired one is skipped)."""
+    """Every live adapter whose policy file still loads unchanged (others: see :func:`serving_problem`)."""
     result = []
     for row in state.list_adapters(runtime):
-        if not is_live(row):
-            continue
-        try:
-            policy, checksum = load_policy(Path(row["policy_path"]))
-        except GatewayError:
-            continue
-        if checksum != row.get("policy_checksum"):
-            continue  # edited after promotion: not what was promoted
-        result.append(LiveAdapter(policy, row))
+        if is_live(row) and serving_problem(row) is None:
+            policy, _ = load_policy(Path(row["policy_path"]))
+            result.append(LiveAdapter(policy, row))
     return result

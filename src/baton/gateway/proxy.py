@@ -102,6 +102,8 @@ class GatewayProxy(DynamicTools):
         """Only allowed tools, with the upstream's pinned schemas."""
         tools = []
         for adapter in self.adapters.values():
+            if not self.still_live(adapter):
+                continue
             for name, definition in sorted(adapter.definitions.items()):
                 listed = {
                     k: v
@@ -141,7 +143,24 @@ class GatewayProxy(DynamicTools):
         finally:
             self._receipt(adapter, tool, frozen, time.perf_counter() - started, outcome, approval)
 
+    def still_live(self, adapter: Adapter) -> bool:
+        """Whether the store still has the adapter live under the policy this server loaded."""
+        from baton.gateway.state import get_adapter
+
+        row = get_adapter(self.runtime, adapter.id)
+        return (
+            row is not None
+            and promotion.is_live(row)
+            and row.get("policy_checksum") == adapter.row.get("policy_checksum")
+        )
+
     def _admit(self, adapter: Adapter, tool: str) -> None:
+        if not self.still_live(adapter):
+            raise GatewayError(
+                "adapter_not_promoted",
+                f"Adapter {adapter.id} was demoted or re-promoted after this server started.",
+                adapter_id=adapter.id,
+            )
         if tool not in adapter.policy.tools.allowed or tool not in adapter.definitions:
             raise GatewayError(
                 "tool_denied",

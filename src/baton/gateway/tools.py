@@ -14,6 +14,7 @@ class NoArgs(ToolArgs):
 
 def adapters_view(proxy: GatewayProxy) -> list[dict[str, Any]]:
     """Every adapter baton knows: pinned contract, state, block reason, and for live ones the proxy's view."""
+    from baton.gateway.promotion import is_live, serving_problem
     from baton.gateway.stages import list_view
     from baton.gateway.state import get_adapter
 
@@ -35,6 +36,8 @@ def adapters_view(proxy: GatewayProxy) -> list[dict[str, Any]]:
             entry.update(live[row["adapter_id"]])
             if entry["blocked"] and entry["state"] != "blocked":
                 entry["state"] = "blocked"
+        elif stored and is_live(stored):
+            entry["not_served_reason"] = serving_problem(stored) or "promoted after this server started"
         rows.append(entry)
     return rows
 
