@@ -109,7 +109,8 @@ class ToolRegistry:
         started = time.perf_counter()
         raw = await self._dispatch(name, arguments or {}, context)
         result: dict[str, Any] = self.runtime.redactor.value(raw)
-        self._receipt(name, arguments or {}, result, time.perf_counter() - started)
+        if not (name not in self.tools and any(s.owns(name) and s.writes_receipts for s in self.dynamic)):
+            self._receipt(name, arguments or {}, result, time.perf_counter() - started)
         return result
 
     async def _dispatch(self, name: str, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
@@ -141,6 +142,9 @@ class ToolRegistry:
 
 class DynamicTools:
     """A source of tools known only at run time (the gateway's proxied adapter tools)."""
+
+    #: True when the source appends its own (richer) receipt per call instead of ``tool_call``.
+    writes_receipts: bool = False
 
     def owns(self, name: str) -> bool:
         """Whether ``name`` belongs to this source."""

@@ -59,7 +59,9 @@ def pinned_definitions(runtime: Runtime, live: LiveAdapter) -> dict[str, dict[st
 
 
 class GatewayProxy(DynamicTools):
-    """The registry's dynamic tool source for live adapters."""
+    """The registry's dynamic tool source for live adapters (its ``gateway_call`` receipt replaces ``tool_call``)."""
+
+    writes_receipts = True
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
