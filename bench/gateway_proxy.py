@@ -52,6 +52,11 @@ def _live_adapter(home: Path) -> list[str]:
 
 def run(iterations: int) -> dict[str, Any]:
     """Median and p99 of each path, and baton's (and FastMCP's) ratios to the direct call."""
+    from baton.gateway.sandbox import BubblewrapSandbox
+
+    reason = BubblewrapSandbox().unavailable_reason()
+    if reason:
+        return {"skipped": f"bubblewrap is unavailable: {reason}"}
     with ExitStack() as stack:
         home = stack.enter_context(temp_home())
         upstream = _live_adapter(home)
