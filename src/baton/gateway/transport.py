@@ -61,34 +61,9 @@ async def sandboxed_stdio(argv: list[str], stderr: IO[bytes], kill_timeout: floa
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
-    async def reader() -> None:
-        assert process.stdout is not None
-        buffer = b""
-        async with read_writer:
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                async for chunk in process.stdout:
-                    buffer += chunk
-                    *lines, buffer = buffer.split(b"\n")
-                    for line in lines:
-                        if line.strip():
-                            await read_writer.send(_parse(line))
-                    if len(buffer) > MAX_LINE_BYTES:
-                        await read_writer.send(ValueError("the upstream wrote an oversized line"))
-                        process.kill()
-                        return
-
-    async def writer() -> None:
-        assert process.stdin is not None
-        async with write_reader:
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                async for message in write_reader:
-                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await process.stdin.send(data.encode("utf-8") + b"\n")
-        await read_writer.aclose()  # a dead stdin ends the session instead of hanging a request
-
     async with anyio.create_task_group() as group:
-        group.start_soon(reader)
-        group.start_soon(writer)
+        group.start_soon(_read_lines, process, read_writer)
+        group.start_soon(_write_lines, process, write_reader, read_writer)
         try:
             yield Pipe(read_stream, write_stream, process)
         finally:
@@ -97,6 +72,37 @@ async def sandboxed_stdio(argv: list[str], stderr: IO[bytes], kill_timeout: floa
                 for stream in (read_stream, write_stream):
                     await stream.aclose()
             group.cancel_scope.cancel()
+
+
+async def _read_lines(process: Process, sink: Any) -> None:
+    """Parse each stdout line into the session's read stream; an oversized line kills the upstream."""
+    assert process.stdout is not None
+    buffer = b""
+    async with sink:
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            async for chunk in process.stdout:
+                if b"\n" not in chunk:
+                    buffer += chunk
+                    if len(buffer) > MAX_LINE_BYTES:
+                        await sink.send(ValueError("the upstream wrote an oversized line"))
+                        process.kill()
+                        return
+                    continue
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        await sink.send(_parse(line))
+
+
+async def _write_lines(process: Process, source: Any, read_sink: Any) -> None:
+    """Write each outgoing message as one line; a dead stdin ends the session instead of hanging it."""
+    assert process.stdin is not None
+    async with source:
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            async for message in source:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                await process.stdin.send(data.encode("utf-8") + b"\n")
+    await read_sink.aclose()
 
 
 async def _stop(process: Process, grace: float) -> None:
