@@ -33,6 +33,7 @@ OPTIONAL_MODULES: dict[str, int] = {
     "gateway_proxy": 1000,
     "gateway_replay": 5,
     "hitl_wakeup": 200,
+    "replica_wakeup": 100,
 }
 
 

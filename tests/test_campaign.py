@@ -74,6 +74,7 @@ def test_with_nothing_delivered_the_campaign_is_blocked_not_failed(
     assert done.returncode == 0, done.stderr[-3000:]
     result = summary(run_dir)
     assert result["status"] == "blocked", result["blockers"]
+    assert result["model"] == {"provider": "moonshot", "name": "kimi-k3", "source": "configured provider"}
     assert set(result["blockers"]) == {
         "real_human_decision",
         "real_email_notification",

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from mcp import Client
 
-from tests.conftest import server_parameters
+from tests.conftest import server_parameters, stdio_session
 from tests.servers import free_port, http_server
 
 pytestmark = pytest.mark.anyio
@@ -140,3 +140,13 @@ async def test_stateless_http_needs_no_session_affinity(baton_env: dict[str, str
         async with Client(f"http://127.0.0.1:{port}/mcp") as client:
             result = await client.call_tool("mcp_list_subagents", {})
             assert result.structured_content["success"] is True
+
+
+async def test_a_store_that_cannot_open_still_answers_initialize_and_says_why(
+    baton_env: dict[str, str],
+) -> None:
+    env = {**baton_env, "BATON_DATABASE_URL": "postgresql+psycopg://nobody@127.0.0.1:1/none"}
+    async with stdio_session(env) as session:
+        result = await session.call_tool("mcp_list_subagents", {})
+        assert result.structured_content["error_class"] == "store_unavailable"
+        assert result.structured_content["success"] is False

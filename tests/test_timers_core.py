@@ -25,9 +25,14 @@ RECORD = {"kind": "record"}
 
 
 @pytest.fixture
-def runtime(tmp_path: Path) -> Iterator[Runtime]:
+def runtime(tmp_path: Path, database_url: str) -> Iterator[Runtime]:
+    """A runtime on SQLite and on PostgreSQL (the timer store behaves the same on both)."""
     rt = Runtime.open(
-        Settings(baton_home=tmp_path / "home", timer_storage_path=tmp_path / "t" / "timers.json")
+        Settings(
+            baton_home=tmp_path / "home",
+            baton_database_url=database_url,
+            timer_storage_path=tmp_path / "t" / "timers.json",
+        )
     )
     yield rt
     rt.close()
@@ -131,7 +136,7 @@ def test_cancel_is_final_and_errors_name_the_reason(runtime: Runtime) -> None:
 
 
 def test_a_due_time_is_claimed_once_by_competing_claimers(runtime: Runtime, tmp_path: Path) -> None:
-    other = Runtime.open(Settings(baton_home=tmp_path / "home"))
+    other = Runtime.open(runtime.settings)
     try:
         mine, theirs = TimerService(runtime), TimerService(other)
         timer = mine.set(TimerRequest(name="x", action=RECORD, interval_seconds=5))
@@ -228,6 +233,7 @@ async def test_notify_firings_record_the_notifiers_outcome_and_never_crash(
     runtime: Runtime, notifier: StubNotifier | None, outcome: str, error_class: str | None
 ) -> None:
     if notifier is not None:
+        notifier.sent.clear()  # the parameter objects are shared by the SQLite and PostgreSQL runs
         runtime.services["notifier"] = notifier
     async with running(runtime) as scheduler:
         action = {"kind": "notify", "channel": "slack", "message": "build finished"}

@@ -1,6 +1,6 @@
 """``python -m baton`` is the ``baton`` command."""
 
-from baton.cli import main
+from baton.launcher import main
 
 if __name__ == "__main__":
     main()

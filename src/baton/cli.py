@@ -86,27 +86,9 @@ def serve(
     ] = False,
 ) -> None:
     """Run the MCP server (stdio by default; --http HOST:PORT for streamable HTTP at /mcp)."""
-    import anyio
+    from baton.server import run_serve
 
-    from baton.logs import configure_logging
-    from baton.runtime import Runtime
-    from baton.server import check_http_bind, parse_bind, serve_http, serve_stdio
-
-    try:
-        runtime = Runtime.open()
-        configure_logging(runtime.redactor)
-        if stateless:
-            runtime.settings.baton_http_stateless = True
-        if http:
-            host, _port = parse_bind(http)
-            check_http_bind(host, runtime.settings.baton_http_token)
-            anyio.run(serve_http, runtime, http)
-        else:
-            anyio.run(serve_stdio, runtime)
-    except BatonError as exc:
-        fail(exc)
-    except KeyboardInterrupt:
-        pass
+    raise typer.Exit(run_serve(http, stateless))
 
 
 @app.command()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -41,21 +39,14 @@ def check_provider(runtime: Runtime) -> Check:
 
 
 def check_sandbox(runtime: Runtime) -> Check:
-    """bubblewrap is installed and can start a process."""
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        return Check("sandbox", False, "bubblewrap (bwrap) is not installed")
-    probe = subprocess.run(
-        [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"],
-        capture_output=True,
-        timeout=10,
-        check=False,
-    )
-    if probe.returncode != 0:
-        return Check(
-            "sandbox", False, f"bwrap is installed but cannot start a sandbox (exit {probe.returncode})"
-        )
-    return Check("sandbox", True, f"bubblewrap at {bwrap}")
+    """bubblewrap can start a sandbox the way the gateway starts one (as host uid 65534)."""
+    from baton.gateway.sandbox import BubblewrapSandbox
+
+    sandbox = BubblewrapSandbox()
+    reason = sandbox.unavailable_reason()
+    if reason is not None:
+        return Check("sandbox", False, reason)
+    return Check("sandbox", True, f"bubblewrap at {sandbox.bwrap}, started as uid 65534")
 
 
 def check_notifications(runtime: Runtime) -> list[Check]:

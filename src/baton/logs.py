@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from baton.receipts import Redactor
+from baton.redaction import Redactor
 
 
 class RedactingFormatter(logging.Formatter):

@@ -2,78 +2,37 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
 from sqlalchemy import Connection, bindparam, insert, select, update
 
-from baton.errors import ReceiptError
+from baton.canonical import canonical_json, sha256_hex, utc_now
+from baton.redaction import CREDENTIAL_PATTERN, MIN_SUBSTRING_SECRET, REDACTED, Redactor
 from baton.schema import receipt_head, receipts
 from baton.store import Store
 
+#: Canonical JSON and redaction live in their own light modules; receipts re-exports them as one API.
+__all__ = [
+    "CREDENTIAL_PATTERN",
+    "GENESIS_SHA256",
+    "MIN_SUBSTRING_SECRET",
+    "REDACTED",
+    "ChainReport",
+    "Receipt",
+    "ReceiptLog",
+    "Redactor",
+    "canonical_json",
+    "receipt_digest",
+    "sha256_hex",
+    "utc_now",
+    "verify_chain",
+]
+
 GENESIS_SHA256 = "0" * 64
-CREDENTIAL_PATTERN = re.compile(r"\b(?:sk|gh[opusr])-[A-Za-z0-9_-]{12,}\b")
-REDACTED = "[REDACTED]"
-#: Shorter sensitive values (a chat id such as "0") are only redacted where a whole string equals them.
-MIN_SUBSTRING_SECRET = 8
-
-
-def canonical_json(value: Any) -> str:
-    """The one serialization every hash in baton covers."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-
-
-def sha256_hex(data: str | bytes) -> str:
-    """Hex sha256 of text (UTF-8) or bytes."""
-    return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
-
-
-def utc_now() -> str:
-    """The current UTC time in ISO 8601 with microseconds."""
-    return datetime.now(UTC).isoformat()
-
-
-@dataclass(frozen=True)
-class Redactor:
-    """Replaces configured credential values and credential-shaped strings with ``[REDACTED]``."""
-
-    sensitive_values: Sequence[str] = ()
-
-    def text(self, value: str) -> str:
-        """Redact one string."""
-        if value in self.sensitive_values:
-            return REDACTED
-        for secret in self.sensitive_values:
-            if len(secret) >= MIN_SUBSTRING_SECRET and secret in value:
-                value = value.replace(secret, REDACTED)
-        return CREDENTIAL_PATTERN.sub(REDACTED, value)
-
-    def value(self, value: Any) -> Any:
-        """Redact every string inside a JSON-shaped value (keys included)."""
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {self.text(str(key)): self.value(item) for key, item in value.items()}
-        if isinstance(value, list | tuple):
-            return [self.value(item) for item in value]
-        return value
-
-    def leaks(self, serialized: str) -> bool:
-        """Whether a serialized document still holds a credential."""
-        if CREDENTIAL_PATTERN.search(serialized):
-            return True
-        return any(len(s) >= MIN_SUBSTRING_SECRET and s in serialized for s in self.sensitive_values)
-
-    def guard(self, serialized: str, where: str) -> None:
-        """Refuse a write whose text still holds a credential."""
-        if self.leaks(serialized):
-            raise ReceiptError("receipt_contains_secret", f"Refused to write {where}: it holds a credential.")
 
 
 class Receipt(BaseModel):

@@ -9,17 +9,19 @@ import ipaddress
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
-from pydantic import TypeAdapter
 
 from baton import __version__
-from baton.errors import ConfigError
-from baton.runtime import Runtime
-from baton.toolkit import CallContext, Progress, ToolRegistry
+from baton.errors import BatonError, ConfigError
+
+if TYPE_CHECKING:
+    from baton.config import Settings
+    from baton.runtime import Runtime
+    from baton.toolkit import ToolRegistry
 
 log = logging.getLogger("baton.server")
 
@@ -42,16 +44,58 @@ INSTRUCTIONS = (
 
 def build_registry(runtime: Runtime) -> ToolRegistry:
     """Register every tool group's tools against one runtime."""
+    from baton.toolkit import ToolRegistry
+
     registry = ToolRegistry(runtime)
     for module_name in TOOL_GROUPS:
         importlib.import_module(module_name).register(registry)
     return registry
 
 
-def build_server(registry: ToolRegistry) -> Server[Any]:
+class RegistryLoader:
+    """Opens the store and builds the registry in a worker thread while the handshake is answered.
+
+    ``initialize`` needs none of it, so a client gets its answer after importing only the MCP SDK;
+    the first ``tools/list`` or ``tools/call`` waits until loading is done.
+    """
+
+    def __init__(self, settings: Settings | None = None, registry: ToolRegistry | None = None) -> None:
+        self.settings = settings
+        self.registry = registry
+        self.error: BatonError | None = None
+        self.ready = anyio.Event()
+        if registry is not None:
+            self.ready.set()
+
+    async def load(self) -> ToolRegistry | None:
+        """Build the registry (once); a failure is kept and reported by every later request."""
+        try:
+            self.registry = await anyio.to_thread.run_sync(self._open)
+        except BatonError as exc:
+            log.error("baton could not start: %s: %s", exc.error_class, exc.message)
+            self.error = exc
+        finally:
+            self.ready.set()
+        return self.registry
+
+    def _open(self) -> ToolRegistry:
+        from baton.runtime import Runtime
+
+        return build_registry(Runtime.open(self.settings))
+
+    async def get(self) -> ToolRegistry:
+        """The registry, once loaded; raises the loading error otherwise."""
+        await self.ready.wait()
+        if self.registry is None:
+            raise self.error or BatonError("internal_error", "The server failed to load.")
+        return self.registry
+
+
+def build_server(loader: RegistryLoader) -> Server[Any]:
     """The low-level MCP server whose list and call handlers go through the registry."""
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        registry = await loader.get()
         tools = [
             types.Tool(
                 name=spec.name,
@@ -68,13 +112,20 @@ def build_server(registry: ToolRegistry) -> Server[Any]:
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        from baton.toolkit import CallContext, Progress
+
         session = ctx.session
         context = CallContext(
             progress=Progress(session.report_progress),
             client_capabilities=getattr(session, "client_capabilities", None),
             session=session,
         )
-        result = await registry.call(params.name, params.arguments, context)
+        try:
+            registry = await loader.get()
+        except BatonError as exc:
+            result = exc.to_result()
+        else:
+            result = await registry.call(params.name, params.arguments, context)
         return tool_result(result)
 
     return Server(
@@ -90,6 +141,8 @@ def tool_result(result: dict[str, Any]) -> types.CallToolResult:
     """A registry result as MCP: JSON text, or a proxied upstream's own content blocks (``mcp_content``)."""
     upstream = result.pop("mcp_content", None)
     if isinstance(upstream, list):
+        from pydantic import TypeAdapter
+
         adapter = TypeAdapter(list[types.ContentBlock])
         content: list[Any] = adapter.validate_python(upstream)
     else:
@@ -111,14 +164,52 @@ async def running_services(registry: ToolRegistry) -> AsyncIterator[None]:
             group.cancel_scope.cancel()
 
 
-async def serve_stdio(runtime: Runtime) -> None:
+async def serve_stdio(settings: Settings) -> None:
     """Serve one MCP connection on stdin/stdout (nothing else is ever written to stdout)."""
     from mcp.server.stdio import stdio_server
 
-    registry = build_registry(runtime)
-    server = build_server(registry)
-    async with running_services(registry), stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    loader = RegistryLoader(settings)
+    server = build_server(loader)
+
+    async def load_then_run_services() -> None:
+        registry = await loader.load()
+        if registry is not None:
+            async with running_services(registry):
+                await anyio.sleep_forever()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(load_then_run_services)
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+        group.cancel_scope.cancel()
+
+
+def run_serve(http: str | None, stateless: bool) -> int:
+    """``baton serve``: configure logging, then serve stdio or HTTP; returns the exit code."""
+    import sys
+
+    from baton.config import load_settings
+    from baton.logs import configure_logging
+    from baton.redaction import Redactor
+
+    settings = load_settings()
+    settings.baton_http_stateless = settings.baton_http_stateless or stateless
+    configure_logging(Redactor(settings.sensitive_values()))
+    try:
+        if http:
+            from baton.runtime import Runtime
+
+            host, _port = parse_bind(http)
+            check_http_bind(host, settings.baton_http_token)
+            anyio.run(serve_http, Runtime.open(settings), http)
+        else:
+            anyio.run(serve_stdio, settings)
+    except BatonError as exc:
+        sys.stderr.write(f"{exc.error_class}: {exc.message}\n")
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    return 0
 
 
 def parse_bind(bind: str) -> tuple[str, int]:
@@ -183,7 +274,7 @@ HTTP_ROUTE_PROVIDERS: tuple[str, ...] = ("baton.hitl.inbox",)
 def build_http_app(runtime: Runtime, host: str) -> Any:
     """The Starlette app: streamable HTTP at ``/mcp`` plus the subsystems' routes, behind the token check."""
     registry = build_registry(runtime)
-    server = build_server(registry)
+    server = build_server(RegistryLoader(registry=registry))
     routes: list[Any] = []
     for module_name in HTTP_ROUTE_PROVIDERS:
         routes.extend(importlib.import_module(module_name).routes(runtime))

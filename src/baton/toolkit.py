@@ -10,13 +10,15 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from baton.canonical import canonical_json, sha256_hex
 from baton.errors import ArgumentError, BatonError
-from baton.receipts import canonical_json, sha256_hex
-from baton.runtime import Runtime
+
+if TYPE_CHECKING:
+    from baton.runtime import Runtime
 
 log = logging.getLogger("baton.tools")
 

@@ -4,18 +4,28 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 import pytest
 
+from baton.config import load_settings
 from baton.errors import HitlError
 from baton.hitl.broker import Decision, HitlBroker, NewRequest
 from baton.hitl.links import LinkSigner
 from baton.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def runtime(baton_env: dict[str, str], database_url: str) -> Iterator[Runtime]:
+    """The broker's store on SQLite and on PostgreSQL."""
+    rt = Runtime.open(load_settings({**baton_env, "BATON_DATABASE_URL": database_url}))
+    yield rt
+    rt.close()
 
 
 async def test_two_racing_responders_exactly_one_wins(broker: HitlBroker, runtime: Runtime) -> None:

@@ -56,6 +56,7 @@ def run(
         human_timeout_seconds=human_timeout_seconds,
         real_notifications=real_notifications,
         environ=environ,
+        model_source="loopback (baton.testing.FakeLLMServer)" if loopback_model else "configured provider",
     )
     try:
         path = run_campaign_sync(options)

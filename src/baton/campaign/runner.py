@@ -75,6 +75,8 @@ class CampaignOptions:
     real_notifications: bool = False
     environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     server_command: list[str] = field(default_factory=lambda: [sys.executable, "-m", "baton", "serve"])
+    #: Where the model answers come from, recorded in the summary ("configured provider" or "loopback").
+    model_source: str = "configured provider"
 
 
 @dataclass
@@ -252,6 +254,11 @@ class Campaign:
                 "real_notifications_enabled": self.options.real_notifications,
                 "notification_readiness": self.readiness,
                 "baton_version": __version__,
+                "model": {
+                    "provider": self.env.get("COLLAB_PROVIDER"),
+                    "name": self.env.get("OPENAI_MODEL"),
+                    "source": self.options.model_source,
+                },
             },
         )
         self._guard_bundle()
