@@ -299,8 +299,17 @@ def compute_gates(
             and (outcome.get("timer_cancelled") or {}).get("success") is True
         )
     if "adapters" in outcome:
-        gates["adapters_listed_with_contracts"] = (outcome.get("adapters") or {}).get("success") is True
+        gates["adapters_listed_with_contracts"] = _adapters_pinned(outcome.get("adapters") or {})
     return gates
+
+
+def _adapters_pinned(listed: dict[str, Any]) -> bool:
+    """The listing answered, and every promoted adapter carries its pinned contract hashes."""
+    hashes = ("tool_name_set_sha256", "tool_schema_manifest_sha256", "tool_definition_sha256")
+    promoted = [a for a in listed.get("adapters") or [] if a.get("state") == "promoted"]
+    return listed.get("success") is True and all(
+        all((a.get("contract") or {}).get(key) for key in hashes) for a in promoted
+    )
 
 
 def _canary_absent(c: Campaign, canary: str) -> bool:
