@@ -158,7 +158,22 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     for name, result in report["benchmarks"].items():
         if "rows" not in result:
-            lines += [f"**{name}**: {result.get('skipped') or result.get('error')}", ""]
+            if result.get("skipped") or result.get("error"):
+                lines += [f"**{name}**: {result.get('skipped') or result.get('error')}", ""]
+                continue
+            lines += [
+                f"**{name}** ({result.get('iterations')} iterations)",
+                "",
+                "| field | value |",
+                "|---|---|",
+            ]
+            for key, value in result.items():
+                if key in ("benchmark", "iterations"):
+                    continue
+                if isinstance(value, dict):
+                    value = ", ".join(f"{k} {format_cell(v)}" for k, v in value.items())
+                lines.append(f"| {key} | {format_cell(value) if not isinstance(value, str) else value} |")
+            lines.append("")
             continue
         columns: list[str] = []
         for row in result["rows"]:
