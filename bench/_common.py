@@ -14,6 +14,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from baton.config import ENVIRONMENT_VARIABLES
+
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 PEERS = Path(__file__).resolve().parent / "peers"
@@ -22,34 +24,7 @@ PEER_VENV_PYTHON = Path("/work/bench-venv/bin/python")
 PROTOCOL_VERSION = "2025-11-25"
 
 #: Variables baton reads; blanked so the developer's configuration never changes what is measured.
-BATON_VARS = [
-    "COLLAB_PROVIDER",
-    "OPENAI_MODEL",
-    "OPENAI_BASE_URL",
-    "MOONSHOT_API_KEY",
-    "KIMI_API_KEY",
-    "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "OPENROUTER_API_KEY",
-    "COLLAB_LLM_RECEIPT_PATH",
-    "HITL_TIMEOUT_SECONDS",
-    "HITL_ADMIN_EMAIL",
-    "HITL_WEBHOOK_URL",
-    "SENDGRID_API_KEY",
-    "SMTP_HOST",
-    "SMTP_PORT",
-    "SMTP_USERNAME",
-    "SMTP_PASSWORD",
-    "SMTP_FROM_EMAIL",
-    "TELEGRAM_BOT_TOKEN",
-    "TELEGRAM_DEFAULT_CHAT_ID",
-    "SLACK_WEBHOOK_URL",
-    "DISCORD_WEBHOOK_URL",
-    "TIMER_STORAGE_PATH",
-    "BATON_DATABASE_URL",
-    "BATON_HTTP_TOKEN",
-    "BATON_PRIVATE_KEYS",
-]
+BATON_VARS = list(ENVIRONMENT_VARIABLES)
 
 
 def baton_env(home: Path, **extra: str) -> dict[str, str]:

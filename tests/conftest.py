@@ -13,48 +13,13 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from baton.config import ENVIRONMENT_VARIABLES
 from baton.testing import FakeLLMServer
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 #: Every variable baton reads, blanked so the developer's own environment never leaks into a test.
-BLANKED = [
-    "COLLAB_PROVIDER",
-    "OPENAI_MODEL",
-    "OPENAI_BASE_URL",
-    "MOONSHOT_API_KEY",
-    "KIMI_API_KEY",
-    "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "OPENROUTER_API_KEY",
-    "COLLAB_LLM_RECEIPT_PATH",
-    "HITL_TIMEOUT_SECONDS",
-    "HITL_ADMIN_EMAIL",
-    "HITL_WEBHOOK_URL",
-    "SENDGRID_API_KEY",
-    "SMTP_HOST",
-    "SMTP_PORT",
-    "SMTP_USERNAME",
-    "SMTP_PASSWORD",
-    "SMTP_FROM_EMAIL",
-    "TELEGRAM_BOT_TOKEN",
-    "TELEGRAM_DEFAULT_CHAT_ID",
-    "SLACK_WEBHOOK_URL",
-    "DISCORD_WEBHOOK_URL",
-    "BATON_SMTP_SECURITY",
-    "BATON_TELEGRAM_API_URL",
-    "BATON_SENDGRID_API_URL",
-    "BATON_NOTIFY_TIMEOUT_SECONDS",
-    "BATON_NOTIFY_ATTEMPTS",
-    "BATON_NOTIFY_BACKOFF_SECONDS",
-    "TIMER_STORAGE_PATH",
-    "BATON_DATABASE_URL",
-    "BATON_HTTP_TOKEN",
-    "BATON_PRIVATE_KEYS",
-    "BATON_HITL_PROGRESS_SECONDS",
-    "BATON_HITL_ELICITATION",
-    "BATON_PUBLIC_URL",
-]
+BLANKED = list(ENVIRONMENT_VARIABLES)
 
 FAKE_MOONSHOT_KEY = "sk-test-moonshot-0123456789abcdef"
 

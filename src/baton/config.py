@@ -128,6 +128,26 @@ class Settings(BaseModel):
         return tuple(sorted(values, key=len, reverse=True))
 
 
+#: Every environment variable baton reads (tests and benchmarks blank them for isolation).
+ENVIRONMENT_VARIABLES: tuple[str, ...] = tuple(name.upper() for name in Settings.model_fields)
+
+#: The variables that configure notification delivery (the campaign blanks them for a preflight run).
+NOTIFICATION_VARIABLES: tuple[str, ...] = (
+    "SENDGRID_API_KEY",
+    "SMTP_HOST",
+    "SMTP_PORT",
+    "SMTP_USERNAME",
+    "SMTP_PASSWORD",
+    "SMTP_FROM_EMAIL",
+    "TELEGRAM_BOT_TOKEN",
+    "TELEGRAM_DEFAULT_CHAT_ID",
+    "SLACK_WEBHOOK_URL",
+    "DISCORD_WEBHOOK_URL",
+    "HITL_ADMIN_EMAIL",
+    "HITL_WEBHOOK_URL",
+)
+
+
 def load_settings(environ: dict[str, str] | None = None) -> Settings:
     """Read settings from ``environ`` (default: the process environment)."""
     source = dict(os.environ if environ is None else environ)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import hmac
 import importlib
-import ipaddress
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -16,6 +15,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 
 from baton import __version__
+from baton.addresses import is_loopback
 from baton.errors import BatonError, ConfigError
 
 if TYPE_CHECKING:
@@ -218,16 +218,6 @@ def parse_bind(bind: str) -> tuple[str, int]:
     if not sep or not port.isdigit():
         raise ConfigError("config_invalid", f"--http takes HOST:PORT, not {bind!r}.")
     return host.strip("[]") or "127.0.0.1", int(port)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` only listens on the loopback interface."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 ASGIApp = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]

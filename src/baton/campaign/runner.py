@@ -18,25 +18,11 @@ from baton import __version__
 from baton.campaign.bundle import BundleWriter
 from baton.campaign.gates import classify_status, human_decision_accepted, notification_readiness
 from baton.campaign.human import parse_human_decision, read_decision_line
-from baton.config import SENSITIVE_ENV_NAMES
+from baton.config import NOTIFICATION_VARIABLES, SENSITIVE_ENV_NAMES
 from baton.errors import CampaignError
 from baton.receipts import CREDENTIAL_PATTERN
 
 CANARY = "PRIVATE-MARKER-MUST-BE-FILTERED"
-NOTIFICATION_VARS = (
-    "SENDGRID_API_KEY",
-    "SMTP_HOST",
-    "SMTP_PORT",
-    "SMTP_USERNAME",
-    "SMTP_PASSWORD",
-    "SMTP_FROM_EMAIL",
-    "TELEGRAM_BOT_TOKEN",
-    "TELEGRAM_DEFAULT_CHAT_ID",
-    "SLACK_WEBHOOK_URL",
-    "DISCORD_WEBHOOK_URL",
-    "HITL_ADMIN_EMAIL",
-    "HITL_WEBHOOK_URL",
-)
 REQUIRED_TOOLS = frozenset(
     {
         "mcp_spawn_subagent",
@@ -130,7 +116,7 @@ class Campaign:
         )
         env.pop("BATON_DATABASE_URL", None)
         if not self.options.real_notifications:
-            env.update(dict.fromkeys(NOTIFICATION_VARS, ""))
+            env.update(dict.fromkeys(NOTIFICATION_VARIABLES, ""))
         return env
 
     async def call(self, case: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:

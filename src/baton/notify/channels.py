@@ -13,7 +13,6 @@ the network.
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -93,16 +92,6 @@ def url_hint(url: str) -> str:
     split = urlsplit(url)
     host = split.hostname or "?"
     return f"{host}:{split.port}" if split.port else host
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names the loopback interface."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _http_url(url: str, variable: str) -> Any:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 
+from baton.addresses import is_loopback
 from baton.config import Settings
 from baton.errors import ArgumentError, ConfigError
 from baton.notify.channels import (
     Readiness,
     Target,
     email_hint,
-    is_loopback,
     json_service,
     not_configured,
     present,
