@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import http.server
 import socketserver
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +14,12 @@ import pytest
 from baton.config import load_settings
 from baton.gateway.policy import Policy, parse_policy, write_policy
 from baton.runtime import Runtime
+from baton.testing import gateway_adapter
+from baton.testing.gateway_adapter import TEST_SERVER
 from baton.testing.mcp_stdio_server import package_files
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball
 
-TEST_SERVER = "baton-test-mcp"
+__all__ = ["TEST_SERVER"]  # re-exported for the gateway tests
 
 
 @pytest.fixture
@@ -39,31 +39,9 @@ def runtime(tmp_path: Path, registry: NpmRegistryServer) -> Iterator[Runtime]:
 
 
 def policy_document(adapter_id: str, tarball: bytes, **runtime: Any) -> dict[str, Any]:
-    """A policy that runs the test MCP server from ``tarball`` with python3 in the sandbox."""
-    return {
-        "adapter": {
-            "id": adapter_id,
-            "candidate": f"npm:{TEST_SERVER}@1.0.0",
-            "risk_class": "high",
-            "owner": "tests",
-            "expires_at": (datetime.now(UTC) + timedelta(days=1)).isoformat(),
-        },
-        "artifacts": [
-            {
-                "ecosystem": "npm",
-                "name": TEST_SERVER,
-                "version": "1.0.0",
-                "sha512": hashlib.sha512(tarball).hexdigest(),
-            }
-        ],
-        "runtime": {
-            "entrypoint": ["python3", f"node_modules/{TEST_SERVER}/server.py"],
-            "startup_timeout_seconds": 10,
-            "shutdown_timeout_seconds": 2,
-            **runtime,
-        },
-        "tools": {"allowed": ["echo"], "denied": ["delete_everything"]},
-    }
+    """The shared test-server policy, allowing ``echo`` and denying ``delete_everything``."""
+    tools = {"allowed": ["echo"], "denied": ["delete_everything"]}
+    return gateway_adapter.policy_document(adapter_id, tarball, tool_policy=tools, **runtime)
 
 
 def publish_server(registry: NpmRegistryServer, tarball: bytes | None = None) -> bytes:

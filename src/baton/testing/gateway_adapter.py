@@ -32,9 +32,10 @@ def publish(registry: NpmRegistryServer) -> bytes:
     return tarball
 
 
-def document(adapter_id: str, tarball: bytes, tools: list[dict[str, Any]], **runtime: Any) -> dict[str, Any]:
-    """A draft policy running the test server with ``tools`` (no contract yet)."""
-    env = {"BATON_TEST_MCP_TOOLS": json.dumps(tools), **runtime.pop("env", {})}
+def policy_document(
+    adapter_id: str, tarball: bytes, *, tool_policy: dict[str, Any] | None = None, **runtime: Any
+) -> dict[str, Any]:
+    """A draft policy (no contract yet) that runs the test MCP server from ``tarball`` with python3."""
     return {
         "adapter": {
             "id": adapter_id,
@@ -55,11 +56,16 @@ def document(adapter_id: str, tarball: bytes, tools: list[dict[str, Any]], **run
             "entrypoint": ["python3", f"node_modules/{TEST_SERVER}/server.py"],
             "startup_timeout_seconds": 15,
             "shutdown_timeout_seconds": 2,
-            "env": env,
             **runtime,
         },
-        "tools": {},
+        "tools": tool_policy or {},
     }
+
+
+def document(adapter_id: str, tarball: bytes, tools: list[dict[str, Any]], **runtime: Any) -> dict[str, Any]:
+    """A draft policy running the test server with ``tools``."""
+    env = {"BATON_TEST_MCP_TOOLS": json.dumps(tools), **runtime.pop("env", {})}
+    return policy_document(adapter_id, tarball, env=env, **runtime)
 
 
 def make_live(
