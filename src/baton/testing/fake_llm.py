@@ -15,8 +15,10 @@ import select
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from baton.testing.loopback import LoopbackHTTPServer, serve_in_thread
 
 
 @dataclass
@@ -39,14 +41,6 @@ class RecordedRequest:
     aborted: bool = False
 
 
-class _LoopbackHTTPServer(ThreadingHTTPServer):
-    """A thread per connection and a listen backlog deep enough for hundreds of concurrent clients
-    (socketserver's default of 5 makes the kernel drop SYNs, so clients retry after a second)."""
-
-    daemon_threads = True
-    request_queue_size = 1024
-
-
 @dataclass
 class FakeLLMServer:
     """A threaded loopback HTTP server; use as a context manager or call start()/stop()."""
@@ -56,15 +50,13 @@ class FakeLLMServer:
     requests: list[RecordedRequest] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _httpd: ThreadingHTTPServer | None = None
+    _httpd: LoopbackHTTPServer | None = None
 
     @property
     def base_url(self) -> str:
         """The ``/v1`` endpoint, as ``OPENAI_BASE_URL`` takes it."""
         assert self._httpd is not None, "server not started"
-        host, port = self._httpd.server_address[:2]
-        host = host.decode() if isinstance(host, bytes) else host
-        return f"http://{host}:{port}/v1"
+        return f"{self._httpd.base_url}/v1"
 
     def when(self, marker: str, behavior: Behavior) -> None:
         """Answer requests whose text contains ``marker`` with ``behavior``."""
@@ -72,16 +64,13 @@ class FakeLLMServer:
 
     def start(self) -> FakeLLMServer:
         """Listen on an ephemeral port of 127.0.0.1 in a daemon thread."""
-        handler = _make_handler(self)
-        self._httpd = _LoopbackHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=self._httpd.serve_forever, name="fake-llm", daemon=True).start()
+        self._httpd = serve_in_thread(_make_handler(self), "fake-llm")
         return self
 
     def stop(self) -> None:
         """Stop listening."""
         if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
+            self._httpd.close()
             self._httpd = None
 
     def __enter__(self) -> FakeLLMServer:

@@ -12,11 +12,12 @@ import hashlib
 import io
 import json
 import tarfile
-import threading
 import zipfile
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote
+
+from baton.testing.loopback import LoopbackHTTPServer, serve_in_thread
 
 
 def build_tarball(
@@ -61,22 +62,22 @@ class NpmRegistryServer:
         self.wheels: dict[tuple[str, str], dict[str, Any]] = {}
         self.tarballs: dict[str, bytes] = {}
         self.requests: list[str] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._server: LoopbackHTTPServer | None = None
 
     @property
     def url(self) -> str:
         """The registry's base URL."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        assert self._server is not None, "registry not started"
+        return self._server.base_url
 
     def __enter__(self) -> NpmRegistryServer:
-        self._thread.start()
+        self._server = serve_in_thread(self._handler(), "npm-registry")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        if self._server is not None:
+            self._server.close()
+            self._server = None
 
     def publish(
         self,

@@ -15,9 +15,11 @@ import json
 import socket
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from baton.testing.loopback import LoopbackHTTPServer, serve_in_thread
 
 
 @dataclass
@@ -43,15 +45,13 @@ class WebhookReceiver:
     _hang: bool = False
     _released: threading.Event = field(default_factory=threading.Event)
     _changed: threading.Condition = field(default_factory=threading.Condition)
-    _httpd: ThreadingHTTPServer | None = None
+    _httpd: LoopbackHTTPServer | None = None
 
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:PORT`` of the running receiver."""
         assert self._httpd is not None, "receiver not started"
-        host, port = self._httpd.server_address[:2]
-        host = host.decode() if isinstance(host, bytes) else host
-        return f"http://{host}:{port}"
+        return self._httpd.base_url
 
     def url(self, path: str = "/") -> str:
         """The full URL of ``path`` on this receiver."""
@@ -68,17 +68,14 @@ class WebhookReceiver:
 
     def start(self) -> WebhookReceiver:
         """Listen on an ephemeral port of 127.0.0.1 in a daemon thread."""
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, name="webhook-receiver", daemon=True).start()
+        self._httpd = serve_in_thread(_make_handler(self), "webhook-receiver")
         return self
 
     def stop(self) -> None:
         """Release hung requests and stop listening."""
         self._released.set()
         if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
+            self._httpd.close()
             self._httpd = None
 
     def __enter__(self) -> WebhookReceiver:
