@@ -10,6 +10,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+#: The 2025-11-25 handshake as raw JSON-RPC lines (request id 1), for tests that speak to the pipe directly.
+HANDSHAKE = [
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "baton-tests", "version": "0"},
+        },
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+]
+
 
 def free_port() -> int:
     with socket.socket() as sock:

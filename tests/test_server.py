@@ -12,24 +12,14 @@ import pytest
 from mcp import Client
 
 from tests.conftest import server_parameters, stdio_session
-from tests.servers import free_port, http_server
+from tests.servers import HANDSHAKE, free_port, http_server
 
 pytestmark = pytest.mark.anyio
 
 
 def test_stdio_writes_nothing_but_json_rpc(model_env: dict[str, str]) -> None:
     requests = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "0"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *HANDSHAKE,
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
         {
             "jsonrpc": "2.0",

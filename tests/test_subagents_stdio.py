@@ -10,6 +10,7 @@ import pytest
 
 from baton.testing import Behavior, FakeLLMServer
 from tests.conftest import call, stdio_session
+from tests.servers import HANDSHAKE
 
 pytestmark = pytest.mark.anyio
 
@@ -164,17 +165,7 @@ async def test_a_killed_server_leaves_no_subagent_running_forever(
     assert process.stdin is not None
     assert process.stdout is not None
     lines = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "0"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *HANDSHAKE,
         {
             "jsonrpc": "2.0",
             "id": 2,
