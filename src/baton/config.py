@@ -33,6 +33,7 @@ SENSITIVE_ENV_NAMES: frozenset[str] = frozenset(
         "HITL_ADMIN_EMAIL",
         "HITL_WEBHOOK_URL",
         "BATON_HTTP_TOKEN",
+        "BATON_ADMIN_TOKEN",
     }
 )
 
@@ -62,6 +63,8 @@ class Settings(BaseModel):
     baton_hitl_progress_seconds: float = 5.0
     baton_hitl_elicitation: bool = False
     baton_public_url: str | None = None
+    baton_hitl_allow_mcp_decisions: bool = False
+    baton_admin_token: str | None = None
     # notifications
     sendgrid_api_key: str | None = None
     smtp_host: str | None = None

@@ -60,12 +60,30 @@ def check_notifications(runtime: Runtime) -> list[Check]:
     return lines
 
 
+def check_decision_authority(runtime: Runtime) -> Check:
+    """Who may decide human-in-the-loop requests; ok means only a person (the safe default)."""
+    settings = runtime.settings
+    if settings.baton_hitl_allow_mcp_decisions:
+        return Check(
+            "hitl deciders",
+            False,
+            "BATON_HITL_ALLOW_MCP_DECISIONS=1: every MCP client of this server may decide (the agent too)",
+        )
+    detail = "a person (inbox, CLI, elicitation); MCP clients may not decide"
+    if settings.baton_admin_token:
+        detail += "; over HTTP, callers with BATON_ADMIN_TOKEN may"
+    elif settings.baton_http_token:
+        detail += "; the inbox takes BATON_HTTP_TOKEN (set BATON_ADMIN_TOKEN to keep it from the agent)"
+    return Check("hitl deciders", True, detail)
+
+
 #: Each subsystem may add its checks here (name -> function of the runtime).
 CHECKS: list[Callable[[Runtime], Check | list[Check]]] = [
     check_store,
     check_provider,
     check_sandbox,
     check_notifications,
+    check_decision_authority,
 ]
 
 

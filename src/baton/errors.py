@@ -31,6 +31,7 @@ ERROR_CLASSES: dict[str, str] = {
     "config_invalid": "An environment variable or setting has a value baton cannot use.",
     "store_unavailable": "The state store could not be opened or written.",
     "http_bind_refused": "A non-loopback HTTP bind was asked for without BATON_HTTP_TOKEN.",
+    "http_unauthorized": "An HTTP endpoint (/mcp) was reached without a valid bearer token.",
     # receipts
     "receipt_chain_broken": "A receipt's hash or link to its predecessor does not verify.",
     "receipt_contains_secret": "A write was refused because it would still contain a credential.",
@@ -59,6 +60,7 @@ ERROR_CLASSES: dict[str, str] = {
     "hitl_unauthorized": "The inbox was reached without a valid bearer token or signed link.",
     "hitl_still_pending": "The wait ended before anyone decided; the request is still pending (wait again by id).",
     "hitl_csrf_invalid": "An inbox form was posted without its valid per-form token.",
+    "hitl_decider_not_authorized": "This MCP caller may not decide human-in-the-loop requests; a person decides (inbox, CLI, elicitation) unless BATON_HITL_ALLOW_MCP_DECISIONS=1 or the admin credential is used.",
     "approval_denied": "A human rejected the request.",
     # notifications
     "notification_not_configured": "The channel lacks the configuration it needs; nothing was sent.",

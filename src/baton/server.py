@@ -115,16 +115,17 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
         from baton.toolkit import CallContext, Progress
 
         session = ctx.session
-        context = CallContext(
-            progress=Progress(session.report_progress),
-            client_capabilities=getattr(session, "client_capabilities", None),
-            session=session,
-        )
         try:
             registry = await loader.get()
         except BatonError as exc:
             result = exc.to_result()
         else:
+            context = CallContext(
+                progress=Progress(session.report_progress),
+                client_capabilities=getattr(session, "client_capabilities", None),
+                session=session,
+                decider=decision_authority(registry.runtime.settings, getattr(ctx, "request", None)),
+            )
             result = await registry.call(params.name, params.arguments, context)
         return tool_result(result)
 
@@ -135,6 +136,19 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+def decision_authority(settings: Settings, request: Any) -> str | None:
+    """How an MCP caller may decide HITL requests: ``mcp`` (opt-in), ``mcp_admin`` (admin credential), or None.
+
+    By default nobody over MCP may decide: the agent that asks must not be the one that approves.
+    """
+    if settings.baton_hitl_allow_mcp_decisions:
+        return "mcp"
+    scope = getattr(request, "scope", None)
+    if isinstance(scope, dict) and scope.get("state", {}).get(ADMIN_SCOPE_KEY) is True:
+        return "mcp_admin"
+    return None
 
 
 def tool_result(result: dict[str, Any]) -> types.CallToolResult:
@@ -200,7 +214,7 @@ def run_serve(http: str | None, stateless: bool) -> int:
             from baton.runtime import Runtime
 
             host, _port = parse_bind(http)
-            check_http_bind(host, settings.baton_http_token)
+            check_http_bind(host, settings.baton_http_token, settings.baton_admin_token)
             anyio.run(serve_http, Runtime.open(settings), http)
         else:
             anyio.run(serve_stdio, settings)
@@ -223,35 +237,57 @@ def parse_bind(bind: str) -> tuple[str, int]:
 ASGIApp = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]
 
 
-class BearerTokenMiddleware:
-    """Requires ``Authorization: Bearer <token>`` on the MCP endpoint when a token is set."""
+#: Key in the ASGI scope's ``state`` marking a request authenticated with the admin credential.
+ADMIN_SCOPE_KEY = "baton_admin"
 
-    def __init__(self, app: ASGIApp, token: str | None, protected_prefix: str = "/mcp") -> None:
+
+class BearerTokenMiddleware:
+    """Guards the MCP endpoint: the agent's bearer token (when set) or the admin token gets through.
+
+    A request that presents ``BATON_ADMIN_TOKEN`` is marked in ``scope["state"]`` so that the tool
+    boundary can grant it decision authority; the agent's ``BATON_HTTP_TOKEN`` never carries that.
+    """
+
+    def __init__(
+        self, app: ASGIApp, token: str | None, admin_token: str | None = None, protected_prefix: str = "/mcp"
+    ) -> None:
         self.app = app
         self.token = token
+        self.admin_token = admin_token
         self.protected_prefix = protected_prefix
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         """Refuse with 401 before the request reaches the MCP transport."""
-        if self.token and scope["type"] == "http" and scope["path"].startswith(self.protected_prefix):
+        if scope["type"] == "http" and scope["path"].startswith(self.protected_prefix):
             headers = dict(scope.get("headers") or [])
-            supplied = headers.get(b"authorization", b"").decode("latin-1")
-            expected = f"Bearer {self.token}"
-            if not hmac.compare_digest(supplied.encode(), expected.encode()):
+            supplied = headers.get(b"authorization", b"")
+            state = scope.setdefault("state", {})
+            state.pop(ADMIN_SCOPE_KEY, None)
+            if self.admin_token and _bearer_matches(supplied, self.admin_token):
+                state[ADMIN_SCOPE_KEY] = True
+            elif self.token and not _bearer_matches(supplied, self.token):
                 await _unauthorized(send)
                 return
         await self.app(scope, receive, send)
 
 
+def _bearer_matches(header: bytes, token: str) -> bool:
+    """Constant-time comparison of an Authorization header with ``Bearer <token>`` (as bytes)."""
+    return hmac.compare_digest(header, f"Bearer {token}".encode())
+
+
 async def _unauthorized(send: Any) -> None:
     body = json.dumps(
-        {"success": False, "error": "A valid bearer token is required.", "error_class": "hitl_unauthorized"}
+        {"success": False, "error": "A valid bearer token is required.", "error_class": "http_unauthorized"}
     ).encode()
     await send(
         {
             "type": "http.response.start",
             "status": 401,
-            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"www-authenticate", b'Bearer realm="baton", error="invalid_token"'),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": body})
@@ -282,15 +318,20 @@ def build_http_app(runtime: Runtime, host: str) -> Any:
             yield
 
     app.router.lifespan_context = lifespan
-    return BearerTokenMiddleware(app, runtime.settings.baton_http_token)
+    return BearerTokenMiddleware(app, runtime.settings.baton_http_token, runtime.settings.baton_admin_token)
 
 
-def check_http_bind(host: str, token: str | None) -> None:
-    """Refuse a non-loopback bind without a bearer token."""
+def check_http_bind(host: str, token: str | None, admin_token: str | None = None) -> None:
+    """Refuse a non-loopback bind without a bearer token, and an admin token equal to the agent's."""
     if not is_loopback(host) and not token:
         raise ConfigError(
             "http_bind_refused",
             f"Refusing to listen on {host}: set BATON_HTTP_TOKEN to serve beyond loopback.",
+        )
+    if admin_token and token and hmac.compare_digest(admin_token.encode(), token.encode()):
+        raise ConfigError(
+            "config_invalid",
+            "BATON_ADMIN_TOKEN must differ from BATON_HTTP_TOKEN: the agent's token may not decide approvals.",
         )
 
 
@@ -299,7 +340,7 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
     import uvicorn
 
     host, port = parse_bind(bind)
-    check_http_bind(host, runtime.settings.baton_http_token)
+    check_http_bind(host, runtime.settings.baton_http_token, runtime.settings.baton_admin_token)
     runtime.services.setdefault("http_base_url", f"http://{f'[{host}]' if ':' in host else host}:{port}")
     app = build_http_app(runtime, host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")

@@ -54,6 +54,9 @@ class CallContext:
     progress: Progress = field(default_factory=lambda: Progress(None))
     client_capabilities: Any = None
     session: Any = None
+    #: How this caller may decide human-in-the-loop requests (``mcp`` by opt-in, ``mcp_admin`` by the
+    #: admin credential), or None: by default an MCP client may ask, never decide.
+    decider: str | None = None
 
 
 Handler = Callable[[ArgsT, CallContext], Awaitable[dict[str, Any]]]

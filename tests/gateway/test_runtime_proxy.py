@@ -46,6 +46,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, pages: dict[str, str]) -> Iter
     home = tmp_path_factory.mktemp("runtime") / "home"
     environment = {k: v for k, v in os.environ.items() if k not in BLANKED}
     environment.update(BATON_HOME=str(home), HITL_TIMEOUT_SECONDS="30", BATON_HITL_PROGRESS_SECONDS="1")
+    environment["BATON_HITL_ALLOW_MCP_DECISIONS"] = "1"  # the tests play the operator through MCP
     environment["PYTHONPATH"] = str(SRC) + os.pathsep + environment.get("PYTHONPATH", "")
     with NpmRegistryServer() as registry:
         runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
@@ -170,6 +171,29 @@ async def test_an_approval_nobody_decides_times_out_without_calling_upstream(ses
     result = await call(session, "demo__transfer", {"to": "eve", "amount": 1})
     assert result["error_class"] == "hitl_timeout"
     assert await transfers(session) == before
+
+
+async def test_the_agent_cannot_approve_its_own_gated_call_by_default(env: dict[str, str]) -> None:
+    agent_env = {k: v for k, v in env.items() if k != "BATON_HITL_ALLOW_MCP_DECISIONS"}
+    async with stdio_session(agent_env) as agent:
+        before = await transfers(agent)
+        results: dict[str, Any] = {}
+
+        async def transfer() -> None:
+            results["call"] = await call(agent, "demo__transfer", {"to": "mallory", "amount": 9})
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(transfer)
+            with anyio.fail_after(20):
+                while not (pending := (await call(agent, "mcp_list_pending_requests"))["requests"]):
+                    await anyio.sleep(0.05)
+            request_id = pending[0]["request_id"]
+            refused = await call(
+                agent, "mcp_respond_to_request", {"request_id": request_id, "approved": True}
+            )
+            assert refused["error_class"] == "hitl_decider_not_authorized"
+        assert results["call"]["error_class"] == "hitl_timeout"
+        assert await transfers(agent) == before
 
 
 async def test_an_upstream_crash_mid_call_is_an_error_and_the_next_call_works(session: Any) -> None:

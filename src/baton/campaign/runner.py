@@ -112,6 +112,8 @@ class Campaign:
                 "HITL_TIMEOUT_SECONDS": "2",
                 "BROWSER_HEADLESS": "true",
                 "TIMER_STORAGE_PATH": str(self.run_dir / "timers.json"),
+                # the automated operator decides through mcp_respond_to_request (recorded in the summary)
+                "BATON_HITL_ALLOW_MCP_DECISIONS": "1",
             }
         )
         env.pop("BATON_DATABASE_URL", None)
@@ -238,6 +240,7 @@ class Campaign:
                     and outcome["human_decision"]["approved"]
                 ),
                 "real_notifications_enabled": self.options.real_notifications,
+                "mcp_decisions_allowed": self.env.get("BATON_HITL_ALLOW_MCP_DECISIONS") == "1",
                 "notification_readiness": self.readiness,
                 "baton_version": __version__,
                 "model": {

@@ -153,6 +153,18 @@ async def wait_for_outcome(
     return outcome(final)
 
 
+def not_authorized(request_id: str) -> HitlError:
+    """The refusal an MCP caller without decision authority gets; the request stays pending."""
+    return HitlError(
+        "hitl_decider_not_authorized",
+        f"An MCP client may not decide request {request_id}: a person decides it in the inbox, with "
+        "`baton hitl approve|reject|answer`, or through the client's elicitation. To let MCP clients of this "
+        "server decide (test harnesses, an operator's own console), set BATON_HITL_ALLOW_MCP_DECISIONS=1, "
+        "or call over HTTP with BATON_ADMIN_TOKEN. The request is still pending.",
+        request_id=request_id,
+    )
+
+
 def register(registry: ToolRegistry) -> None:
     """Add the human-in-the-loop tools to the registry."""
     broker = get_broker(registry.runtime)
@@ -205,9 +217,13 @@ def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
     @registry.tool("mcp_respond_to_request", RespondArgs)
     async def respond(args: RespondArgs, ctx: CallContext) -> dict[str, Any]:
         """Decide a pending request: approved=true/false for approvals, response for input requests.
-        The first decision wins; later ones fail with hitl_request_already_decided."""
+        By default a person decides (inbox, CLI, elicitation) and this tool is refused with
+        hitl_decider_not_authorized; BATON_HITL_ALLOW_MCP_DECISIONS=1 or the HTTP admin credential
+        lets MCP callers decide. The first decision wins; later ones fail with hitl_request_already_decided."""
+        if ctx.decider is None:
+            raise not_authorized(args.request_id)
         view = broker.respond(
-            args.request_id, Decision(args.approved, args.response, args.admin_notes, via="mcp")
+            args.request_id, Decision(args.approved, args.response, args.admin_notes, via=ctx.decider)
         )
         return {**status_view(view), "decision": view["status"]}
 
