@@ -7,11 +7,10 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from baton import __version__
 from baton.errors import BatonError
+from baton.terminal import err, fail, open_runtime, out, print_json, print_table
 
 app = typer.Typer(
     name="baton",
@@ -44,26 +43,7 @@ def _add_subsystem_apps() -> None:
 
 _add_subsystem_apps()
 
-out = Console()
-err = Console(stderr=True)
-
-
-def open_runtime() -> Any:
-    """The runtime for a CLI command (imported late to keep ``--help`` fast)."""
-    from baton.runtime import Runtime
-
-    return Runtime.open()
-
-
-def fail(exc: BatonError) -> None:
-    """Print a typed error on stderr and exit 1."""
-    err.print(f"[red]{exc.error_class}[/red]: {exc.message}")
-    raise typer.Exit(1)
-
-
-def print_json(value: Any) -> None:
-    """Machine-readable output on stdout."""
-    out.print_json(json.dumps(value, ensure_ascii=False, default=str))
+__all__ = ["app", "err", "fail", "main", "open_runtime", "out", "print_json"]
 
 
 @app.command()
@@ -101,10 +81,13 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
     if as_json:
         print_json(checks.as_json(results))
         return
-    table = Table("check", "ready", "detail")
-    for check in results:
-        table.add_row(check.name, "[green]yes[/green]" if check.ok else "[yellow]no[/yellow]", check.detail)
-    out.print(table)
+    print_table(
+        ("check", "ready", "detail"),
+        [
+            (check.name, "[green]yes[/green]" if check.ok else "[yellow]no[/yellow]", check.detail)
+            for check in results
+        ],
+    )
 
 
 @db_app.command("upgrade")
@@ -144,10 +127,10 @@ def receipts_list(
     if as_json:
         print_json([row.model_dump() for row in rows])
         return
-    table = Table("seq", "kind", "at", "sha256", "payload")
-    for row in rows:
-        table.add_row(str(row.seq), row.kind, row.at, row.sha256[:16], json.dumps(row.payload)[:80])
-    out.print(table)
+    print_table(
+        ("seq", "kind", "at", "sha256", "payload"),
+        [(str(row.seq), row.kind, row.at, row.sha256[:16], json.dumps(row.payload)[:80]) for row in rows],
+    )
 
 
 @receipts_app.command("verify")
@@ -155,7 +138,8 @@ def receipts_verify() -> None:
     """Recompute the whole receipt chain; exit 1 at the first broken link."""
     report = open_runtime().receipts.verify()
     if report.ok:
-        out.print(f"[green]ok[/green]: {report.count} receipts, head {report.head_sha256}")
+        out.print(f"[green]ok[/green]: {report.count} receipts")
+        out.print(f"head: {report.head_sha256}")
         return
     err.print(f"[red]receipt_chain_broken[/red]: at seq {report.first_bad_seq}: {report.reason}")
     raise typer.Exit(1)
@@ -177,17 +161,20 @@ def subagents_list(
     if as_json:
         print_json(rows)
         return
-    table = Table("id", "status", "mode", "strategy", "role", "created")
-    for row in rows:
-        table.add_row(
-            row["subagent_id"],
-            row["status"],
-            row["mode"],
-            row["context_strategy"],
-            row["role"],
-            row["created_at"],
-        )
-    out.print(table)
+    print_table(
+        ("id", "status", "mode", "strategy", "role", "created"),
+        [
+            (
+                row["subagent_id"],
+                row["status"],
+                row["mode"],
+                row["context_strategy"],
+                row["role"],
+                row["created_at"],
+            )
+            for row in rows
+        ],
+    )
 
 
 @subagents_app.command("show")

@@ -32,7 +32,8 @@ def run(
     """Drive every primitive through a real MCP stdio client and write validation/<id>/."""
     import json
 
-    from baton.campaign.runner import CampaignOptions, default_campaign_id, run_campaign_sync
+    from baton.campaign.options import CampaignOptions, default_campaign_id
+    from baton.campaign.runner import run_campaign_sync
     from baton.errors import BatonError
 
     environ = dict(os.environ)

@@ -19,6 +19,7 @@ from baton.errors import ArgumentError, BatonError, NotificationError
 from baton.notify import channels, mail
 from baton.notify.channels import Readiness, Target
 from baton.notify.delivery import DeliveryPolicy, Outcome, deliver
+from baton.notify.readiness import readiness
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
 
@@ -38,7 +39,7 @@ class Notifier:
 
     def channels(self) -> list[Readiness]:
         """Every channel's readiness (no secrets)."""
-        return channels.readiness(self.runtime.settings)
+        return readiness(self.runtime.settings)
 
     async def send_email(
         self, to_email: str, subject: str, body: str, *, purpose: str = "tool"

@@ -1,0 +1,38 @@
+"""Output on a pipe: plain, stable, never wrapped or cut; help shows flags as flags."""
+
+from __future__ import annotations
+
+import json
+
+from tests.test_cli import baton, seed_receipts
+
+
+def test_receipts_verify_on_a_pipe_is_one_line_per_fact(baton_env: dict[str, str]) -> None:
+    seed_receipts(baton_env, 2)
+    done = baton({**baton_env, "COLUMNS": "40"}, "receipts", "verify")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "ok: 2 receipts"
+    assert lines[1].startswith("head: ") and len(lines[1]) == len("head: ") + 64
+    assert len(lines) == 2
+
+
+def test_a_piped_listing_is_plain_and_never_cut(baton_env: dict[str, str]) -> None:
+    seed_receipts(baton_env, 3)
+    done = baton({**baton_env, "COLUMNS": "40"}, "receipts", "list", "--limit", "3")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["seq", "kind", "at", "sha256", "payload"]
+    assert len(lines) == 4
+    assert not any(ch in done.stdout for ch in "…│┃━─\x1b")
+    assert all(line == line.rstrip() for line in lines)
+    listed = json.loads(baton(baton_env, "receipts", "list", "--json").stdout)
+    assert [row["seq"] for row in listed] == [1, 2, 3]
+
+
+def test_help_renders_flags_without_a_value(baton_env: dict[str, str]) -> None:
+    for args in (("--help",), ("doctor", "--help"), ("gateway", "list", "--help")):
+        done = baton(baton_env, *args)
+        assert done.returncode == 0, done.stderr
+        assert "--help" in done.stdout
+        assert "<bool>" not in done.stdout
