@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
+
+import pytest
+from rich.console import Console
 
 from tests.test_cli import baton, seed_receipts
 
@@ -36,3 +40,21 @@ def test_help_renders_flags_without_a_value(baton_env: dict[str, str]) -> None:
         assert done.returncode == 0, done.stderr
         assert "--help" in done.stdout
         assert "<bool>" not in done.stdout
+
+
+def test_progress_draws_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    from baton import terminal
+
+    piped = Console(file=io.StringIO(), force_terminal=False)
+    monkeypatch.setattr(terminal, "err", piped)
+    with terminal.progress("verifying") as bar:
+        assert bar is None
+    assert piped.file.getvalue() == ""
+
+    screen = io.StringIO()
+    monkeypatch.setattr(terminal, "err", Console(file=screen, force_terminal=True, width=80))
+    with terminal.progress("verifying", total=2) as bar:
+        assert bar is not None
+        bar.advance(bar.task_ids[0])
+        bar.refresh()
+    assert "verifying" in screen.getvalue()

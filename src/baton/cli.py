@@ -10,7 +10,7 @@ import typer
 
 from baton import __version__
 from baton.errors import BatonError
-from baton.terminal import err, fail, open_runtime, out, print_json, print_table
+from baton.terminal import err, fail, open_runtime, out, print_json, print_table, progress
 
 app = typer.Typer(
     name="baton",
@@ -136,7 +136,8 @@ def receipts_list(
 @receipts_app.command("verify")
 def receipts_verify() -> None:
     """Recompute the whole receipt chain; exit 1 at the first broken link."""
-    report = open_runtime().receipts.verify()
+    with progress("verifying the receipt chain"):
+        report = open_runtime().receipts.verify()
     if report.ok:
         out.print(f"[green]ok[/green]: {report.count} receipts")
         out.print(f"head: {report.head_sha256}")

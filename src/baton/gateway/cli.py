@@ -15,11 +15,12 @@ app = typer.Typer(
 
 
 def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    from baton.terminal import fail, open_runtime
+    from baton.terminal import fail, open_runtime, progress
 
     runtime = open_runtime()
     try:
-        return fn(runtime, *args, **kwargs)
+        with progress(f"gateway {fn.__name__.replace('_', ' ')}"):
+            return fn(runtime, *args, **kwargs)
     except BatonError as exc:
         fail(exc)
     finally:
