@@ -90,6 +90,8 @@ async def run_cases(campaign: Campaign) -> dict[str, Any]:
     """Every case in order; returns what the gates need beyond the recorded rows."""
     outcome: dict[str, Any] = {}
     outcome.update(await _subagent_cases(campaign))
+    if outcome.get("stopped"):
+        return outcome
     outcome.update(await _hitl_cases(campaign))
     outcome.update(await _notification_cases(campaign))
     if {"mcp_set_timer", "mcp_list_timers", "mcp_cancel_timer"} <= campaign.tool_names:
@@ -112,6 +114,15 @@ async def _subagent_cases(c: Campaign) -> dict[str, Any]:
             "minimal_slice": ["policy"],
         },
     )
+    if str(minimal.get("error_class", "")).startswith("provider_"):
+        # the provider failed the first call: every later case would fail the same way
+        return {
+            "stopped": {
+                "case": "minimal_sync",
+                "error_class": minimal["error_class"],
+                "error": str(minimal.get("error", "")),
+            }
+        }
     await c.call(
         "llm_generated_sync",
         "mcp_spawn_subagent",
@@ -143,7 +154,7 @@ async def _subagent_cases(c: Campaign) -> dict[str, Any]:
         },
     )
     async_status: dict[str, Any] | None = None
-    for attempt in range(80):
+    for attempt in range(80 if spawned.get("subagent_id") else 0):
         async_status = await c.call(
             f"async_status_{attempt + 1}",
             "mcp_get_subagent_status",

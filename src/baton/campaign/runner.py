@@ -20,7 +20,7 @@ from baton.campaign.gates import classify_status, human_decision_accepted, notif
 from baton.campaign.human import parse_human_decision, read_decision_line
 from baton.campaign.options import CampaignOptions, CaseRow
 from baton.config import NOTIFICATION_VARIABLES, SENSITIVE_ENV_NAMES
-from baton.errors import CampaignError
+from baton.errors import BatonError, CampaignError
 from baton.receipts import CREDENTIAL_PATTERN
 
 
@@ -42,6 +42,7 @@ class Campaign:
         self.run_dir = options.base_dir / options.campaign_id
         self.home = options.base_dir / f".{options.campaign_id}.home"
         self.env = self._server_env()
+        self._preflight_provider()
         sensitive = tuple(v for name in SENSITIVE_ENV_NAMES if (v := self.env.get(name)))
         self.bundle = BundleWriter(self.run_dir, sensitive)
         self.rows: list[CaseRow] = []
@@ -68,6 +69,29 @@ class Campaign:
         if not self.options.real_notifications:
             env.update(dict.fromkeys(NOTIFICATION_VARIABLES, ""))
         return env
+
+    def _preflight_provider(self) -> None:
+        """Refuse to start anything when no model provider could answer (what ``baton doctor`` sees)."""
+        from baton.config import load_settings
+        from baton.models import PROVIDERS, resolve_provider
+
+        try:
+            resolve_provider(load_settings(self.env))
+        except BatonError as exc:
+            if self.options.environ.get("COLLAB_PROVIDER"):
+                raise CampaignError(
+                    exc.error_class,
+                    f"{exc.message} Nothing was started.\n"
+                    "  Or run `baton campaign run --loopback-model` to check the wiring without a provider.",
+                ) from None
+            raise CampaignError(
+                "provider_not_configured",
+                "No model provider is configured; nothing was started.\n"
+                f"  Set COLLAB_PROVIDER ({', '.join(PROVIDERS)}) and its key, e.g.\n"
+                "  COLLAB_PROVIDER=moonshot MOONSHOT_API_KEY=... (OPENAI_MODEL optional; `baton doctor` checks),\n"
+                "  or run `baton campaign run --loopback-model` to check the wiring without a provider.",
+                missing=["COLLAB_PROVIDER", "MOONSHOT_API_KEY"],
+            ) from None
 
     async def call(self, case: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Call one tool, record the row and print one progress line."""
@@ -185,6 +209,7 @@ class Campaign:
                 "real_notifications_enabled": self.options.real_notifications,
                 "mcp_decisions_allowed": self.env.get("BATON_HITL_ALLOW_MCP_DECISIONS") == "1",
                 "notification_readiness": self.readiness,
+                "stopped": outcome.get("stopped"),
                 "baton_version": __version__,
                 "model": {
                     "provider": self.env.get("COLLAB_PROVIDER"),
@@ -197,6 +222,11 @@ class Campaign:
         manifest = self.bundle.write_manifest(header)
         self.bundle.write_latest(header, manifest, Path.cwd())
         self._print_gates(gates, status)
+        stopped = outcome.get("stopped")
+        if stopped:
+            self.console.print(
+                f"[red]stopped[/red] at {stopped['case']}: {stopped['error_class']}: {escape(stopped['error'])}"
+            )
         return self.run_dir
 
     def _guard_bundle(self) -> None:
