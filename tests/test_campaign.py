@@ -220,7 +220,9 @@ def test_with_no_provider_the_campaign_stops_before_starting_anything(
     assert not (tmp_path / "validation").exists()
 
 
-def test_a_provider_without_its_key_is_named_before_starting(baton_env: dict[str, str], tmp_path: Path) -> None:
+def test_a_provider_without_its_key_is_named_before_starting(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
     done, run_dir = run_campaign({**baton_env, "COLLAB_PROVIDER": "anthropic"}, tmp_path)
     assert done.returncode == 1
     assert "ANTHROPIC_API_KEY" in done.stderr
