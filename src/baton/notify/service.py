@@ -248,8 +248,12 @@ def announcement_text(request: dict[str, Any], link: str | None) -> tuple[str, s
     """The subject line and plain-text body announcing a request."""
     kind = "Approval" if request.get("kind") == "approval" else "Input"
     urgent = "URGENT: " if request.get("urgent") else ""
-    title = f"[baton] {urgent}{kind} requested: {_one_line(str(request.get('message', '')), 80)}"
-    lines = [str(request.get("message", "")), "", f"Request: {request.get('request_id')}"]
+    message = str(request.get("message", ""))
+    headline = _one_line(message, 80)
+    title = f"[baton] {urgent}{kind} requested: {headline}"
+    # the title already says a short one-line message; the body repeats it only when the title cut it
+    lines = [] if headline == message else [message, ""]
+    lines.append(f"Request: {request.get('request_id')}")
     if request.get("expires_at"):
         lines.append(f"Expires: {request['expires_at']}")
     if request.get("options"):
