@@ -150,6 +150,16 @@ def install(
             err.print(f"still to fill: {names} in {where}; baton writes no secret")
 
 
+@app.command()
+def console(
+    bind: Annotated[str, typer.Option("--bind", help="HOST:PORT, on loopback only.")] = "127.0.0.1:8766",
+) -> None:
+    """Open the operator console on loopback over the local store (no MCP server)."""
+    from baton.console.local import run_console
+
+    raise typer.Exit(run_console(bind))
+
+
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Apply every pending migration to the store (BATON_DATABASE_URL or BATON_HOME/baton.db)."""

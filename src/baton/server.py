@@ -300,7 +300,7 @@ async def _unauthorized(send: Any) -> None:
 
 
 #: Extra Starlette routes (the web inbox) contributed by subsystems: module path -> ``routes(runtime)``.
-HTTP_ROUTE_PROVIDERS: tuple[str, ...] = ("baton.hitl.inbox",)
+HTTP_ROUTE_PROVIDERS: tuple[str, ...] = ("baton.hitl.inbox", "baton.console.web")
 
 
 def build_http_app(runtime: Runtime, host: str) -> Any:
