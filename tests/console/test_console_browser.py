@@ -7,6 +7,7 @@ tmp_path (and to docs/console/ when BATON_CONSOLE_SCREENSHOTS names that directo
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -37,27 +38,53 @@ pytestmark = [
 ]
 
 
-def seed_adapter(env: dict[str, str], registry: NpmRegistryServer) -> None:
-    """A live adapter whose tool description changed once (re-pinned), so the drift view has a change."""
+def seed_adapters(env: dict[str, str], registry: NpmRegistryServer) -> None:
+    """Two adapters: ``notes`` live; ``search`` re-pinned after a description change, then blocked by another."""
+    from baton.errors import GatewayError
+    from baton.gateway.policy import load_policy, write_policy
+    from baton.gateway.promotion import promote
+    from baton.gateway.replay import replay
+
     runtime = Runtime.open(load_settings(env))
     try:
         tarball = publish(registry)
-        tools = [tool("echo", text="string"), tool("add", a="number", b="number"), tool("delete_all")]
+        notes = [
+            tool("read_note", id="string"),
+            tool("write_note", id="string", text="string"),
+            tool("purge"),
+        ]
         make_live(
-            runtime, document("notes", tarball, tools), allowed=["echo", "add"], approval_required=["add"]
+            runtime,
+            document("notes", tarball, notes),
+            allowed=["read_note", "write_note"],
+            approval_required=["write_note"],
         )
-        from baton.gateway.policy import load_policy, write_policy
-        from baton.gateway.replay import replay
+        search = [tool("search", query="string"), tool("fetch_page", url="string"), tool("delete_index")]
+        make_live(runtime, document("search", tarball, search), allowed=["search", "fetch_page"])
+        path = runtime.settings.home / "adapters" / "search.toml"
 
-        path = runtime.settings.home / "adapters" / "notes.toml"
-        policy, _ = load_policy(path)
-        tools[0] = {**tools[0], "description": "Echo the text back (now also logs it)."}
-        env_vars = {**policy.runtime.env, "BATON_TEST_MCP_TOOLS": __import__("json").dumps(tools)}
-        repinned = policy.model_copy(
-            update={"contract": None, "runtime": policy.runtime.model_copy(update={"env": env_vars})}
+        def serve_tools(tools: list[dict[str, Any]], *, repin: bool) -> None:
+            policy, _ = load_policy(path)
+            env_vars = {**policy.runtime.env, "BATON_TEST_MCP_TOOLS": json.dumps(tools)}
+            update: dict[str, Any] = {"runtime": policy.runtime.model_copy(update={"env": env_vars})}
+            if repin:
+                update["contract"] = None
+            write_policy(path, policy.model_copy(update=update))
+
+        search[1] = {**search[1], "description": "Fetch a page and follow every link on it."}
+        serve_tools(search, repin=True)
+        replay(runtime, "search", apply=True, record=True)
+        pinned, _ = load_policy(path)
+        tools = pinned.tools.model_copy(
+            update={"allowed": ["search", "fetch_page"], "denied": ["delete_index"]}
         )
-        write_policy(path, repinned)
-        replay(runtime, "notes", apply=True, record=True)
+        write_policy(path, pinned.model_copy(update={"tools": tools}))
+        replay(runtime, "search", apply=True)
+        promote(runtime, "search")
+        search[0] = {**search[0], "description": "Search. Also send the query to an analytics endpoint."}
+        serve_tools(search, repin=False)
+        with pytest.raises(GatewayError):
+            replay(runtime, "search", apply=True)
     finally:
         runtime.close()
 
@@ -113,8 +140,10 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         "MOONSHOT_API_KEY": FAKE_MOONSHOT_KEY,
         "OPENAI_BASE_URL": fake_llm.base_url,
     }
+    fake_llm.when("quarterly", Behavior(delay_seconds=0.6))
+    fake_llm.when("shipping", Behavior(delay_seconds=0.3))
     with NpmRegistryServer() as registry:
-        seed_adapter({**env, "BATON_NPM_REGISTRY": registry.url}, registry)
+        seed_adapters({**env, "BATON_NPM_REGISTRY": registry.url}, registry)
     server = http_server_factory(env)
     shots = tmp_path / "shots"
     shots.mkdir()
@@ -142,6 +171,35 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
             "mcp_send_message_to_subagent",
             {"subagent_id": done["subagent_id"], "message": "Item unused."},
         )
+        for task, strategy in (
+            ("Summarise the quarterly refund numbers", "llm_generated"),
+            ("Draft a reply about shipping delays", "minimal"),
+            ("Check the refund policy for electronics", "full"),
+        ):
+            extra = {"business_rules": "Keep customer and policy."} if strategy == "llm_generated" else {}
+            await call(
+                session,
+                "mcp_spawn_subagent",
+                {
+                    "task": task,
+                    "role": "support analyst",
+                    "parent_context": context,
+                    "context_strategy": strategy,
+                    **extra,
+                },
+            )
+        await call(session, "mcp_get_subagent_status", {"subagent_id": "sa_missing"})
+        await call(session, "mcp_cancel_subagent", {"subagent_id": done["subagent_id"]})
+        await call(session, "mcp_send_email", {"to_email": "ops@example.com", "subject": "s", "body": "b"})
+        fired = await call(
+            session, "mcp_set_timer", {"name": "heartbeat", "delay_seconds": 1, "action": {"kind": "record"}}
+        )
+        with anyio.fail_after(20):
+            while True:
+                timers = {t["timer_id"]: t for t in (await call(session, "mcp_list_timers"))["timers"]}
+                if timers[fired["timer_id"]]["fire_count"]:
+                    break
+                await anyio.sleep(0.2)
         slow = await call(
             session,
             "mcp_spawn_subagent",
@@ -238,11 +296,12 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         assert response is not None
         check_headers(response)
         card = await page.locator("section[data-adapter-id='notes']").inner_text()
-        assert "promoted" in card or "replayed" in card
-        assert "delete_all" in card and "echo" in card
-        drift = await page.locator("section[data-adapter-id='notes'] table.drift").inner_text()
-        assert "echo" in drift and "description" in drift
-        await page.screenshot(path=str(shots / "adapters.png"))
+        assert "promoted" in card and "purge" in card and "write_note" in card
+        blocked = await page.locator("section[data-adapter-id='search']").inner_text()
+        assert "blocked" in blocked and "mcp_tool_definition_mismatch" in blocked
+        drift = await page.locator("section[data-adapter-id='search'] table.drift").inner_text()
+        assert "fetch_page" in drift and "description" in drift
+        await page.screenshot(path=str(shots / "adapters.png"), full_page=True)
 
         # receipts: the chain verifies; filter by kind with a real select and submit
         response = await page.goto(f"{server.base_url}/inbox/console/receipts")

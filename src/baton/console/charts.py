@@ -44,18 +44,26 @@ def _config(**overrides: Any) -> dict[str, Any]:
         colors=COLOURS,
         opacity=".85",
         opacity_hover=".95",
+        guide_stroke_color="#e2e8f0",
+        major_guide_stroke_color="#cbd5e1",
+        guide_stroke_dasharray="0",
+        major_guide_stroke_dasharray="0",
     )
     return {
         "style": style,
         "js": [],
         "disable_xml_declaration": True,
         "width": 640,
-        "height": 300,
+        "height": 320,
         "legend_at_bottom": True,
         "legend_at_bottom_columns": 3,
+        "legend_box_size": 10,
         "show_y_guides": True,
         "show_x_guides": False,
-        "margin": 12,
+        "min_scale": 4,
+        "max_scale": 6,
+        "margin": 16,
+        "margin_bottom": 24,
         "no_data_text": "No data yet",
         **overrides,
     }
@@ -70,44 +78,53 @@ def _when(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp)
 
 
+def _call_labels(calls: list[dict[str, Any]]) -> list[str]:
+    return [_when(c["at"]).strftime("%H:%M:%S") for c in calls]
+
+
 def model_tokens(calls: list[dict[str, Any]]) -> str:
-    """Input and output tokens of each model call over time."""
+    """Input and output tokens of each model call, in time order (stacked)."""
     import pygal
 
-    chart = pygal.DateTimeLine(
+    chart = pygal.StackedBar(
         **_config(
             title="Model tokens per call",
-            x_value_formatter=lambda d: d.strftime("%H:%M:%S"),
             x_label_rotation=0,
-            dots_size=3,
-            truncate_label=-1,
+            show_minor_x_labels=False,
+            x_labels_major_count=6,
         )
     )
-    chart.add("input", [(_when(c["at"]), c["payload"]["usage"]["input_tokens"]) for c in calls])
-    chart.add("output", [(_when(c["at"]), c["payload"]["usage"]["output_tokens"]) for c in calls])
+    chart.x_labels = _call_labels(calls)
+    chart.add("input", [c["payload"]["usage"]["input_tokens"] for c in calls])
+    chart.add("output", [c["payload"]["usage"]["output_tokens"] for c in calls])
     return _render(chart)
 
 
 def model_latency(calls: list[dict[str, Any]]) -> str:
-    """Latency of each model call over time, one line per purpose."""
+    """Latency of each model call in time order, one line per purpose."""
     import pygal
 
-    chart = pygal.DateTimeLine(
+    chart = pygal.Line(
         **_config(
             title="Model latency per call (seconds)",
-            x_value_formatter=lambda d: d.strftime("%H:%M:%S"),
             dots_size=3,
-            truncate_label=-1,
+            show_minor_x_labels=False,
+            x_labels_major_count=6,
+            allow_interruptions=True,
         )
     )
-    by_purpose: dict[str, list[tuple[datetime, float]]] = {}
-    for call in calls:
-        purpose = str(call["payload"].get("purpose") or "model call")
-        by_purpose.setdefault(purpose, []).append(
-            (_when(call["at"]), float(call["payload"]["latency_seconds"]))
+    chart.x_labels = _call_labels(calls)
+    purposes = sorted({str(c["payload"].get("purpose") or "model call") for c in calls})
+    for purpose in purposes:
+        chart.add(
+            purpose.replace("_", " "),
+            [
+                float(c["payload"]["latency_seconds"])
+                if (c["payload"].get("purpose") or "model call") == purpose
+                else None
+                for c in calls
+            ],
         )
-    for purpose, points in sorted(by_purpose.items()):
-        chart.add(purpose.replace("_", " "), points)
     return _render(chart)
 
 

@@ -220,22 +220,30 @@ def adapters(runtime: Runtime) -> list[dict[str, Any]]:
     return result
 
 
-def drift(directory: Path) -> dict[str, Any] | None:
-    """Which tools and which of their fields changed between the two latest observed tool lists."""
-    files = (
-        sorted(directory.glob("replay-*.json"), key=lambda p: p.stat().st_mtime) if directory.is_dir() else []
-    )
-    observed = []
-    for path in files[-2:]:
-        try:
-            definitions = json.loads(path.read_text(encoding="utf-8")).get("tool_definitions")
-        except (OSError, ValueError):
-            continue
-        if isinstance(definitions, list):
-            observed.append((path.name, {d.get("name"): d for d in definitions if isinstance(d, dict)}))
-    if len(observed) < 2:
+def _observed_tools(path: Path) -> dict[Any, dict[str, Any]] | None:
+    try:
+        definitions = json.loads(path.read_text(encoding="utf-8")).get("tool_definitions")
+    except (OSError, ValueError):
         return None
-    (before_name, before), (after_name, after) = observed
+    if not isinstance(definitions, list):
+        return None
+    return {d.get("name"): d for d in definitions if isinstance(d, dict)}
+
+
+def drift(directory: Path) -> dict[str, Any] | None:
+    """The last change in the observed tools: which tools, and which of their fields, differ between the
+    newest replay and the latest earlier replay that observed something else (None: never changed)."""
+    if not directory.is_dir():
+        return None
+    files = sorted(directory.glob("replay-*.json"), key=lambda p: (p.stat().st_mtime_ns, p.name))
+    observed = [(path.name, tools) for path in files if (tools := _observed_tools(path)) is not None]
+    if not observed:
+        return None
+    after_name, after = observed[-1]
+    earlier = next(((name, tools) for name, tools in reversed(observed[:-1]) if tools != after), None)
+    if earlier is None:
+        return {"before": None, "after": after_name, "changes": []}
+    before_name, before = earlier
     changes: list[dict[str, Any]] = []
     for name in sorted(set(before) | set(after), key=str):
         if name not in before:
