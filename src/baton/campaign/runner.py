@@ -243,6 +243,8 @@ class Campaign:
         from rich.table import Table
 
         table = Table("gate", "holds", title=f"campaign {self.options.campaign_id}: {status}")
+        if not self.console.is_terminal:  # a pipe gets plain, unboxed lines
+            table.box = None
         for name, ok in gates.items():
             table.add_row(name, "[green]yes[/green]" if ok else "[red]no[/red]")
         self.console.print(table)
