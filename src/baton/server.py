@@ -343,6 +343,8 @@ def check_http_bind(host: str, token: str | None, admin_token: str | None = None
 
 async def serve_http(runtime: Runtime, bind: str) -> None:
     """Serve streamable HTTP at ``/mcp`` on ``bind`` until cancelled."""
+    import sys
+
     import uvicorn
 
     host, port = parse_bind(bind)
@@ -357,6 +359,10 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
             await super().startup(sockets)
             if self.started:
                 announce_listening(self, host, paths)
+                if not (runtime.settings.baton_admin_token or runtime.settings.baton_http_token):
+                    sys.stderr.write(
+                        "the inbox and console log in with BATON_ADMIN_TOKEN; set it to use them\n"
+                    )
 
     await AnnouncingServer(config).serve()
 

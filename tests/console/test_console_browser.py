@@ -356,3 +356,15 @@ async def test_the_console_needs_the_inbox_login(baton_env: dict[str, str], http
             headers={"Cookie": "baton_inbox=nope"},
         )
         assert forged.status_code == 401
+        login = await client.post("/inbox/login", data={"token": TOKEN}, headers={"Origin": server.base_url})
+        assert login.status_code == 303
+        wrong = await client.post("/inbox/console/timers/tm_x/cancel", data={"csrf": "forged"})
+        assert wrong.status_code == 403 and "hitl_csrf_invalid" in wrong.text
+        page = await client.get("/inbox/console/timers")
+        assert page.status_code == 200
+        elsewhere = await client.post(
+            "/inbox/console/requests/hr_x/decide",
+            data={"csrf": "x", "action": "approve"},
+            headers={"Origin": "https://evil.example"},
+        )
+        assert elsewhere.status_code == 403
