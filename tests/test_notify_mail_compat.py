@@ -77,3 +77,13 @@ def test_an_announcement_does_not_repeat_a_short_message_as_title_and_body() -> 
     assert title.endswith("…")
     assert body.startswith(long["message"])
     assert body.count(long["message"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("username", "ready"), [("ada@gmail.com", True), ("ada@example.org", False)], ids=["gmail", "unknown"]
+)
+def test_the_campaigns_email_preflight_follows_the_servers_rule(username: str, ready: bool) -> None:
+    from baton.campaign.gates import notification_readiness
+
+    env = {"SMTP_USERNAME": username, "SMTP_PASSWORD": "pw-1234567890", "HITL_ADMIN_EMAIL": "ops@example.com"}
+    assert notification_readiness(env)["email"] is ready
