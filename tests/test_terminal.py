@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 
 import pytest
 from rich.console import Console
@@ -58,3 +60,14 @@ def test_progress_draws_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> N
         bar.advance(bar.task_ids[0])
         bar.refresh()
     assert "verifying" in screen.getvalue()
+
+
+def test_listing_cells_are_text_not_markup(baton_env: dict[str, str]) -> None:
+    code = (
+        "from baton.runtime import Runtime\n"
+        "Runtime.open().receipts.append('test', {'note': '[bold]x[/bold] [false]'})\n"
+    )
+    subprocess.run([sys.executable, "-c", code], env=baton_env, check=True, timeout=60)
+    done = baton(baton_env, "receipts", "list")
+    assert done.returncode == 0, done.stderr
+    assert "[bold]x[/bold] [false]" in done.stdout

@@ -88,6 +88,7 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
             (check.name, "[green]yes[/green]" if check.ok else "[yellow]no[/yellow]", check.detail)
             for check in results
         ],
+        markup=True,
     )
 
 

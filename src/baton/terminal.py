@@ -67,14 +67,19 @@ def print_json(value: Any) -> None:
         print(text, flush=True)
 
 
-def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None) -> None:
-    """A table: bordered on a terminal; on a pipe, aligned plain columns with one row per line."""
+def print_table(
+    columns: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None, *, markup: bool = False
+) -> None:
+    """A table: bordered on a terminal; on a pipe, aligned plain columns with one row per line.
+
+    Cells are text (``[…]`` is shown as is) unless ``markup`` says they carry rich markup.
+    """
     if out.is_terminal:
         table = Table(*columns, title=title)
     else:
         table = Table(*columns, box=None, show_edge=False, pad_edge=False, title=title)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(cell if markup else escape(cell) for cell in row))
     if out.is_terminal:
         out.print(table)
         return

@@ -38,7 +38,7 @@ def _table(rows: list[dict[str, Any]]) -> None:
                 row["request_id"],
                 row["kind"],
                 "yes" if row["urgent"] else "",
-                escape(row["message"]),
+                row["message"],
                 row["expires_at"],
             )
             for row in rows
