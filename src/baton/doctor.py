@@ -51,7 +51,7 @@ def check_sandbox(runtime: Runtime) -> Check:
 
 def check_notifications(runtime: Runtime) -> list[Check]:
     """One line per notification channel: provider and endpoint host, or the missing variables."""
-    from baton.notify.channels import readiness
+    from baton.notify.readiness import readiness
 
     lines = []
     for ready in readiness(runtime.settings):

@@ -129,6 +129,9 @@ ERROR_CLASSES: dict[str, str] = {
     # campaign
     "campaign_config_incomplete": "The campaign was asked for something its configuration cannot provide.",
     "campaign_bundle_invalid": "A campaign bundle's manifest does not match its files.",
+    # baton install
+    "client_config_invalid": "The MCP client's config file is not a JSON object baton can merge into (left untouched).",
+    "client_command_failed": "The client's own command (claude mcp add) is missing or failed.",
 }
 
 

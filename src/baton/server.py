@@ -217,6 +217,12 @@ def run_serve(http: str | None, stateless: bool) -> int:
             check_http_bind(host, settings.baton_http_token, settings.baton_admin_token)
             anyio.run(serve_http, Runtime.open(settings), http)
         else:
+            if sys.stdin.isatty():
+                sys.stderr.write(
+                    "baton serve: waiting for an MCP client on stdin (stdout carries JSON-RPC only); "
+                    "Ctrl-C stops it.\n"
+                )
+                sys.stderr.flush()
             anyio.run(serve_stdio, settings)
     except BatonError as exc:
         sys.stderr.write(f"{exc.error_class}: {exc.message}\n")
@@ -294,7 +300,7 @@ async def _unauthorized(send: Any) -> None:
 
 
 #: Extra Starlette routes (the web inbox) contributed by subsystems: module path -> ``routes(runtime)``.
-HTTP_ROUTE_PROVIDERS: tuple[str, ...] = ("baton.hitl.inbox",)
+HTTP_ROUTE_PROVIDERS: tuple[str, ...] = ("baton.hitl.inbox", "baton.console.web")
 
 
 def build_http_app(runtime: Runtime, host: str) -> Any:
@@ -337,6 +343,8 @@ def check_http_bind(host: str, token: str | None, admin_token: str | None = None
 
 async def serve_http(runtime: Runtime, bind: str) -> None:
     """Serve streamable HTTP at ``/mcp`` on ``bind`` until cancelled."""
+    import sys
+
     import uvicorn
 
     host, port = parse_bind(bind)
@@ -344,4 +352,30 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
     runtime.services.setdefault("http_base_url", f"http://{f'[{host}]' if ':' in host else host}:{port}")
     app = build_http_app(runtime, host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve()
+    paths = ("/mcp", "/inbox", "/inbox/console")
+
+    class AnnouncingServer(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                announce_listening(self, host, paths)
+                if not (runtime.settings.baton_admin_token or runtime.settings.baton_http_token):
+                    sys.stderr.write(
+                        "the inbox and console log in with BATON_ADMIN_TOKEN; set it to use them\n"
+                    )
+
+    await AnnouncingServer(config).serve()
+
+
+def announce_listening(server: Any, host: str, paths: tuple[str, ...]) -> None:
+    """One stderr block naming the URLs once uvicorn listens (stdout stays JSON-RPC only)."""
+    import sys
+
+    port = server.servers[0].sockets[0].getsockname()[1] if server.servers else server.config.port
+    base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    names = {"/mcp": "MCP (streamable HTTP)", "/inbox": "inbox", "/inbox/console": "console"}
+    lines = [f"baton: listening on {base}"]
+    lines += [f"  {names.get(path, path):<22} {base}{path}" for path in paths]
+    lines.append("Ctrl-C stops it.")
+    sys.stderr.write("\n".join(lines) + "\n")
+    sys.stderr.flush()

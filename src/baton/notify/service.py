@@ -19,6 +19,7 @@ from baton.errors import ArgumentError, BatonError, NotificationError
 from baton.notify import channels, mail
 from baton.notify.channels import Readiness, Target
 from baton.notify.delivery import DeliveryPolicy, Outcome, deliver
+from baton.notify.readiness import readiness
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
 
@@ -38,7 +39,7 @@ class Notifier:
 
     def channels(self) -> list[Readiness]:
         """Every channel's readiness (no secrets)."""
-        return channels.readiness(self.runtime.settings)
+        return readiness(self.runtime.settings)
 
     async def send_email(
         self, to_email: str, subject: str, body: str, *, purpose: str = "tool"
@@ -247,8 +248,12 @@ def announcement_text(request: dict[str, Any], link: str | None) -> tuple[str, s
     """The subject line and plain-text body announcing a request."""
     kind = "Approval" if request.get("kind") == "approval" else "Input"
     urgent = "URGENT: " if request.get("urgent") else ""
-    title = f"[baton] {urgent}{kind} requested: {_one_line(str(request.get('message', '')), 80)}"
-    lines = [str(request.get("message", "")), "", f"Request: {request.get('request_id')}"]
+    message = str(request.get("message", ""))
+    headline = _one_line(message, 80)
+    title = f"[baton] {urgent}{kind} requested: {headline}"
+    # the title already says a short one-line message; the body repeats it only when the title cut it
+    lines = [] if headline == message else [message, ""]
+    lines.append(f"Request: {request.get('request_id')}")
     if request.get("expires_at"):
         lines.append(f"Expires: {request['expires_at']}")
     if request.get("options"):
