@@ -56,6 +56,9 @@ class Settings(BaseModel):
     collab_model_timeout_seconds: float = 120.0
     collab_max_tokens: int = 2048
     baton_model_request_log: Path | None = None
+    # cost budgets per UTC day, counted in the store (shared by replicas)
+    baton_budget_daily_usd: float | None = None
+    baton_budget_daily_tokens: int | None = None
     # human in the loop
     hitl_timeout_seconds: int = 300
     hitl_admin_email: str | None = None

@@ -10,6 +10,7 @@ those strings; ``docs/error-classes.md`` is checked against it by the tests.
     ├── StoreError           the state store
     ├── ReceiptError         the receipt chain and the credential guard
     ├── ProviderError        model providers
+    │   └── BudgetError      a token or cost budget is spent
     ├── SubagentError        subagent lifecycle and context preparation
     ├── HitlError            human-in-the-loop requests
     ├── NotificationError    notification channels
@@ -42,6 +43,7 @@ ERROR_CLASSES: dict[str, str] = {
     "provider_timeout": "The model provider did not answer in time.",
     "provider_response_invalid": "The model provider's answer could not be parsed.",
     "provider_connection_failed": "The model provider could not be reached.",
+    "budget_exceeded": "A token or cost budget (max_total_tokens / max_cost_usd of a spawn, BATON_BUDGET_DAILY_TOKENS / BATON_BUDGET_DAILY_USD of the server) is spent; the model was not called.",
     # subagents
     "subagent_not_found": "No subagent has that id.",
     "subagent_already_terminal": "The subagent already completed, failed or was cancelled.",
@@ -182,6 +184,10 @@ class ReceiptError(BatonError):
 
 class ProviderError(BatonError):
     """A model provider is missing or failed."""
+
+
+class BudgetError(ProviderError):
+    """A budget is spent: the model call was refused before it was made."""
 
 
 class SubagentError(BatonError):
