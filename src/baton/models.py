@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from baton.budgets import DailyBudget
 from baton.config import Settings
 from baton.errors import BatonError, ProviderError
+from baton.metrics import RECORDER
 from baton.pricing import price_call
 from baton.receipts import ReceiptLog, Redactor
 
@@ -197,6 +198,7 @@ class ModelClient:
         with self.receipts.store.write() as connection:
             self.receipts.append_in(connection, "model_call", receipt)
             self.daily.record_in(connection, day, input_tokens, output_tokens, price.cost_usd)
+        RECORDER.model_call(config.provider, config.model, input_tokens, output_tokens, price.cost_usd)
         self._append_receipt_file(receipt)
         return ModelReply(text=text, input_tokens=input_tokens, output_tokens=output_tokens, receipt=receipt)
 

@@ -249,7 +249,11 @@ class BearerTokenMiddleware:
     """
 
     def __init__(
-        self, app: ASGIApp, token: str | None, admin_token: str | None = None, protected_prefix: str = "/mcp"
+        self,
+        app: ASGIApp,
+        token: str | None,
+        admin_token: str | None = None,
+        protected_prefix: str | tuple[str, ...] = ("/mcp", "/metrics"),
     ) -> None:
         self.app = app
         self.token = token
@@ -294,7 +298,7 @@ async def _unauthorized(send: Any) -> None:
 
 
 #: Extra Starlette routes (the web inbox) contributed by subsystems: module path -> ``routes(runtime)``.
-HTTP_ROUTE_PROVIDERS: tuple[str, ...] = ("baton.hitl.inbox",)
+HTTP_ROUTE_PROVIDERS: tuple[str, ...] = ("baton.hitl.inbox", "baton.metrics")
 
 
 def build_http_app(runtime: Runtime, host: str) -> Any:
