@@ -34,6 +34,7 @@ SENSITIVE_ENV_NAMES: frozenset[str] = frozenset(
         "HITL_WEBHOOK_URL",
         "BATON_HTTP_TOKEN",
         "BATON_ADMIN_TOKEN",
+        "OTEL_EXPORTER_OTLP_HEADERS",
     }
 )
 
@@ -98,6 +99,11 @@ class Settings(BaseModel):
     baton_http_token: str | None = None
     baton_private_keys: str | None = None
     baton_http_stateless: bool = False
+    # traces (the OpenTelemetry SDK reads these itself; listed so baton's docs and tests know them)
+    otel_exporter_otlp_endpoint: str | None = None
+    otel_exporter_otlp_traces_endpoint: str | None = None
+    otel_exporter_otlp_headers: str | None = None
+    otel_service_name: str | None = None
 
     @field_validator("*", mode="before")
     @classmethod

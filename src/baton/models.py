@@ -20,6 +20,7 @@ from baton.errors import BatonError, ProviderError
 from baton.metrics import RECORDER
 from baton.pricing import price_call
 from baton.receipts import ReceiptLog, Redactor
+from baton.tracing import http_event_hooks, model_instrumentation
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -172,6 +173,7 @@ class ModelClient:
                     "max_tokens": self.settings.collab_max_tokens,
                     "timeout": self.settings.collab_model_timeout_seconds,
                 },
+                instrument=model_instrumentation(),
             )
         except BatonError:
             raise
@@ -292,6 +294,7 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
             base_url=config.base_url,
             max_retries=1,
             timeout=settings.collab_model_timeout_seconds,
+            **_traced_http_client("anthropic"),
         )
         return AnthropicModel(config.model, provider=AnthropicProvider(anthropic_client=client))
 
@@ -303,6 +306,7 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
         base_url=config.base_url,
         max_retries=1,
         timeout=settings.collab_model_timeout_seconds,
+        **_traced_http_client("openai"),
     )
     provider: Any
     if config.provider == "moonshot":
@@ -318,6 +322,20 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
 
         provider = OpenAIProvider(openai_client=client_openai)
     return OpenAIChatModel(config.model, provider=provider)
+
+
+def _traced_http_client(sdk: str) -> dict[str, Any]:
+    """``http_client=`` for a provider SDK whose requests carry the trace context (empty when tracing is off)."""
+    hooks = http_event_hooks()
+    if hooks is None:
+        return {}
+    if sdk == "anthropic":
+        from anthropic import DefaultAsyncHttpxClient as AnthropicHttpx
+
+        return {"http_client": AnthropicHttpx(event_hooks=hooks)}
+    from openai import DefaultAsyncHttpxClient
+
+    return {"http_client": DefaultAsyncHttpxClient(event_hooks=hooks)}
 
 
 def provider_failure(exc: Exception, redactor: Redactor) -> ProviderError:
