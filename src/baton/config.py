@@ -69,6 +69,9 @@ class Settings(BaseModel):
     baton_public_url: str | None = None
     baton_hitl_allow_mcp_decisions: bool = False
     baton_admin_token: str | None = None
+    # OAuth 2.1 resource server on --http (docs/operations.md)
+    baton_oauth_issuer: str | None = None
+    baton_oauth_audience: str | None = None
     # notifications
     sendgrid_api_key: str | None = None
     smtp_host: str | None = None

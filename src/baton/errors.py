@@ -32,7 +32,8 @@ ERROR_CLASSES: dict[str, str] = {
     "config_invalid": "An environment variable or setting has a value baton cannot use.",
     "store_unavailable": "The state store could not be opened or written.",
     "http_bind_refused": "A non-loopback HTTP bind was asked for without BATON_HTTP_TOKEN.",
-    "http_unauthorized": "An HTTP endpoint (/mcp) was reached without a valid bearer token.",
+    "http_unauthorized": "An HTTP endpoint (/mcp, /metrics) was reached without a valid bearer token or OAuth access token.",
+    "http_insufficient_scope": "The OAuth access token is valid but carries neither baton:agent nor baton:admin.",
     # receipts
     "receipt_chain_broken": "A receipt's hash or link to its predecessor does not verify.",
     "receipt_contains_secret": "A write was refused because it would still contain a credential.",

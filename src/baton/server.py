@@ -220,7 +220,8 @@ def run_serve(http: str | None, stateless: bool) -> int:
             from baton.runtime import Runtime
 
             host, _port = parse_bind(http)
-            check_http_bind(host, settings.baton_http_token, settings.baton_admin_token)
+            oauth = bool(settings.baton_oauth_issuer)
+            check_http_bind(host, settings.baton_http_token, settings.baton_admin_token, oauth=oauth)
             anyio.run(serve_http, Runtime.open(settings), http)
         else:
             anyio.run(serve_stdio, settings)
@@ -304,7 +305,7 @@ async def _unauthorized(send: Any) -> None:
 
 
 #: Extra Starlette routes (the web inbox) contributed by subsystems: module path -> ``routes(runtime)``.
-HTTP_ROUTE_PROVIDERS: tuple[str, ...] = ("baton.hitl.inbox", "baton.metrics")
+HTTP_ROUTE_PROVIDERS: tuple[str, ...] = ("baton.hitl.inbox", "baton.metrics", "baton.oauth")
 
 
 def build_http_app(runtime: Runtime, host: str) -> Any:
@@ -328,12 +329,21 @@ def build_http_app(runtime: Runtime, host: str) -> Any:
             yield
 
     app.router.lifespan_context = lifespan
-    return BearerTokenMiddleware(app, runtime.settings.baton_http_token, runtime.settings.baton_admin_token)
+    guarded = BearerTokenMiddleware(
+        app, runtime.settings.baton_http_token, runtime.settings.baton_admin_token
+    )
+    if runtime.settings.baton_oauth_issuer:
+        from baton.oauth import OAuthMiddleware
+
+        return OAuthMiddleware(app, guarded, runtime.settings)
+    return guarded
 
 
-def check_http_bind(host: str, token: str | None, admin_token: str | None = None) -> None:
-    """Refuse a non-loopback bind without a bearer token, and an admin token equal to the agent's."""
-    if not is_loopback(host) and not token:
+def check_http_bind(
+    host: str, token: str | None, admin_token: str | None = None, *, oauth: bool = False
+) -> None:
+    """Refuse a non-loopback bind without a bearer token (or OAuth), and an admin token equal to the agent's."""
+    if not is_loopback(host) and not token and not oauth:
         raise ConfigError(
             "http_bind_refused",
             f"Refusing to listen on {host}: set BATON_HTTP_TOKEN to serve beyond loopback.",
@@ -350,7 +360,10 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
     import uvicorn
 
     host, port = parse_bind(bind)
-    check_http_bind(host, runtime.settings.baton_http_token, runtime.settings.baton_admin_token)
+    settings = runtime.settings
+    check_http_bind(
+        host, settings.baton_http_token, settings.baton_admin_token, oauth=bool(settings.baton_oauth_issuer)
+    )
     runtime.services.setdefault("http_base_url", f"http://{f'[{host}]' if ':' in host else host}:{port}")
     app = build_http_app(runtime, host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
