@@ -222,3 +222,20 @@ async def test_acceptance_over_stdio_cost_in_receipt_and_status_then_one_token_b
     assert refused["success"] is False and refused["error_class"] == "budget_exceeded"
     assert refused["spent"]["total_tokens"] == row["usage"]["total_tokens"]
     assert len(fake_llm.requests) == 1
+
+
+async def test_doctor_says_when_the_daily_budget_is_spent(tmp_path: Path, fake_llm: FakeLLMServer) -> None:
+    from baton.ops_checks import service_checks
+
+    runtime = openai_runtime(tmp_path, fake_llm, baton_budget_daily_tokens=1)
+    runner = SubagentRunner(runtime)
+    try:
+        before = {c.name: c for c in service_checks(runtime)}
+        await runner.spawn(SpawnRequest(task="hello"))
+        after = {c.name: c for c in service_checks(runtime)}
+    finally:
+        await runner.aclose()
+        runtime.close()
+    assert before["budget"].ok is True and "0 of 1 tokens" in before["budget"].detail
+    assert after["budget"].ok is False and "refused" in after["budget"].detail
+    assert after["traces"].ok and after["oauth"].ok

@@ -247,7 +247,8 @@ class OAuthMiddleware:
 
     A request presenting one of the static tokens goes on to ``static`` (the bearer-token middleware),
     unchanged. Any other bearer is checked as a JWT; ``baton:admin`` marks the request as the admin
-    token does (``ADMIN_SCOPE_KEY``), also on the inbox, whose own login and signed links still apply.
+    token does (``ADMIN_SCOPE_KEY``) on every path, so the inbox (and the console) can honour it; their own
+    logins and signed links still apply.
     """
 
     def __init__(self, app: ASGIApp, static: ASGIApp, settings: Settings) -> None:
@@ -271,7 +272,7 @@ class OAuthMiddleware:
             await self.static(scope, receive, send)
             return
         guarded = path.startswith(GUARDED)
-        if not guarded and not path.startswith("/inbox"):
+        if not guarded and not header:  # the metadata, and the inbox's or console's own login and links
             await self.app(scope, receive, send)
             return
         state = scope.setdefault("state", {})
