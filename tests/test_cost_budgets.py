@@ -174,10 +174,13 @@ async def test_a_cost_budget_refuses_once_spent(runtime: Runtime, fake_llm: Fake
 
 
 async def test_the_daily_budget_is_shared_by_runners_on_one_store_and_counts_timer_spawns(
-    tmp_path: Path, fake_llm: FakeLLMServer
+    tmp_path: Path, fake_llm: FakeLLMServer, database_url: str
 ) -> None:
-    first = openai_runtime(tmp_path, fake_llm, baton_budget_daily_tokens=1)
-    second = openai_runtime(tmp_path, fake_llm, baton_budget_daily_tokens=1)  # another replica, same store
+    shared = {"baton_budget_daily_tokens": 1, "baton_database_url": database_url}
+    first = openai_runtime(tmp_path, fake_llm, **shared)
+    second = openai_runtime(
+        tmp_path, fake_llm, **shared
+    )  # another replica, same store (SQLite or PostgreSQL)
     runner_a, runner_b = SubagentRunner(first), SubagentRunner(second)
     second.services["subagents"] = runner_b
     try:
@@ -186,6 +189,7 @@ async def test_the_daily_budget_is_shared_by_runners_on_one_store_and_counts_tim
         with pytest.raises(BatonError) as caught:
             await runner_b.spawn(SpawnRequest(task="again"))
         fired = await run_action(second, {"kind": "spawn_subagent", "task": "from a timer", "role": "x"})
+        stored = runner_b.list()
     finally:
         await runner_a.aclose()
         await runner_b.aclose()
@@ -197,7 +201,7 @@ async def test_the_daily_budget_is_shared_by_runners_on_one_store_and_counts_tim
     assert caught.value.details["spent"]["total_tokens"] >= 1
     assert fired.outcome == "failed" and fired.error_class == "budget_exceeded"
     assert len(fake_llm.requests) == sent
-    assert runner_b.list() and len(runner_b.list()) == 1  # nothing stored for the refused spawns
+    assert len(stored) == 1  # nothing stored for the refused spawns
 
 
 async def test_acceptance_over_stdio_cost_in_receipt_and_status_then_one_token_budget_refuses(
