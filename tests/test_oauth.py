@@ -231,3 +231,31 @@ async def test_a_flood_of_made_up_key_ids_does_not_flood_the_issuer() -> None:
     assert issuer.jwks_fetches <= 1 + REFETCH_BURST
     assert access is not None and access.scopes == ["baton:admin", "baton:agent"]
     assert access.resource == audience and access.subject == "user-1"
+
+
+async def test_a_session_stays_with_the_principal_that_opened_it(deployment: Deployment) -> None:
+    issuer, audience = deployment.issuer, deployment.audience
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+
+    def bearer(subject: str) -> dict[str, str]:
+        return {**headers, "Authorization": f"Bearer {issuer.token(audience, sub=subject)}"}
+
+    async with httpx.AsyncClient() as http:
+        opened = await http.post(audience, json=initialize, headers=bearer("alice"))
+        assert opened.status_code == 200, opened.text
+        session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+        stolen = await http.post(audience, json=listing, headers={**bearer("mallory"), **session})
+        own = await http.post(audience, json=listing, headers={**bearer("alice"), **session})  # a fresh token
+    assert stolen.status_code == 404
+    assert own.status_code == 200, own.text

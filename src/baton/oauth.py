@@ -279,8 +279,15 @@ class OAuthMiddleware:
         state.pop(ADMIN_SCOPE_KEY, None)
         bearer = header[7:].decode("latin-1") if header[:7].lower() == b"bearer " else ""
         access = await self.verifier.verify_token(bearer) if bearer else None
-        if access is not None and ADMIN_SCOPE in access.scopes:
-            state[ADMIN_SCOPE_KEY] = True
+        if access is not None:
+            from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+            from starlette.authentication import AuthCredentials
+
+            # as the SDK's own auth middleware does: the session manager binds each MCP session to the
+            # principal (client, issuer, subject) that opened it
+            scope["user"], scope["auth"] = AuthenticatedUser(access), AuthCredentials(access.scopes)
+            if ADMIN_SCOPE in access.scopes:
+                state[ADMIN_SCOPE_KEY] = True
         if guarded and access is None:
             await self._refuse(
                 send, 401, "invalid_token", "http_unauthorized", "A valid access token is required."
