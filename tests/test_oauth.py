@@ -259,3 +259,16 @@ async def test_a_session_stays_with_the_principal_that_opened_it(deployment: Dep
         own = await http.post(audience, json=listing, headers={**bearer("alice"), **session})  # a fresh token
     assert stolen.status_code == 404
     assert own.status_code == 200, own.text
+
+
+async def test_cached_keys_outlive_an_issuer_outage_but_unknown_keys_do_not() -> None:
+    from baton.oauth import JwtVerifier
+
+    audience = "http://127.0.0.1:9/mcp"
+    with Issuer() as issuer:
+        verifier = JwtVerifier(issuer.url, audience, jwks_ttl_seconds=0)  # every check refreshes
+        assert await verifier.verify_token(issuer.token(audience)) is not None
+        known, unknown = issuer.token(audience), issuer.token(audience, key=ec_key())
+    # the issuer is gone now
+    assert await verifier.verify_token(known) is not None
+    assert await verifier.verify_token(unknown) is None

@@ -88,9 +88,10 @@ def metadata_candidates(issuer: str) -> list[str]:
 class JwtVerifier:
     """The SDK's ``TokenVerifier``: a JWT access token to an ``AccessToken``, or None when it fails a check."""
 
-    def __init__(self, issuer: str, audience: str) -> None:
+    def __init__(self, issuer: str, audience: str, jwks_ttl_seconds: float = JWKS_TTL_SECONDS) -> None:
         self.issuer = issuer
         self.audience = audience
+        self.jwks_ttl_seconds = jwks_ttl_seconds
         self._jwks_uri: str | None = None
         self._keys: dict[str, Any] = {}
         self._fetched_at = 0.0
@@ -138,10 +139,15 @@ class JwtVerifier:
     async def _key(self, kid: str | None) -> Any:
         """The signing key named ``kid``: from the cache, or after fetching the JWKS (rotation)."""
         now = time.monotonic()
-        stale = now - self._fetched_at > JWKS_TTL_SECONDS
+        stale = now - self._fetched_at > self.jwks_ttl_seconds
         unknown = kid not in self._keys if kid else not self._keys
         if stale or (unknown and self._may_refetch(now)):
-            await self._fetch_keys()
+            try:
+                await self._fetch_keys()
+            except Exception as exc:  # the issuer down: keys already held stay good until it is back
+                if unknown:
+                    raise
+                log.warning("JWKS refresh failed (%s); using the cached keys", type(exc).__name__)
         if kid is None:
             if len(self._keys) != 1:
                 raise LookupError("a token without kid needs a JWKS of exactly one key")
