@@ -272,3 +272,26 @@ async def test_cached_keys_outlive_an_issuer_outage_but_unknown_keys_do_not() ->
     # the issuer is gone now
     assert await verifier.verify_token(known) is not None
     assert await verifier.verify_token(unknown) is None
+
+
+async def test_static_tokens_keep_working_next_to_oauth(baton_env: dict[str, str], tmp_path: Path) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    static = "static-agent-token-0123456789"
+    with Issuer() as issuer:
+        env = {
+            **baton_env,
+            "BATON_OAUTH_ISSUER": issuer.url,
+            "BATON_OAUTH_AUDIENCE": f"{base}/mcp",
+            "BATON_HTTP_TOKEN": static,
+        }
+        with http_server(env, f"127.0.0.1:{port}", tmp_path):
+            async with httpx.AsyncClient() as http:
+
+                async def metrics(token: str) -> int:
+                    response = await http.get(f"{base}/metrics", headers={"Authorization": f"Bearer {token}"})
+                    return response.status_code
+
+                assert await metrics(static) == 200
+                assert await metrics(issuer.token(f"{base}/mcp")) == 200
+                assert await metrics(static + "x") == 401
