@@ -10,6 +10,7 @@ those strings; ``docs/error-classes.md`` is checked against it by the tests.
     ├── StoreError           the state store
     ├── ReceiptError         the receipt chain and the credential guard
     ├── ProviderError        model providers
+    │   └── BudgetError      a token or cost budget is spent
     ├── SubagentError        subagent lifecycle and context preparation
     ├── HitlError            human-in-the-loop requests
     ├── NotificationError    notification channels
@@ -31,7 +32,8 @@ ERROR_CLASSES: dict[str, str] = {
     "config_invalid": "An environment variable or setting has a value baton cannot use.",
     "store_unavailable": "The state store could not be opened or written.",
     "http_bind_refused": "A non-loopback HTTP bind was asked for without BATON_HTTP_TOKEN.",
-    "http_unauthorized": "An HTTP endpoint (/mcp) was reached without a valid bearer token.",
+    "http_unauthorized": "An HTTP endpoint (/mcp, /metrics) was reached without a valid bearer token or OAuth access token.",
+    "http_insufficient_scope": "The OAuth access token is valid but carries neither baton:agent nor baton:admin.",
     # receipts
     "receipt_chain_broken": "A receipt's hash or link to its predecessor does not verify.",
     "receipt_contains_secret": "A write was refused because it would still contain a credential.",
@@ -42,6 +44,7 @@ ERROR_CLASSES: dict[str, str] = {
     "provider_timeout": "The model provider did not answer in time.",
     "provider_response_invalid": "The model provider's answer could not be parsed.",
     "provider_connection_failed": "The model provider could not be reached.",
+    "budget_exceeded": "A token or cost budget (max_total_tokens / max_cost_usd of a spawn, BATON_BUDGET_DAILY_TOKENS / BATON_BUDGET_DAILY_USD of the server) is spent; the model was not called.",
     # subagents
     "subagent_not_found": "No subagent has that id.",
     "subagent_already_terminal": "The subagent already completed, failed or was cancelled.",
@@ -185,6 +188,10 @@ class ReceiptError(BatonError):
 
 class ProviderError(BatonError):
     """A model provider is missing or failed."""
+
+
+class BudgetError(ProviderError):
+    """A budget is spent: the model call was refused before it was made."""
 
 
 class SubagentError(BatonError):

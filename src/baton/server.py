@@ -45,7 +45,9 @@ INSTRUCTIONS = (
 def build_registry(runtime: Runtime) -> ToolRegistry:
     """Register every tool group's tools against one runtime."""
     from baton.toolkit import ToolRegistry
+    from baton.tracing import configure
 
+    configure()  # OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; nothing imported otherwise
     registry = ToolRegistry(runtime)
     for module_name in TOOL_GROUPS:
         importlib.import_module(module_name).register(registry)
@@ -129,13 +131,17 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
             result = await registry.call(params.name, params.arguments, context)
         return tool_result(result)
 
-    return Server(
+    server: Server[Any] = Server(
         "baton",
         version=__version__,
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    from baton.tracing import HeaderTraceContext
+
+    server.middleware.insert(0, HeaderTraceContext())  # before the SDK's span: HTTP traceparent as parent
+    return server
 
 
 def decision_authority(settings: Settings, request: Any) -> str | None:
@@ -214,7 +220,8 @@ def run_serve(http: str | None, stateless: bool) -> int:
             from baton.runtime import Runtime
 
             host, _port = parse_bind(http)
-            check_http_bind(host, settings.baton_http_token, settings.baton_admin_token)
+            oauth = bool(settings.baton_oauth_issuer)
+            check_http_bind(host, settings.baton_http_token, settings.baton_admin_token, oauth=oauth)
             anyio.run(serve_http, Runtime.open(settings), http)
         else:
             if sys.stdin.isatty():
@@ -255,7 +262,11 @@ class BearerTokenMiddleware:
     """
 
     def __init__(
-        self, app: ASGIApp, token: str | None, admin_token: str | None = None, protected_prefix: str = "/mcp"
+        self,
+        app: ASGIApp,
+        token: str | None,
+        admin_token: str | None = None,
+        protected_prefix: str | tuple[str, ...] = ("/mcp", "/metrics"),
     ) -> None:
         self.app = app
         self.token = token
@@ -300,7 +311,12 @@ async def _unauthorized(send: Any) -> None:
 
 
 #: Extra Starlette routes (the web inbox) contributed by subsystems: module path -> ``routes(runtime)``.
-HTTP_ROUTE_PROVIDERS: tuple[str, ...] = ("baton.hitl.inbox", "baton.console.web")
+HTTP_ROUTE_PROVIDERS: tuple[str, ...] = (
+    "baton.hitl.inbox",
+    "baton.console.web",
+    "baton.metrics",
+    "baton.oauth",
+)
 
 
 def build_http_app(runtime: Runtime, host: str) -> Any:
@@ -324,12 +340,21 @@ def build_http_app(runtime: Runtime, host: str) -> Any:
             yield
 
     app.router.lifespan_context = lifespan
-    return BearerTokenMiddleware(app, runtime.settings.baton_http_token, runtime.settings.baton_admin_token)
+    guarded = BearerTokenMiddleware(
+        app, runtime.settings.baton_http_token, runtime.settings.baton_admin_token
+    )
+    if runtime.settings.baton_oauth_issuer:
+        from baton.oauth import OAuthMiddleware
+
+        return OAuthMiddleware(app, guarded, runtime.settings)
+    return guarded
 
 
-def check_http_bind(host: str, token: str | None, admin_token: str | None = None) -> None:
-    """Refuse a non-loopback bind without a bearer token, and an admin token equal to the agent's."""
-    if not is_loopback(host) and not token:
+def check_http_bind(
+    host: str, token: str | None, admin_token: str | None = None, *, oauth: bool = False
+) -> None:
+    """Refuse a non-loopback bind without a bearer token (or OAuth), and an admin token equal to the agent's."""
+    if not is_loopback(host) and not token and not oauth:
         raise ConfigError(
             "http_bind_refused",
             f"Refusing to listen on {host}: set BATON_HTTP_TOKEN to serve beyond loopback.",
@@ -348,7 +373,10 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
     import uvicorn
 
     host, port = parse_bind(bind)
-    check_http_bind(host, runtime.settings.baton_http_token, runtime.settings.baton_admin_token)
+    settings = runtime.settings
+    check_http_bind(
+        host, settings.baton_http_token, settings.baton_admin_token, oauth=bool(settings.baton_oauth_issuer)
+    )
     runtime.services.setdefault("http_base_url", f"http://{f'[{host}]' if ':' in host else host}:{port}")
     app = build_http_app(runtime, host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")

@@ -197,6 +197,7 @@ class Campaign:
                 "blockers": [name for name, ok in gates.items() if not ok],
                 "tool_call_count": len(self.rows),
                 "model_call_count": len(llm_receipts),
+                "model_spend": model_spend(llm_receipts),
                 "interactive_human": self.options.interactive_human,
                 "human_timeout_seconds": self.options.human_timeout_seconds
                 if self.options.interactive_human
@@ -322,3 +323,17 @@ async def run_campaign(options: CampaignOptions, console: Console | None = None)
 def run_campaign_sync(options: CampaignOptions) -> Path:
     """Blocking form for the CLI."""
     return anyio.run(run_campaign, options)
+
+
+def model_spend(llm_receipts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The campaign's total tokens and cost over its model-call receipts (unpriced calls counted apart)."""
+    tokens = sum(int((row.get("usage") or {}).get("total_tokens") or 0) for row in llm_receipts)
+    priced = [row["cost_usd"] for row in llm_receipts if isinstance(row.get("cost_usd"), int | float)]
+    return {
+        "total_tokens": tokens,
+        "cost_usd": round(sum(priced), 10) if priced or not llm_receipts else None,
+        "unpriced_calls": len(llm_receipts) - len(priced),
+        "price_sources": sorted(
+            {str(row.get("price_source")) for row in llm_receipts if row.get("price_source")}
+        ),
+    }

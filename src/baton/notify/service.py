@@ -22,6 +22,7 @@ from baton.notify.delivery import DeliveryPolicy, Outcome, deliver
 from baton.notify.readiness import readiness
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
+from baton.tracing import span
 
 log = logging.getLogger("baton.notify")
 
@@ -126,7 +127,10 @@ class Notifier:
             if exc.error_class == "notification_not_configured":
                 self._receipt_refusal(channel, exc, purpose)
             raise
-        outcome = await deliver(target, self.policy, self.runtime.redactor)
+        attributes = {"baton.notify.channel": channel, "baton.notify.provider": target.provider}
+        with span(f"notify {channel}", {**attributes, "baton.notify.purpose": purpose}) as current:
+            outcome = await deliver(target, self.policy, self.runtime.redactor)
+            current.set_attribute("baton.notify.delivered", outcome.delivered)
         seq = self._receipt(target, outcome, purpose)
         if not outcome.delivered:
             raise NotificationError(
