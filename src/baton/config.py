@@ -106,15 +106,16 @@ class Settings(BaseModel):
 
     @cached_property
     def home(self) -> Path:
-        """The data directory (``BATON_HOME`` or the platform's user data dir), created on demand."""
+        """The data directory (``BATON_HOME`` or the platform's user data dir), created 0700 on demand."""
         if self.baton_home is not None:
             path = self.baton_home
         else:
             from platformdirs import user_data_dir
 
             path = Path(user_data_dir("baton", appauthor=False))
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        from baton.private import private_dir
+
+        return private_dir(path)
 
     @property
     def database_url(self) -> str:

@@ -202,10 +202,10 @@ class ModelClient:
         }
         line = json.dumps(self.redactor.value(row), ensure_ascii=False) + "\n"
         self.redactor.guard(line, str(path))
+        from baton.private import append_private
+
         with self._file_lock:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a", encoding="utf-8") as handle:
-                handle.write(line)
+            append_private(path, line)
 
     def _append_receipt_file(self, receipt: dict[str, Any]) -> None:
         """Rewrite ``COLLAB_LLM_RECEIPT_PATH`` atomically with every receipt so far."""
@@ -230,7 +230,7 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    """Write ``text`` to ``path`` through a temporary file (mkstemp: mode 0600) and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
