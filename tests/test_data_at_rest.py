@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
-from baton.testing import FakeLLMServer
+from baton.testing import Behavior, FakeLLMServer
 from tests.conftest import call, stdio_session
 
 pytestmark = pytest.mark.anyio
@@ -58,3 +62,108 @@ async def test_a_serving_process_keeps_its_home_database_and_mirrors_private(
             path = Path(mirrored_env[name])
             assert path.is_file(), name
             assert mode(path) == 0o600, name
+
+
+SECRET = "plain-configured-credential-31415926"  # not credential-shaped: only configuration names it
+
+
+def baton_cli(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "baton", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout + done.stderr
+
+
+def every_file_bytes(*roots: Path) -> dict[Path, bytes]:
+    return {path: path.read_bytes() for root in roots for path in root.rglob("*") if path.is_file()}
+
+
+async def test_a_configured_key_in_tasks_replies_requests_and_timers_never_reaches_a_file_or_the_cli(
+    mirrored_env: dict[str, str], fake_llm: FakeLLMServer
+) -> None:
+    env = {**mirrored_env, "COLLAB_PROVIDER": "openai", "OPENAI_API_KEY": SECRET, "MOONSHOT_API_KEY": ""}
+    home, mirrors = Path(env["BATON_HOME"]), Path(env["TIMER_STORAGE_PATH"]).parent
+    fake_llm.when("echo-please", Behavior(reply=f"Sure, the key is {SECRET}."))
+    async with stdio_session(env) as session:
+        spawned = await call(
+            session,
+            "mcp_spawn_subagent",
+            {"task": f"echo-please: the key is {SECRET}", "role": f"holder of {SECRET}"},
+        )
+        assert spawned["success"] is True, spawned
+        subagent_id = spawned["subagent_id"]
+        assert "[REDACTED]" in spawned["result"]
+        again = await call(
+            session,
+            "mcp_send_message_to_subagent",
+            {"subagent_id": subagent_id, "message": f"echo-please again, {SECRET}"},
+        )
+        assert again["success"] is True, again
+        timer = await call(
+            session,
+            "mcp_set_timer",
+            {
+                "name": f"timer {SECRET}",
+                "delay_seconds": 3600,
+                "action": {"kind": "spawn_subagent", "task": f"later {SECRET}", "role": "r"},
+            },
+        )
+        assert timer["success"] is True, timer
+        outputs = []
+        async with anyio.create_task_group() as group:
+            approval: dict[str, object] = {}
+
+            async def ask() -> None:
+                approval.update(
+                    await call(
+                        session,
+                        "mcp_request_admin_approval",
+                        {"request_message": f"ship it with {SECRET}", "context": {"k": SECRET}},
+                    )
+                )
+
+            group.start_soon(ask)
+            with anyio.fail_after(30):
+                while not json.loads(listed := baton_cli(env, "hitl", "list", "--json")):
+                    await anyio.sleep(0.1)
+            outputs.append(listed)
+            outputs.append(baton_cli(env, "hitl", "list"))
+            request_id = json.loads(listed)[0]["request_id"]
+            outputs.append(baton_cli(env, "hitl", "reject", request_id, "--notes", f"no {SECRET}"))
+        assert approval["decision"] == "rejected", approval
+        for args in (
+            ("subagents", "list", "--json"),
+            ("subagents", "list"),
+            ("subagents", "show", subagent_id),
+            ("timers", "list", "--json"),
+            ("timers", "list"),
+            ("receipts", "list", "--json", "--limit", "500"),
+            ("receipts", "list", "--limit", "500"),
+        ):
+            outputs.append(baton_cli(env, *args))
+        files_while_serving = every_file_bytes(home, mirrors)
+    assert SECRET not in fake_llm.all_request_text()  # the model is sent the stored, redacted task
+    for text in outputs:
+        assert SECRET not in text
+    assert any("[REDACTED]" in text for text in outputs)
+    for path, data in {**files_while_serving, **every_file_bytes(home, mirrors)}.items():
+        assert SECRET.encode() not in data, path
+    assert (home / "baton.db").stat().st_size > 0
+
+
+def test_doctor_masks_a_password_in_the_model_endpoint(baton_env: dict[str, str]) -> None:
+    env = {
+        **baton_env,
+        "COLLAB_PROVIDER": "openai-compatible",
+        "OPENAI_MODEL": "m",
+        "OPENAI_BASE_URL": "https://agent:hunter2-in-url@models.example/v1",
+    }
+    shown = baton_cli(env, "doctor", "--json")
+    assert "hunter2-in-url" not in shown
+    assert "https://agent:***@models.example/v1" in shown

@@ -63,7 +63,9 @@ def fail(exc: BatonError) -> None:
 
 def print_json(value: Any) -> None:
     """Machine-readable output on stdout."""
-    out.print_json(json.dumps(value, ensure_ascii=False, default=str))
+    from baton.redaction import redact_output
+
+    out.print_json(json.dumps(redact_output(value), ensure_ascii=False, default=str))
 
 
 @app.command()
@@ -140,13 +142,17 @@ def receipts_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List receipts in chain order."""
-    rows = open_runtime().receipts.list(kind=kind, limit=limit)
+    from baton.redaction import redact_output
+
+    rows = [row.model_dump() for row in open_runtime().receipts.list(kind=kind, limit=limit)]
     if as_json:
-        print_json([row.model_dump() for row in rows])
+        print_json(rows)
         return
     table = Table("seq", "kind", "at", "sha256", "payload")
-    for row in rows:
-        table.add_row(str(row.seq), row.kind, row.at, row.sha256[:16], json.dumps(row.payload)[:80])
+    for row in redact_output(rows):
+        table.add_row(
+            str(row["seq"]), row["kind"], row["at"], row["sha256"][:16], json.dumps(row["payload"])[:80]
+        )
     out.print(table)
 
 
@@ -173,7 +179,9 @@ def subagents_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List subagents, newest first."""
-    rows = _runner().list(status)
+    from baton.redaction import redact_output
+
+    rows = redact_output(_runner().list(status))
     if as_json:
         print_json(rows)
         return

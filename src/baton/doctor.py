@@ -98,7 +98,9 @@ def run_checks(runtime: Runtime) -> list[Check]:
                 check.__name__.removeprefix("check_"), False, f"check failed: {type(exc).__name__}"
             )
         results.extend(outcome if isinstance(outcome, list) else [outcome])
-    return [Check(c.name, c.ok, runtime.redactor.text(c.detail)) for c in results]
+    from baton.redaction import mask_url_passwords
+
+    return [Check(c.name, c.ok, mask_url_passwords(runtime.redactor.text(c.detail))) for c in results]
 
 
 def as_json(checks: list[Check]) -> list[dict[str, Any]]:

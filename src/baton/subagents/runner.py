@@ -165,14 +165,18 @@ class SubagentRunner:
         else:
             prepared = ""
         subagent_id = f"sa_{uuid.uuid4().hex[:20]}"
+        # nothing is written as given: a credential in the task or the context never reaches the store
+        # (and so never reaches the model, which is sent the stored conversation)
+        redact = self.runtime.redactor.text
+        task, role, prepared = redact(request.task), redact(request.role), redact(prepared)
         now = utc_now()
         status: Status = "running" if request.mode == "sync" else "queued"
         with self.runtime.store.write() as connection:
             connection.execute(
                 insert(subagents).values(
                     id=subagent_id,
-                    role=request.role,
-                    task=request.task,
+                    role=role,
+                    task=task,
                     mode=request.mode,
                     context_strategy=request.context_strategy,
                     prepared_context=prepared,
@@ -188,7 +192,7 @@ class SubagentRunner:
                     started_at=now if request.mode == "sync" else None,
                 )
             )
-            _add_message(connection, subagent_id, 0, "user", request.task)
+            _add_message(connection, subagent_id, 0, "user", task)
             self.runtime.receipts.append_in(
                 connection,
                 "subagent_spawned",
@@ -204,7 +208,7 @@ class SubagentRunner:
             "subagent_id": subagent_id,
             "mode": request.mode,
             "context_strategy": request.context_strategy,
-            "role": request.role,
+            "role": role,
             "prepared_context": prepared,
             "prep_tokens": prep_tokens,
             "filtered_fields": filtered.filtered_fields,
@@ -276,6 +280,7 @@ class SubagentRunner:
                 subagent_id, "failed", error="The subagent failed unexpectedly.", error_class="internal_error"
             )
             return None
+        text = self.runtime.redactor.text(reply.text)  # a reply that echoes a credential is stored redacted
         now = utc_now()
         with self.runtime.store.write() as connection:
             changed = connection.execute(
@@ -283,7 +288,7 @@ class SubagentRunner:
                 .where(subagents.c.id == subagent_id, subagents.c.status == "running")
                 .values(
                     status="completed",
-                    result=reply.text,
+                    result=text,
                     updated_at=now,
                     finished_at=now,
                     input_tokens=subagents.c.input_tokens + reply.input_tokens,
@@ -296,7 +301,7 @@ class SubagentRunner:
                     subagent_id,
                     len(turns),
                     "assistant",
-                    reply.text,
+                    text,
                     latency=reply.receipt["latency_seconds"],
                 )
         return reply if changed else None
@@ -307,7 +312,13 @@ class SubagentRunner:
             changed = connection.execute(
                 update(subagents)
                 .where(subagents.c.id == subagent_id, subagents.c.status.in_(ACTIVE))
-                .values(status=status, error=error, error_class=error_class, updated_at=now, finished_at=now)
+                .values(
+                    status=status,
+                    error=self.runtime.redactor.text(error),
+                    error_class=error_class,
+                    updated_at=now,
+                    finished_at=now,
+                )
             ).rowcount
             if changed:
                 self.runtime.receipts.append_in(
@@ -332,7 +343,7 @@ class SubagentRunner:
                     "subagent_already_terminal", f"The subagent is {row.status}.", status=row.status
                 )
             position = _message_count(connection, subagent_id)
-            _add_message(connection, subagent_id, position, "user", message)
+            _add_message(connection, subagent_id, position, "user", self.runtime.redactor.text(message))
             connection.execute(
                 update(subagents)
                 .where(subagents.c.id == subagent_id)

@@ -24,7 +24,9 @@ def _service() -> Any:
 
 
 def _print_json(value: Any) -> None:
-    out.print_json(json.dumps(value, ensure_ascii=False, default=str))
+    from baton.redaction import redact_output
+
+    out.print_json(json.dumps(redact_output(value), ensure_ascii=False, default=str))
 
 
 @app.command("list")
@@ -33,7 +35,9 @@ def list_timers(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List timers in the order they were set."""
-    rows = _service().list(status)
+    from baton.redaction import redact_output
+
+    rows = redact_output(_service().list(status))
     if as_json:
         _print_json(rows)
         return
