@@ -168,7 +168,7 @@ class SubagentRunner:
         # nothing is written as given: a credential in the task or the context never reaches the store
         # (and so never reaches the model, which is sent the stored conversation)
         redact = self.runtime.redactor.text
-        task, role, prepared = redact(request.task), redact(request.role), redact(prepared)
+        task_text, role, prepared = redact(request.task), redact(request.role), redact(prepared)
         now = utc_now()
         status: Status = "running" if request.mode == "sync" else "queued"
         with self.runtime.store.write() as connection:
@@ -176,7 +176,7 @@ class SubagentRunner:
                 insert(subagents).values(
                     id=subagent_id,
                     role=role,
-                    task=task,
+                    task=task_text,
                     mode=request.mode,
                     context_strategy=request.context_strategy,
                     prepared_context=prepared,
@@ -192,7 +192,7 @@ class SubagentRunner:
                     started_at=now if request.mode == "sync" else None,
                 )
             )
-            _add_message(connection, subagent_id, 0, "user", task)
+            _add_message(connection, subagent_id, 0, "user", task_text)
             self.runtime.receipts.append_in(
                 connection,
                 "subagent_spawned",
