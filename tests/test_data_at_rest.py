@@ -62,6 +62,14 @@ async def test_a_serving_process_keeps_its_home_database_and_mirrors_private(
             path = Path(mirrored_env[name])
             assert path.is_file(), name
             assert mode(path) == 0o600, name
+    # the shutdown checkpoint: the signing key and the checkpoint file, outside the database
+    assert mode(home / "keys") == 0o700
+    for path in (
+        home / "keys" / "checkpoint.key",
+        home / "keys" / "checkpoint.pub",
+        home / "checkpoints.jsonl",
+    ):
+        assert mode(path) == 0o600, path
 
 
 SECRET = "plain-configured-credential-31415926"  # not credential-shaped: only configuration names it

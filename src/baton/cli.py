@@ -158,13 +158,44 @@ def receipts_list(
 
 @receipts_app.command("verify")
 def receipts_verify() -> None:
-    """Recompute the whole receipt chain; exit 1 at the first broken link."""
-    report = open_runtime().receipts.verify()
-    if report.ok:
-        out.print(f"[green]ok[/green]: {report.count} receipts, head {report.head_sha256}")
+    """Recompute the whole receipt chain and check its signed checkpoints; exit 1 at the first problem."""
+    from baton.receipts_anchor import verify_store
+
+    report = verify_store(open_runtime())
+    if not report.ok:
+        err.print(f"[red]{report.error_class}[/red]: at seq {report.first_bad_seq}: {report.reason}")
+        raise typer.Exit(1)
+    out.print(f"[green]ok[/green]: {report.count} receipts, head {report.head_sha256}")
+    if report.checkpoints:
+        tail = report.count - report.anchored_seq
+        out.print(
+            f"{report.checkpoints} signed checkpoints verified, anchored up to seq {report.anchored_seq}"
+            + (f"; the last {tail} receipts are not yet under a checkpoint" if tail else "")
+        )
+    elif report.count:
+        out.print("[yellow]not anchored[/yellow]: no signed checkpoint (a serving baton writes them)")
+
+
+@receipts_app.command("export")
+def receipts_export(
+    directory: Annotated[
+        str,
+        typer.Argument(help="Directory to write receipts.jsonl, checkpoints.jsonl and checkpoint.pub into."),
+    ],
+) -> None:
+    """Export the chain and its signed checkpoints for `python -m baton.chain_verify DIR --public-key FILE`."""
+    from pathlib import Path
+
+    from baton.receipts_anchor import export
+
+    try:
+        written = export(open_runtime(), Path(directory))
+    except BatonError as exc:
+        fail(exc)
         return
-    err.print(f"[red]receipt_chain_broken[/red]: at seq {report.first_bad_seq}: {report.reason}")
-    raise typer.Exit(1)
+    out.print(
+        f"exported {written['receipts']} receipts and {written['checkpoints']} checkpoints to {directory}"
+    )
 
 
 def _runner() -> Any:

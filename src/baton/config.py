@@ -83,6 +83,11 @@ class Settings(BaseModel):
     baton_notify_timeout_seconds: float = 10.0
     baton_notify_attempts: int = 3
     baton_notify_backoff_seconds: float = 0.5
+    # receipts: signed checkpoints of the chain head (docs/receipts.md)
+    baton_checkpoint_key_path: Path | None = None
+    baton_checkpoint_path: Path | None = None
+    baton_checkpoint_every_receipts: int = 1000
+    baton_checkpoint_interval_seconds: float = 60.0
     # other
     timer_storage_path: Path | None = None
     browser_headless: bool = True
