@@ -161,7 +161,12 @@ class ModelClient:
         except BatonError:
             raise
         except Exception as exc:
-            raise provider_failure(exc, self.redactor) from None
+            failure = provider_failure(exc, self.redactor)
+            self.receipts.append(
+                "model_call",
+                failed_call_receipt(config, purpose, subagent_id, time.perf_counter() - started, failure),
+            )
+            raise failure from None
         latency = time.perf_counter() - started
         text = "".join(getattr(part, "content", "") for part in response.parts if part.part_kind == "text")
         usage = response.usage
@@ -219,6 +224,25 @@ class ModelClient:
             text = json.dumps(self._file_rows, ensure_ascii=False, indent=2) + "\n"
             self.redactor.guard(text, str(path))
             write_atomic(path, text)
+
+
+def failed_call_receipt(
+    config: ProviderConfig, purpose: Purpose, subagent_id: str | None, latency: float, failure: ProviderError
+) -> dict[str, Any]:
+    """The chain's receipt of a model call that failed: no response, no usage, its ``error_class``.
+
+    It goes to the chain only: ``COLLAB_LLM_RECEIPT_PATH`` keeps the reference runner's shape (answered
+    calls, each with a response id).
+    """
+    return {
+        "response": {"id": None, "model": config.model},
+        "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
+        "latency_seconds": round(latency, 6),
+        "provider": config.provider,
+        "purpose": purpose,
+        "subagent_id": subagent_id,
+        "error_class": failure.error_class,
+    }
 
 
 def _read_rows(path: Path) -> list[dict[str, Any]]:
