@@ -252,3 +252,37 @@ def test_a_serving_process_checkpoints_every_n_receipts(baton_env: dict[str, str
 
     anyio.run(drive)
     assert os.stat(path).st_mode & 0o777 == 0o600
+
+
+def test_verify_streams_and_checks_checkpoints_on_each_database(database_url: str, tmp_path: Path) -> None:
+    from sqlalchemy import delete, update
+
+    from baton.checkpoints import Checkpointer
+    from baton.config import Settings
+    from baton.receipts_anchor import verify_store
+    from baton.runtime import Runtime
+    from baton.schema import receipt_checkpoints, receipt_head, receipts
+
+    runtime = Runtime.open(Settings(baton_home=tmp_path / "home", baton_database_url=database_url))
+    try:
+        for n in range(50):
+            runtime.receipts.append("test", {"n": n, "text": "é" * n})
+        checkpoint = Checkpointer(runtime).checkpoint()
+        assert checkpoint is not None
+        assert checkpoint.seq == 50
+        for n in range(10):
+            runtime.receipts.append("test", {"n": n})
+        report = verify_store(runtime)
+        assert report.ok, report
+        assert (report.count, report.checkpoints, report.anchored_seq) == (60, 1, 50)
+        kept = runtime.receipts.get(40)
+        assert kept is not None
+        with runtime.store.write() as connection:
+            connection.execute(delete(receipts).where(receipts.c.seq > 40))
+            connection.execute(update(receipt_head).values(seq=40, sha256=kept.sha256))
+            connection.execute(delete(receipt_checkpoints))
+        report = verify_store(runtime)
+        assert not report.ok
+        assert report.error_class == "receipt_checkpoint_mismatch"
+    finally:
+        runtime.close()
