@@ -106,6 +106,17 @@ async def test_a_configured_key_in_tasks_replies_requests_and_timers_never_reach
         )
         assert spawned["success"] is True, spawned
         subagent_id = spawned["subagent_id"]
+        prepared = await call(
+            session,
+            "mcp_spawn_subagent",
+            {
+                "task": f"summarize, key {SECRET}",
+                "context_strategy": "llm_generated",
+                "parent_context": {"ticket": "refund request", "detail": "item bought 3 days ago"},
+                "business_rules": f"never reveal {SECRET}",
+            },
+        )
+        assert prepared["success"] is True, prepared
         assert "[REDACTED]" in spawned["result"]
         again = await call(
             session,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from sqlalchemy import Connection, func, insert, select, update
@@ -153,6 +153,15 @@ class SubagentRunner:
     async def spawn(self, request: SpawnRequest) -> dict[str, Any]:
         """Prepare the context, persist the subagent, then run its first turn now or in the background."""
         self.models.config()  # provider_not_configured before anything is stored
+        # nothing is used as given: a credential in the task never reaches the store, nor any model (the
+        # preparation call, and every turn, which is sent the stored conversation)
+        redact = self.runtime.redactor.text
+        request = replace(
+            request,
+            task=redact(request.task),
+            role=redact(request.role),
+            business_rules=redact(request.business_rules) if request.business_rules is not None else None,
+        )
         filtered = self.privacy.apply(request.parent_context)
         prep_tokens = 0
         if request.context_strategy == "minimal":
@@ -165,18 +174,15 @@ class SubagentRunner:
         else:
             prepared = ""
         subagent_id = f"sa_{uuid.uuid4().hex[:20]}"
-        # nothing is written as given: a credential in the task or the context never reaches the store
-        # (and so never reaches the model, which is sent the stored conversation)
-        redact = self.runtime.redactor.text
-        task_text, role, prepared = redact(request.task), redact(request.role), redact(prepared)
+        prepared = redact(prepared)
         now = utc_now()
         status: Status = "running" if request.mode == "sync" else "queued"
         with self.runtime.store.write() as connection:
             connection.execute(
                 insert(subagents).values(
                     id=subagent_id,
-                    role=role,
-                    task=task_text,
+                    role=request.role,
+                    task=request.task,
                     mode=request.mode,
                     context_strategy=request.context_strategy,
                     prepared_context=prepared,
@@ -192,7 +198,7 @@ class SubagentRunner:
                     started_at=now if request.mode == "sync" else None,
                 )
             )
-            _add_message(connection, subagent_id, 0, "user", task_text)
+            _add_message(connection, subagent_id, 0, "user", request.task)
             self.runtime.receipts.append_in(
                 connection,
                 "subagent_spawned",
@@ -208,7 +214,7 @@ class SubagentRunner:
             "subagent_id": subagent_id,
             "mode": request.mode,
             "context_strategy": request.context_strategy,
-            "role": role,
+            "role": request.role,
             "prepared_context": prepared,
             "prep_tokens": prep_tokens,
             "filtered_fields": filtered.filtered_fields,
