@@ -286,3 +286,18 @@ def test_verify_streams_and_checks_checkpoints_on_each_database(database_url: st
         assert report.error_class == "receipt_checkpoint_mismatch"
     finally:
         runtime.close()
+
+
+def test_an_http_server_checkpoints_the_head_at_shutdown(baton_env: dict[str, str], tmp_path: Path) -> None:
+    from tests.servers import free_port, http_server
+
+    seed = "from baton.runtime import Runtime\nrt = Runtime.open()\nfor n in range(7): rt.receipts.append('test', {'n': n})\n"
+    subprocess.run([sys.executable, "-c", seed], env=baton_env, check=True, timeout=60)
+    path = Path(baton_env["BATON_HOME"]) / "checkpoints.jsonl"
+    with http_server(baton_env, f"127.0.0.1:{free_port()}", tmp_path):
+        pass  # SIGTERM on leaving: uvicorn ends the lifespan, which signs the head
+    (line,) = path.read_text().splitlines()
+    assert json.loads(line)["seq"] == 7
+    done = baton(baton_env, "receipts", "verify")
+    assert done.returncode == 0, done.stderr
+    assert "anchored up to seq 7" in done.stdout

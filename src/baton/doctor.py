@@ -20,10 +20,18 @@ class Check:
 
 
 def check_store(runtime: Runtime) -> Check:
-    """The store opens and its receipt chain verifies."""
-    report = runtime.receipts.verify()
-    detail = f"{runtime.store.safe_url} ({report.count} receipts, chain {'ok' if report.ok else 'BROKEN'})"
-    return Check("store", report.ok, detail)
+    """The store opens and its receipt chain verifies, with its signed checkpoints."""
+    from baton.receipts_anchor import verify_store
+
+    report = verify_store(runtime)
+    if report.ok:
+        anchored = (
+            f", anchored up to seq {report.anchored_seq}" if report.checkpoints else ", no checkpoint yet"
+        )
+        verdict = f"chain ok{anchored}"
+    else:
+        verdict = f"chain BROKEN: {report.error_class}"
+    return Check("store", report.ok, f"{runtime.store.safe_url} ({report.count} receipts, {verdict})")
 
 
 def check_provider(runtime: Runtime) -> Check:
