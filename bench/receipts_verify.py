@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,7 @@ def build_store(home: Path, count: int) -> float:
             batch.append((seq, "tool_call", at, text, prev, digest))
             prev = digest
             if seq % CHECKPOINT_EVERY == 0 or seq == count:
-                checkpoints.append(sign(key, seq, digest).__dict__)
+                checkpoints.append(asdict(sign(key, seq, digest)))
             if len(batch) >= BATCH:
                 db.executemany("INSERT INTO receipts VALUES (?, ?, ?, ?, ?, ?)", batch)
                 batch.clear()

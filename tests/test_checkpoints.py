@@ -301,3 +301,19 @@ def test_an_http_server_checkpoints_the_head_at_shutdown(baton_env: dict[str, st
     done = baton(baton_env, "receipts", "verify")
     assert done.returncode == 0, done.stderr
     assert "anchored up to seq 7" in done.stdout
+
+
+def test_a_payload_that_is_not_json_is_a_typed_failure_not_a_traceback(baton_env: dict[str, str]) -> None:
+    seed = "from baton.runtime import Runtime\nrt = Runtime.open()\nfor n in range(3): rt.receipts.append('test', {'n': n})\n"
+    subprocess.run([sys.executable, "-c", seed], env=baton_env, check=True, timeout=60)
+    with sqlite3.connect(Path(baton_env["BATON_HOME"]) / "baton.db") as db:
+        db.execute("UPDATE receipts SET payload = '{\"n\": ' WHERE seq = 2")
+    verified = baton(baton_env, "receipts", "verify")
+    assert verified.returncode == 1
+    assert "receipt_chain_broken: at seq 2" in verified.stderr
+    assert "not valid JSON" in verified.stderr
+    listed = baton(baton_env, "receipts", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)[1]["payload"] == {"unreadable_payload": True}
+    for done in (verified, listed):
+        assert "Traceback" not in done.stderr

@@ -186,11 +186,17 @@ def verify_chain(rows: Iterable[Mapping[str, Any]], head_sha256: str | None = No
 
 
 def _row_to_receipt(row: Any) -> Receipt:
+    try:
+        payload = json.loads(row.payload)
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):  # a damaged row is shown as such; `receipts verify` names it
+        payload = {"unreadable_payload": True}
     return Receipt(
         seq=row.seq,
         kind=row.kind,
         at=row.at,
-        payload=json.loads(row.payload),
+        payload=payload,
         prev_sha256=row.prev_sha256,
         sha256=row.sha256,
     )
