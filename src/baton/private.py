@@ -26,8 +26,8 @@ def private_dir(path: Path) -> Path:
     A directory owned by someone else is left alone with a warning: baton cannot chmod it, and the
     operator who chose it should know that others may read what baton writes there.
     """
-    if not path.exists():
-        path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)  # a file in the way raises, as before
         os.chmod(path, DIR_MODE)  # mkdir's mode is filtered by the umask; say it exactly
         return path
     info = path.stat()

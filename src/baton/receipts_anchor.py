@@ -32,7 +32,8 @@ def export(runtime: Runtime, directory: Path) -> dict[str, int]:
             "checkpoint_key_unavailable",
             f"No checkpoint public key at {public}: nothing has been checkpointed with this home's key yet.",
         )
-    private_dir(directory)
+    if not directory.is_dir():  # a new directory is private; an existing one (".") is not ours to chmod
+        private_dir(directory)
     count = 0
     with runtime.store.read() as connection:
         head = connection.execute(select(receipt_head.c.seq).where(receipt_head.c.id == 1)).scalar()
