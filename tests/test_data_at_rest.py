@@ -186,3 +186,25 @@ def test_doctor_masks_a_password_in_the_model_endpoint(baton_env: dict[str, str]
     shown = baton_cli(env, "doctor", "--json")
     assert "hunter2-in-url" not in shown
     assert "https://agent:***@models.example/v1" in shown
+
+
+def test_a_home_owned_by_someone_else_is_left_alone_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from baton.private import private_dir
+
+    if os.getuid() != 0:
+        pytest.skip("giving a directory to another user needs root")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o755)  # noqa: S103 -- the loose directory under test
+    os.chown(shared, 65534, 65534)
+    with caplog.at_level("WARNING", logger="baton.private"):
+        private_dir(shared)
+    assert mode(shared) == 0o755
+    assert "not owned by this user" in caplog.text
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    os.chmod(mine, 0o755)  # noqa: S103 -- the loose directory under test
+    private_dir(mine)
+    assert mode(mine) == 0o700
