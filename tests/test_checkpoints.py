@@ -317,3 +317,49 @@ def test_a_payload_that_is_not_json_is_a_typed_failure_not_a_traceback(baton_env
     assert json.loads(listed.stdout)[1]["payload"] == {"unreadable_payload": True}
     for done in (verified, listed):
         assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("receipts_text", "checkpoints_text", "error_class"),
+    [
+        (None, None, "receipt_chain_broken"),  # no export at all
+        ('{"seq": 1,\n', "", "receipt_chain_broken"),
+        ("[1, 2]\n", "", "receipt_chain_broken"),
+        ('{"seq": 1, "seq": 1}\n', "", "receipt_chain_broken"),
+        ("", '"not a checkpoint"\n', "receipt_checkpoint_invalid"),
+        ("", '{"seq": 1}\n', "receipt_checkpoint_invalid"),
+        ("", "{bad\n", "receipt_checkpoint_invalid"),
+    ],
+)
+def test_the_independent_verifier_answers_hostile_exports_with_a_class(
+    tmp_path: Path, receipts_text: str | None, checkpoints_text: str | None, error_class: str
+) -> None:
+    from baton.chain_verify import main
+
+    export = tmp_path / "export"
+    export.mkdir()
+    if receipts_text is not None:
+        (export / "receipts.jsonl").write_text(receipts_text)
+    if checkpoints_text is not None:
+        (export / "checkpoints.jsonl").write_text(checkpoints_text)
+    public = tmp_path / "k.pub"
+    from cryptography.hazmat.primitives import serialization
+
+    raw = (
+        Ed25519PrivateKey.generate()
+        .public_key()
+        .public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    )
+    public.write_text(raw.hex())
+    done = subprocess.run(
+        [sys.executable, "-m", "baton.chain_verify", str(export), "--public-key", str(public)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")},
+    )
+    assert done.returncode == 1, done.stdout
+    assert done.stderr.startswith(error_class), done.stderr
+    assert "Traceback" not in done.stderr
+    assert main([str(export)]) == 2  # no key given: usage, not a silent pass

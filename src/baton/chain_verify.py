@@ -194,9 +194,14 @@ def verify_rows(
     holds each checkpointed head at its seq."""
     anchors: dict[int, str] = {}
     for checkpoint in checkpoints:
-        problem = _checkpoint_problem(checkpoint, public_keys or {})
+        problem = (
+            _checkpoint_problem(checkpoint, public_keys or {})
+            if isinstance(checkpoint, Mapping)
+            else "a checkpoint is malformed"
+        )
         if problem:
-            return _fail(0, GENESIS_SHA256, checkpoint.get("seq"), problem, CHECKPOINT_INVALID)
+            seq = checkpoint.get("seq") if isinstance(checkpoint, Mapping) else None
+            return _fail(0, GENESIS_SHA256, seq, problem, CHECKPOINT_INVALID)
         seq, sha256 = checkpoint["seq"], checkpoint["sha256"]
         if anchors.setdefault(seq, sha256) != sha256:
             return _fail(
@@ -259,6 +264,8 @@ def parse_strict(text: str) -> Any:
 def dict_rows(rows: Iterable[Mapping[str, Any]]) -> Iterator[Row]:
     """Exported receipts (``{seq, kind, at, payload, prev_sha256, sha256}``) as walk rows."""
     for row in rows:
+        if not isinstance(row, Mapping):
+            row = {}  # not a receipt: fails as a sequence gap at its position
         yield (
             row.get("seq"),
             row.get("kind"),
@@ -281,13 +288,16 @@ def verify_export(directory: Path, public_key: bytes) -> ChainReport:
     """Check an export (``receipts.jsonl`` and ``checkpoints.jsonl``) with nothing but the public key."""
     keys = {public_key_id(public_key): public_key}
     checkpoints_path = directory / "checkpoints.jsonl"
-    checkpoints = list(read_jsonl(checkpoints_path)) if checkpoints_path.is_file() else []
+    try:
+        checkpoints = list(read_jsonl(checkpoints_path)) if checkpoints_path.is_file() else []
+    except (OSError, ValueError) as exc:
+        return _fail(0, GENESIS_SHA256, None, f"checkpoints.jsonl is unreadable ({exc})", CHECKPOINT_INVALID)
     try:
         return verify_rows(
             dict_rows(read_jsonl(directory / "receipts.jsonl")), checkpoints=checkpoints, public_keys=keys
         )
-    except ValueError as exc:
-        return _fail(0, GENESIS_SHA256, None, f"receipts.jsonl is not valid JSON Lines ({exc})")
+    except (OSError, ValueError) as exc:
+        return _fail(0, GENESIS_SHA256, None, f"receipts.jsonl is unreadable ({exc})")
 
 
 def main(argv: list[str] | None = None) -> int:
