@@ -363,3 +363,31 @@ def test_the_independent_verifier_answers_hostile_exports_with_a_class(
     assert done.stderr.startswith(error_class), done.stderr
     assert "Traceback" not in done.stderr
     assert main([str(export)]) == 2  # no key given: usage, not a silent pass
+
+
+def test_a_checkpoint_is_due_after_n_receipts_or_after_the_interval_once_the_head_moved(
+    tmp_path: Path,
+) -> None:
+    from baton.checkpoints import Checkpointer
+    from baton.config import Settings
+    from baton.runtime import Runtime
+
+    def checkpointer(**settings: object) -> Checkpointer:
+        return Checkpointer(
+            Runtime.open(Settings.model_validate({"baton_home": tmp_path / "home", **settings}))
+        )
+
+    by_count = checkpointer(baton_checkpoint_every_receipts=3, baton_checkpoint_interval_seconds=3600)
+    assert not by_count.due()  # an empty chain is never checkpointed
+    for n in range(2):
+        by_count.runtime.receipts.append("test", {"n": n})
+    assert not by_count.due()
+    by_count.runtime.receipts.append("test", {"n": 2})
+    assert by_count.due()
+    assert by_count.checkpoint() is not None
+    assert not by_count.due()
+    assert by_count.checkpoint() is None  # the same head is not signed twice
+    by_time = checkpointer(baton_checkpoint_every_receipts=1000, baton_checkpoint_interval_seconds=0)
+    assert not by_time.due()  # the head has not moved since the last checkpoint
+    by_time.runtime.receipts.append("test", {"n": 3})
+    assert by_time.due()
