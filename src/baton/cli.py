@@ -194,9 +194,10 @@ def receipts_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List receipts in chain order."""
-    rows = open_runtime().receipts.list(kind=kind, limit=limit)
+
+    rows = [row.model_dump() for row in open_runtime().receipts.list(kind=kind, limit=limit)]
     if as_json:
-        print_json([row.model_dump() for row in rows])
+        print_json(rows)
         return
     print_table(
         ("seq", "kind", "at", "sha256", "payload"),
@@ -206,15 +207,46 @@ def receipts_list(
 
 @receipts_app.command("verify")
 def receipts_verify() -> None:
-    """Recompute the whole receipt chain; exit 1 at the first broken link."""
+    """Recompute the whole receipt chain and check its signed checkpoints; exit 1 at the first problem."""
+    from baton.receipts_anchor import verify_store
+
     with progress("verifying the receipt chain"):
-        report = open_runtime().receipts.verify()
-    if report.ok:
-        out.print(f"[green]ok[/green]: {report.count} receipts")
-        out.print(f"head: {report.head_sha256}")
+        report = verify_store(open_runtime())
+    if not report.ok:
+        err.print(f"[red]{report.error_class}[/red]: at seq {report.first_bad_seq}: {report.reason}")
+        raise typer.Exit(1)
+    out.print(f"[green]ok[/green]: {report.count} receipts")
+    out.print(f"head: {report.head_sha256}")
+    if report.checkpoints:
+        out.print(f"checkpoints: {report.checkpoints} signed checkpoints verified")
+        out.print(f"anchored: up to seq {report.anchored_seq}")
+        tail = report.count - report.anchored_seq
+        if tail:
+            out.print(f"not yet anchored: the last {tail} receipts")
+    elif report.count:
+        out.print("[yellow]not anchored[/yellow]: no signed checkpoint (a serving baton writes them)")
+
+
+@receipts_app.command("export")
+def receipts_export(
+    directory: Annotated[
+        str,
+        typer.Argument(help="Directory to write receipts.jsonl, checkpoints.jsonl and checkpoint.pub into."),
+    ],
+) -> None:
+    """Export the chain and its signed checkpoints for `python -m baton.chain_verify DIR --public-key FILE`."""
+    from pathlib import Path
+
+    from baton.receipts_anchor import export
+
+    try:
+        written = export(open_runtime(), Path(directory))
+    except BatonError as exc:
+        fail(exc)
         return
-    err.print(f"[red]receipt_chain_broken[/red]: at seq {report.first_bad_seq}: {report.reason}")
-    raise typer.Exit(1)
+    out.print(
+        f"exported {written['receipts']} receipts and {written['checkpoints']} checkpoints to {directory}"
+    )
 
 
 def _runner() -> Any:
@@ -229,7 +261,9 @@ def subagents_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List subagents, newest first."""
-    rows = _runner().list(status)
+    from baton.redaction import redact_output
+
+    rows = redact_output(_runner().list(status))
     if as_json:
         print_json(rows)
         return

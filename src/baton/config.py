@@ -90,6 +90,11 @@ class Settings(BaseModel):
     baton_notify_timeout_seconds: float = 10.0
     baton_notify_attempts: int = 3
     baton_notify_backoff_seconds: float = 0.5
+    # receipts: signed checkpoints of the chain head (docs/receipts.md)
+    baton_checkpoint_key_path: Path | None = None
+    baton_checkpoint_path: Path | None = None
+    baton_checkpoint_every_receipts: int = 1000
+    baton_checkpoint_interval_seconds: float = 60.0
     # other
     timer_storage_path: Path | None = None
     browser_headless: bool = True
@@ -118,15 +123,16 @@ class Settings(BaseModel):
 
     @cached_property
     def home(self) -> Path:
-        """The data directory (``BATON_HOME`` or the platform's user data dir), created on demand."""
+        """The data directory (``BATON_HOME`` or the platform's user data dir), created 0700 on demand."""
         if self.baton_home is not None:
             path = self.baton_home
         else:
             from platformdirs import user_data_dir
 
             path = Path(user_data_dir("baton", appauthor=False))
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        from baton.private import private_dir
+
+        return private_dir(path)
 
     @property
     def database_url(self) -> str:
