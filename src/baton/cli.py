@@ -201,7 +201,10 @@ def receipts_list(
         return
     print_table(
         ("seq", "kind", "at", "sha256", "payload"),
-        [(str(row.seq), row.kind, row.at, row.sha256[:16], json.dumps(row.payload)[:80]) for row in rows],
+        [
+            (str(row["seq"]), row["kind"], row["at"], row["sha256"][:16], json.dumps(row["payload"])[:80])
+            for row in rows
+        ],
     )
 
 
@@ -219,7 +222,7 @@ def receipts_verify() -> None:
     out.print(f"head: {report.head_sha256}")
     if report.checkpoints:
         out.print(f"checkpoints: {report.checkpoints} signed checkpoints verified")
-        out.print(f"anchored: up to seq {report.anchored_seq}")
+        out.print(f"anchored up to seq {report.anchored_seq}")
         tail = report.count - report.anchored_seq
         if tail:
             out.print(f"not yet anchored: the last {tail} receipts")
@@ -303,8 +306,21 @@ def subagents_cancel(subagent_id: str) -> None:
 
 
 def main() -> None:
-    """Entry point of the console script."""
+    """Entry point of the console script: a typed error or one ``internal_error`` line, never a traceback
+    (``BATON_DEBUG=1`` shows it)."""
+    import os
+
     try:
         app()
     except BrokenPipeError:
         sys.exit(0)
+    except BatonError as exc:
+        fail(exc)
+    except Exception as exc:
+        if os.environ.get("BATON_DEBUG") == "1":
+            raise
+        err.print(
+            f"[red]internal_error[/red]: the command failed unexpectedly ({type(exc).__name__}); "
+            "BATON_DEBUG=1 shows the traceback."
+        )
+        sys.exit(1)
