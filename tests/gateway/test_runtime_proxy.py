@@ -36,6 +36,8 @@ TOOLS = [
     tool("slow", seconds="number"),
     tool("cancellations"),
     tool("calls"),
+    tool("hang"),
+    tool("whoami"),
     tool("delete_everything"),
 ]
 
@@ -55,7 +57,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, pages: dict[str, str]) -> Iter
             make_live(
                 runtime,
                 document("demo", tarball, TOOLS, call_timeout_seconds=2),
-                allowed=["echo", "transfer", "crash", "slow", "cancellations", "calls"],
+                allowed=["echo", "transfer", "crash", "slow", "cancellations", "calls", "hang", "whoami"],
                 approval_required=["transfer"],
                 record_arguments=True,
                 approval_timeout_seconds=5,
@@ -203,13 +205,34 @@ async def test_an_upstream_crash_mid_call_is_an_error_and_the_next_call_works(se
     assert result["success"] and result["text"] == "again"
 
 
-async def test_a_slow_call_times_out_and_a_cancelled_call_reaches_the_upstream(session: Any) -> None:
-    assert (await call(session, "demo__slow", {"seconds": 30}))["error_class"] == "mcp_upstream_timeout"
+async def test_a_hung_call_times_out_restarts_the_upstream_and_the_next_call_works(session: Any) -> None:
+    before = {a["adapter_id"]: a for a in (await call(session, "mcp_list_adapters"))["adapters"]}["demo"]
+    assert (await call(session, "demo__echo", {"text": "warm"}))["success"]
+    assert (await call(session, "demo__hang"))["error_class"] == "mcp_upstream_timeout"
+    with anyio.fail_after(30):
+        result = await call(session, "demo__echo", {"text": "after the hang"})
+    assert result["success"] and result["text"] == "after the hang"
+    after = {a["adapter_id"]: a for a in (await call(session, "mcp_list_adapters"))["adapters"]}["demo"]
+    assert after["upstream_restarts"] == before["upstream_restarts"] + 1
+    assert after["upstream_starts"] >= before["upstream_starts"] + 1
+    assert json.loads((await call(session, "demo__calls"))["text"]).get("hang") is None  # a new process
+
+
+async def test_a_cancelled_call_reaches_the_upstream(session: Any) -> None:
+    before = int((await call(session, "demo__cancellations"))["text"])
     with anyio.move_on_after(1):
         await session.call_tool("demo__slow", {"seconds": 30})
     with anyio.fail_after(10):
-        while (await call(session, "demo__cancellations"))["text"] != "2":
+        while int((await call(session, "demo__cancellations"))["text"]) != before + 1:
             await anyio.sleep(0.1)
+
+
+async def test_the_runtime_client_is_the_replay_client(session: Any) -> None:
+    from baton.gateway.policy import ClientSpec
+    from baton.gateway.protocol import initialize_params
+
+    seen = json.loads((await call(session, "demo__whoami"))["text"])
+    assert seen == initialize_params(ClientSpec())
 
 
 async def test_drift_at_the_upstream_start_blocks_the_adapter(session: Any) -> None:

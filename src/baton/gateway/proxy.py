@@ -275,6 +275,8 @@ class GatewayProxy(DynamicTools):
                 "block_reason": adapter.block.message if adapter.block else None,
                 "upstream_running": adapter.upstream.running(),
                 "upstream_starts": adapter.upstream.starts,
+                "upstream_restarts": adapter.upstream.restarts,
+                **adapter.upstream.stderr,
                 "tools": sorted(f"{adapter.id}{SEPARATOR}{name}" for name in adapter.definitions),
                 "approval_required": sorted(adapter.policy.tools.approval_required),
                 "network": adapter.policy.runtime.network,

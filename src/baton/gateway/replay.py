@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +26,12 @@ from baton.gateway.contract import (
     tool_contract,
 )
 from baton.gateway.extract import Extracted, materialize
+from baton.gateway.mounts import host_mounts
 from baton.gateway.policy import Policy, Tools, load_policy, policy_path, write_policy
 from baton.gateway.protocol import JsonRpcPipe, Session, exchange, shut_down, stop
-from baton.gateway.sandbox import Sandbox, SandboxSpec, as_nobody, sandbox_for
+from baton.gateway.sandbox import HostMount, Sandbox, SandboxSpec, as_nobody, sandbox_for
 from baton.gateway.stages import check_chain, fail_closed, identify, write_receipt_file
+from baton.gateway.stderr import StderrTail, drain_in_thread
 from baton.receipts import utc_now
 from baton.runtime import Runtime
 
@@ -49,7 +52,12 @@ class Observation:
     sandbox_removed: bool
 
 
-def sandbox_spec(policy: Policy, workdir: Path, extra_env: dict[str, str] | None = None) -> SandboxSpec:
+def sandbox_spec(
+    policy: Policy,
+    workdir: Path,
+    extra_env: dict[str, str] | None = None,
+    mounts: tuple[HostMount, ...] = (),
+) -> SandboxSpec:
     """The sandbox settings a policy asks for."""
     runtime = policy.runtime
     python = (
@@ -68,26 +76,30 @@ def sandbox_spec(policy: Policy, workdir: Path, extra_env: dict[str, str] | None
         shutdown_timeout_seconds=runtime.shutdown_timeout_seconds,
         image=runtime.image,
         platform=runtime.platform,
+        mounts=mounts,
     )
 
 
 def observe(policy: Policy, sandbox: Sandbox, spec: SandboxSpec, session: Session) -> Observation:
     """Start the server, run the exchange, shut it down; the session records how it ended."""
     timeout = policy.runtime.startup_timeout_seconds
-    with tempfile.TemporaryFile() as stderr:
-        process = sandbox.start(spec, stderr=stderr)
-        try:
-            pipe = JsonRpcPipe(process, policy.client, session)
-            server, tools, capabilities = exchange(pipe, timeout)
-            shut_down(process, session, policy.runtime.shutdown_timeout_seconds)
-        finally:
-            stop(process, session, policy.runtime.shutdown_timeout_seconds)
-            removed = sandbox.cleanup(process)
-            stderr.seek(max(0, stderr.seek(0, 2) - STDERR_TAIL_BYTES))
-            session.stderr_tail = stderr.read().decode("utf-8", errors="replace")
-            for stream in (process.stdin, process.stdout):
-                if stream is not None and not stream.closed:
-                    stream.close()
+    tail = StderrTail()
+    process = sandbox.start(spec, stderr=subprocess.PIPE)
+    assert process.stderr is not None
+    drainer = drain_in_thread(process.stderr, tail)
+    try:
+        pipe = JsonRpcPipe(process, policy.client, session)
+        server, tools, capabilities = exchange(pipe, timeout)
+        shut_down(process, session, policy.runtime.shutdown_timeout_seconds)
+    finally:
+        stop(process, session, policy.runtime.shutdown_timeout_seconds)
+        removed = sandbox.cleanup(process)
+        drainer.join(timeout=policy.runtime.shutdown_timeout_seconds)
+        session.stderr_tail = tail.tail(STDERR_TAIL_BYTES).decode("utf-8", errors="replace")
+        session.stderr = tail.summary()
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
     contract = tool_contract(tools)
     definitions = sorted(
         ({key: tool[key] for key in DEFINITION_FIELDS if key in tool} for tool in tools),
@@ -96,13 +108,15 @@ def observe(policy: Policy, sandbox: Sandbox, spec: SandboxSpec, session: Sessio
     return Observation(server, capabilities, contract, definitions, session, sandbox.name, removed)
 
 
-def run_in_sandbox(policy: Policy, bundle: Path, session: Session) -> tuple[Observation, Extracted]:
+def run_in_sandbox(
+    policy: Policy, bundle: Path, session: Session, mounts: tuple[HostMount, ...] = ()
+) -> tuple[Observation, Extracted]:
     """Materialize the bundle in a fresh world-readable directory and observe the server once."""
     root = Path(tempfile.mkdtemp(prefix="baton-replay-"))
     try:
         extracted = materialize(policy, bundle, root)
         sandbox = sandbox_for(policy.runtime.sandbox)
-        return observe(policy, sandbox, sandbox_spec(policy, root), session), extracted
+        return observe(policy, sandbox, sandbox_spec(policy, root, mounts=mounts), session), extracted
     finally:
         for path in [root, *root.rglob("*")]:
             if path.is_dir():
@@ -200,6 +214,7 @@ def build_receipt(
             "adapter_denied_tool_count": len(policy.tools.denied),
             "process_exit_code": session.exit_code,
             "shutdown_mode": session.shutdown_mode,
+            **session.stderr,
         },
         "client": {
             "protocol_version": policy.client.protocol_version,
@@ -226,7 +241,9 @@ def _apply(
     run_id: str,
 ) -> dict[str, Any]:
     """Observe once, pin a draft when asked, compare, and record the replay receipt."""
-    observation, extracted = run_in_sandbox(policy, state.adapter_dir(runtime, policy.id) / "bundle", session)
+    mounts = host_mounts(policy, runtime.settings.home)
+    bundle = state.adapter_dir(runtime, policy.id) / "bundle"
+    observation, extracted = run_in_sandbox(policy, bundle, session, mounts)
     if record and policy.contract is None:
         policy = record_contract(path, policy, observation)
     policy, checksum = load_policy(path)
@@ -283,6 +300,7 @@ def replay(runtime: Runtime, adapter: str, *, apply: bool = False, record: bool 
             "process_exit_code": session.exit_code,
             "server_requests": session.server_requests,
             "stderr_tail": session.stderr_tail,
+            **session.stderr,
         }
 
     return fail_closed(runtime, adapter_id, path, "replay", stage, policy_checksum=checksum, extra=extra)

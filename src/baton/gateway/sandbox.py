@@ -1,15 +1,22 @@
 """Sandboxes for an external MCP server: bubblewrap (default) and Docker behind one interface.
 
-bubblewrap pitfalls this module exists to get right:
+How a bubblewrap sandbox is built (each step exists to make a promise of the policy true):
 
-- bwrap is started as the unprivileged host user 65534 (when baton runs as root). A root-started
-  bwrap with ``--uid 65534`` maps the sandbox's 65534 back to host root, which can read root's files.
-- Always ``--unshare-user --uid 65534 --gid 65534 --cap-drop ALL --unshare-all`` (never
-  ``--share-net``), ``--new-session`` (no TIOCSTI into our terminal), ``--die-with-parent``.
-- ``--tmpfs /tmp`` comes before any bind that must stay visible under it; the root is remounted
-  read-only last.
-- Memory (RLIMIT_DATA), process (RLIMIT_NPROC) and CPU-time (RLIMIT_CPU) limits are rlimits that
-  ``prlimit`` sets before it execs bwrap (no ``preexec_fn``, which is unsafe in a threaded server).
+1. ``prlimit`` sets the rlimits (no ``preexec_fn``, which is unsafe in a threaded server), then execs
+2. ``unshare --user --map-root-user --mount`` as host uid 65534 (when baton runs as root; an
+   unprivileged caller stays itself): a private user and mount namespace that only prepares mounts,
+3. ``/bin/sh`` (:data:`LAUNCHER`) which, as that namespace's root, mounts the policy's tmpfs with its
+   exact options (``noexec`` included: bwrap's own ``--tmpfs`` cannot be noexec, a mount made here
+   is, and the flag is locked for the namespaces below), copies the extracted tree onto a second
+   tmpfs (so no host path shows in the sandbox's ``/proc/self/mountinfo``), joins the adapter's
+   pids cgroup when there is one, and execs
+4. ``bwrap --args 3``: its arguments come from a file, so the sandbox's ``/proc/1/cmdline`` holds no
+   host path either. bwrap unshares every namespace (no ``--share-net``), maps the server to uid/gid
+   65534, drops every capability, starts a new session, dies with its parent, loads the seccomp filter
+   (:mod:`baton.gateway.seccomp`) and executes the server in ``/work`` with a read-only root.
+
+Starting bwrap as host uid 65534 matters: a root-started bwrap with ``--uid 65534`` maps the
+sandbox's 65534 back to host root, which can read root's files.
 """
 
 from __future__ import annotations
@@ -18,23 +25,45 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Literal, Protocol
 
 from baton.errors import GatewayError
+from baton.gateway import cgroups, seccomp
 
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
 SANDBOX_WORKDIR = "/work"
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 SIZE = re.compile(r"size=([0-9]+)([kmg]?)")
+#: Runs in the preparing namespace: ``$1`` stage, ``$2`` tmpfs options, ``$3`` extracted tree,
+#: ``$4`` cgroup.procs (or empty), then the server's argv (bwrap reads its options from fd 3).
+LAUNCHER = r"""set -eu
+stage=$1
+if [ -n "$4" ]; then echo $$ > "$4"; fi
+mount -t tmpfs -o "$2" baton-tmp "$stage/tmp"
+mount -t tmpfs -o nosuid,nodev,mode=0755 baton-work "$stage/work"
+cp -R --preserve=mode "$3/." "$stage/work/"
+shift 4
+exec bwrap --args 3 -- "$@" 3<"$stage/bwrap.args" 4<"$stage/seccomp.bpf"
+"""
+
+
+@dataclass(frozen=True)
+class HostMount:
+    """A host path bound into the sandbox (``rw`` or ``ro``), validated by the policy."""
+
+    host: Path
+    sandbox: str
+    mode: Literal["ro", "rw"] = "ro"
 
 
 @dataclass(frozen=True)
 class SandboxSpec:
-    """What to run and with which limits; ``workdir`` is bound read-only at /work."""
+    """What to run and with which limits; ``workdir`` is copied read-only to /work."""
 
     workdir: Path
     argv: list[str]
@@ -51,6 +80,7 @@ class SandboxSpec:
     extra_ro_binds: tuple[tuple[Path, str], ...] = ()
     #: Further tmpfs mounts (a browser's /dev/shm), after /dev.
     extra_tmpfs: tuple[str, ...] = ()
+    mounts: tuple[HostMount, ...] = ()
 
     def tmpfs_path_and_size(self) -> tuple[str, int | None]:
         """The tmpfs mount point and its size in bytes (when the spec states one)."""
@@ -59,6 +89,12 @@ class SandboxSpec:
         if not match:
             return path, None
         return path, int(match.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[match.group(2)]
+
+    def tmpfs_mount_options(self) -> str:
+        """``mount -o`` options for the tmpfs: the policy's, with nosuid and nodev always added."""
+        _, _, options = self.tmpfs.partition(":")
+        wanted = [o for o in options.split(",") if o and o not in ("rw", "nosuid", "nodev")]
+        return ",".join(["nosuid", "nodev", "mode=1777", *wanted])
 
 
 class Sandbox(Protocol):
@@ -69,7 +105,7 @@ class Sandbox(Protocol):
     def unavailable_reason(self) -> str | None:
         """None when the sandbox can run here, else why not."""
 
-    def start(self, spec: SandboxSpec, *, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
+    def start(self, spec: SandboxSpec, *, stderr: IO[bytes] | int) -> subprocess.Popen[bytes]:
         """Start ``spec.argv`` in the sandbox with stdin and stdout as pipes."""
 
     def cleanup(self, process: subprocess.Popen[bytes]) -> bool:
@@ -77,7 +113,7 @@ class Sandbox(Protocol):
 
 
 def rlimit_prefix(spec: SandboxSpec) -> list[str]:
-    """``prlimit`` in front of bwrap: the limits are set before exec without Python code in the child.
+    """``prlimit`` in front of the sandbox: the limits are set before exec without Python code in the child.
 
     Memory is RLIMIT_DATA, not RLIMIT_AS: V8 reserves many GiB of PROT_NONE address space for
     WebAssembly, which RLIMIT_AS counts (Node then dies) and RLIMIT_DATA (private writable memory)
@@ -105,6 +141,20 @@ def as_nobody() -> tuple[int | None, int | None, list[int] | None]:
     return None, None, None
 
 
+def userns_restriction() -> str | None:
+    """Ubuntu's AppArmor switch that keeps unprivileged users from creating user namespaces, when on."""
+    try:
+        value = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").read_text().strip()
+    except OSError:
+        return None
+    if value == "1":
+        return (
+            "kernel.apparmor_restrict_unprivileged_userns=1: unprivileged users cannot create user "
+            "namespaces unless an AppArmor profile allows bwrap and unshare"
+        )
+    return None
+
+
 def _system_binds() -> list[str]:
     """Read-only /usr plus the merged-usr links (or binds) and the loader cache."""
     args = ["--ro-bind", "/usr", "/usr"]
@@ -120,6 +170,23 @@ def _system_binds() -> list[str]:
     return args
 
 
+@dataclass
+class Prepared:
+    """A bubblewrap start ready to exec: its argv and the staging directory to remove afterwards."""
+
+    argv: list[str]
+    stage: Path
+    cgroup: cgroups.PidsCgroup | None = None
+
+    def cleanup(self) -> bool:
+        """Remove the staging directory and the cgroup; True when both are gone."""
+        removed = True
+        if self.cgroup is not None:
+            removed = self.cgroup.remove()
+        shutil.rmtree(self.stage, ignore_errors=True)
+        return removed and not self.stage.exists()
+
+
 class BubblewrapSandbox:
     """bubblewrap, started as host uid 65534, in new user/pid/net/ipc/uts/cgroup namespaces."""
 
@@ -127,34 +194,36 @@ class BubblewrapSandbox:
 
     def __init__(self, bwrap: str | None = None) -> None:
         self.bwrap = bwrap or shutil.which("bwrap")
+        self.prepared: dict[int, Prepared] = {}
 
     def unavailable_reason(self) -> str | None:
-        """None when bwrap is installed and can create a user namespace."""
+        """None when bwrap, unshare and the seccomp filter work here and a sandbox can be created."""
         if self.bwrap is None:
             return "bubblewrap (bwrap) is not installed"
+        if shutil.which("unshare") is None or shutil.which("prlimit") is None:
+            return "util-linux's unshare and prlimit are needed"
+        reason = seccomp.unavailable_reason()
+        if reason:
+            return f"no seccomp filter can be built, so no sandbox starts: {reason}"
         user, group, groups = as_nobody()
         probe = subprocess.run(
-            [self.bwrap, "--unshare-user", "--unshare-all", "--ro-bind", "/", "/", "true"],
-            capture_output=True,
-            timeout=10,
-            check=False,
-            user=user,
-            group=group,
-            extra_groups=groups,
-        )
+            ["unshare", "--user", "--map-root-user", "--mount", "--", self.bwrap,
+             "--unshare-user", "--unshare-all", "--ro-bind", "/", "/", "true"],
+            capture_output=True, timeout=10, check=False, user=user, group=group, extra_groups=groups,
+            env={"PATH": SANDBOX_PATH},
+        )  # fmt: skip
         if probe.returncode != 0:
-            return (
-                f"bwrap cannot create a sandbox here: {probe.stderr.decode(errors='replace').strip()[:200]}"
+            detail = probe.stderr.decode(errors="replace").strip()[:200]
+            restricted = userns_restriction()
+            return f"bwrap cannot create a sandbox here: {detail}" + (
+                f" ({restricted})" if restricted else ""
             )
         return None
 
-    def command(self, spec: SandboxSpec) -> list[str]:
-        """The full bwrap command line for ``spec``."""
-        if self.bwrap is None:
-            raise GatewayError("sandbox_unavailable", "bubblewrap (bwrap) is not installed.")
-        tmp_path, tmp_size = spec.tmpfs_path_and_size()
+    def bwrap_args(self, spec: SandboxSpec, stage: Path) -> list[str]:
+        """bwrap's options (read from fd 3): namespaces, mounts, seccomp on fd 4, environment."""
+        tmp_path, _ = spec.tmpfs_path_and_size()
         args = [
-            self.bwrap,
             "--unshare-user",
             "--uid", str(SANDBOX_UID),
             "--gid", str(SANDBOX_GID),
@@ -162,32 +231,66 @@ class BubblewrapSandbox:
             "--unshare-all",
             "--new-session",
             "--die-with-parent",
+            "--seccomp", "4",
             *_system_binds(),
             "--proc", "/proc",
             "--dev", "/dev",
-            *(["--size", str(tmp_size)] if tmp_size else []),
-            "--tmpfs", tmp_path,
-            "--ro-bind", str(spec.workdir), SANDBOX_WORKDIR,
+            "--bind", str(stage / "tmp"), tmp_path,
+            "--ro-bind", str(stage / "work"), SANDBOX_WORKDIR,
         ]  # fmt: skip
         for mount in spec.extra_tmpfs:
             args += ["--tmpfs", mount]
         for source, target in spec.extra_ro_binds:
             args += ["--ro-bind", str(source), target]
+        for host in spec.mounts:
+            args += ["--bind" if host.mode == "rw" else "--ro-bind", str(host.host), host.sandbox]
         args += ["--remount-ro", "/", "--chdir", SANDBOX_WORKDIR, "--clearenv"]
         env = {"HOME": tmp_path, "CI": "1", "PATH": SANDBOX_PATH, **spec.env}
         for name, value in sorted(env.items()):
             args += ["--setenv", name, value]
-        return [*args, "--", *spec.argv]
+        return args
 
-    def start(self, spec: SandboxSpec, *, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
+    def prepare(self, spec: SandboxSpec) -> Prepared:
+        """Write the staging directory (bwrap's arguments, the BPF program, mount points) and the argv."""
+        if self.bwrap is None:
+            raise GatewayError("sandbox_unavailable", "bubblewrap (bwrap) is not installed.")
+        try:
+            program = seccomp.filter_bpf()
+        except seccomp.SeccompUnavailableError as exc:
+            raise GatewayError("sandbox_unavailable", f"No seccomp filter, so no sandbox: {exc}.") from None
+        stage = Path(tempfile.mkdtemp(prefix="baton-sandbox-"))
+        try:
+            for name in ("tmp", "work"):
+                (stage / name).mkdir()
+            args = self.bwrap_args(spec, stage)
+            (stage / "bwrap.args").write_bytes(b"".join(arg.encode() + b"\0" for arg in args))
+            (stage / "seccomp.bpf").write_bytes(program)
+            for item in stage.iterdir():
+                item.chmod(0o755 if item.is_dir() else 0o444)
+            stage.chmod(0o755)
+            cgroup = cgroups.PidsCgroup.create(f"baton-{stage.name}", spec.pids_limit)
+            procs = str(cgroup.procs) if cgroup else ""
+            argv = [
+                *rlimit_prefix(spec),
+                "unshare", "--user", "--map-root-user", "--mount", "--propagation", "private", "--",
+                "/bin/sh", "-c", LAUNCHER, "baton-sandbox",
+                str(stage), spec.tmpfs_mount_options(), str(spec.workdir), procs, *spec.argv,
+            ]  # fmt: skip
+        except BaseException:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
+        return Prepared(argv, stage, cgroup)
+
+    def start(self, spec: SandboxSpec, *, stderr: IO[bytes] | int) -> subprocess.Popen[bytes]:
         """Start the server as host uid 65534 with rlimits, stdin/stdout as pipes."""
         reason = self.unavailable_reason()
         if reason:
             raise GatewayError("sandbox_unavailable", f"The bubblewrap sandbox is unavailable: {reason}.")
+        prepared = self.prepare(spec)
         user, group, groups = as_nobody()
         try:
-            return subprocess.Popen(
-                [*rlimit_prefix(spec), *self.command(spec)],
+            process = subprocess.Popen(
+                prepared.argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
@@ -198,11 +301,16 @@ class BubblewrapSandbox:
                 extra_groups=groups,
             )
         except OSError as exc:
+            prepared.cleanup()
             raise GatewayError("mcp_process_start_failed", f"bwrap could not be started: {exc}.") from None
+        self.prepared[process.pid] = prepared
+        return process
 
     def cleanup(self, process: subprocess.Popen[bytes]) -> bool:
-        """--die-with-parent and the pid namespace take the whole tree down with bwrap."""
-        return process.poll() is not None
+        """--die-with-parent and the pid namespace take the whole tree down; the stage goes too."""
+        prepared = self.prepared.pop(process.pid, None)
+        removed = prepared.cleanup() if prepared is not None else True
+        return process.poll() is not None and removed
 
 
 class DockerSandbox:
@@ -237,11 +345,13 @@ class DockerSandbox:
             "--tmpfs", spec.tmpfs, "--stop-timeout", str(spec.shutdown_timeout_seconds), "-i",
             "-v", f"{spec.workdir.resolve()}:{SANDBOX_WORKDIR}:ro", "-w", SANDBOX_WORKDIR,
         ]  # fmt: skip
+        for host in spec.mounts:
+            args += ["-v", f"{host.host}:{host.sandbox}:{host.mode}"]
         for name, value in sorted(spec.env.items()):
             args += ["--env", f"{name}={value}"]
         return [*args, spec.image, *spec.argv]
 
-    def start(self, spec: SandboxSpec, *, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
+    def start(self, spec: SandboxSpec, *, stderr: IO[bytes] | int) -> subprocess.Popen[bytes]:
         """Start the container attached to our pipes."""
         reason = self.unavailable_reason()
         if reason:

@@ -12,6 +12,7 @@ It runs under any ``python3`` (inside a sandbox too) and is packaged as an npm-s
 - ``tools/call``: ``echo`` (text back, with a progress notification when asked), ``transfer`` (says what
   it was given), ``crash`` (the process dies mid-call), ``slow`` (waits ``seconds``; a
   ``notifications/cancelled`` for it is counted), ``cancellations`` (how many were counted), ``calls`` (JSON counts of calls per tool),
+  ``hang`` (blocks the server for good), ``whoami`` (the params of the client's initialize),
   ``fetch`` (GET ``url`` through ``HTTP_PROXY`` when set), anything else: "called NAME".
 """
 
@@ -111,6 +112,11 @@ def call_tool(request: dict[str, Any], state: dict[str, Any]) -> None:
                 text_result(request_id, "slept")
 
         threading.Thread(target=later, daemon=True).start()
+    elif name == "hang":
+        while True:  # a stuck server: the main loop never reads stdin again
+            time.sleep(3600)
+    elif name == "whoami":
+        text_result(request_id, json.dumps(state.get("client"), sort_keys=True))
     elif name == "cancellations":
         text_result(request_id, str(len(state.setdefault("cancelled", set()))))
     elif name == "calls":
@@ -128,6 +134,7 @@ def answer(request: dict[str, Any], mode: str, state: dict[str, Any]) -> None:
     method, request_id = request.get("method"), request.get("id")
     if method == "initialize":
         state["client_capabilities"] = request.get("params", {}).get("capabilities", {})
+        state["client"] = request.get("params", {})
         result = {
             "protocolVersion": request.get("params", {}).get("protocolVersion"),
             "capabilities": {"tools": {"listChanged": mode == "roots_first"}},
