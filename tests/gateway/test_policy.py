@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -134,3 +135,100 @@ def test_a_network_allowlist_needs_exact_origins(network: str, origins: list[str
         assert parse_policy(document).runtime.allowed_origins == origins
     else:
         assert error_class_of(document) == "adapter_policy_invalid"
+
+
+def with_mounts(*mounts: dict[str, str]) -> dict[str, Any]:
+    document = valid_document()
+    document["runtime"]["mounts"] = list(mounts)
+    return document
+
+
+@pytest.mark.parametrize(
+    "mount",
+    [
+        {"host": "relative/path", "sandbox": "/data"},
+        {"host": "/", "sandbox": "/data"},
+        {"host": "/srv/../etc", "sandbox": "/data"},
+        {"host": "/srv/data/", "sandbox": "/data"},
+        {"host": "/etc", "sandbox": "/data"},
+        {"host": "/etc/ssh", "sandbox": "/data"},
+        {"host": "/proc/1", "sandbox": "/data"},
+        {"host": "/root/.ssh", "sandbox": "/data"},
+        {"host": "/var/lib", "sandbox": "/data"},
+        {"host": "/usr", "sandbox": "/data"},
+        {"host": "/srv/data", "sandbox": "data"},
+        {"host": "/srv/data", "sandbox": "/work"},
+        {"host": "/srv/data", "sandbox": "/work/node_modules"},
+        {"host": "/srv/data", "sandbox": "/tmp/x"},
+        {"host": "/srv/data", "sandbox": "/usr/local"},
+        {"host": "/srv/data", "sandbox": "/opt"},
+        {"host": "/srv/data", "sandbox": "/"},
+        {"host": "/srv/data", "sandbox": "/data", "mode": "rwx"},
+    ],
+)
+def test_a_mount_of_a_system_tree_or_over_the_sandboxs_own_paths_is_invalid(mount: dict[str, str]) -> None:
+    assert error_class_of(with_mounts(mount)) == "adapter_policy_invalid"
+
+
+def test_overlapping_mount_targets_are_invalid() -> None:
+    document = with_mounts({"host": "/srv/a", "sandbox": "/data"}, {"host": "/srv/b", "sandbox": "/data/b"})
+    assert error_class_of(document) == "adapter_policy_invalid"
+
+
+def test_mounts_are_part_of_the_policy_checksum(tmp_path: Path) -> None:
+    plain = parse_policy(valid_document())
+    mounted = parse_policy(with_mounts({"host": "/srv/data", "sandbox": "/data", "mode": "ro"}))
+    assert mounted.runtime.mounts[0].mode == "ro"
+    first = write_policy(tmp_path / "a.toml", plain)
+    second = write_policy(tmp_path / "b.toml", mounted)
+    assert first != second
+    assert load_policy(tmp_path / "b.toml")[0].runtime.mounts == mounted.runtime.mounts
+
+
+@pytest.mark.parametrize("tmpfs", ["/tmp:rw,suid", "/var/tmp:rw", "/tmp:rw,noexec,size=64x", "/tmp"])
+def test_tmpfs_options_the_sandbox_cannot_enforce_are_refused(tmpfs: str) -> None:
+    document = valid_document()
+    document["runtime"]["tmpfs"] = tmpfs
+    assert error_class_of(document) == "adapter_policy_invalid"
+
+
+def host_checks(mount: dict[str, str], home: Path) -> str:
+    from baton.gateway.mounts import check_mount
+    from baton.gateway.policy import Mount
+
+    with pytest.raises(GatewayError) as info:
+        check_mount(Mount.model_validate(mount), home)
+    return info.value.error_class
+
+
+def test_a_mount_is_checked_against_the_host_at_every_start(tmp_path: Path) -> None:
+    from baton.gateway.mounts import check_mount
+    from baton.gateway.policy import Mount
+
+    home = tmp_path / "home" / "baton"
+    home.mkdir(parents=True)
+    data = tmp_path / "data"
+    data.mkdir()
+    (tmp_path / "link").symlink_to(data)
+    assert (
+        host_checks({"host": str(tmp_path / "missing"), "sandbox": "/data"}, home) == "adapter_mount_invalid"
+    )
+    assert host_checks({"host": str(tmp_path / "link"), "sandbox": "/data"}, home) == "adapter_mount_invalid"
+    for forbidden in (home, home.parent, home / "gateway"):
+        forbidden.mkdir(exist_ok=True)
+        assert host_checks({"host": str(forbidden), "sandbox": "/data"}, home) == "adapter_mount_invalid"
+    mounted = check_mount(Mount.model_validate({"host": str(data), "sandbox": "/data"}), home)
+    assert (mounted.host, mounted.sandbox, mounted.mode) == (data, "/data", "ro")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox writes as host uid 65534 only when baton is root")
+def test_a_rw_mount_uid_65534_cannot_write_is_refused_not_silently_read_only(tmp_path: Path) -> None:
+    from baton.gateway.mounts import check_mount
+    from baton.gateway.policy import Mount
+
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    mount = {"host": str(data), "sandbox": "/data", "mode": "rw"}
+    assert host_checks(mount, tmp_path / "home") == "adapter_mount_not_writable"
+    os.chown(data, 65534, 65534)
+    assert check_mount(Mount.model_validate(mount), tmp_path / "home").mode == "rw"

@@ -69,8 +69,8 @@ def pids_base() -> Path | None:
 def scope() -> str:
     """How far ``pids_limit`` reaches on this host, in words (``baton doctor``, the replay receipt)."""
     if pids_base() is not None:
-        return "per sandbox (a pids cgroup each, plus RLIMIT_NPROC)"
-    return "RLIMIT_NPROC only: counted per user namespace and, above it, for host uid 65534 as a whole"
+        return "per sandbox (a pids cgroup each)"
+    return "RLIMIT_NPROC: shared by every sandbox of the same host uid (no writable pids cgroup here)"
 
 
 @dataclass

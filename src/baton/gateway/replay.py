@@ -50,6 +50,8 @@ class Observation:
     session: Session
     sandbox: str
     sandbox_removed: bool
+    #: name → ``execution`` (taskSupport) of the tools that declare one; promote reads it.
+    tool_execution: dict[str, Any]
 
 
 def sandbox_spec(
@@ -105,7 +107,10 @@ def observe(policy: Policy, sandbox: Sandbox, spec: SandboxSpec, session: Sessio
         ({key: tool[key] for key in DEFINITION_FIELDS if key in tool} for tool in tools),
         key=lambda tool: str(tool["name"]),
     )
-    return Observation(server, capabilities, contract, definitions, session, sandbox.name, removed)
+    execution = {
+        str(tool["name"]): tool["execution"] for tool in tools if isinstance(tool.get("execution"), dict)
+    }
+    return Observation(server, capabilities, contract, definitions, session, sandbox.name, removed, execution)
 
 
 def run_in_sandbox(
@@ -223,6 +228,7 @@ def build_receipt(
             "notifications": session.notifications,
         },
         "tool_definitions": observation.definitions,
+        "tool_execution": observation.tool_execution,
         "tool_call_performed": False,
         "browser_started": False,
         "production_write_performed": False,

@@ -112,12 +112,13 @@ class Sandbox(Protocol):
         """Remove what the sandbox left behind; True when nothing remains."""
 
 
-def rlimit_prefix(spec: SandboxSpec) -> list[str]:
+def rlimit_prefix(spec: SandboxSpec, *, nproc: bool = True) -> list[str]:
     """``prlimit`` in front of the sandbox: the limits are set before exec without Python code in the child.
 
     Memory is RLIMIT_DATA, not RLIMIT_AS: V8 reserves many GiB of PROT_NONE address space for
     WebAssembly, which RLIMIT_AS counts (Node then dies) and RLIMIT_DATA (private writable memory)
-    does not.
+    does not. RLIMIT_NPROC is left out (``nproc=False``) when a pids cgroup holds the limit: it counts
+    every process of host uid 65534, so it would make all sandboxes share one budget.
     """
     prlimit = shutil.which("prlimit")
     if prlimit is None:
@@ -127,7 +128,7 @@ def rlimit_prefix(spec: SandboxSpec) -> list[str]:
     return [
         prlimit,
         f"--data={spec.memory_bytes}",
-        f"--nproc={spec.pids_limit}",
+        *([f"--nproc={spec.pids_limit}"] if nproc else []),
         f"--cpu={spec.cpu_seconds}",
         "--core=0",
         "--",
@@ -259,6 +260,7 @@ class BubblewrapSandbox:
         except seccomp.SeccompUnavailableError as exc:
             raise GatewayError("sandbox_unavailable", f"No seccomp filter, so no sandbox: {exc}.") from None
         stage = Path(tempfile.mkdtemp(prefix="baton-sandbox-"))
+        cgroup: cgroups.PidsCgroup | None = None
         try:
             for name in ("tmp", "work"):
                 (stage / name).mkdir()
@@ -271,13 +273,13 @@ class BubblewrapSandbox:
             cgroup = cgroups.PidsCgroup.create(f"baton-{stage.name}", spec.pids_limit)
             procs = str(cgroup.procs) if cgroup else ""
             argv = [
-                *rlimit_prefix(spec),
+                *rlimit_prefix(spec, nproc=cgroup is None),
                 "unshare", "--user", "--map-root-user", "--mount", "--propagation", "private", "--",
                 "/bin/sh", "-c", LAUNCHER, "baton-sandbox",
                 str(stage), spec.tmpfs_mount_options(), str(spec.workdir), procs, *spec.argv,
             ]  # fmt: skip
         except BaseException:
-            shutil.rmtree(stage, ignore_errors=True)
+            Prepared([], stage, cgroup).cleanup()
             raise
         return Prepared(argv, stage, cgroup)
 
@@ -311,6 +313,25 @@ class BubblewrapSandbox:
         prepared = self.prepared.pop(process.pid, None)
         removed = prepared.cleanup() if prepared is not None else True
         return process.poll() is not None and removed
+
+
+def sandbox_report() -> tuple[bool, str]:
+    """``baton doctor``'s sandbox line: can a sandbox start, with seccomp, and how far pids_limit reaches."""
+    sandbox = BubblewrapSandbox()
+    reason = sandbox.unavailable_reason()
+    restricted = userns_restriction()
+    if reason is not None:
+        return False, reason
+    user = "host uid 65534" if os.geteuid() == 0 else f"the calling user (uid {os.geteuid()})"
+    notes = [
+        f"bubblewrap at {sandbox.bwrap}, started as {user}",
+        f"seccomp filter of {len(seccomp.DENIED)} denied calls plus clone namespace flags",
+        "noexec /tmp enforced",
+        f"pids_limit {cgroups.scope()}",
+    ]
+    if restricted:
+        notes.append(f"note: {restricted}")
+    return True, "; ".join(notes)
 
 
 class DockerSandbox:
