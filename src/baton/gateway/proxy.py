@@ -72,7 +72,10 @@ class GatewayProxy(DynamicTools):
         self.load()
 
     def load(self) -> None:
-        """(Re)read the live adapters from the store."""
+        """(Re)read the live adapters from the store (and sweep what dead baton processes left behind)."""
+        from baton.gateway import scratch
+
+        scratch.sweep()
         self.adapters = {
             live.policy.id: Adapter(self.runtime, live, self)
             for live in promotion.live_adapters(self.runtime)

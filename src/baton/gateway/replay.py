@@ -8,15 +8,13 @@ with the pins and writes a replay receipt, or a failure receipt with the error c
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from baton.errors import GatewayError
-from baton.gateway import state
+from baton.gateway import scratch, state
 from baton.gateway.contract import (
     DEFINITION_FIELDS,
     ToolContract,
@@ -117,16 +115,14 @@ def run_in_sandbox(
     policy: Policy, bundle: Path, session: Session, mounts: tuple[HostMount, ...] = ()
 ) -> tuple[Observation, Extracted]:
     """Materialize the bundle in a fresh world-readable directory and observe the server once."""
-    root = Path(tempfile.mkdtemp(prefix="baton-replay-"))
+    scratch.sweep()
+    root = scratch.make("replay")
     try:
         extracted = materialize(policy, bundle, root)
         sandbox = sandbox_for(policy.runtime.sandbox)
         return observe(policy, sandbox, sandbox_spec(policy, root, mounts=mounts), session), extracted
     finally:
-        for path in [root, *root.rglob("*")]:
-            if path.is_dir():
-                path.chmod(0o755)
-        shutil.rmtree(root, ignore_errors=True)
+        scratch.remove(root)
 
 
 def record_contract(path: Path, policy: Policy, observation: Observation) -> Policy:

@@ -25,14 +25,13 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal, Protocol
 
 from baton.errors import GatewayError
-from baton.gateway import cgroups, seccomp
+from baton.gateway import cgroups, scratch, seccomp
 
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
@@ -259,7 +258,7 @@ class BubblewrapSandbox:
             program = seccomp.filter_bpf()
         except seccomp.SeccompUnavailableError as exc:
             raise GatewayError("sandbox_unavailable", f"No seccomp filter, so no sandbox: {exc}.") from None
-        stage = Path(tempfile.mkdtemp(prefix="baton-sandbox-"))
+        stage = scratch.make("sandbox")
         cgroup: cgroups.PidsCgroup | None = None
         try:
             for name in ("tmp", "work"):

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -20,7 +18,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from baton.errors import GatewayError
-from baton.gateway import state
+from baton.gateway import scratch, state
 from baton.gateway.contract import compare, tool_contract
 from baton.gateway.extract import materialize
 from baton.gateway.mounts import host_mounts
@@ -160,7 +158,8 @@ class Upstream:
             stderr.close()
             self.stderr = stderr.tail.summary()
             if prepared is not None:
-                await anyio.to_thread.run_sync(prepared.cleanup)
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(prepared.cleanup)
             ended.set()
 
     def _client_callbacks(self) -> dict[str, Any]:
@@ -224,12 +223,12 @@ class Upstream:
         """The sandbox command line; the bundle is extracted (and re-checked) once per serve process."""
         mounts = host_mounts(self.policy, self.runtime.settings.home)
         if self._root is None:
-            root = Path(tempfile.mkdtemp(prefix="baton-upstream-"))
+            root = scratch.make("upstream")
             bundle = state.adapter_dir(self.runtime, self.policy.id) / "bundle"
             try:
                 await anyio.to_thread.run_sync(materialize, self.policy, bundle, root)
             except BaseException:
-                remove_tree(root)
+                scratch.remove(root)
                 raise
             self._root = root
         spec = runtime_spec(self.policy, self._root, self.runtime.settings.browser_headless, mounts)
@@ -254,7 +253,7 @@ class Upstream:
         if self._egress is not None:
             await self._egress.close()
         if self._root is not None:
-            remove_tree(self._root)
+            scratch.remove(self._root)
             self._root = None
 
     async def call(
@@ -320,15 +319,6 @@ async def _all_tools(session: Any) -> list[dict[str, Any]]:
         if not cursor:
             break
     return tools
-
-
-def remove_tree(root: Path) -> None:
-    """Remove an extracted (read-only) tree."""
-    for path in [root, *root.rglob("*")]:
-        if path.is_dir() and not path.is_symlink():
-            with contextlib.suppress(OSError):
-                path.chmod(0o755)
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def runtime_spec(
