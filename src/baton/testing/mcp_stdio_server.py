@@ -13,7 +13,7 @@ It runs under any ``python3`` (inside a sandbox too) and is packaged as an npm-s
 - ``tools/call``: ``echo`` (text back, with a progress notification when asked), ``transfer`` (says what
   it was given), ``crash`` (the process dies mid-call), ``slow`` (waits ``seconds``; a
   ``notifications/cancelled`` for it is counted), ``cancellations`` (how many were counted), ``calls`` (JSON counts of calls per tool),
-  ``hang`` (blocks the server for good), ``flood`` (``megabytes`` MiB to stderr), ``whoami`` (the params of the client's initialize),
+  ``hang`` (blocks the server for good), ``read`` / ``write`` (a file at ``path``), ``flood`` (``megabytes`` MiB to stderr), ``whoami`` (the params of the client's initialize),
   ``fetch`` (GET ``url`` through ``HTTP_PROXY`` when set), anything else: "called NAME".
 """
 
@@ -125,6 +125,17 @@ def call_tool(request: dict[str, Any], state: dict[str, Any]) -> None:
     elif name == "hang":
         while True:  # a stuck server: the main loop never reads stdin again
             time.sleep(3600)
+    elif name == "read":
+        try:
+            text_result(request_id, Path(str(arguments.get("path"))).read_text(encoding="utf-8"))
+        except OSError as exc:
+            text_result(request_id, f"{type(exc).__name__}: {exc.strerror}", is_error=True)
+    elif name == "write":
+        try:
+            Path(str(arguments.get("path"))).write_text(str(arguments.get("text")), encoding="utf-8")
+            text_result(request_id, "written")
+        except OSError as exc:
+            text_result(request_id, f"{type(exc).__name__}: {exc.strerror}", is_error=True)
     elif name == "flood":
         flood(int(arguments.get("megabytes", 10)))
         text_result(request_id, "flooded")
