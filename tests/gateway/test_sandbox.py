@@ -331,3 +331,17 @@ def test_limits_are_set_by_prlimit_before_bwrap(tmp_path: Path) -> None:
     spec = SandboxSpec(workdir=tmp_path, argv=["true"], memory_bytes=1 << 30, pids_limit=64, cpu_seconds=9)
     assert rlimit_prefix(spec)[1:] == [f"--data={1 << 30}", "--nproc=64", "--cpu=9", "--core=0", "--"]
     assert rlimit_prefix(spec, nproc=False)[1:] == [f"--data={1 << 30}", "--cpu=9", "--core=0", "--"]
+
+
+def test_doctor_states_seccomp_and_the_pids_scope_and_apparmors_userns_switch(tmp_path: Path) -> None:
+    from baton.gateway import cgroups
+    from baton.gateway.sandbox import sandbox_report, userns_restriction
+
+    ok, detail = sandbox_report()
+    assert ok and "seccomp filter" in detail and cgroups.scope() in detail and "noexec" in detail
+    switch = tmp_path / "apparmor_restrict_unprivileged_userns"
+    switch.write_text("1\n")
+    assert "apparmor_restrict_unprivileged_userns=1" in str(userns_restriction(switch))
+    switch.write_text("0\n")
+    assert userns_restriction(switch) is None
+    assert userns_restriction(tmp_path / "absent") is None

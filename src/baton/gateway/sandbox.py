@@ -141,10 +141,13 @@ def as_nobody() -> tuple[int | None, int | None, list[int] | None]:
     return None, None, None
 
 
-def userns_restriction() -> str | None:
+APPARMOR_USERNS = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+
+
+def userns_restriction(switch: Path = APPARMOR_USERNS) -> str | None:
     """Ubuntu's AppArmor switch that keeps unprivileged users from creating user namespaces, when on."""
     try:
-        value = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").read_text().strip()
+        value = switch.read_text().strip()
     except OSError:
         return None
     if value == "1":
