@@ -284,3 +284,31 @@ def test_a_replay_of_a_pinned_contract_fails_cleanly_when_the_sandbox_refuses(
         replay(runtime, "demo", apply=True, record=True)
     assert info.value.error_class == "sandbox_unavailable"
     assert "seccomp" in info.value.message
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_a_failed_upstream_start_leaves_no_tree(
+    runtime: Runtime, registry: NpmRegistryServer, private_tmp: Path
+) -> None:
+    """At run time too: a bundle that no longer matches its pins fails the start and leaves nothing."""
+    import anyio
+
+    from baton.gateway.policy import load_policy
+    from baton.gateway.upstream import Upstream
+
+    path = ready(runtime, registry)
+    tarball = next((runtime.settings.home / "gateway" / "demo" / "bundle" / "tarballs").iterdir())
+    tarball.write_bytes(tarball.read_bytes() + b"\0")
+    policy, _ = load_policy(path)
+    upstream = Upstream(runtime, policy, lambda error, evidence: None)
+    async with anyio.create_task_group() as group:
+        with pytest.raises(GatewayError) as info:
+            await upstream.ensure(group)
+        await upstream.close()
+    assert info.value.error_class == "artifact_tarball_checksum_mismatch"
+    assert list(private_tmp.iterdir()) == []
