@@ -47,7 +47,7 @@ def _live_adapter(home: Path) -> tuple[list[str], Any]:
             runtime.close()
     spec = runtime_spec(policy, root, headless=True)
     user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] if as_nobody()[0] else []
-    prepared = BubblewrapSandbox().prepare(spec)
+    prepared = BubblewrapSandbox().prepare(spec, cgroup=False)  # started by the benchmark's own client
     return [*user, *prepared.argv], (prepared, root)
 
 

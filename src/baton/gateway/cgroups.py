@@ -2,11 +2,11 @@
 
 RLIMIT_NPROC counts every process of a uid: in a user namespace it is charged at each level, so all
 sandboxes (host uid 65534) would share one budget. A cgroup's ``pids.max`` counts exactly the
-processes inside it. baton creates one when it can write the pids controller (it runs as root, with
-cgroup v1's pids hierarchy or a cgroup v2 tree whose ``subtree_control`` enables pids), hands its
-``cgroup.procs`` to uid 65534, and the sandbox's launcher moves itself in before it starts bwrap, so
-every process of the sandbox is born inside. Otherwise the limit is RLIMIT_NPROC alone (see
-:func:`scope`).
+processes inside it. baton creates one when it can (it runs as root and a test cgroup can be made under
+its own, with cgroup v1's pids hierarchy or a cgroup v2 tree whose ``subtree_control`` enables pids).
+baton moves the sandbox's launcher into it right after starting it, and the launcher waits until it
+is inside before it starts bwrap, so every process of the sandbox is born inside. Otherwise the limit
+is RLIMIT_NPROC alone (see :func:`scope`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ import os
 import signal
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
-
-SANDBOX_UID = 65534
-SANDBOX_GID = 65534
 
 
 def _mounts() -> list[tuple[str, str, str]]:
@@ -44,26 +42,39 @@ def _own_paths() -> dict[str, str]:
     return paths
 
 
+@lru_cache(maxsize=1)
 def pids_base() -> Path | None:
-    """The directory under which baton may create pids cgroups, or None."""
+    """The directory under which baton may create pids cgroups (a test cgroup was made there), or None."""
     if os.geteuid() != 0:
         return None
+    for base in _candidates():
+        probe = base / f"baton-probe-{os.getpid()}"
+        try:
+            probe.mkdir()
+            ok = (probe / "pids.max").exists()
+            probe.rmdir()
+        except OSError:
+            continue
+        if ok:
+            return base
+    return None
+
+
+def _candidates() -> list[Path]:
+    """pids-capable cgroup directories of this process, v1 first."""
+    found = []
     own = _own_paths()
     for point, fstype, options in _mounts():
         if fstype == "cgroup" and "pids" in options.split(","):
             for controllers, path in own.items():
                 if "pids" in controllers.split(","):
-                    base = Path(point) / path.lstrip("/")
-                    if os.access(base, os.W_OK):
-                        return base
+                    found.append(Path(point) / path.lstrip("/"))
         if fstype == "cgroup2" and "" in own:
             base = Path(point) / own[""].lstrip("/")
             with contextlib.suppress(OSError):
-                if "pids" in (base / "cgroup.subtree_control").read_text().split() and os.access(
-                    base, os.W_OK
-                ):
-                    return base
-    return None
+                if "pids" in (base / "cgroup.subtree_control").read_text().split():
+                    found.append(base)
+    return found
 
 
 def scope() -> str:
@@ -81,7 +92,7 @@ class PidsCgroup:
 
     @classmethod
     def create(cls, name: str, limit: int) -> PidsCgroup | None:
-        """Make the cgroup with ``pids.max = limit`` and let uid 65534 join it; None when impossible."""
+        """Make the cgroup with ``pids.max = limit``; None when impossible."""
         base = pids_base()
         if base is None:
             return None
@@ -89,7 +100,6 @@ class PidsCgroup:
         try:
             path.mkdir()
             (path / "pids.max").write_text(str(limit))
-            os.chown(path / "cgroup.procs", SANDBOX_UID, SANDBOX_GID)
         except OSError:
             with contextlib.suppress(OSError):
                 path.rmdir()
@@ -98,8 +108,12 @@ class PidsCgroup:
 
     @property
     def procs(self) -> Path:
-        """The file the launcher writes its pid into."""
+        """The cgroup's process list (the launcher waits to see itself in it)."""
         return self.path / "cgroup.procs"
+
+    def join(self, pid: int) -> None:
+        """Move ``pid`` (the launcher, before it starts bwrap) into the cgroup."""
+        self.procs.write_text(str(pid))
 
     def pids(self) -> list[int]:
         """The processes still inside."""

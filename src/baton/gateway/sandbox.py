@@ -21,9 +21,11 @@ sandbox's 65534 back to host root, which can read root's files.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import uuid
 from dataclasses import dataclass, field
@@ -39,10 +41,17 @@ SANDBOX_WORKDIR = "/work"
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 SIZE = re.compile(r"size=([0-9]+)([kmg]?)")
 #: Runs in the preparing namespace: ``$1`` stage, ``$2`` tmpfs options, ``$3`` extracted tree,
-#: ``$4`` cgroup.procs (or empty), then the server's argv (bwrap reads its options from fd 3).
+#: ``$4`` cgroup.procs (or empty: no cgroup), then the server's argv (bwrap reads its options from fd 3).
+#: With a cgroup it first waits (at most 5 s) until baton has moved it in: its children are born inside.
 LAUNCHER = r"""set -eu
 stage=$1
-if [ -n "$4" ]; then echo $$ > "$4"; fi
+if [ -n "$4" ]; then
+  n=0
+  until grep -qx "$$" "$4"; do
+    n=$((n + 1)); [ "$n" -lt 500 ] || { echo "baton: not moved into the pids cgroup" >&2; exit 125; }
+    sleep 0.01
+  done
+fi
 mount -t tmpfs -o "$2" baton-tmp "$stage/tmp"
 mount -t tmpfs -o nosuid,nodev,mode=0755 baton-work "$stage/work"
 cp -R --preserve=mode "$3/." "$stage/work/"
@@ -181,6 +190,18 @@ class Prepared:
     stage: Path
     cgroup: cgroups.PidsCgroup | None = None
 
+    def started(self, pid: int) -> None:
+        """The launcher runs as ``pid``: move it into the cgroup (it waits for that before bwrap)."""
+        if self.cgroup is not None:
+            try:
+                self.cgroup.join(pid)
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                raise GatewayError(
+                    "sandbox_unavailable", f"The sandbox could not be put in its pids cgroup: {exc}."
+                ) from None
+
     def cleanup(self) -> bool:
         """Remove the staging directory and the cgroup; True when both are gone."""
         removed = True
@@ -253,8 +274,12 @@ class BubblewrapSandbox:
             args += ["--setenv", name, value]
         return args
 
-    def prepare(self, spec: SandboxSpec) -> Prepared:
-        """Write the staging directory (bwrap's arguments, the BPF program, mount points) and the argv."""
+    def prepare(self, spec: SandboxSpec, *, cgroup: bool = True) -> Prepared:
+        """Write the staging directory (bwrap's arguments, the BPF program, mount points) and the argv.
+
+        The caller starts ``argv`` and then calls :meth:`Prepared.started` with its pid (``cgroup=False``:
+        no pids cgroup, RLIMIT_NPROC instead, for a caller that starts the process out of baton's hands).
+        """
         if self.bwrap is None:
             raise GatewayError("sandbox_unavailable", "bubblewrap (bwrap) is not installed.")
         try:
@@ -262,7 +287,7 @@ class BubblewrapSandbox:
         except seccomp.SeccompUnavailableError as exc:
             raise GatewayError("sandbox_unavailable", f"No seccomp filter, so no sandbox: {exc}.") from None
         stage = scratch.make("sandbox")
-        cgroup: cgroups.PidsCgroup | None = None
+        group: cgroups.PidsCgroup | None = None
         try:
             for name in ("tmp", "work"):
                 (stage / name).mkdir()
@@ -272,18 +297,19 @@ class BubblewrapSandbox:
             for item in stage.iterdir():
                 item.chmod(0o755 if item.is_dir() else 0o444)
             stage.chmod(0o755)
-            cgroup = cgroups.PidsCgroup.create(f"baton-{stage.name}", spec.pids_limit)
-            procs = str(cgroup.procs) if cgroup else ""
+            if cgroup:
+                group = cgroups.PidsCgroup.create(f"baton-{stage.name}", spec.pids_limit)
+            procs = str(group.procs) if group else ""
             argv = [
-                *rlimit_prefix(spec, nproc=cgroup is None),
+                *rlimit_prefix(spec, nproc=group is None),
                 "unshare", "--user", "--map-root-user", "--mount", "--propagation", "private", "--",
                 "/bin/sh", "-c", LAUNCHER, "baton-sandbox",
                 str(stage), spec.tmpfs_mount_options(), str(spec.workdir), procs, *spec.argv,
             ]  # fmt: skip
         except BaseException:
-            Prepared([], stage, cgroup).cleanup()
+            Prepared([], stage, group).cleanup()
             raise
-        return Prepared(argv, stage, cgroup)
+        return Prepared(argv, stage, group)
 
     def start(self, spec: SandboxSpec, *, stderr: IO[bytes] | int) -> subprocess.Popen[bytes]:
         """Start the server as host uid 65534 with rlimits, stdin/stdout as pipes."""
@@ -308,6 +334,15 @@ class BubblewrapSandbox:
             prepared.cleanup()
             raise GatewayError("mcp_process_start_failed", f"bwrap could not be started: {exc}.") from None
         self.prepared[process.pid] = prepared
+        try:
+            prepared.started(process.pid)
+        except GatewayError:
+            process.wait()
+            self.cleanup(process)
+            for stream in (process.stdin, process.stdout, process.stderr):
+                if stream is not None:
+                    stream.close()
+            raise
         return process
 
     def cleanup(self, process: subprocess.Popen[bytes]) -> bool:

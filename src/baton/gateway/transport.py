@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +46,12 @@ def _parse(line: bytes) -> SessionMessage | Exception:
 
 
 @contextlib.asynccontextmanager
-async def sandboxed_stdio(argv: list[str], stderr: StderrLog, kill_timeout: float) -> AsyncIterator[Pipe]:
+async def sandboxed_stdio(
+    argv: list[str],
+    stderr: StderrLog,
+    kill_timeout: float,
+    started: Callable[[int], None] | None = None,
+) -> AsyncIterator[Pipe]:
     """Start ``argv`` (the full prlimit … bwrap … command) as uid 65534 and yield its MCP streams.
 
     stderr is drained into ``stderr`` (capped); it never blocks the server or grows without end.
@@ -62,6 +67,14 @@ async def sandboxed_stdio(argv: list[str], stderr: StderrLog, kill_timeout: floa
         group=gid,
         extra_groups=groups,
     )
+    if started is not None:
+        try:
+            started(process.pid)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await process.wait()
+                await process.aclose()
+            raise
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
 

@@ -138,7 +138,12 @@ class Upstream:
         try:
             argv, prepared = await self._argv(group)
             async with (
-                sandboxed_stdio(argv, stderr, self.policy.runtime.shutdown_timeout_seconds) as pipe,
+                sandboxed_stdio(
+                    argv,
+                    stderr,
+                    self.policy.runtime.shutdown_timeout_seconds,
+                    prepared.started if prepared is not None else None,
+                ) as pipe,
                 ClientSession(pipe.read, pipe.write, **self._client_callbacks()) as session,
             ):
                 await self._check_contract(session)
