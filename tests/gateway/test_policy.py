@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -201,19 +202,31 @@ def host_checks(mount: dict[str, str], home: Path) -> str:
     return info.value.error_class
 
 
-def test_a_mount_is_checked_against_the_host_at_every_start(tmp_path: Path) -> None:
+@pytest.fixture
+def reachable(tmp_path: Path) -> Iterator[Path]:
+    """A directory every user can enter (pytest's own tmp_path lies under a 0700 directory)."""
+    import shutil
+    import tempfile
+
+    directory = Path(tempfile.mkdtemp(prefix="baton-mounts-"))
+    directory.chmod(0o755)
+    yield directory
+    shutil.rmtree(directory)
+
+
+def test_a_mount_is_checked_against_the_host_at_every_start(reachable: Path) -> None:
     from baton.gateway.mounts import check_mount
     from baton.gateway.policy import Mount
 
-    home = tmp_path / "home" / "baton"
+    home = reachable / "home" / "baton"
     home.mkdir(parents=True)
-    data = tmp_path / "data"
+    data = reachable / "data"
     data.mkdir()
-    (tmp_path / "link").symlink_to(data)
+    (reachable / "link").symlink_to(data)
     assert (
-        host_checks({"host": str(tmp_path / "missing"), "sandbox": "/data"}, home) == "adapter_mount_invalid"
+        host_checks({"host": str(reachable / "missing"), "sandbox": "/data"}, home) == "adapter_mount_invalid"
     )
-    assert host_checks({"host": str(tmp_path / "link"), "sandbox": "/data"}, home) == "adapter_mount_invalid"
+    assert host_checks({"host": str(reachable / "link"), "sandbox": "/data"}, home) == "adapter_mount_invalid"
     for forbidden in (home, home.parent, home / "gateway"):
         forbidden.mkdir(exist_ok=True)
         assert host_checks({"host": str(forbidden), "sandbox": "/data"}, home) == "adapter_mount_invalid"
@@ -222,13 +235,20 @@ def test_a_mount_is_checked_against_the_host_at_every_start(tmp_path: Path) -> N
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox writes as host uid 65534 only when baton is root")
-def test_a_rw_mount_uid_65534_cannot_write_is_refused_not_silently_read_only(tmp_path: Path) -> None:
+def test_a_rw_mount_uid_65534_cannot_write_is_refused_not_silently_read_only(reachable: Path) -> None:
     from baton.gateway.mounts import check_mount
     from baton.gateway.policy import Mount
 
-    data = tmp_path / "data"
+    data = reachable / "data"
     data.mkdir(mode=0o755)
     mount = {"host": str(data), "sandbox": "/data", "mode": "rw"}
-    assert host_checks(mount, tmp_path / "home") == "adapter_mount_not_writable"
+    assert host_checks(mount, reachable / "home") == "adapter_mount_not_writable"
     os.chown(data, 65534, 65534)
-    assert check_mount(Mount.model_validate(mount), tmp_path / "home").mode == "rw"
+    assert check_mount(Mount.model_validate(mount), reachable / "home").mode == "rw"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root the sandbox's user is 65534, another user than baton")
+def test_a_mount_behind_a_directory_the_sandbox_cannot_enter_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "data"  # tmp_path lies under pytest's 0700 directory
+    data.mkdir()
+    assert host_checks({"host": str(data), "sandbox": "/data"}, tmp_path / "home") == "adapter_mount_invalid"

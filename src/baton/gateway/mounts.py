@@ -41,6 +41,20 @@ def _writable_by_sandbox(path: Path) -> bool:
     return (info.st_mode >> shift) & bits == bits
 
 
+def _unreachable_parent(path: Path) -> Path | None:
+    """The first directory on the way to ``path`` that the sandbox's user may not search, or None."""
+    for parent in reversed(path.parents):
+        if os.geteuid() != 0:
+            if not os.access(parent, os.X_OK):
+                return parent
+            continue
+        info = parent.stat()
+        shift = 6 if info.st_uid == SANDBOX_UID else 3 if info.st_gid == SANDBOX_GID else 0
+        if not (info.st_mode >> shift) & 0o1:
+            return parent
+    return None
+
+
 def check_mount(mount: Mount, home: Path) -> HostMount:
     """The mount as the sandbox binds it, after the host-side checks; raises a typed refusal."""
     host = Path(mount.host)
@@ -55,6 +69,9 @@ def check_mount(mount: Mount, home: Path) -> HostMount:
     for tree in map(PurePosixPath, SYSTEM_TREES):
         if real == tree or tree in real.parents:
             raise _invalid(mount, f"it lies in the system tree {tree}")
+    unreachable = _unreachable_parent(host)
+    if unreachable is not None:
+        raise _invalid(mount, f"the sandbox's user cannot enter {unreachable}")
     if mount.mode == "rw" and not _writable_by_sandbox(host):
         raise GatewayError(
             "adapter_mount_not_writable",

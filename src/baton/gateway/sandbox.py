@@ -40,6 +40,8 @@ SANDBOX_GID = 65534
 SANDBOX_WORKDIR = "/work"
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 SIZE = re.compile(r"size=([0-9]+)([kmg]?)")
+#: (bwrap, euid) pairs for which a probe sandbox has started in this process.
+_VERIFIED: set[tuple[str, int]] = set()
 #: Runs in the preparing namespace: ``$1`` stage, ``$2`` tmpfs options, ``$3`` extracted tree,
 #: ``$4`` cgroup.procs (or empty: no cgroup), then the server's argv (bwrap reads its options from fd 3).
 #: With a cgroup it first waits (at most 5 s) until baton has moved it in: its children are born inside.
@@ -221,7 +223,11 @@ class BubblewrapSandbox:
         self.prepared: dict[int, Prepared] = {}
 
     def unavailable_reason(self) -> str | None:
-        """None when bwrap, unshare and the seccomp filter work here and a sandbox can be created."""
+        """None when a real sandbox (launcher, noexec tmpfs, seccomp) starts here, else why not.
+
+        The probe runs ``true`` through exactly the start path of a server; a success is remembered for
+        this process (per bwrap and uid), a failure is probed again next time.
+        """
         if self.bwrap is None:
             return "bubblewrap (bwrap) is not installed"
         if shutil.which("unshare") is None or shutil.which("prlimit") is None:
@@ -229,15 +235,33 @@ class BubblewrapSandbox:
         reason = seccomp.unavailable_reason()
         if reason:
             return f"no seccomp filter can be built, so no sandbox starts: {reason}"
-        user, group, groups = as_nobody()
-        probe = subprocess.run(
-            ["unshare", "--user", "--map-root-user", "--mount", "--", self.bwrap,
-             "--unshare-user", "--unshare-all", "--ro-bind", "/", "/", "true"],
-            capture_output=True, timeout=10, check=False, user=user, group=group, extra_groups=groups,
-            env={"PATH": SANDBOX_PATH},
-        )  # fmt: skip
+        key = (self.bwrap, os.geteuid())
+        if key in _VERIFIED:
+            return None
+        reason = self._probe()
+        if reason is None:
+            _VERIFIED.add(key)
+        return reason
+
+    def _probe(self) -> str | None:
+        workdir = scratch.make("replay")
+        workdir.chmod(0o755)
+        try:
+            prepared = self.prepare(SandboxSpec(workdir=workdir, argv=["true"]), cgroup=False)
+            user, group, groups = as_nobody()
+            try:
+                probe = subprocess.run(
+                    prepared.argv, capture_output=True, timeout=20, check=False, env={"PATH": SANDBOX_PATH},
+                    user=user, group=group, extra_groups=groups, stdin=subprocess.DEVNULL,
+                )  # fmt: skip
+            finally:
+                prepared.cleanup()
+        except (OSError, subprocess.TimeoutExpired, GatewayError) as exc:
+            return f"the sandbox could not be started: {exc}"
+        finally:
+            scratch.remove(workdir)
         if probe.returncode != 0:
-            detail = probe.stderr.decode(errors="replace").strip()[:200]
+            detail = probe.stderr.decode(errors="replace").strip()[:300]
             restricted = userns_restriction()
             return f"bwrap cannot create a sandbox here: {detail}" + (
                 f" ({restricted})" if restricted else ""

@@ -86,7 +86,7 @@ class Upstream:
                 self._backoff()
                 if exc.error_class.endswith("_mismatch"):
                     self.blocked = exc
-                    self.blocker(exc, {"starts": self.starts})
+                    self.blocker(exc, {"starts": self.starts, **self.stderr})
                 raise
             return self.session
 
