@@ -116,6 +116,7 @@ ERROR_CLASSES: dict[str, str] = {
     "package_identity_mismatch": "An extracted package.json names another package or version.",
     # gateway: sandbox and protocol
     "sandbox_unavailable": "The sandbox (bubblewrap or Docker) cannot run here.",
+    "sandbox_limit_unenforceable": "The policy sets a limit this host's sandbox cannot enforce (cpu_limit without a cpu cgroup).",
     "mcp_protocol_response_timeout": "The external server did not answer in time.",
     "mcp_protocol_response_invalid": "The external server sent an oversized, non-JSON, mismatched or error response.",
     "mcp_server_exit_unclean": "The external server did not exit cleanly after stdin closed.",

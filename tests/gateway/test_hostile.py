@@ -86,7 +86,7 @@ def test_a_fork_bomb_stops_at_the_pids_limit_and_leaves_nothing_behind(workdir: 
     cgroup = prepared.cgroup
     assert sandbox.cleanup(process)  # the stage is gone and, with a cgroup, every process in it
     if cgroup is not None:
-        assert not cgroup.path.exists()
+        assert not cgroup.pids.exists()
     assert subprocess.run(["true"], check=False).returncode == 0  # the host still forks
 
 
@@ -124,6 +124,44 @@ def test_a_cpu_hog_is_killed_at_its_cpu_seconds(workdir: Path) -> None:
     out, _ = process.communicate(timeout=60)
     assert sandbox.cleanup(process)
     assert process.returncode != 0 and b"done" not in out
+
+
+CPU_HOG = r"""
+import sys, time
+start = time.process_time()
+while time.process_time() - start < 0.3:
+    pass
+print("busy", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.skipif(not cgroups.cpu_limit_enforceable(), reason="no cpu cgroup can be made here")
+def test_cpu_limit_is_a_cpu_cgroup_quota_holding_every_process_of_the_sandbox(workdir: Path) -> None:
+    """Checked from outside: the quota is set and the sandbox's processes are inside (the kernel throttles)."""
+    sandbox = BubblewrapSandbox()
+    process = start(SandboxSpec(workdir=workdir, argv=["python3", "-c", CPU_HOG], cpu_limit="0.5"), sandbox)
+    try:
+        assert process.stdout is not None and process.stdout.readline() == b"busy\n"
+        group = sandbox.prepared[process.pid].cgroup
+        assert group is not None and len(group.others) == 1
+        cpu = group.others[0]
+        if (cpu / "cpu.cfs_quota_us").exists():
+            assert (cpu / "cpu.cfs_quota_us").read_text().split() == ["50000"]
+        else:
+            assert (cpu / "cpu.max").read_text().split() == ["50000", "100000"]
+        inside = {int(pid) for pid in (cpu / "cgroup.procs").read_text().split()}
+        assert process.pid in inside and len(inside) >= 3  # bwrap, its init and the server
+        assert inside == set(group.remaining())  # the same processes as the pids cgroup
+    finally:
+        process.communicate(timeout=30)
+        assert sandbox.cleanup(process)
+
+
+def test_a_cpu_limit_nothing_can_enforce_is_refused_not_ignored(workdir: Path) -> None:
+    with pytest.raises(GatewayError) as info:
+        BubblewrapSandbox().prepare(SandboxSpec(workdir=workdir, argv=["true"], cpu_limit="1"), cgroup=False)
+    assert info.value.error_class == "sandbox_limit_unenforceable"
 
 
 def test_a_100_mb_stderr_flood_is_cut_to_the_last_mib_and_the_receipt_says_so(

@@ -1,12 +1,14 @@
-"""A pids cgroup per sandbox, so ``pids_limit`` holds per adapter and not per host uid.
+"""Cgroups per sandbox: ``pids_limit`` per adapter (not per host uid), and ``cpu_limit`` at all.
 
 RLIMIT_NPROC counts every process of a uid: in a user namespace it is charged at each level, so all
 sandboxes (host uid 65534) would share one budget. A cgroup's ``pids.max`` counts exactly the
-processes inside it. baton creates one when it can (it runs as root and a test cgroup can be made under
-its own, with cgroup v1's pids hierarchy or a cgroup v2 tree whose ``subtree_control`` enables pids).
-baton moves the sandbox's launcher into it right after starting it, and the launcher waits until it
-is inside before it starts bwrap, so every process of the sandbox is born inside. Otherwise the limit
-is RLIMIT_NPROC alone (see :func:`scope`).
+processes inside it; ``cpu.cfs_quota_us`` (v1) or ``cpu.max`` (v2) caps the CPU share, which no rlimit
+can. baton creates them when it can (it runs as root and a test cgroup can be made under its own,
+with cgroup v1 hierarchies or a cgroup v2 tree whose ``subtree_control`` enables the controller).
+baton moves the sandbox's launcher in right after starting it, and the launcher waits until it is
+in the pids cgroup (joined last) before it starts bwrap, so every process of the sandbox is born
+inside. Without a pids cgroup the process limit is RLIMIT_NPROC (see :func:`scope`); without a cpu
+cgroup a policy's ``cpu_limit`` cannot be enforced and the sandbox refuses to start.
 """
 
 from __future__ import annotations
@@ -15,9 +17,14 @@ import contextlib
 import os
 import signal
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+
+#: The file that proves a controller is active in a cgroup directory.
+MARKERS = {"pids": "pids.max", "cpu": ("cpu.max", "cpu.cfs_quota_us")}
+CFS_PERIOD_US = 100_000
 
 
 def _mounts() -> list[tuple[str, str, str]]:
@@ -42,16 +49,38 @@ def _own_paths() -> dict[str, str]:
     return paths
 
 
-@lru_cache(maxsize=1)
-def pids_base() -> Path | None:
-    """The directory under which baton may create pids cgroups (a test cgroup was made there), or None."""
+def _candidates(controller: str) -> list[Path]:
+    """Cgroup directories of this process where ``controller`` is available, v1 first."""
+    found = []
+    own = _own_paths()
+    for point, fstype, options in _mounts():
+        if fstype == "cgroup" and controller in options.split(","):
+            for controllers, path in own.items():
+                if controller in controllers.split(","):
+                    found.append(Path(point) / path.lstrip("/"))
+        if fstype == "cgroup2" and "" in own:
+            base = Path(point) / own[""].lstrip("/")
+            with contextlib.suppress(OSError):
+                if controller in (base / "cgroup.subtree_control").read_text().split():
+                    found.append(base)
+    return found
+
+
+def _has_marker(directory: Path, controller: str) -> bool:
+    markers = MARKERS[controller]
+    return any((directory / name).exists() for name in ((markers,) if isinstance(markers, str) else markers))
+
+
+@lru_cache(maxsize=4)
+def base_for(controller: str) -> Path | None:
+    """Where baton may create ``controller`` cgroups (a test cgroup was made there), or None."""
     if os.geteuid() != 0:
         return None
-    for base in _candidates():
+    for base in _candidates(controller):
         probe = base / f"baton-probe-{os.getpid()}"
         try:
             probe.mkdir()
-            ok = (probe / "pids.max").exists()
+            ok = _has_marker(probe, controller)
             probe.rmdir()
         except OSError:
             continue
@@ -60,62 +89,76 @@ def pids_base() -> Path | None:
     return None
 
 
-def _candidates() -> list[Path]:
-    """pids-capable cgroup directories of this process, v1 first."""
-    found = []
-    own = _own_paths()
-    for point, fstype, options in _mounts():
-        if fstype == "cgroup" and "pids" in options.split(","):
-            for controllers, path in own.items():
-                if "pids" in controllers.split(","):
-                    found.append(Path(point) / path.lstrip("/"))
-        if fstype == "cgroup2" and "" in own:
-            base = Path(point) / own[""].lstrip("/")
-            with contextlib.suppress(OSError):
-                if "pids" in (base / "cgroup.subtree_control").read_text().split():
-                    found.append(base)
-    return found
+def pids_base() -> Path | None:
+    """Where baton may create pids cgroups, or None."""
+    return base_for("pids")
 
 
 def scope() -> str:
-    """How far ``pids_limit`` reaches on this host, in words (``baton doctor``, the replay receipt)."""
+    """How far ``pids_limit`` reaches on this host, in words (``baton doctor``)."""
     if pids_base() is not None:
         return "per sandbox (a pids cgroup each)"
     return "RLIMIT_NPROC: shared by every sandbox of the same host uid (no writable pids cgroup here)"
 
 
-@dataclass
-class PidsCgroup:
-    """One sandbox's pids cgroup."""
+def cpu_limit_enforceable() -> bool:
+    """Whether a sandbox's ``cpu_limit`` can be enforced here (a cpu cgroup can be made)."""
+    return base_for("cpu") is not None
 
-    path: Path
+
+@dataclass
+class SandboxCgroups:
+    """One sandbox's cgroup directories (one per v1 hierarchy; v2 shares one directory)."""
+
+    pids: Path
+    others: list[Path] = field(default_factory=list)
 
     @classmethod
-    def create(cls, name: str, limit: int) -> PidsCgroup | None:
-        """Make the cgroup with ``pids.max = limit``; None when impossible."""
+    def create(cls, name: str, pids_limit: int, cpu_limit: float | None = None) -> SandboxCgroups | None:
+        """Make the cgroups with their limits; None when no pids cgroup can be made.
+
+        Raises OSError when ``cpu_limit`` is asked for and cannot be set (the caller refuses to start).
+        """
         base = pids_base()
         if base is None:
             return None
-        path = base / name
+        made = cls(base / name)
         try:
-            path.mkdir()
-            (path / "pids.max").write_text(str(limit))
+            made.pids.mkdir()
+            (made.pids / "pids.max").write_text(str(pids_limit))
+            if cpu_limit is not None:
+                made._limit_cpu(name, cpu_limit)
         except OSError:
-            with contextlib.suppress(OSError):
-                path.rmdir()
-            return None
-        return cls(path)
+            made.remove()
+            raise
+        return made
+
+    def _limit_cpu(self, name: str, cpu_limit: float) -> None:
+        base = base_for("cpu")
+        if base is None:
+            raise OSError("no cpu cgroup can be made here")
+        directory = base / name
+        if directory != self.pids:
+            directory.mkdir()
+            self.others.append(directory)
+        quota = max(1000, int(cpu_limit * CFS_PERIOD_US))
+        if (directory / "cpu.max").exists():
+            (directory / "cpu.max").write_text(f"{quota} {CFS_PERIOD_US}")
+        else:
+            (directory / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
+            (directory / "cpu.cfs_quota_us").write_text(str(quota))
 
     @property
     def procs(self) -> Path:
-        """The cgroup's process list (the launcher waits to see itself in it)."""
-        return self.path / "cgroup.procs"
+        """The pids cgroup's process list (the launcher waits to see itself in it)."""
+        return self.pids / "cgroup.procs"
 
     def join(self, pid: int) -> None:
-        """Move ``pid`` (the launcher, before it starts bwrap) into the cgroup."""
-        self.procs.write_text(str(pid))
+        """Move ``pid`` (the launcher, before it starts bwrap) into every cgroup, the pids one last."""
+        for directory in [*self.others, self.pids]:
+            (directory / "cgroup.procs").write_text(str(pid))
 
-    def pids(self) -> list[int]:
+    def remaining(self) -> list[int]:
         """The processes still inside."""
         try:
             return [int(pid) for pid in self.procs.read_text().split()]
@@ -123,16 +166,23 @@ class PidsCgroup:
             return []
 
     def remove(self) -> bool:
-        """Kill whatever is left inside and remove the cgroup; True when it is gone."""
-        for _ in range(100):
-            for pid in self.pids():
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-            try:
-                self.path.rmdir()
-                return True
-            except FileNotFoundError:
-                return True
-            except OSError:
-                time.sleep(0.02)  # the killed processes are still being reaped
-        return False
+        """Kill whatever is left inside and remove the cgroups; True when they are gone."""
+        gone = True
+        for directory in [self.pids, *self.others]:
+            gone = _remove(directory, self.remaining if directory == self.pids else list) and gone
+        return gone
+
+
+def _remove(directory: Path, remaining: Callable[[], list[int]]) -> bool:
+    for _ in range(100):
+        for pid in remaining():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            directory.rmdir()
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            time.sleep(0.02)  # the killed processes are still being reaped
+    return False

@@ -159,7 +159,10 @@ class RuntimeSpec(_Strict):
     user: Literal["65534:65534"] = "65534:65534"
     memory_limit: str = "2g"
     pids_limit: int = Field(default=256, gt=0, le=65536)
-    cpu_limit: str = Field(default="1", pattern=r"^[0-9]+(\.[0-9]+)?$")
+    #: A share of CPUs; enforced by a cpu cgroup (bubblewrap) or --cpus (docker), else the start is refused.
+    cpu_limit: str | None = Field(
+        default=None, pattern=r"^(?:0\.[0-9]*[1-9][0-9]*|[1-9][0-9]*(?:\.[0-9]+)?)$"
+    )
     cpu_seconds: int = Field(default=120, gt=0, le=86400)
     tmpfs: str = "/tmp:rw,noexec,nosuid,size=64m"  # noqa: S108 -- the sandbox's own tmpfs, not a host path
     #: Host directories given to the server (validated again against the host at every start).

@@ -82,7 +82,8 @@ class SandboxSpec:
     memory_limit: str = "2g"
     pids_limit: int = 256
     cpu_seconds: int = 120
-    cpu_limit: str = "1"
+    #: A share of CPUs (e.g. "0.5"): a cpu cgroup under bubblewrap, --cpus under docker; None: no cap.
+    cpu_limit: str | None = None
     tmpfs: str = "/tmp:rw,noexec,nosuid,size=64m"  # noqa: S108 -- the sandbox's own tmpfs
     shutdown_timeout_seconds: int = 5
     image: str | None = None
@@ -190,7 +191,7 @@ class Prepared:
 
     argv: list[str]
     stage: Path
-    cgroup: cgroups.PidsCgroup | None = None
+    cgroup: cgroups.SandboxCgroups | None = None
 
     def started(self, pid: int) -> None:
         """The launcher runs as ``pid``: move it into the cgroup (it waits for that before bwrap)."""
@@ -311,7 +312,7 @@ class BubblewrapSandbox:
         except seccomp.SeccompUnavailableError as exc:
             raise GatewayError("sandbox_unavailable", f"No seccomp filter, so no sandbox: {exc}.") from None
         stage = scratch.make("sandbox")
-        group: cgroups.PidsCgroup | None = None
+        group: cgroups.SandboxCgroups | None = None
         try:
             for name in ("tmp", "work"):
                 (stage / name).mkdir()
@@ -321,8 +322,7 @@ class BubblewrapSandbox:
             for item in stage.iterdir():
                 item.chmod(0o755 if item.is_dir() else 0o444)
             stage.chmod(0o755)
-            if cgroup:
-                group = cgroups.PidsCgroup.create(f"baton-{stage.name}", spec.pids_limit)
+            group = self._cgroups(spec, stage, cgroup)
             procs = str(group.procs) if group else ""
             argv = [
                 *rlimit_prefix(spec, nproc=group is None),
@@ -334,6 +334,26 @@ class BubblewrapSandbox:
             Prepared([], stage, group).cleanup()
             raise
         return Prepared(argv, stage, group)
+
+    @staticmethod
+    def _cgroups(spec: SandboxSpec, stage: Path, wanted: bool) -> cgroups.SandboxCgroups | None:
+        """The sandbox's cgroups, or None (RLIMIT_NPROC); refuses a ``cpu_limit`` nothing here enforces."""
+        cpu = float(spec.cpu_limit) if spec.cpu_limit else None
+        group, reason = None, "the caller starts the process itself"
+        if wanted:
+            try:
+                group = cgroups.SandboxCgroups.create(f"baton-{stage.name}", spec.pids_limit, cpu)
+                reason = "no pids cgroup can be made here"
+            except OSError as exc:
+                reason = str(exc)
+        if cpu is not None and group is None:
+            raise GatewayError(
+                "sandbox_limit_unenforceable",
+                f"The policy sets cpu_limit = {spec.cpu_limit!r}, which bubblewrap enforces only through a "
+                f"cpu cgroup, and none can be used here ({reason}). Remove cpu_limit (cpu_seconds still "
+                "bounds the CPU time) or run baton where it can make cgroups.",
+            )
+        return group
 
     def start(self, spec: SandboxSpec, *, stderr: IO[bytes] | int) -> subprocess.Popen[bytes]:
         """Start the server as host uid 65534 with rlimits, stdin/stdout as pipes."""
@@ -422,7 +442,8 @@ class DockerSandbox:
         args = [
             self.docker, "run", "--rm", "--platform", spec.platform, "--name", self.container,
             "--network", "none", "--read-only", "--security-opt", "no-new-privileges", "--cap-drop", "ALL",
-            "--pids-limit", str(spec.pids_limit), "--memory", spec.memory_limit, "--cpus", spec.cpu_limit,
+            "--pids-limit", str(spec.pids_limit), "--memory", spec.memory_limit,
+            *(["--cpus", spec.cpu_limit] if spec.cpu_limit else []),
             "--user", f"{SANDBOX_UID}:{SANDBOX_GID}", "--env", "HOME=/tmp", "--env", "CI=1",
             "--tmpfs", spec.tmpfs, "--stop-timeout", str(spec.shutdown_timeout_seconds), "-i",
             "-v", f"{spec.workdir.resolve()}:{SANDBOX_WORKDIR}:ro", "-w", SANDBOX_WORKDIR,

@@ -46,7 +46,7 @@ def remove(path: Path) -> None:
 
 def sweep() -> list[str]:
     """Remove the leftovers of dead baton processes; returns their names."""
-    from baton.gateway.cgroups import PidsCgroup, pids_base
+    from baton.gateway.cgroups import SandboxCgroups, base_for
 
     removed = []
     directory = Path(tempfile.gettempdir())
@@ -57,12 +57,14 @@ def sweep() -> list[str]:
                 continue
             remove(path)
             removed.append(path.name)
-    base = pids_base()
-    if base is not None:
+    for controller in ("pids", "cpu"):
+        base = base_for(controller)
+        if base is None:
+            continue
         with contextlib.suppress(OSError):
             for group in base.glob("baton-baton-sandbox-*"):
                 match = NAME.match(group.name.removeprefix("baton-"))
                 if match is not None and not _alive(int(match.group(2))):
-                    PidsCgroup(group).remove()
+                    SandboxCgroups(group).remove()
                     removed.append(group.name)
     return removed
