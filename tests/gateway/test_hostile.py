@@ -144,8 +144,8 @@ def test_cpu_limit_is_a_cpu_cgroup_quota_holding_every_process_of_the_sandbox(wo
     try:
         assert process.stdout is not None and process.stdout.readline() == b"busy\n"
         group = sandbox.prepared[process.pid].cgroup
-        assert group is not None and len(group.others) == 1
-        cpu = group.others[0]
+        cpu = group.directory_of("cpu") if group is not None else None
+        assert group is not None and cpu is not None
         if (cpu / "cpu.cfs_quota_us").exists():
             assert (cpu / "cpu.cfs_quota_us").read_text().split() == ["50000"]
         else:
@@ -153,6 +153,25 @@ def test_cpu_limit_is_a_cpu_cgroup_quota_holding_every_process_of_the_sandbox(wo
         inside = {int(pid) for pid in (cpu / "cgroup.procs").read_text().split()}
         assert process.pid in inside and len(inside) >= 3  # bwrap, its init and the server
         assert inside == set(group.remaining())  # the same processes as the pids cgroup
+    finally:
+        process.communicate(timeout=30)
+        assert sandbox.cleanup(process)
+
+
+@pytest.mark.skipif(cgroups.base_for("memory") is None, reason="no memory cgroup can be made here")
+def test_memory_limit_also_caps_the_sandbox_as_a_whole_where_a_memory_cgroup_exists(workdir: Path) -> None:
+    sandbox = BubblewrapSandbox()
+    spec = SandboxSpec(workdir=workdir, argv=["python3", "-c", CPU_HOG], memory_bytes=256 << 20)
+    process = start(spec, sandbox)
+    try:
+        assert process.stdout is not None and process.stdout.readline() == b"busy\n"
+        group = sandbox.prepared[process.pid].cgroup
+        memory = group.directory_of("memory") if group is not None else None
+        assert group is not None and memory is not None
+        limit = memory / "memory.max"
+        limit = limit if limit.exists() else memory / "memory.limit_in_bytes"
+        assert limit.read_text().split() == [str(256 << 20)]
+        assert {int(pid) for pid in (memory / "cgroup.procs").read_text().split()} == set(group.remaining())
     finally:
         process.communicate(timeout=30)
         assert sandbox.cleanup(process)

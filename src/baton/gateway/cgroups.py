@@ -23,7 +23,11 @@ from functools import lru_cache
 from pathlib import Path
 
 #: The file that proves a controller is active in a cgroup directory.
-MARKERS = {"pids": "pids.max", "cpu": ("cpu.max", "cpu.cfs_quota_us")}
+MARKERS = {
+    "pids": "pids.max",
+    "cpu": ("cpu.max", "cpu.cfs_quota_us"),
+    "memory": ("memory.max", "memory.limit_in_bytes"),
+}
 CFS_PERIOD_US = 100_000
 
 
@@ -114,10 +118,13 @@ class SandboxCgroups:
     others: list[Path] = field(default_factory=list)
 
     @classmethod
-    def create(cls, name: str, pids_limit: int, cpu_limit: float | None = None) -> SandboxCgroups | None:
+    def create(
+        cls, name: str, pids_limit: int, cpu_limit: float | None = None, memory_bytes: int | None = None
+    ) -> SandboxCgroups | None:
         """Make the cgroups with their limits; None when no pids cgroup can be made.
 
         Raises OSError when ``cpu_limit`` is asked for and cannot be set (the caller refuses to start).
+        The memory cgroup is best effort: RLIMIT_DATA bounds each process in any case.
         """
         base = pids_base()
         if base is None:
@@ -131,16 +138,33 @@ class SandboxCgroups:
         except OSError:
             made.remove()
             raise
+        if memory_bytes is not None:
+            with contextlib.suppress(OSError):
+                made._limit_memory(name, memory_bytes)
         return made
 
-    def _limit_cpu(self, name: str, cpu_limit: float) -> None:
-        base = base_for("cpu")
+    def _directory(self, controller: str, name: str) -> Path:
+        """The cgroup directory of ``controller`` (made when it is another hierarchy than pids')."""
+        base = base_for(controller)
         if base is None:
-            raise OSError("no cpu cgroup can be made here")
+            raise OSError(f"no {controller} cgroup can be made here")
         directory = base / name
-        if directory != self.pids:
+        if directory != self.pids and directory not in self.others:
             directory.mkdir()
             self.others.append(directory)
+        return directory
+
+    def _limit_memory(self, name: str, memory_bytes: int) -> None:
+        directory = self._directory("memory", name)
+        target = "memory.max" if (directory / "memory.max").exists() else "memory.limit_in_bytes"
+        (directory / target).write_text(str(memory_bytes))
+
+    def directory_of(self, controller: str) -> Path | None:
+        """This sandbox's cgroup directory for ``controller`` (pids, cpu, memory), when it has one."""
+        return next((d for d in [self.pids, *self.others] if _has_marker(d, controller)), None)
+
+    def _limit_cpu(self, name: str, cpu_limit: float) -> None:
+        directory = self._directory("cpu", name)
         quota = max(1000, int(cpu_limit * CFS_PERIOD_US))
         if (directory / "cpu.max").exists():
             (directory / "cpu.max").write_text(f"{quota} {CFS_PERIOD_US}")

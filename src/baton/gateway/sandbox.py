@@ -342,7 +342,9 @@ class BubblewrapSandbox:
         group, reason = None, "the caller starts the process itself"
         if wanted:
             try:
-                group = cgroups.SandboxCgroups.create(f"baton-{stage.name}", spec.pids_limit, cpu)
+                group = cgroups.SandboxCgroups.create(
+                    f"baton-{stage.name}", spec.pids_limit, cpu, spec.memory_bytes
+                )
                 reason = "no pids cgroup can be made here"
             except OSError as exc:
                 reason = str(exc)
@@ -409,6 +411,14 @@ def sandbox_report() -> tuple[bool, str]:
         f"seccomp filter of {len(seccomp.DENIED)} denied calls plus clone namespace flags",
         "noexec /tmp enforced",
         f"pids_limit {cgroups.scope()}",
+        "memory_limit "
+        + (
+            "per process and per sandbox (memory cgroup)"
+            if cgroups.base_for("memory")
+            else "per process only"
+        ),
+        "cpu_limit "
+        + ("enforced (cpu cgroup)" if cgroups.cpu_limit_enforceable() else "refused (no cpu cgroup)"),
     ]
     if restricted:
         notes.append(f"note: {restricted}")

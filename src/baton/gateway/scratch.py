@@ -57,7 +57,7 @@ def sweep() -> list[str]:
                 continue
             remove(path)
             removed.append(path.name)
-    for controller in ("pids", "cpu"):
+    for controller in ("pids", "cpu", "memory"):
         base = base_for(controller)
         if base is None:
             continue
