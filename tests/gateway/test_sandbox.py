@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from baton.gateway import seccomp
-from baton.gateway.sandbox import BubblewrapSandbox, DockerSandbox, HostMount, SandboxSpec
+from baton.gateway.docker import DockerSandbox
+from baton.gateway.sandbox import BubblewrapSandbox, HostMount, SandboxSpec
 
 pytestmark = pytest.mark.skipif(
     BubblewrapSandbox().unavailable_reason() is not None,

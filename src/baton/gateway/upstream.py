@@ -20,6 +20,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from baton.errors import GatewayError
 from baton.gateway import scratch, state
 from baton.gateway.contract import compare, tool_contract
+from baton.gateway.docker import DockerSandbox
 from baton.gateway.extract import materialize
 from baton.gateway.mounts import host_mounts
 from baton.gateway.network import EgressProxy, bridged_argv
@@ -28,7 +29,6 @@ from baton.gateway.protocol import initialize_params
 from baton.gateway.replay import sandbox_spec
 from baton.gateway.sandbox import (
     BubblewrapSandbox,
-    DockerSandbox,
     HostMount,
     Prepared,
     SandboxSpec,
