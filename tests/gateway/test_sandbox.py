@@ -204,7 +204,8 @@ def test_the_host_path_of_the_tree_is_not_visible_inside(
     for text in (probe["mountinfo"], probe["pid1_cmdline"]):
         assert str(host_dirs["workdir"]) not in text
         assert "baton-sandbox-" not in text  # the staging directory
-    assert probe["pid1_cmdline"].startswith("bwrap\0--args\0" + "3\0--\0python3\0")
+    bwrap = BubblewrapSandbox().bwrap
+    assert probe["pid1_cmdline"].startswith(f"{bwrap}\0--args\0" + "3\0--\0python3\0")
     work = [line for line in probe["mountinfo"].splitlines() if line.split(" ")[4] == "/work"]
     assert work and work[0].split(" ")[3] == "/"  # the tree's own tmpfs, not a host directory
 

@@ -42,7 +42,8 @@ SIZE = re.compile(r"size=([0-9]+)([kmg]?)")
 #: (bwrap, euid) pairs for which a probe sandbox has started in this process.
 _VERIFIED: set[tuple[str, int]] = set()
 #: Runs in the preparing namespace: ``$1`` stage, ``$2`` tmpfs options, ``$3`` extracted tree,
-#: ``$4`` cgroup.procs (or empty: no cgroup), then the server's argv (bwrap reads its options from fd 3).
+#: ``$4`` cgroup.procs (or empty: no cgroup), ``$5`` bwrap, then the server's argv (bwrap reads its
+#: options from fd 3).
 #: With a cgroup it first waits (at most 5 s) until baton has moved it in: its children are born inside.
 LAUNCHER = r"""set -eu
 stage=$1
@@ -56,8 +57,9 @@ fi
 mount -t tmpfs -o "$2" baton-tmp "$stage/tmp"
 mount -t tmpfs -o nosuid,nodev,mode=0755 baton-work "$stage/work"
 cp -R --preserve=mode "$3/." "$stage/work/"
-shift 4
-exec bwrap --args 3 -- "$@" 3<"$stage/bwrap.args" 4<"$stage/seccomp.bpf"
+bwrap=$5
+shift 5
+exec "$bwrap" --args 3 -- "$@" 3<"$stage/bwrap.args" 4<"$stage/seccomp.bpf"
 """
 
 
@@ -327,7 +329,7 @@ class BubblewrapSandbox:
                 *rlimit_prefix(spec, nproc=group is None),
                 "unshare", "--user", "--map-root-user", "--mount", "--propagation", "private", "--",
                 "/bin/sh", "-c", LAUNCHER, "baton-sandbox",
-                str(stage), spec.tmpfs_mount_options(), str(spec.workdir), procs, *spec.argv,
+                str(stage), spec.tmpfs_mount_options(), str(spec.workdir), procs, self.bwrap, *spec.argv,
             ]  # fmt: skip
         except BaseException:
             Prepared([], stage, group).cleanup()
