@@ -90,6 +90,9 @@ def test_replay_pins_a_draft_and_a_second_replay_matches(
     assert state.get_adapter(runtime, "demo")["state"] == "replayed"  # type: ignore[index]
     receipt = second["receipt"]
     assert receipt["stage_receipts"]["risk_policy"]["network_mode"] == "none"
+    enforced = receipt["stage_receipts"]["risk_policy"]["enforced"]
+    assert enforced["tmp_noexec"] is True and enforced["seccomp_denied_syscalls"] > 40
+    assert enforced["pids_limit_scope"] in ("sandbox", "host_uid")
     assert receipt["client"]["declared_capabilities"] == {}
     assert [r.kind for r in runtime.receipts.list()][-2:] == ["gateway_replay", "gateway_replay"]
     plan = replay(runtime, "demo")

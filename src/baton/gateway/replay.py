@@ -27,7 +27,7 @@ from baton.gateway.extract import Extracted, materialize
 from baton.gateway.mounts import host_mounts
 from baton.gateway.policy import Policy, Tools, load_policy, policy_path, write_policy
 from baton.gateway.protocol import JsonRpcPipe, Session, exchange, shut_down, stop
-from baton.gateway.sandbox import HostMount, Sandbox, SandboxSpec, as_nobody, sandbox_for
+from baton.gateway.sandbox import HostMount, Sandbox, SandboxSpec, as_nobody, enforcement, sandbox_for
 from baton.gateway.stages import check_chain, fail_closed, identify, write_receipt_file
 from baton.gateway.stderr import StderrTail, drain_in_thread
 from baton.receipts import utc_now
@@ -160,6 +160,7 @@ def _stage_receipts(
             "non_root_user": policy.runtime.user,
             "host_uid": host_uid,
             "tool_call_allowed": False,
+            **({"enforced": enforcement(policy)} if observation.sandbox == "bubblewrap" else {}),
         },
         "check_mode": {
             "status": "passed",

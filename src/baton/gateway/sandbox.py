@@ -29,10 +29,13 @@ import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Literal, Protocol
+from typing import IO, TYPE_CHECKING, Any, Literal, Protocol
 
 from baton.errors import GatewayError
 from baton.gateway import cgroups, scratch, seccomp
+
+if TYPE_CHECKING:
+    from baton.gateway.policy import Policy
 
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
@@ -397,6 +400,23 @@ class BubblewrapSandbox:
         prepared = self.prepared.pop(process.pid, None)
         removed = prepared.cleanup() if prepared is not None else True
         return process.poll() is not None and removed
+
+
+def enforcement(policy: Policy) -> dict[str, Any]:
+    """What the bubblewrap sandbox enforced for ``policy`` on this host (the replay receipt records it)."""
+    runtime = policy.runtime
+    return {
+        "seccomp_denied_syscalls": len(seccomp.DENIED),
+        "tmpfs": runtime.tmpfs,
+        "tmp_noexec": "noexec" in runtime.tmpfs.partition(":")[2].split(","),
+        "pids_limit": runtime.pids_limit,
+        "pids_limit_scope": "sandbox" if cgroups.pids_base() else "host_uid",
+        "memory_limit": runtime.memory_limit,
+        "memory_limit_scope": "process_and_sandbox" if cgroups.base_for("memory") else "process",
+        "cpu_seconds_per_process": runtime.cpu_seconds,
+        "cpu_limit": runtime.cpu_limit,
+        "mounts": [mount.model_dump() for mount in runtime.mounts],
+    }
 
 
 def sandbox_report() -> tuple[bool, str]:
