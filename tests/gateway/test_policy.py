@@ -165,6 +165,8 @@ def with_mounts(*mounts: dict[str, str]) -> dict[str, Any]:
         {"host": "/srv/data", "sandbox": "/opt"},
         {"host": "/srv/data", "sandbox": "/"},
         {"host": "/srv/data", "sandbox": "/data", "mode": "rwx"},
+        {"host": "/srv/a:b", "sandbox": "/data"},
+        {"host": "/srv/data", "sandbox": "/data\nx"},
     ],
 )
 def test_a_mount_of_a_system_tree_or_over_the_sandboxs_own_paths_is_invalid(mount: dict[str, str]) -> None:

@@ -75,6 +75,8 @@ class Mount(_Strict):
         pure = PurePosixPath(value)
         if not pure.is_absolute() or str(pure) != value or ".." in pure.parts or pure == PurePosixPath("/"):
             raise ValueError(f"{value!r} is not a normalized absolute path other than /")
+        if re.search(r"[\x00-\x1f\x7f:]", value):
+            raise ValueError(f"{value!r} holds a control character or ':'")
         return value
 
     @model_validator(mode="after")
