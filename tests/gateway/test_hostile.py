@@ -369,3 +369,25 @@ async def test_a_failed_upstream_start_leaves_no_tree(
         await upstream.close()
     assert info.value.error_class == "artifact_tarball_checksum_mismatch"
     assert list(private_tmp.iterdir()) == []
+
+
+def test_the_leftovers_of_a_killed_baton_are_swept_and_a_live_ones_are_kept(private_tmp: Path) -> None:
+    from baton.gateway import scratch
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    left = private_tmp / f"baton-upstream-{dead.pid}-abc"
+    (left / "node_modules").mkdir(parents=True)
+    (left / "node_modules").chmod(0o555)  # read-only, like an extracted tree
+    mine = scratch.make("replay")
+    group = None
+    base = cgroups.pids_base()
+    if base is not None:
+        group = base / f"baton-baton-sandbox-{dead.pid}-abc"
+        group.mkdir()
+    removed = scratch.sweep()
+    assert left.name in removed and not left.exists()
+    assert mine.exists() and mine.name not in removed  # this process is alive
+    if group is not None:
+        assert group.name in removed and not group.exists()
+    scratch.remove(mine)
