@@ -48,13 +48,10 @@ def check_provider(runtime: Runtime) -> Check:
 
 def check_sandbox(runtime: Runtime) -> Check:
     """bubblewrap can start a sandbox the way the gateway starts one (as host uid 65534)."""
-    from baton.gateway.sandbox import BubblewrapSandbox
+    from baton.gateway.sandbox import sandbox_report
 
-    sandbox = BubblewrapSandbox()
-    reason = sandbox.unavailable_reason()
-    if reason is not None:
-        return Check("sandbox", False, reason)
-    return Check("sandbox", True, f"bubblewrap at {sandbox.bwrap}, started as uid 65534")
+    ok, detail = sandbox_report()
+    return Check("sandbox", ok, detail)
 
 
 def check_notifications(runtime: Runtime) -> list[Check]:

@@ -86,6 +86,9 @@ ERROR_CLASSES: dict[str, str] = {
     "adapter_not_promoted": "The adapter is not live.",
     "adapter_blocked": "The adapter is blocked (see the reason in mcp_list_adapters).",
     "adapter_promotion_refused": "The adapter has no passing replay matching its current policy.",
+    "adapter_mount_invalid": "A host mount does not exist, is a symlink, a system tree, or BATON_HOME or a parent of it.",
+    "adapter_mount_not_writable": "A rw host mount is not writable by the user the sandbox writes as (host uid 65534 under root).",
+    "adapter_capability_unforwardable": "The adapter needs a client feature baton cannot forward at run time (sampling, elicitation, tasks).",
     "adapter_policy_exists": "lock was given a package spec but a policy for that adapter id already exists.",
     "adapter_not_locked": "The adapter has no lock; run baton gateway lock first.",
     "adapter_not_verified": "The adapter's bundle has not passed the independent verifier.",
@@ -113,6 +116,7 @@ ERROR_CLASSES: dict[str, str] = {
     "package_identity_mismatch": "An extracted package.json names another package or version.",
     # gateway: sandbox and protocol
     "sandbox_unavailable": "The sandbox (bubblewrap or Docker) cannot run here.",
+    "sandbox_limit_unenforceable": "The policy sets a limit this host's sandbox cannot enforce (cpu_limit without a cpu cgroup).",
     "mcp_protocol_response_timeout": "The external server did not answer in time.",
     "mcp_protocol_response_invalid": "The external server sent an oversized, non-JSON, mismatched or error response.",
     "mcp_server_exit_unclean": "The external server did not exit cleanly after stdin closed.",
