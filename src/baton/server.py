@@ -83,6 +83,14 @@ class RegistryLoader:
 
         return build_registry(Runtime.open(self.settings))
 
+    def current_settings(self) -> Settings:
+        """The settings this server runs with (known before the registry is loaded)."""
+        if self.settings is not None:
+            return self.settings
+        if self.registry is None:
+            raise BatonError("internal_error", "The server has no settings yet.")
+        return self.registry.runtime.settings
+
     async def get(self) -> ToolRegistry:
         """The registry, once loaded; raises the loading error otherwise."""
         await self.ready.wait()
@@ -111,7 +119,9 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
                 tools.append(types.Tool.model_validate(listed))
         return types.ListToolsResult(tools=tools)
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         from baton.toolkit import CallContext, Progress
 
         session = ctx.session
@@ -125,17 +135,24 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
                 client_capabilities=getattr(session, "client_capabilities", None),
                 session=session,
                 decider=decision_authority(registry.runtime.settings, getattr(ctx, "request", None)),
+                protocol_version=getattr(ctx, "protocol_version", None),
+                input_responses=params.input_responses,
+                request_state=params.request_state,
             )
             result = await registry.call(params.name, params.arguments, context)
         return tool_result(result)
 
-    return Server(
+    server: Server[Any] = Server(
         "baton",
         version=__version__,
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    from baton.hitl.mrtr import boundary
+
+    server.middleware.append(boundary(loader.current_settings))
+    return server
 
 
 def decision_authority(settings: Settings, request: Any) -> str | None:
@@ -151,8 +168,14 @@ def decision_authority(settings: Settings, request: Any) -> str | None:
     return None
 
 
-def tool_result(result: dict[str, Any]) -> types.CallToolResult:
-    """A registry result as MCP: JSON text, or a proxied upstream's own content blocks (``mcp_content``)."""
+def tool_result(result: dict[str, Any]) -> types.CallToolResult | types.InputRequiredResult:
+    """A registry result as MCP: JSON text, or a proxied upstream's own content blocks (``mcp_content``).
+
+    A handler that needs the client's input first (2026-07-28 elicitation) returns ``mcp_input_required``.
+    """
+    interim = result.pop("mcp_input_required", None)
+    if isinstance(interim, dict):
+        return types.InputRequiredResult.model_validate(interim)
     upstream = result.pop("mcp_content", None)
     if isinstance(upstream, list):
         from pydantic import TypeAdapter

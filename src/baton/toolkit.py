@@ -57,6 +57,11 @@ class CallContext:
     #: How this caller may decide human-in-the-loop requests (``mcp`` by opt-in, ``mcp_admin`` by the
     #: admin credential), or None: by default an MCP client may ask, never decide.
     decider: str | None = None
+    #: The negotiated MCP protocol version (``2026-07-28`` has no back-channel: elicitation goes by MRTR).
+    protocol_version: str | None = None
+    #: A multi-round-trip retry's client answers (``inputResponses``) and verified ``requestState``.
+    input_responses: dict[str, Any] | None = None
+    request_state: str | None = None
 
 
 Handler = Callable[[ArgsT, CallContext], Awaitable[dict[str, Any]]]

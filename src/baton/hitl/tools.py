@@ -153,6 +153,53 @@ async def wait_for_outcome(
     return outcome(final)
 
 
+async def ask_and_wait(broker: HitlBroker, new: NewRequest, ctx: CallContext) -> dict[str, Any]:
+    """Create a request and wait for its decision; in the 2026-07-28 era, elicit first by MRTR.
+
+    The first leg creates the request and, when elicitation applies, answers ``InputRequiredResult``; the
+    client's retry (same tool, same arguments, the sealed ``requestState``) records the answer and waits.
+    """
+    from baton.hitl.elicit import elicit_request, elicitation_mode
+    from baton.hitl.mrtr import modern_era
+
+    started = time.time()
+    if ctx.request_state is not None:
+        return await resume_round(broker, ctx, started)
+    view = await broker.create(new)
+    mode = elicitation_mode(broker.runtime.settings, ctx) if modern_era(ctx.protocol_version) else None
+    elicit = elicit_request(broker, view, mode) if mode is not None else None
+    if mode is not None and elicit is not None:
+        import mcp_types as types
+
+        from baton.hitl.mrtr import INPUT_KEY, new_state
+
+        interim = types.InputRequiredResult(
+            input_requests={INPUT_KEY: elicit}, request_state=new_state(view["request_id"], mode).encode()
+        )
+        return {
+            "success": True,
+            "request_id": view["request_id"],
+            "input_required": mode,
+            "mcp_input_required": interim.model_dump(by_alias=True, exclude_none=True, mode="json"),
+        }
+    return await wait_for_outcome(broker, view, ctx, None, started)
+
+
+async def resume_round(broker: HitlBroker, ctx: CallContext, started: float) -> dict[str, Any]:
+    """The retry of an MRTR round: spend the state, record an accepted form answer, then wait as usual."""
+    from baton.hitl.elicit import record_answer
+    from baton.hitl.mrtr import INPUT_KEY, consume_state
+
+    assert ctx.request_state is not None
+    state = consume_state(broker.runtime, ctx.request_state)
+    view = broker.get(state.request_id)
+    answer = (ctx.input_responses or {}).get(INPUT_KEY)
+    if answer is not None and state.mode == "form" and view["status"] == "pending":
+        record_answer(broker, view, str(getattr(answer, "action", "")), getattr(answer, "content", None))
+        view = broker.get(state.request_id)
+    return await wait_for_outcome(broker, view, ctx, None, started)
+
+
 def not_authorized(request_id: str) -> HitlError:
     """The refusal an MCP caller without decision authority gets; the request stays pending."""
     return HitlError(
@@ -180,22 +227,17 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
         """Ask a human administrator to approve something and wait for the decision. Only an explicit
         approval yields approved=true; on timeout: success=false, timeout=true, approved=false. If this call
         is cut off, the request stays open: resume with mcp_wait_for_request(request_id)."""
-        started = time.time()
-        view = await broker.create(
-            NewRequest("approval", args.request_message, args.context, args.timeout_seconds, args.urgent)
-        )
-        return await wait_for_outcome(broker, view, ctx, None, started)
+        new = NewRequest("approval", args.request_message, args.context, args.timeout_seconds, args.urgent)
+        return await ask_and_wait(broker, new, ctx)
 
     @registry.tool("mcp_request_admin_input", InputArgs)
     async def request_input(args: InputArgs, ctx: CallContext) -> dict[str, Any]:
         """Ask a human administrator a question and wait for the answer (one of options, when given).
         On timeout: success=false, timeout=true. Resume a cut-off call with mcp_wait_for_request."""
-        started = time.time()
         new = NewRequest(
             "input", args.question, args.context, args.timeout_seconds, args.urgent, args.options
         )
-        view = await broker.create(new)
-        return await wait_for_outcome(broker, view, ctx, None, started)
+        return await ask_and_wait(broker, new, ctx)
 
     @registry.tool("mcp_wait_for_request", WaitArgs)
     async def wait_for_request(args: WaitArgs, ctx: CallContext) -> dict[str, Any]:
