@@ -104,14 +104,10 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         registry = await loader.get()
+        from baton.results import tool_definition
+
         tools = [
-            types.Tool(
-                name=spec.name,
-                title=spec.title,
-                description=spec.description,
-                input_schema=spec.input_schema(),
-                annotations=types.ToolAnnotations(read_only_hint=True) if spec.read_only else None,
-            )
+            tool_definition(spec.name, spec.title, spec.description, spec.input_schema())
             for spec in registry.tools.values()
         ]
         for source in registry.dynamic:
