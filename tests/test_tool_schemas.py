@@ -120,7 +120,7 @@ async def test_every_tool_has_a_title_annotations_and_clean_descriptions(baton_e
         assert tool.output_schema is not None and tool.output_schema["type"] == "object", name
         assert tool.description and "\n    " not in tool.description and "  " not in tool.description, name
         summary = tool.description.split("\n", 1)[0]
-        assert summary.endswith(".") and len(summary) <= 200, (name, summary)
+        assert summary.endswith(".") and len(summary) <= 120, (name, summary)
         for field, schema in tool.input_schema.get("properties", {}).items():
             assert schema.get("description"), f"{name}.{field} has no description"
     assert tools["mcp_ping"].annotations.read_only_hint is True

@@ -54,7 +54,7 @@ class NoArgs(ToolArgs):
 class RespondArgs(ToolArgs):
     """Arguments of ``mcp_respond_to_request``."""
 
-    request_id: str = Field(min_length=1, max_length=40)
+    request_id: str = Field(min_length=1, max_length=40, description="The request to decide.")
     approved: StrictBool | None = Field(None, description="Approvals: true approves, false rejects.")
     response: str | None = Field(None, max_length=MAX_TEXT, description="Input requests: the answer.")
     admin_notes: str | None = Field(None, max_length=MAX_TEXT, description="Notes returned to the agent.")
@@ -63,7 +63,9 @@ class RespondArgs(ToolArgs):
 class RequestIdArgs(ToolArgs):
     """Arguments naming one request."""
 
-    request_id: str = Field(min_length=1, max_length=40)
+    request_id: str = Field(
+        min_length=1, max_length=40, description="The request id (hr_…) the asking call returned."
+    )
 
 
 class WaitArgs(RequestIdArgs):
@@ -224,16 +226,20 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
 
     @registry.tool("mcp_request_admin_approval", ApprovalArgs)
     async def request_approval(args: ApprovalArgs, ctx: CallContext) -> dict[str, Any]:
-        """Ask a human administrator to approve something and wait for the decision. Only an explicit
-        approval yields approved=true; on timeout: success=false, timeout=true, approved=false. If this call
-        is cut off, the request stays open: resume with mcp_wait_for_request(request_id)."""
+        """Ask a human administrator to approve something and wait for the decision.
+
+        Only an explicit approval yields approved=true; on timeout: success=false, timeout=true,
+        approved=false. If this call is cut off, the request stays open: resume with
+        mcp_wait_for_request(request_id)."""
         new = NewRequest("approval", args.request_message, args.context, args.timeout_seconds, args.urgent)
         return await ask_and_wait(broker, new, ctx)
 
     @registry.tool("mcp_request_admin_input", InputArgs)
     async def request_input(args: InputArgs, ctx: CallContext) -> dict[str, Any]:
-        """Ask a human administrator a question and wait for the answer (one of options, when given).
-        On timeout: success=false, timeout=true. Resume a cut-off call with mcp_wait_for_request."""
+        """Ask a human administrator a question and wait for the answer.
+
+        The answer is one of options, when given. On timeout: success=false, timeout=true. Resume a
+        cut-off call with mcp_wait_for_request."""
         new = NewRequest(
             "input", args.question, args.context, args.timeout_seconds, args.urgent, args.options
         )
@@ -241,8 +247,10 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
 
     @registry.tool("mcp_wait_for_request", WaitArgs)
     async def wait_for_request(args: WaitArgs, ctx: CallContext) -> dict[str, Any]:
-        """Resume waiting on a request by id (after a cut-off call). Returns the decision as the original
-        call would; if timeout_seconds passes first, success=false with error_class hitl_still_pending."""
+        """Resume waiting on a request by id after a cut-off call.
+
+        Returns the decision as the original call would; if timeout_seconds passes first,
+        success=false with error_class hitl_still_pending."""
         view = broker.get(args.request_id)
         return await wait_for_outcome(broker, view, ctx, args.timeout_seconds, time.time())
 
@@ -252,14 +260,17 @@ def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
 
     @registry.tool("mcp_list_pending_requests", NoArgs, read_only=True)
     async def list_pending(args: NoArgs, ctx: CallContext) -> dict[str, Any]:
-        """List the requests waiting for a human decision, urgent first, then the soonest to expire."""
+        """List the requests waiting for a human decision.
+
+        Urgent ones come first, then the soonest to expire."""
         rows = [public_view(view) for view in broker.list_pending()]
         return {"requests": rows, "count": len(rows)}
 
     @registry.tool("mcp_respond_to_request", RespondArgs)
     async def respond(args: RespondArgs, ctx: CallContext) -> dict[str, Any]:
-        """Decide a pending request: approved=true/false for approvals, response for input requests.
-        By default a person decides (inbox, CLI, elicitation) and this tool is refused with
+        """Decide a pending request (a person's or an authorized operator's tool).
+
+        approved=true/false for approvals, response for input requests. By default a person decides (inbox, CLI, elicitation) and this tool is refused with
         hitl_decider_not_authorized; BATON_HITL_ALLOW_MCP_DECISIONS=1 or the HTTP admin credential
         lets MCP callers decide. The first decision wins; later ones fail with hitl_request_already_decided."""
         if ctx.decider is None:
@@ -271,5 +282,7 @@ def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
 
     @registry.tool("mcp_get_request_status", RequestIdArgs, read_only=True)
     async def get_status(args: RequestIdArgs, ctx: CallContext) -> dict[str, Any]:
-        """A request's state now: pending, approved, rejected, answered or expired, with its decision."""
+        """Report a request's state now, with its decision.
+
+        The state is pending, approved, rejected, answered or expired."""
         return status_view(broker.get(args.request_id))
