@@ -115,9 +115,10 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
                 tools.append(types.Tool.model_validate(listed))
         return types.ListToolsResult(tools=tools)
 
-    async def call_tool(
-        ctx: Any, params: types.CallToolRequestParams
+    async def run_call(
+        ctx: Any, params: types.CallToolRequestParams, task: Any = None
     ) -> types.CallToolResult | types.InputRequiredResult:
+        """One tool call; as an MCP task (``task``) it has no request to report progress on or elicit by."""
         from baton.toolkit import CallContext, Progress
 
         session = ctx.session
@@ -127,16 +128,22 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
             result = exc.to_result()
         else:
             context = CallContext(
-                progress=Progress(session.report_progress),
+                progress=Progress(session.report_progress if task is None else None),
                 client_capabilities=getattr(session, "client_capabilities", None),
-                session=session,
+                session=session if task is None else None,
                 decider=decision_authority(registry.runtime.settings, getattr(ctx, "request", None)),
-                protocol_version=getattr(ctx, "protocol_version", None),
+                protocol_version=getattr(ctx, "protocol_version", None) if task is None else None,
                 input_responses=params.input_responses,
                 request_state=params.request_state,
+                task=task,
             )
             result = await registry.call(params.name, params.arguments, context)
         return tool_result(result)
+
+    async def call_tool(
+        ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        return await run_call(ctx, params)
 
     server: Server[Any] = Server(
         "baton",
@@ -148,6 +155,9 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
     from baton.hitl.mrtr import boundary
 
     server.middleware.append(boundary(loader.current_settings))
+    from baton.tasks import install
+
+    install(server, loader, run_call)
     return server
 
 

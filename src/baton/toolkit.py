@@ -62,6 +62,8 @@ class CallContext:
     #: A multi-round-trip retry's client answers (``inputResponses``) and verified ``requestState``.
     input_responses: dict[str, Any] | None = None
     request_state: str | None = None
+    #: When the call runs as an MCP task (``baton.tasks.TaskHandle``): what it waits on, what input it needs.
+    task: Any = None
 
 
 Handler = Callable[[ArgsT, CallContext], Awaitable[dict[str, Any]]]

@@ -73,11 +73,14 @@ async def test_the_person_decides_in_the_browser_and_the_call_completes(
             async with Client(params, elicitation_callback=browser, mode=mode) as client:  # type: ignore[arg-type]
                 assert client.protocol_version == era
                 result = await client.call_tool(
-                    "mcp_request_admin_approval", {"request_message": "Rotate the keys", "timeout_seconds": 60}
+                    "mcp_request_admin_approval",
+                    {"request_message": "Rotate the keys", "timeout_seconds": 60},
                 )
                 content = result.structured_content
                 assert content is not None
-                status = await client.call_tool("mcp_get_request_status", {"request_id": content["request_id"]})
+                status = await client.call_tool(
+                    "mcp_get_request_status", {"request_id": content["request_id"]}
+                )
         assert content["success"] is True and content["approved"] is True and content["admin_notes"] == "seen"
         assert status.structured_content is not None and status.structured_content["decided_via"] == "link"
         asked = browser.asked[0]
@@ -99,6 +102,8 @@ async def test_without_a_public_url_the_form_is_used(baton_env: dict[str, str]) 
 
     params = StdioServerParameters(command=sys.executable, args=["-m", "baton", "serve"], env=env)
     async with Client(params, elicitation_callback=person) as client:
-        result = await client.call_tool("mcp_request_admin_approval", {"request_message": "x", "timeout_seconds": 30})
+        result = await client.call_tool(
+            "mcp_request_admin_approval", {"request_message": "x", "timeout_seconds": 30}
+        )
     assert seen[0].mode == "form"
     assert result.structured_content is not None and result.structured_content["decision"] == "rejected"

@@ -168,6 +168,8 @@ async def ask_and_wait(broker: HitlBroker, new: NewRequest, ctx: CallContext) ->
     if ctx.request_state is not None:
         return await resume_round(broker, ctx, started)
     view = await broker.create(new)
+    if ctx.task is not None:
+        return await wait_as_task(broker, view, ctx, started)
     mode = elicitation_mode(broker.runtime.settings, ctx) if modern_era(ctx.protocol_version) else None
     elicit = elicit_request(broker, view, mode) if mode is not None else None
     if mode is not None and elicit is not None:
@@ -184,6 +186,28 @@ async def ask_and_wait(broker: HitlBroker, new: NewRequest, ctx: CallContext) ->
             "input_required": mode,
             "mcp_input_required": interim.model_dump(by_alias=True, exclude_none=True, mode="json"),
         }
+    return await wait_for_outcome(broker, view, ctx, None, started)
+
+
+async def wait_as_task(
+    broker: HitlBroker, view: dict[str, Any], ctx: CallContext, started: float
+) -> dict[str, Any]:
+    """Wait inside an MCP task: the elicitation goes to the task's ``inputRequests``, answered by tasks/update.
+
+    A URL elicitation is always offered when it applies; a form only to a caller with decision authority,
+    since its answer comes back over an MCP method (see :mod:`baton.hitl.tasks_input`).
+    """
+    from baton.hitl.elicit import elicit_request, elicitation_mode
+    from baton.hitl.mrtr import INPUT_KEY
+
+    ctx.task.waiting_for(view["request_id"])
+    mode = elicitation_mode(broker.runtime.settings, ctx)
+    if mode == "form" and ctx.decider is None:
+        mode = None
+    elicit = elicit_request(broker, view, mode) if mode is not None else None
+    if elicit is not None:
+        key = f"{INPUT_KEY}-{view['request_id']}"
+        ctx.task.needs_input({key: elicit.model_dump(by_alias=True, exclude_none=True, mode="json")})
     return await wait_for_outcome(broker, view, ctx, None, started)
 
 
@@ -252,6 +276,8 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
         Returns the decision as the original call would; if timeout_seconds passes first,
         success=false with error_class hitl_still_pending."""
         view = broker.get(args.request_id)
+        if ctx.task is not None:
+            ctx.task.waiting_for(args.request_id)
         return await wait_for_outcome(broker, view, ctx, args.timeout_seconds, time.time())
 
 
