@@ -86,8 +86,8 @@ async def test_the_person_decides_in_the_browser_and_the_call_completes(
         asked = browser.asked[0]
         assert asked.mode == "url" and asked.url.startswith(f"{inbox.base_url}/inbox/link?")
         assert "Rotate the keys" in asked.message
-        with httpx.Client() as reuse:  # the link was single-use
-            assert reuse.get(asked.url).status_code == 403
+        async with httpx.AsyncClient() as reuse:  # the link was single-use
+            assert (await reuse.get(asked.url)).status_code == 403
     finally:
         inbox.stop()
 
