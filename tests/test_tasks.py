@@ -54,6 +54,14 @@ async def until_status(session: Any, task_id: str, *statuses: str) -> dict[str, 
     return state
 
 
+async def waiting_request(session: Any, task_id: str) -> tuple[dict[str, Any], str]:
+    """The task's state once it waits on a human request, and that request's id."""
+    with anyio.fail_after(20):
+        while "statusMessage" not in (state := await task_request(session, "tasks/get", {"taskId": task_id})):
+            await anyio.sleep(0.05)
+    return state, state["statusMessage"].split("(", 1)[1].rstrip(").")
+
+
 async def test_an_approval_runs_as_a_task_and_its_form_input_is_answered_by_tasks_update(
     baton_env: dict[str, str],
 ) -> None:
@@ -84,9 +92,8 @@ async def test_without_decision_authority_the_task_asks_no_form_and_a_person_dec
     async with tasks_client(env, TasksClient(), elicitation_callback=no_elicitation) as client:
         created = await client.session.call_tool("mcp_request_admin_approval", APPROVE, allow_claimed=True)
         assert isinstance(created, CreateTaskResult) and created.status == "working"
-        state = await until_status(client.session, created.task_id, "working")
-        assert "inputRequests" not in state
-        request_id = state["statusMessage"].split("(", 1)[1].rstrip(").")
+        state, request_id = await waiting_request(client.session, created.task_id)
+        assert state["status"] == "working" and "inputRequests" not in state
         forged = {
             "taskId": created.task_id,
             "inputResponses": {"x": {"action": "accept", "content": {"approved": True}}},
@@ -104,8 +111,7 @@ async def test_cancelling_a_task_that_waits_for_a_human_never_approves(baton_env
     async with tasks_client(baton_env, TasksClient()) as client:
         created = await client.session.call_tool("mcp_request_admin_approval", APPROVE, allow_claimed=True)
         assert isinstance(created, CreateTaskResult)
-        state = await until_status(client.session, created.task_id, "working")
-        request_id = state["statusMessage"].split("(", 1)[1].rstrip(").")
+        _, request_id = await waiting_request(client.session, created.task_id)
         ack = await task_request(client.session, "tasks/cancel", {"taskId": created.task_id})
         assert ack["resultType"] == "complete"
         cancelled = await until_status(client.session, created.task_id, "cancelled")
@@ -161,8 +167,7 @@ async def test_any_replica_answers_for_a_task_even_after_its_process_died(
         async with Client(f"{first.base_url}/mcp", extensions=[TasksClient()]) as a:
             created = await a.session.call_tool("mcp_request_admin_approval", APPROVE, allow_claimed=True)
             assert isinstance(created, CreateTaskResult)
-            state = await until_status(a.session, created.task_id, "working")
-        request_id = state["statusMessage"].split("(", 1)[1].rstrip(").")
+            _, request_id = await waiting_request(a.session, created.task_id)
         first.stop()  # the process running the call is gone
         decided = await anyio.to_thread.run_sync(run_cli, env, "hitl", "approve", request_id)
         assert decided.returncode == 0, decided.stderr

@@ -2,7 +2,7 @@
 
 When a 2026-07-28 client declares the extension on a ``tools/call``, baton answers the long-running tools
 (approval and input requests, waiting on a request, sync ``mcp_spawn_subagent``,
-``mcp_send_message_to_subagent``) with a ``CreateTaskResult`` and runs the call in the background. The
+``mcp_send_message_to_subagent``, governed adapter tools that need an approval) with a ``CreateTaskResult`` and runs the call in the background. The
 client polls ``tasks/get``, answers ``inputRequests`` with ``tasks/update`` and may ``tasks/cancel``.
 
 Task state lives in the store (``mcp_tasks``), so ``tasks/get`` answers from any replica and after a
@@ -51,6 +51,10 @@ TASK_TOOLS = frozenset(
         "mcp_send_message_to_subagent",
     }
 )
+
+
+#: Tools whose result is the human request's outcome, so any replica can finish their task from it.
+HITL_TOOLS = frozenset({"mcp_request_admin_approval", "mcp_request_admin_input", "mcp_wait_for_request"})
 
 
 class TaskIdParams(BaseModel):
@@ -155,13 +159,18 @@ def client_declared(ctx: Any) -> bool:
     return EXTENSION_ID in extensions
 
 
-def wants_task(name: str, arguments: dict[str, Any] | None, ctx: Any, request_state: str | None) -> bool:
-    """The server's choice: a long-running tool, a 2026-07-28 client that declared tasks, no MRTR round open."""
+def _task_capable(ctx: Any, request_state: str | None) -> bool:
+    """A 2026-07-28 client that declared tasks on this request, with no MRTR round open."""
     from baton.hitl.mrtr import modern_era
 
-    if name not in TASK_TOOLS or request_state is not None:
-        return False
-    if not modern_era(getattr(ctx, "protocol_version", None)) or not client_declared(ctx):
+    return (
+        request_state is None and modern_era(getattr(ctx, "protocol_version", None)) and client_declared(ctx)
+    )
+
+
+def wants_task(name: str, arguments: dict[str, Any] | None, ctx: Any, request_state: str | None) -> bool:
+    """The server's choice for built-in tools: a long-running one, for a task-capable client."""
+    if name not in TASK_TOOLS or not _task_capable(ctx, request_state):
         return False
     return not (name == "mcp_spawn_subagent" and (arguments or {}).get("mode") == "async")
 
@@ -222,7 +231,10 @@ class TasksExtension(Extension):
 
     async def intercept_tool_call(self, params: Any, ctx: Any, call_next: Any) -> Any:
         """Answer a long-running call with a durable task and run the call in the background."""
-        if not wants_task(params.name, params.arguments, ctx, params.request_state):
+        as_task = wants_task(params.name, params.arguments, ctx, params.request_state) or (
+            _task_capable(ctx, params.request_state) and await self._approval_gated(params.name)
+        )
+        if not as_task:
             return await call_next(ctx)
         store = await self._store()
         row = store.create(params.name)
@@ -231,6 +243,13 @@ class TasksExtension(Extension):
         self._running[row["id"]] = work
         work.add_done_callback(lambda _: self._running.pop(row["id"], None))
         return {"resultType": "task", **wire(row)}
+
+    async def _approval_gated(self, name: str) -> bool:
+        """Whether ``name`` is a governed adapter's tool that waits for a human approval."""
+        registry = await self.loader.get()
+        proxy = registry.runtime.services.get("gateway_proxy")
+        split = proxy.split(name) if proxy is not None else None
+        return split is not None and split[1] in split[0].policy.tools.approval_required
 
     async def _run(self, store: TaskStore, handle: TaskHandle, params: Any, ctx: Any) -> None:
         try:
@@ -263,7 +282,7 @@ class TasksExtension(Extension):
 
         if row["expires_epoch"] <= time.time():
             store.set(row["id"], status="failed", error={"code": -32603, "message": "Task has expired"})
-        elif row["request_id"] and row["id"] not in self._running and row["tool"] != "mcp_spawn_subagent":
+        elif row["request_id"] and row["id"] not in self._running and row["tool"] in HITL_TOOLS:
             from baton.hitl.broker import get_broker
             from baton.hitl.tools import outcome
 

@@ -134,6 +134,8 @@ async def wait_for_outcome(
     from baton.hitl.elicit import elicit_decision, elicitation_wanted
 
     settings = broker.runtime.settings
+    if ctx.task is not None:  # an MCP task (approval, input, wait, or a gateway call awaiting approval)
+        ctx.task.waiting_for(view["request_id"])
     total = view["expires_epoch"] - started
     message = f"Waiting for a human decision on {view['request_id']}"
 
@@ -200,7 +202,6 @@ async def wait_as_task(
     from baton.hitl.elicit import elicit_request, elicitation_mode
     from baton.hitl.mrtr import INPUT_KEY
 
-    ctx.task.waiting_for(view["request_id"])
     mode = elicitation_mode(broker.runtime.settings, ctx)
     if mode == "form" and ctx.decider is None:
         mode = None
@@ -276,8 +277,6 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
         Returns the decision as the original call would; if timeout_seconds passes first,
         success=false with error_class hitl_still_pending."""
         view = broker.get(args.request_id)
-        if ctx.task is not None:
-            ctx.task.waiting_for(args.request_id)
         return await wait_for_outcome(broker, view, ctx, args.timeout_seconds, time.time())
 
 
