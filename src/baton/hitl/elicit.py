@@ -56,6 +56,8 @@ def elicitation_wanted(settings: Settings, ctx: CallContext) -> bool:
 
     if ctx.session is None or modern_era(ctx.protocol_version):
         return False
+    if settings.baton_http_stateless:  # the client's answer would reach another transport: no back-channel
+        return False
     return elicitation_mode(settings, ctx) is not None
 
 

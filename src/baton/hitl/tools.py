@@ -177,11 +177,12 @@ async def ask_and_wait(broker: HitlBroker, new: NewRequest, ctx: CallContext) ->
     if mode is not None and elicit is not None:
         import mcp_types as types
 
-        from baton.hitl.mrtr import INPUT_KEY, new_state
+        from baton.hitl.mrtr import INPUT_KEY, STATE_TTL_SECONDS, new_state
 
-        interim = types.InputRequiredResult(
-            input_requests={INPUT_KEY: elicit}, request_state=new_state(view["request_id"], mode).encode()
-        )
+        state = new_state(view["request_id"], mode)
+        until = min(view["expires_epoch"], time.time() + STATE_TTL_SECONDS)
+        broker.waiters.open_round(view["request_id"], state.nonce, until)
+        interim = types.InputRequiredResult(input_requests={INPUT_KEY: elicit}, request_state=state.encode())
         return {
             "success": True,
             "request_id": view["request_id"],
@@ -220,11 +221,15 @@ async def resume_round(broker: HitlBroker, ctx: CallContext, started: float) -> 
     assert ctx.request_state is not None
     state = consume_state(broker.runtime, ctx.request_state)
     view = broker.get(state.request_id)
-    answer = (ctx.input_responses or {}).get(INPUT_KEY)
-    if answer is not None and state.mode == "form" and view["status"] == "pending":
-        record_answer(broker, view, str(getattr(answer, "action", "")), getattr(answer, "content", None))
-        view = broker.get(state.request_id)
-    return await wait_for_outcome(broker, view, ctx, None, started)
+    slot = broker.waiters.enter(state.request_id)  # this retry is the waiting call: not waiter_gone
+    try:
+        answer = (ctx.input_responses or {}).get(INPUT_KEY)
+        if answer is not None and state.mode == "form" and view["status"] == "pending":
+            record_answer(broker, view, str(getattr(answer, "action", "")), getattr(answer, "content", None))
+            view = broker.get(state.request_id)
+        return await wait_for_outcome(broker, view, ctx, None, started)
+    finally:
+        broker.waiters.leave(state.request_id, slot)
 
 
 def not_authorized(request_id: str) -> HitlError:
