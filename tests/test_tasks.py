@@ -179,3 +179,31 @@ async def test_any_replica_answers_for_a_task_even_after_its_process_died(
         first.stop()
         second.stop()
     assert done["result"]["structuredContent"]["approved"] is True
+
+
+async def test_a_task_offers_the_inbox_link_as_a_url_input_request_and_the_browser_decides(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    from tests.hitl.test_url_elicitation import decide_in_browser
+
+    inbox = HttpServer(baton_env, tmp_path / "inbox.log")
+    try:
+        env = {**baton_env, "BATON_HITL_ELICITATION": "true", "BATON_PUBLIC_URL": inbox.base_url}
+        asked: list[Any] = []
+
+        async def person(request: Any) -> dict[str, Any]:
+            asked.append(request)
+            await anyio.to_thread.run_sync(decide_in_browser, request["params"]["url"], "reject")
+            return {"action": "accept"}
+
+        async with tasks_client(env, TasksClient(person), elicitation_callback=no_elicitation) as client:
+            result = await client.call_tool("mcp_request_admin_approval", APPROVE)
+            content = result.structured_content
+            assert content is not None
+            status = await client.call_tool("mcp_get_request_status", {"request_id": content["request_id"]})
+    finally:
+        inbox.stop()
+    assert asked[0]["params"]["mode"] == "url" and asked[0]["params"]["url"].startswith(inbox.base_url)
+    assert content["approved"] is False and content["decision"] == "rejected"
+    assert status.structured_content is not None and status.structured_content["decided_via"] == "link"
+    assert status.structured_content["waiter_gone"] is False
