@@ -153,7 +153,13 @@ class TaskHandle:
 
 
 def client_declared(ctx: Any) -> bool:
-    """Whether this request's client capabilities name the tasks extension."""
+    """Whether this request's client capabilities name the tasks extension (its own ``_meta`` first)."""
+    from mcp_types import CLIENT_CAPABILITIES_META_KEY
+
+    meta = getattr(ctx, "meta", None)
+    declared = meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
+    if isinstance(declared, dict):
+        return EXTENSION_ID in (declared.get("extensions") or {})
     capabilities = getattr(getattr(ctx, "session", None), "client_capabilities", None)
     extensions = getattr(capabilities, "extensions", None) or {}
     return EXTENSION_ID in extensions

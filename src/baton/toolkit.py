@@ -146,6 +146,8 @@ class ToolRegistry:
             "error_class": result.get("error_class"),
             "duration_seconds": round(seconds, 6),
         }
+        if result.get("input_required"):  # the first leg of a multi-round-trip call: nothing decided yet
+            payload["input_required"] = True
         try:
             self.runtime.receipts.append("tool_call", payload)
         except BatonError:

@@ -167,6 +167,13 @@ async def test_stateless_replicas_accept_each_others_state_once_and_refuse_forge
         receipts = run_cli(env, "receipts", "list", "--kind", "hitl_decided", "--json")
         decided = json.loads(receipts.stdout)
         assert [receipt["payload"]["via"] for receipt in decided] == ["elicitation"]
+        calls = json.loads(run_cli(env, "receipts", "list", "--kind", "tool_call", "--json").stdout)
+        legs = [
+            r["payload"].get("input_required", False)
+            for r in calls
+            if r["payload"]["tool"].endswith("approval")
+        ]
+        assert legs.count(True) == 1  # the first leg is receipted as such, not as a decided call
     finally:
         first.stop()
         second.stop()
