@@ -17,8 +17,11 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.server.request_state import AESGCMRequestStateCodec
 from mcp.shared.exceptions import MCPError
 
+from baton.config import load_settings
+from baton.hitl.mrtr import STATE_TTL_SECONDS, state_key
 from tests.hitl.helpers import HttpServer, run_cli
 
 pytestmark = pytest.mark.anyio
@@ -139,6 +142,10 @@ async def test_stateless_replicas_accept_each_others_state_once_and_refuse_forge
         assert interim.input_requests is not None
         state = interim.request_state
         assert "Deploy" not in state and "hr_" not in state  # sealed, not merely signed
+        claims = json.loads(AESGCMRequestStateCodec([state_key(load_settings(env))]).unseal(state))
+        assert claims["exp"] - claims["iat"] == STATE_TTL_SECONDS and claims["aud"] == "baton"
+        assert claims["m"] == "tools/call" and claims["t"] == "mcp_request_admin_approval"
+        assert set(json.loads(claims["s"])) == {"r", "n", "m"}  # only the request id, a nonce and the mode
         answers = {key: accept(approved=True) for key in interim.input_requests}
         async with Client(f"{second.base_url}/mcp", elicitation_callback=Person()) as b:
             with pytest.raises(MCPError, match="Invalid or expired requestState"):
