@@ -26,10 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 from mcp.server.extension import Extension, MethodBinding
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import insert, select, update
-
-from baton.hitl.records import iso
-from baton.schema import mcp_tasks
 
 if TYPE_CHECKING:
     from baton.runtime import Runtime
@@ -78,6 +74,11 @@ class TaskStore:
 
     def create(self, tool: str) -> dict[str, Any]:
         """A new ``working`` task, committed before its id is returned to anyone."""
+        from sqlalchemy import insert
+
+        from baton.hitl.records import iso
+        from baton.schema import mcp_tasks
+
         now = time.time()
         task_id = f"task_{uuid.uuid4().hex}"
         with self.runtime.store.write() as connection:
@@ -98,12 +99,21 @@ class TaskStore:
 
     def get(self, task_id: str) -> dict[str, Any] | None:
         """The task's row as a dict, or None."""
+        from sqlalchemy import select
+
+        from baton.schema import mcp_tasks
+
         with self.runtime.store.read() as connection:
             row = connection.execute(select(mcp_tasks).where(mcp_tasks.c.id == task_id)).first()
         return dict(row._mapping) if row is not None else None
 
     def set(self, task_id: str, **values: Any) -> bool:
         """Update a non-terminal task; False when it already ended (the update is dropped)."""
+        from sqlalchemy import update
+
+        from baton.hitl.records import iso
+        from baton.schema import mcp_tasks
+
         with self.runtime.store.write() as connection:
             result = connection.execute(
                 update(mcp_tasks)

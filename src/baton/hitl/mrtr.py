@@ -21,16 +21,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import insert
-from sqlalchemy.exc import IntegrityError
-
-from baton.config import Settings
 from baton.errors import HitlError
-from baton.hitl.records import Decision, iso
-from baton.runtime import Runtime
-from baton.schema import hitl_link_uses
+
+if TYPE_CHECKING:  # the store's modules load lazily: build_server runs before the handshake
+    from baton.config import Settings
+    from baton.hitl.records import Decision
+    from baton.runtime import Runtime
 
 #: The key of baton's one elicitation in ``inputRequests`` / ``inputResponses``.
 INPUT_KEY = "baton_decision"
@@ -110,6 +108,12 @@ def new_state(request_id: str, mode: str) -> MrtrState:
 
 def consume_state(runtime: Runtime, plaintext: str) -> MrtrState:
     """Parse a verified state and spend its nonce in the store; a second use is refused."""
+    from sqlalchemy import insert
+    from sqlalchemy.exc import IntegrityError
+
+    from baton.hitl.records import iso
+    from baton.schema import hitl_link_uses
+
     try:
         raw = json.loads(plaintext)
         state = MrtrState(str(raw["r"]), str(raw["n"]), str(raw["m"]))
@@ -137,6 +141,8 @@ def _invalid(reason: str) -> HitlError:
 
 def decision_from_answer(view: dict[str, Any], action: str, content: Any) -> Decision | None:
     """The decision a form elicitation's answer carries, or None: only an accepted, well-formed form decides."""
+    from baton.hitl.records import Decision
+
     if action != "accept" or not isinstance(content, dict):
         return None
     notes = content.get("admin_notes")
