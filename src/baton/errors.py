@@ -10,6 +10,7 @@ those strings; ``docs/error-classes.md`` is checked against it by the tests.
     ├── StoreError           the state store
     ├── ReceiptError         the receipt chain and the credential guard
     ├── ProviderError        model providers
+    │   └── BudgetError      a token or cost budget is spent
     ├── SubagentError        subagent lifecycle and context preparation
     ├── HitlError            human-in-the-loop requests
     ├── NotificationError    notification channels
@@ -31,10 +32,14 @@ ERROR_CLASSES: dict[str, str] = {
     "config_invalid": "An environment variable or setting has a value baton cannot use.",
     "store_unavailable": "The state store could not be opened or written.",
     "http_bind_refused": "A non-loopback HTTP bind was asked for without BATON_HTTP_TOKEN.",
-    "http_unauthorized": "An HTTP endpoint (/mcp) was reached without a valid bearer token.",
+    "http_unauthorized": "An HTTP endpoint (/mcp, /metrics) was reached without a valid bearer token or OAuth access token.",
+    "http_insufficient_scope": "The OAuth access token is valid but carries neither baton:agent nor baton:admin.",
     # receipts
     "receipt_chain_broken": "A receipt's hash or link to its predecessor does not verify.",
     "receipt_contains_secret": "A write was refused because it would still contain a credential.",
+    "receipt_checkpoint_invalid": "A signed checkpoint of the receipt chain is malformed, its signature does not verify, or its key is not trusted.",
+    "receipt_checkpoint_mismatch": "The receipt chain no longer holds a signed checkpoint's head at its seq: receipts were removed, rewound or rewritten.",
+    "checkpoint_key_unavailable": "The checkpoint signing key (BATON_CHECKPOINT_KEY_PATH) could not be read or created.",
     # model providers
     "provider_not_configured": "No model provider (or no key or model for it) is configured.",
     "provider_unknown": "COLLAB_PROVIDER names a provider baton does not support.",
@@ -42,6 +47,7 @@ ERROR_CLASSES: dict[str, str] = {
     "provider_timeout": "The model provider did not answer in time.",
     "provider_response_invalid": "The model provider's answer could not be parsed.",
     "provider_connection_failed": "The model provider could not be reached.",
+    "budget_exceeded": "A token or cost budget (max_total_tokens / max_cost_usd of a spawn, BATON_BUDGET_DAILY_TOKENS / BATON_BUDGET_DAILY_USD of the server) is spent; the model was not called.",
     # subagents
     "subagent_not_found": "No subagent has that id.",
     "subagent_already_terminal": "The subagent already completed, failed or was cancelled.",
@@ -130,6 +136,9 @@ ERROR_CLASSES: dict[str, str] = {
     # campaign
     "campaign_config_incomplete": "The campaign was asked for something its configuration cannot provide.",
     "campaign_bundle_invalid": "A campaign bundle's manifest does not match its files.",
+    # baton install
+    "client_config_invalid": "The MCP client's config file is not a JSON object baton can merge into (left untouched).",
+    "client_command_failed": "The client's own command (claude mcp add) is missing or failed.",
 }
 
 
@@ -183,6 +192,10 @@ class ReceiptError(BatonError):
 
 class ProviderError(BatonError):
     """A model provider is missing or failed."""
+
+
+class BudgetError(ProviderError):
+    """A budget is spent: the model call was refused before it was made."""
 
 
 class SubagentError(BatonError):

@@ -7,6 +7,8 @@ import hmac
 import importlib
 import json
 import logging
+import os
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +47,9 @@ INSTRUCTIONS = (
 def build_registry(runtime: Runtime) -> ToolRegistry:
     """Register every tool group's tools against one runtime."""
     from baton.toolkit import ToolRegistry
+    from baton.tracing import configure
 
+    configure()  # OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; nothing imported otherwise
     registry = ToolRegistry(runtime)
     for module_name in TOOL_GROUPS:
         importlib.import_module(module_name).register(registry)
@@ -152,6 +156,9 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    from baton.tracing import HeaderTraceContext
+
+    server.middleware.insert(0, HeaderTraceContext())  # before the SDK's span: HTTP traceparent as parent
     from baton.hitl.mrtr import boundary
 
     server.middleware.append(boundary(loader.current_settings))
@@ -197,14 +204,23 @@ def tool_result(result: dict[str, Any]) -> types.CallToolResult | types.InputReq
 
 @contextlib.asynccontextmanager
 async def running_services(registry: ToolRegistry) -> AsyncIterator[None]:
-    """Run the subsystems' background tasks for as long as the server runs."""
-    async with anyio.create_task_group() as group:
-        for task in registry.background:
-            group.start_soon(task)
-        try:
-            yield
-        finally:
-            group.cancel_scope.cancel()
+    """Run the subsystems' background tasks for as long as the server runs; at the end, sign the chain head
+    (the shutdown checkpoint, docs/receipts.md)."""
+    from baton.checkpoints import Checkpointer
+
+    checkpointer = Checkpointer(registry.runtime)
+    try:
+        async with anyio.create_task_group() as group:
+            for task in registry.background:
+                group.start_soon(task)
+            group.start_soon(checkpointer.run)
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(checkpointer.checkpoint_quietly)
 
 
 async def serve_stdio(settings: Settings) -> None:
@@ -220,8 +236,21 @@ async def serve_stdio(settings: Settings) -> None:
             async with running_services(registry):
                 await anyio.sleep_forever()
 
+    async def checkpoint_on_sigterm() -> None:
+        # SIGTERM still ends the process at once (a worker thread may be blocked reading stdin, so a
+        # cancellation could wait forever), but first the chain head is signed: the shutdown checkpoint
+        with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+            async for _signal in signals:
+                if loader.registry is not None:
+                    from baton.checkpoints import Checkpointer
+
+                    await anyio.to_thread.run_sync(Checkpointer(loader.registry.runtime).checkpoint_quietly)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGTERM)
+
     async with anyio.create_task_group() as group:
         group.start_soon(load_then_run_services)
+        group.start_soon(checkpoint_on_sigterm)
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
         group.cancel_scope.cancel()
@@ -243,9 +272,16 @@ def run_serve(http: str | None, stateless: bool) -> int:
             from baton.runtime import Runtime
 
             host, _port = parse_bind(http)
-            check_http_bind(host, settings.baton_http_token, settings.baton_admin_token)
+            oauth = bool(settings.baton_oauth_issuer)
+            check_http_bind(host, settings.baton_http_token, settings.baton_admin_token, oauth=oauth)
             anyio.run(serve_http, Runtime.open(settings), http)
         else:
+            if sys.stdin.isatty():
+                sys.stderr.write(
+                    "baton serve: waiting for an MCP client on stdin (stdout carries JSON-RPC only); "
+                    "Ctrl-C stops it.\n"
+                )
+                sys.stderr.flush()
             anyio.run(serve_stdio, settings)
     except BatonError as exc:
         sys.stderr.write(f"{exc.error_class}: {exc.message}\n")
@@ -278,7 +314,11 @@ class BearerTokenMiddleware:
     """
 
     def __init__(
-        self, app: ASGIApp, token: str | None, admin_token: str | None = None, protected_prefix: str = "/mcp"
+        self,
+        app: ASGIApp,
+        token: str | None,
+        admin_token: str | None = None,
+        protected_prefix: str | tuple[str, ...] = ("/mcp", "/metrics"),
     ) -> None:
         self.app = app
         self.token = token
@@ -323,7 +363,12 @@ async def _unauthorized(send: Any) -> None:
 
 
 #: Extra Starlette routes (the web inbox) contributed by subsystems: module path -> ``routes(runtime)``.
-HTTP_ROUTE_PROVIDERS: tuple[str, ...] = ("baton.hitl.inbox",)
+HTTP_ROUTE_PROVIDERS: tuple[str, ...] = (
+    "baton.hitl.inbox",
+    "baton.console.web",
+    "baton.metrics",
+    "baton.oauth",
+)
 
 
 def build_http_app(runtime: Runtime, host: str) -> Any:
@@ -347,12 +392,21 @@ def build_http_app(runtime: Runtime, host: str) -> Any:
             yield
 
     app.router.lifespan_context = lifespan
-    return BearerTokenMiddleware(app, runtime.settings.baton_http_token, runtime.settings.baton_admin_token)
+    guarded = BearerTokenMiddleware(
+        app, runtime.settings.baton_http_token, runtime.settings.baton_admin_token
+    )
+    if runtime.settings.baton_oauth_issuer:
+        from baton.oauth import OAuthMiddleware
+
+        return OAuthMiddleware(app, guarded, runtime.settings)
+    return guarded
 
 
-def check_http_bind(host: str, token: str | None, admin_token: str | None = None) -> None:
-    """Refuse a non-loopback bind without a bearer token, and an admin token equal to the agent's."""
-    if not is_loopback(host) and not token:
+def check_http_bind(
+    host: str, token: str | None, admin_token: str | None = None, *, oauth: bool = False
+) -> None:
+    """Refuse a non-loopback bind without a bearer token (or OAuth), and an admin token equal to the agent's."""
+    if not is_loopback(host) and not token and not oauth:
         raise ConfigError(
             "http_bind_refused",
             f"Refusing to listen on {host}: set BATON_HTTP_TOKEN to serve beyond loopback.",
@@ -366,11 +420,42 @@ def check_http_bind(host: str, token: str | None, admin_token: str | None = None
 
 async def serve_http(runtime: Runtime, bind: str) -> None:
     """Serve streamable HTTP at ``/mcp`` on ``bind`` until cancelled."""
+    import sys
+
     import uvicorn
 
     host, port = parse_bind(bind)
-    check_http_bind(host, runtime.settings.baton_http_token, runtime.settings.baton_admin_token)
+    settings = runtime.settings
+    check_http_bind(
+        host, settings.baton_http_token, settings.baton_admin_token, oauth=bool(settings.baton_oauth_issuer)
+    )
     runtime.services.setdefault("http_base_url", f"http://{f'[{host}]' if ':' in host else host}:{port}")
     app = build_http_app(runtime, host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve()
+    paths = ("/mcp", "/inbox", "/inbox/console")
+
+    class AnnouncingServer(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                announce_listening(self, host, paths)
+                if not (runtime.settings.baton_admin_token or runtime.settings.baton_http_token):
+                    sys.stderr.write(
+                        "the inbox and console log in with BATON_ADMIN_TOKEN; set it to use them\n"
+                    )
+
+    await AnnouncingServer(config).serve()
+
+
+def announce_listening(server: Any, host: str, paths: tuple[str, ...]) -> None:
+    """One stderr block naming the URLs once uvicorn listens (stdout stays JSON-RPC only)."""
+    import sys
+
+    port = server.servers[0].sockets[0].getsockname()[1] if server.servers else server.config.port
+    base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    names = {"/mcp": "MCP (streamable HTTP)", "/inbox": "inbox", "/inbox/console": "console"}
+    lines = [f"baton: listening on {base}"]
+    lines += [f"  {names.get(path, path):<22} {base}{path}" for path in paths]
+    lines.append("Ctrl-C stops it.")
+    sys.stderr.write("\n".join(lines) + "\n")
+    sys.stderr.flush()
