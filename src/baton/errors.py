@@ -65,6 +65,7 @@ ERROR_CLASSES: dict[str, str] = {
     "hitl_link_invalid": "An inbox link is forged, expired, already used or bound to another request.",
     "hitl_unauthorized": "The inbox was reached without a valid bearer token or signed link.",
     "hitl_still_pending": "The wait ended before anyone decided; the request is still pending (wait again by id).",
+    "mcp_request_state_invalid": "A multi-round-trip retry carried a requestState that was already used or is malformed; call the tool again without it.",
     "hitl_csrf_invalid": "An inbox form was posted without its valid per-form token.",
     "hitl_decider_not_authorized": "This MCP caller may not decide human-in-the-loop requests; a person decides (inbox, CLI, elicitation) unless BATON_HITL_ALLOW_MCP_DECISIONS=1 or the admin credential is used.",
     "approval_denied": "A human rejected the request.",

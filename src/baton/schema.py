@@ -186,3 +186,21 @@ gateway_adapters = Table(
     Column("error_class", String(64)),
     Column("updated_at", String(40), nullable=False),
 )
+
+# MCP tasks (extension io.modelcontextprotocol/tasks): durable, so any replica answers tasks/get
+mcp_tasks = Table(
+    "mcp_tasks",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("tool", String(200), nullable=False),
+    Column("status", String(16), nullable=False, index=True),
+    Column("status_message", Text),
+    Column("request_id", String(40), index=True),
+    Column("input_requests", JSON),
+    Column("result", JSON),
+    Column("error", JSON),
+    Column("owner", String(64), nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("last_updated_at", String(40), nullable=False),
+    Column("expires_epoch", Float, nullable=False),
+)

@@ -87,6 +87,14 @@ class RegistryLoader:
 
         return build_registry(Runtime.open(self.settings))
 
+    def current_settings(self) -> Settings:
+        """The settings this server runs with (known before the registry is loaded)."""
+        if self.settings is not None:
+            return self.settings
+        if self.registry is None:
+            raise BatonError("internal_error", "The server has no settings yet.")
+        return self.registry.runtime.settings
+
     async def get(self) -> ToolRegistry:
         """The registry, once loaded; raises the loading error otherwise."""
         await self.ready.wait()
@@ -100,14 +108,10 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         registry = await loader.get()
+        from baton.results import tool_definition
+
         tools = [
-            types.Tool(
-                name=spec.name,
-                title=spec.title,
-                description=spec.description,
-                input_schema=spec.input_schema(),
-                annotations=types.ToolAnnotations(read_only_hint=True) if spec.read_only else None,
-            )
+            tool_definition(spec.name, spec.title, spec.description, spec.input_schema())
             for spec in registry.tools.values()
         ]
         for source in registry.dynamic:
@@ -115,7 +119,10 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
                 tools.append(types.Tool.model_validate(listed))
         return types.ListToolsResult(tools=tools)
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def run_call(
+        ctx: Any, params: types.CallToolRequestParams, task: Any = None
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """One tool call; as an MCP task (``task``) it has no request to report progress on or elicit by."""
         from baton.toolkit import CallContext, Progress
 
         session = ctx.session
@@ -125,13 +132,22 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
             result = exc.to_result()
         else:
             context = CallContext(
-                progress=Progress(session.report_progress),
+                progress=Progress(session.report_progress if task is None else None),
                 client_capabilities=getattr(session, "client_capabilities", None),
-                session=session,
+                session=session if task is None else None,
                 decider=decision_authority(registry.runtime.settings, getattr(ctx, "request", None)),
+                protocol_version=getattr(ctx, "protocol_version", None) if task is None else None,
+                input_responses=params.input_responses,
+                request_state=params.request_state,
+                task=task,
             )
             result = await registry.call(params.name, params.arguments, context)
         return tool_result(result)
+
+    async def call_tool(
+        ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        return await run_call(ctx, params)
 
     server: Server[Any] = Server(
         "baton",
@@ -143,6 +159,12 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
     from baton.tracing import HeaderTraceContext
 
     server.middleware.insert(0, HeaderTraceContext())  # before the SDK's span: HTTP traceparent as parent
+    from baton.hitl.mrtr import boundary
+
+    server.middleware.append(boundary(loader.current_settings))
+    from baton.tasks import install
+
+    install(server, loader, run_call)
     return server
 
 
@@ -159,8 +181,14 @@ def decision_authority(settings: Settings, request: Any) -> str | None:
     return None
 
 
-def tool_result(result: dict[str, Any]) -> types.CallToolResult:
-    """A registry result as MCP: JSON text, or a proxied upstream's own content blocks (``mcp_content``)."""
+def tool_result(result: dict[str, Any]) -> types.CallToolResult | types.InputRequiredResult:
+    """A registry result as MCP: JSON text, or a proxied upstream's own content blocks (``mcp_content``).
+
+    A handler that needs the client's input first (2026-07-28 elicitation) returns ``mcp_input_required``.
+    """
+    interim = result.pop("mcp_input_required", None)
+    if isinstance(interim, dict):
+        return types.InputRequiredResult.model_validate(interim)
     upstream = result.pop("mcp_content", None)
     if isinstance(upstream, list):
         from pydantic import TypeAdapter

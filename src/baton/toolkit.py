@@ -58,6 +58,13 @@ class CallContext:
     #: How this caller may decide human-in-the-loop requests (``mcp`` by opt-in, ``mcp_admin`` by the
     #: admin credential), or None: by default an MCP client may ask, never decide.
     decider: str | None = None
+    #: The negotiated MCP protocol version (``2026-07-28`` has no back-channel: elicitation goes by MRTR).
+    protocol_version: str | None = None
+    #: A multi-round-trip retry's client answers (``inputResponses``) and verified ``requestState``.
+    input_responses: dict[str, Any] | None = None
+    request_state: str | None = None
+    #: When the call runs as an MCP task (``baton.tasks.TaskHandle``): what it waits on, what input it needs.
+    task: Any = None
 
 
 Handler = Callable[[ArgsT, CallContext], Awaitable[dict[str, Any]]]
@@ -143,6 +150,8 @@ class ToolRegistry:
             "error_class": result.get("error_class"),
             "duration_seconds": round(seconds, 6),
         }
+        if result.get("input_required"):  # the first leg of a multi-round-trip call: nothing decided yet
+            payload["input_required"] = True
         try:
             self.runtime.receipts.append("tool_call", payload)
         except BatonError:
