@@ -95,6 +95,8 @@ class Settings(BaseModel):
     baton_http_token: str | None = None
     baton_private_keys: str | None = None
     baton_http_stateless: bool = False
+    # limits (docs/configuration.md, "Limits")
+    baton_max_argument_bytes: int = 256 * 1024
 
     @field_validator("*", mode="before")
     @classmethod

@@ -10,6 +10,7 @@ from pydantic import Field, StrictBool
 from baton.errors import HitlError
 from baton.hitl.broker import HitlBroker, get_broker
 from baton.hitl.records import MAX_TEXT, MAX_TIMEOUT_SECONDS, Decision, NewRequest, public_view
+from baton.limits import LIST_CONTEXT_BYTES, fits
 from baton.toolkit import CallContext, ToolArgs, ToolRegistry
 
 TimeoutField = Field(
@@ -153,6 +154,12 @@ async def wait_for_outcome(
     return outcome(final)
 
 
+def listed(row: dict[str, Any]) -> dict[str, Any]:
+    """A pending request as listed: a large context is left out and flagged, so a list stays small."""
+    truncated = row.get("context") is not None and not fits(row["context"], LIST_CONTEXT_BYTES)
+    return {**row, "context": None if truncated else row.get("context"), "context_truncated": truncated}
+
+
 def not_authorized(request_id: str) -> HitlError:
     """The refusal an MCP caller without decision authority gets; the request stays pending."""
     return HitlError(
@@ -210,8 +217,12 @@ def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
 
     @registry.tool("mcp_list_pending_requests", NoArgs, read_only=True)
     async def list_pending(args: NoArgs, ctx: CallContext) -> dict[str, Any]:
-        """List the requests waiting for a human decision, urgent first, then the soonest to expire."""
-        rows = [public_view(view) for view in broker.list_pending()]
+        """List the requests waiting for a human decision, urgent first, then the soonest to expire. A context
+        larger than 8 KiB is left out (context: null, context_truncated: true); mcp_get_request_status has it."""
+        import anyio
+
+        views = await anyio.to_thread.run_sync(broker.list_pending)
+        rows = [listed(public_view(view)) for view in views]
         return {"requests": rows, "count": len(rows)}
 
     @registry.tool("mcp_respond_to_request", RespondArgs)

@@ -6,7 +6,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from baton.limits import DEFAULT_PAGE, MAX_PAGE
 from baton.subagents.context import ContextStrategy
+from baton.subagents.paging import decode_cursor, encode_cursor
 from baton.subagents.runner import SpawnRequest, SubagentRunner
 from baton.toolkit import CallContext, ToolArgs, ToolRegistry
 
@@ -49,6 +51,10 @@ class ListArgs(ToolArgs):
     """Arguments of ``mcp_list_subagents``."""
 
     status: Literal["queued", "running", "completed", "failed", "cancelled"] | None = None
+    limit: int = Field(DEFAULT_PAGE, ge=1, le=MAX_PAGE, description="Subagents per page (at most 200).")
+    cursor: str | None = Field(
+        None, max_length=200, description="next_cursor of the previous page, to continue the list."
+    )
 
 
 def register(registry: ToolRegistry) -> None:
@@ -88,6 +94,17 @@ def register(registry: ToolRegistry) -> None:
 
     @registry.tool("mcp_list_subagents", ListArgs, read_only=True)
     async def list_subagents(args: ListArgs, ctx: CallContext) -> dict[str, Any]:
-        """List subagents, newest first, optionally filtered by status."""
-        rows = runner.list(args.status)
-        return {"subagents": rows, "count": len(rows)}
+        """List subagents, newest first, optionally filtered by status, one page at a time: when more remain,
+        truncated is true and next_cursor continues the list."""
+        import anyio
+
+        after = decode_cursor(args.cursor)
+        rows = await anyio.to_thread.run_sync(lambda: runner.list(args.status, args.limit + 1, after))
+        page = rows[: args.limit]
+        more = len(rows) > args.limit
+        return {
+            "subagents": page,
+            "count": len(page),
+            "truncated": more,
+            "next_cursor": encode_cursor(page[-1]) if more else None,
+        }
