@@ -97,6 +97,8 @@ class Settings(BaseModel):
     baton_http_stateless: bool = False
     # limits (docs/configuration.md, "Limits")
     baton_max_argument_bytes: int = 256 * 1024
+    baton_max_http_body_bytes: int = 1024 * 1024
+    baton_trusted_proxies: str | None = None
 
     @field_validator("*", mode="before")
     @classmethod

@@ -309,6 +309,7 @@ def build_http_app(runtime: Runtime, host: str) -> Any:
         host=host,
         stateless_http=runtime.settings.baton_http_stateless,
         custom_starlette_routes=routes,
+        transport_security=_no_sdk_host_check(),
     )
     inner_lifespan = app.router.lifespan_context
 
@@ -319,6 +320,13 @@ def build_http_app(runtime: Runtime, host: str) -> Any:
 
     app.router.lifespan_context = lifespan
     return BearerTokenMiddleware(app, runtime.settings.baton_http_token, runtime.settings.baton_admin_token)
+
+
+def _no_sdk_host_check() -> Any:
+    """Host and Origin are checked for every route by baton.http_guards.HostGuard (BATON_PUBLIC_URL included)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    return TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
 def check_http_bind(host: str, token: str | None, admin_token: str | None = None) -> None:
@@ -342,6 +350,12 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
     host, port = parse_bind(bind)
     check_http_bind(host, runtime.settings.baton_http_token, runtime.settings.baton_admin_token)
     runtime.services.setdefault("http_base_url", f"http://{f'[{host}]' if ':' in host else host}:{port}")
-    app = build_http_app(runtime, host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    from baton.http_guards import guarded
+
+    app = guarded(build_http_app(runtime, host), runtime.settings, host, port)
+    # log_config=None: uvicorn's loggers propagate to baton's redacting handler; proxy headers are
+    # honoured only from BATON_TRUSTED_PROXIES (baton.http_guards.TrustedProxy), never by default.
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="on", log_config=None, proxy_headers=False
+    )
     await uvicorn.Server(config).serve()

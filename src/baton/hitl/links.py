@@ -36,6 +36,16 @@ class LinkClaim:
     expires_epoch: int
 
 
+def same(expected: str, supplied: str) -> bool:
+    """Constant-time equality of two strings as UTF-8 bytes (``compare_digest`` raises on non-ASCII str)."""
+    return hmac.compare_digest(expected.encode("utf-8"), supplied.encode("utf-8", errors="surrogatepass"))
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only (``"²".isdigit()`` is true, but ``int("²")`` raises)."""
+    return text.isascii() and text.isdigit()
+
+
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
@@ -92,9 +102,9 @@ class LinkSigner:
 
     def verify_link(self, r: str, e: str, n: str, s: str, *, now: float | None = None) -> LinkClaim:
         """Check a link's signature and expiry (its single use is checked against the store)."""
-        if not (r and e.isdigit() and n and s) or len(n) > 64 or len(r) > 40:
+        if not (r and _digits(e) and n and s) or len(n) > 64 or len(r) > 40 or len(e) > 12:
             raise HitlError("hitl_link_invalid", "This link is malformed.", reason="malformed")
-        if not hmac.compare_digest(self._mac("link", r, e, n), s):
+        if not same(self._mac("link", r, e, n), s):
             raise HitlError("hitl_link_invalid", "This link's signature does not verify.", reason="forged")
         if int(e) <= (time.time() if now is None else now):
             raise HitlError("hitl_link_invalid", "This link has expired.", reason="expired")
@@ -113,7 +123,7 @@ class LinkSigner:
         if not value or value.count(".") != 2:
             return None
         sid, expires, mac = value.split(".")
-        if not expires.isdigit() or not hmac.compare_digest(self._mac("session", sid, expires), mac):
+        if not _digits(expires) or len(expires) > 12 or not same(self._mac("session", sid, expires), mac):
             return None
         return sid if int(expires) > time.time() else None
 
@@ -123,5 +133,5 @@ class LinkSigner:
 
     def check_csrf(self, binding: str, request_id: str, supplied: str | None) -> None:
         """Refuse a form whose token is missing or was made for another session, link or request."""
-        if not supplied or not hmac.compare_digest(self.csrf(binding, request_id), supplied):
+        if not supplied or not same(self.csrf(binding, request_id), supplied):
             raise HitlError("hitl_csrf_invalid", "The form's security token is missing or invalid.")
