@@ -99,6 +99,11 @@ class Settings(BaseModel):
     baton_max_argument_bytes: int = 256 * 1024
     baton_max_http_body_bytes: int = 1024 * 1024
     baton_trusted_proxies: str | None = None
+    baton_timer_max_active: int = 100
+    baton_timer_min_interval_seconds: float = 0.1
+    baton_timer_min_notify_interval_seconds: float = 10.0
+    baton_timer_min_spawn_interval_seconds: float = 60.0
+    baton_timer_spawns_per_hour: int = 60
 
     @field_validator("*", mode="before")
     @classmethod

@@ -23,6 +23,7 @@ from baton.runtime import Runtime
 from baton.schema import timers
 from baton.timers import mirror
 from baton.timers.actions import Outcome
+from baton.timers.caps import check_active, check_interval, minimum_interval
 from baton.timers.schedule import (
     MIN_INTERVAL_SECONDS,
     format_time,
@@ -83,6 +84,7 @@ class TimerService:
         now = now_utc()
         schedule = parse_schedule(request.fire_at, request.delay_seconds, request.interval_seconds, now)
         action = parse_action(request.action).model_dump()
+        check_interval(self.runtime.settings, action["kind"], schedule.interval_seconds)
         name = request.name.strip()
         if not name:
             raise ArgumentError("invalid_arguments", "The timer needs a non-empty name.")
@@ -104,6 +106,7 @@ class TimerService:
             "created_by": self.runtime.instance_id,
         }
         with self.runtime.store.write() as connection:
+            check_active(connection, self.runtime.settings)
             connection.execute(insert(timers).values(**row))
             self.runtime.receipts.append_in(
                 connection,
@@ -192,7 +195,11 @@ class TimerService:
                 return None
             next_fire_at, skipped, status = None, 0, "completed"
             if row.interval_seconds:
-                upcoming, skipped = next_after(parse_time(due_at), row.interval_seconds, now)
+                # timers stored before a cap (or adopted from a mirror) still repeat no faster than it allows
+                period = max(
+                    row.interval_seconds, minimum_interval(self.runtime.settings, str(row.action.get("kind")))
+                )
+                upcoming, skipped = next_after(parse_time(due_at), period, now)
                 next_fire_at, status = format_time(upcoming), "active"
             stamp = format_time(now)
             won = connection.execute(
