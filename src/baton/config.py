@@ -99,6 +99,8 @@ class Settings(BaseModel):
     baton_max_argument_bytes: int = 256 * 1024
     baton_max_http_body_bytes: int = 1024 * 1024
     baton_trusted_proxies: str | None = None
+    baton_login_max_failures: int = 5
+    baton_login_lockout_max_seconds: float = 900.0
     baton_timer_max_active: int = 100
     baton_timer_min_interval_seconds: float = 0.1
     baton_timer_min_notify_interval_seconds: float = 10.0

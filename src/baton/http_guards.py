@@ -164,6 +164,44 @@ class HostGuard:
         await self.app(scope, receive, send)
 
 
+#: Off loopback, a bearer token must be at least this long and estimate at least this many bits.
+MIN_TOKEN_CHARS = 32
+MIN_TOKEN_BITS = 128
+
+
+def token_bits(token: str) -> float:
+    """A rough strength estimate: length × log2(alphabet), the alphabet judged from the character classes
+    used (hex-only counts 16); a token of few distinct characters is judged by those instead."""
+    import math
+    import string
+
+    if not token:
+        return 0.0
+    if all(char in string.hexdigits.lower() for char in token) or all(
+        char in string.hexdigits.upper() for char in token
+    ):
+        alphabet = 16
+    else:
+        alphabet = 0
+        alphabet += 26 if any(char.islower() for char in token) else 0
+        alphabet += 26 if any(char.isupper() for char in token) else 0
+        alphabet += 10 if any(char.isdigit() for char in token) else 0
+        alphabet += 32 if any(not char.isalnum() for char in token) else 0
+    alphabet = min(alphabet, max(2, len(set(token)) * 2))
+    return len(token) * math.log2(max(alphabet, 2))
+
+
+def weak_token(name: str, token: str) -> str | None:
+    """Why ``token`` is too weak to guard a non-loopback bind, or None."""
+    if len(token) < MIN_TOKEN_CHARS:
+        return f"{name} has {len(token)} characters; off loopback it needs at least {MIN_TOKEN_CHARS}"
+    if token_bits(token) < MIN_TOKEN_BITS:
+        return (
+            f"{name} looks guessable (about {token_bits(token):.0f} bits; at least {MIN_TOKEN_BITS} needed)"
+        )
+    return None
+
+
 def parse_proxies(value: str | None) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     """``BATON_TRUSTED_PROXIES``: comma-separated addresses or CIDR networks."""
     from baton.errors import ConfigError

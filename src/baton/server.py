@@ -336,6 +336,18 @@ def check_http_bind(host: str, token: str | None, admin_token: str | None = None
             "http_bind_refused",
             f"Refusing to listen on {host}: set BATON_HTTP_TOKEN to serve beyond loopback.",
         )
+    if not is_loopback(host):
+        from baton.http_guards import weak_token
+
+        for name, value in (("BATON_HTTP_TOKEN", token), ("BATON_ADMIN_TOKEN", admin_token)):
+            problem = weak_token(name, value) if value else None
+            if problem:
+                raise ConfigError(
+                    "http_bind_refused",
+                    f"Refusing to listen on {host}: {problem} (e.g. `python -c 'import secrets; "
+                    "print(secrets.token_urlsafe(32))'`).",
+                    variable=name,
+                )
     if admin_token and token and hmac.compare_digest(admin_token.encode(), token.encode()):
         raise ConfigError(
             "config_invalid",
