@@ -191,9 +191,13 @@ async def serve_stdio(settings: Settings) -> None:
             async with running_services(registry):
                 await anyio.sleep_forever()
 
+    from baton.stdio_guard import ScreenedStdin
+
+    stdin = ScreenedStdin()  # answers the lines the SDK would drop without a reply
     async with anyio.create_task_group() as group:
         group.start_soon(load_then_run_services)
-        async with stdio_server() as (read_stream, write_stream):
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
+            stdin.attach(write_stream)
             await server.run(read_stream, write_stream, server.create_initialization_options())
         group.cancel_scope.cancel()
 

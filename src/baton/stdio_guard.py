@@ -1,0 +1,132 @@
+"""The stdin side of ``baton serve``: every line gets an answer, even one the MCP SDK cannot parse.
+
+The SDK's stdio transport drops a line it cannot validate (a 250-level nesting, a lone surrogate, a
+5000-digit integer, plain garbage) without replying, so the client waits forever. This reader screens
+each line with the SDK's own parser first; a line that fails is answered here, on the same write
+stream, with a JSON-RPC error (``-32700`` when it is not JSON at all, ``-32602`` when it is a request
+the server cannot accept, ``-32600`` when it is not a request), and is not passed on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sys
+from collections.abc import AsyncIterator
+from io import TextIOWrapper
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.shared.message import SessionMessage
+
+log = logging.getLogger("baton.server")
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+#: Integers longer than this are not turned into ints while looking for a bad line's id.
+MAX_INT_DIGITS = 4000
+
+
+class _KeptOpen(TextIOWrapper):
+    """A text layer over stdin whose close never closes the process's stdin buffer."""
+
+    def close(self) -> None:
+        """Detach instead of closing."""
+        with contextlib.suppress(ValueError):
+            self.detach()
+
+
+class _TooLong:
+    """Stands in for an integer too long to convert."""
+
+
+def _bounded_int(text: str) -> Any:
+    return int(text) if len(text.lstrip("-")) <= MAX_INT_DIGITS else _TooLong()
+
+
+class ScreenedStdin:
+    """An async line iterator for ``stdio_server(stdin=…)`` that answers unparseable lines itself."""
+
+    def __init__(self, source: Any = None) -> None:
+        self._source = source or anyio.wrap_file(
+            _KeptOpen(sys.stdin.buffer, encoding="utf-8", errors="replace")
+        )
+        self._replies: Any = None
+        self._attached = anyio.Event()
+
+    def attach(self, write_stream: Any) -> None:
+        """The stream the server writes its messages to (answers go out in order with them)."""
+        self._replies = write_stream
+        self._attached.set()
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        await self._attached.wait()
+        async for line in self._source:
+            if not line.strip():
+                continue
+            try:
+                types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except Exception as exc:
+                await self._answer(line, exc)
+                continue
+            yield line
+
+    async def _answer(self, line: str, exc: Exception) -> None:
+        """Reply to a line the SDK refused, when JSON-RPC allows a reply."""
+        reason = _reason(exc)
+        try:
+            parsed = json.loads(line, parse_int=_bounded_int)
+        except (ValueError, RecursionError):
+            await self._send(None, PARSE_ERROR, f"Parse error: {reason}")
+            return
+        if not isinstance(parsed, dict):
+            await self._send(None, INVALID_REQUEST, "Invalid request: a message must be a JSON object.")
+            return
+        request_id = _usable_id(parsed.get("id"))
+        if "id" not in parsed or ("method" not in parsed and ("result" in parsed or "error" in parsed)):
+            log.warning("dropped an unreadable notification or response: %s", reason)
+            return  # JSON-RPC answers neither notifications nor responses
+        if parsed.get("jsonrpc") != "2.0" or not isinstance(parsed.get("method"), str) or request_id is None:
+            await self._send(request_id, INVALID_REQUEST, f"Invalid request: {reason}")
+            return
+        await self._send(request_id, INVALID_PARAMS, f"Invalid params: {reason}")
+
+    async def _send(self, request_id: str | int | None, code: int, message: str) -> None:
+        error = types.JSONRPCError(
+            jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message[:500])
+        )
+        await self._replies.send(SessionMessage(error))
+
+
+def _usable_id(value: Any) -> str | int | None:
+    """A request id we can echo: a printable string or a bounded int (never a bool)."""
+    if isinstance(value, (bool, _TooLong)):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and len(value) <= 200:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        return value
+    return None
+
+
+def _reason(exc: Exception) -> str:
+    """The parser's complaint without the offending input."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first = errors(include_url=False, include_input=False)[0]
+            where = ".".join(str(part) for part in first.get("loc", ()))
+            return f"{first.get('msg', 'invalid message')}" + (f" (at {where})" if where else "")
+        except Exception:  # noqa: S110 (fall back to the exception's class name below)
+            pass
+    return type(exc).__name__
