@@ -215,3 +215,6 @@ def main() -> None:
         app()
     except BrokenPipeError:
         sys.exit(0)
+    except BatonError as exc:  # e.g. config_invalid from the environment, in any command
+        err.print(f"[red]{exc.error_class}[/red]: {exc.message}", markup=True, highlight=False)
+        sys.exit(1)

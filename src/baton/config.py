@@ -11,8 +11,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from pydantic_core import PydanticUseDefault
+
+from baton.errors import ConfigError
 
 #: Environment variables whose values are credentials or private delivery identifiers.
 SENSITIVE_ENV_NAMES: frozenset[str] = frozenset(
@@ -124,7 +126,21 @@ class Settings(BaseModel):
             from platformdirs import user_data_dir
 
             path = Path(user_data_dir("baton", appauthor=False))
-        path.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            reason = "is a file, not a directory" if path.exists() else (exc.strerror or "cannot be created")
+            raise ConfigError(
+                "config_invalid",
+                f"BATON_HOME ({path}) {reason}: point it at a directory baton may create and write.",
+                variables=["BATON_HOME"],
+            ) from None
+        if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+            raise ConfigError(
+                "config_invalid",
+                f"BATON_HOME ({path}) is not a writable directory.",
+                variables=["BATON_HOME"],
+            )
         return path
 
     @property
@@ -167,4 +183,25 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
     source = dict(os.environ if environ is None else environ)
     known = {name.upper() for name in Settings.model_fields}
     values = {name.lower(): value for name, value in source.items() if name.upper() in known}
-    return Settings.model_validate(values)
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as exc:
+        raise settings_error(exc) from None
+
+
+def settings_error(exc: ValidationError) -> ConfigError:
+    """``config_invalid`` naming each bad variable and what it needs, never echoing its value."""
+    problems = [
+        {
+            "variable": ".".join(str(part) for part in error["loc"]).upper() or "(settings)",
+            "problem": error["msg"],
+        }
+        for error in exc.errors(include_url=False, include_input=False)
+    ]
+    named = "; ".join(f"{p['variable']}: {p['problem']}" for p in problems)
+    return ConfigError(
+        "config_invalid",
+        f"Invalid configuration: {named}.",
+        variables=[p["variable"] for p in problems],
+        problems=problems,
+    )

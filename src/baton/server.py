@@ -210,10 +210,16 @@ def run_serve(http: str | None, stateless: bool) -> int:
     from baton.logs import configure_logging
     from baton.redaction import Redactor
 
-    settings = load_settings()
+    try:
+        settings = load_settings()
+    except BatonError as exc:
+        sys.stderr.write(f"{exc.error_class}: {exc.message}\n")
+        return 1
     settings.baton_http_stateless = settings.baton_http_stateless or stateless
     configure_logging(Redactor(settings.sensitive_values()))
     try:
+        if not settings.baton_database_url:
+            settings.home  # noqa: B018 (a BATON_HOME that is a file is config_invalid now, not after initialize)
         if http:
             from baton.runtime import Runtime
 
