@@ -163,3 +163,19 @@ async def test_tool_arguments_are_strictly_typed(baton_env: dict[str, str], tmp_
         )
         assert timer["success"] is True, timer  # an integer is still a number of seconds
         assert (await call(session, "mcp_list_pending_requests"))["requests"] == []
+
+
+async def test_short_fields_have_their_own_limits(baton_env: dict[str, str]) -> None:
+    cases: list[tuple[str, dict[str, Any], str]] = [
+        ("mcp_request_admin_input", {"question": "q", "options": [str(n) for n in range(101)]}, "options"),
+        ("mcp_request_admin_input", {"question": "q", "options": ["o" * 1001]}, "options.0"),
+        ("mcp_get_subagent_status", {"subagent_id": "s" * 65}, "subagent_id"),
+        ("mcp_spawn_subagent", {"task": "t", "minimal_slice": ["a"] * 201}, "minimal_slice"),
+        ("mcp_cancel_timer", {"timer_id": "t" * 65}, "timer_id"),
+        ("mcp_send_webhook", {"payload": {}, "url": "http://x/" + "p" * 2048}, "url"),
+    ]
+    async with stdio_session(baton_env) as session:
+        for tool, arguments, field in cases:
+            result = await call(session, tool, arguments)
+            assert result["error_class"] == "invalid_arguments", (tool, result)
+            assert [p["field"] for p in result["problems"]] == [field]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, StrictBool
 
@@ -43,8 +43,11 @@ class InputArgs(ToolArgs):
     )
     timeout_seconds: int | None = TimeoutField
     urgent: StrictBool = Field(False, description="Listed first and flagged in notifications.")
-    options: list[str] | None = Field(
-        None, min_length=1, description="When given, the answer must be one of these."
+    options: list[Annotated[str, Field(min_length=1, max_length=1000)]] | None = Field(
+        None,
+        min_length=1,
+        max_length=100,
+        description="When given, the answer must be one of these (at most 100).",
     )
 
 

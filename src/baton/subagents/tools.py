@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -18,7 +18,10 @@ class SpawnArgs(ToolArgs):
 
     task: str = Field(min_length=1, description="What the subagent must do.")
     role: str = Field(
-        "assistant", min_length=1, description="The subagent's role, e.g. 'refund policy specialist'."
+        "assistant",
+        min_length=1,
+        max_length=200,
+        description="The subagent's role, e.g. 'refund policy specialist'.",
     )
     mode: Literal["sync", "async"] = Field(
         "sync", description="sync waits for the first answer; async returns at once."
@@ -29,8 +32,8 @@ class SpawnArgs(ToolArgs):
         "business_rules; full: the whole filtered context.",
     )
     parent_context: dict[str, Any] | None = Field(None, description="The parent's context, a JSON object.")
-    minimal_slice: list[str] | None = Field(
-        None, description="Dotted key paths kept by the minimal strategy."
+    minimal_slice: list[Annotated[str, Field(max_length=200)]] | None = Field(
+        None, max_length=200, description="Dotted key paths kept by the minimal strategy."
     )
     business_rules: str | None = Field(None, description="Rules the llm_generated preparation must follow.")
 
@@ -38,7 +41,7 @@ class SpawnArgs(ToolArgs):
 class SubagentIdArgs(ToolArgs):
     """Arguments naming one subagent."""
 
-    subagent_id: str = Field(min_length=1)
+    subagent_id: str = Field(min_length=1, max_length=64)
 
 
 class MessageArgs(SubagentIdArgs):

@@ -21,7 +21,9 @@ class SetTimerArgs(ToolArgs):
 
     name: str = Field(min_length=1, max_length=200, description="A label for the timer.")
     fire_at: str | None = Field(
-        None, description="One-shot at this ISO 8601 date-time with a time zone (e.g. 2026-01-31T09:00:00Z)."
+        None,
+        max_length=64,
+        description="One-shot at this ISO 8601 date-time with a time zone (e.g. 2026-01-31T09:00:00Z).",
     )
     delay_seconds: float | None = Field(None, description="One-shot this many seconds from now (> 0).")
     interval_seconds: float | None = Field(
@@ -42,7 +44,7 @@ class ListTimersArgs(ToolArgs):
 class TimerIdArgs(ToolArgs):
     """Arguments naming one timer."""
 
-    timer_id: str = Field(min_length=1)
+    timer_id: str = Field(min_length=1, max_length=64)
 
 
 def register(registry: ToolRegistry) -> None:
