@@ -99,7 +99,7 @@ class Settings(BaseModel):
     baton_http_stateless: bool = False
     # limits (docs/configuration.md, "Limits")
     baton_max_argument_bytes: int = 256 * 1024
-    baton_max_http_body_bytes: int = 1024 * 1024
+    baton_max_message_bytes: int = 4 * 1024 * 1024
     baton_trusted_proxies: str | None = None
     baton_login_max_failures: int = 5
     baton_login_lockout_max_seconds: float = 900.0

@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
 
-#: Default of ``BATON_MAX_HTTP_BODY_BYTES`` (``/mcp`` and any route without its own limit).
-DEFAULT_MAX_HTTP_BODY_BYTES = 1024 * 1024
+#: Default of ``BATON_MAX_MESSAGE_BYTES`` (``/mcp`` and any route without its own limit).
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 #: The limit of every ``/inbox`` route (forms: a token, a CSRF token, notes, an answer).
 INBOX_BODY_BYTES = 64 * 1024
 
@@ -258,4 +258,4 @@ def guarded(app: ASGIApp, settings: Any, host: str, port: int) -> ASGIApp:
     inner: ASGIApp = TrustedProxy(app, parse_proxies(settings.baton_trusted_proxies))
     if is_loopback(host):
         inner = HostGuard(inner, host, port, settings.baton_public_url)
-    return BodyLimit(inner, settings.baton_max_http_body_bytes, {"/inbox": INBOX_BODY_BYTES})
+    return BodyLimit(inner, settings.baton_max_message_bytes, {"/inbox": INBOX_BODY_BYTES})

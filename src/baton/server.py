@@ -193,7 +193,7 @@ async def serve_stdio(settings: Settings) -> None:
 
     from baton.stdio_guard import ScreenedStdin
 
-    stdin = ScreenedStdin()  # answers the lines the SDK would drop without a reply
+    stdin = ScreenedStdin(settings.baton_max_message_bytes)  # answers the lines the SDK would drop
     async with anyio.create_task_group() as group:
         group.start_soon(load_then_run_services)
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import sys
 from collections.abc import AsyncIterator
 from io import TextIOWrapper
@@ -48,12 +49,15 @@ def _bounded_int(text: str) -> Any:
 
 
 class ScreenedStdin:
-    """An async line iterator for ``stdio_server(stdin=…)`` that answers unparseable lines itself."""
+    """An async line iterator for ``stdio_server(stdin=…)`` that answers unparseable lines itself.
 
-    def __init__(self, source: Any = None) -> None:
-        self._source = source or anyio.wrap_file(
-            _KeptOpen(sys.stdin.buffer, encoding="utf-8", errors="replace")
-        )
+    A line longer than ``max_chars`` (``BATON_MAX_MESSAGE_BYTES``) is read through and dropped without
+    being parsed or kept, and answered ``-32600`` (with its id when the id appears near its start).
+    """
+
+    def __init__(self, max_chars: int = 4 * 1024 * 1024, source: Any = None) -> None:
+        self._source = source or _KeptOpen(sys.stdin.buffer, encoding="utf-8", errors="replace")
+        self.max_chars = max_chars
         self._replies: Any = None
         self._attached = anyio.Event()
 
@@ -67,7 +71,17 @@ class ScreenedStdin:
 
     async def _lines(self) -> AsyncIterator[str]:
         await self._attached.wait()
-        async for line in self._source:
+        while True:
+            line, oversized = await anyio.to_thread.run_sync(_read_line, self._source, self.max_chars)
+            if oversized:
+                await self._send(
+                    _leading_id(line),
+                    INVALID_REQUEST,
+                    f"Invalid request: the message is larger than {self.max_chars} bytes (BATON_MAX_MESSAGE_BYTES).",
+                )
+                continue
+            if not line:
+                return
             if not line.strip():
                 continue
             try:
@@ -102,6 +116,26 @@ class ScreenedStdin:
             jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message[:500])
         )
         await self._replies.send(SessionMessage(error))
+
+
+def _read_line(source: Any, limit: int) -> tuple[str, bool]:
+    """One line, or (its first 4 KiB, True) when it is longer than ``limit`` (the rest is read and dropped)."""
+    line = source.readline(limit + 1)
+    if len(line) <= limit or line.endswith("\n"):
+        return line, False
+    head = line[:4096]
+    while line and not line.endswith("\n"):
+        line = source.readline(1024 * 1024)
+    return head, True
+
+
+_ID = re.compile(r'"id"\s*:\s*("(?:[^"\\]{0,200})"|-?\d{1,18})\s*[,}]')
+
+
+def _leading_id(head: str) -> str | int | None:
+    """The id of a request cut short, when it appears in its first bytes."""
+    match = _ID.search(head)
+    return _usable_id(json.loads(match.group(1))) if match else None
 
 
 def _usable_id(value: Any) -> str | int | None:

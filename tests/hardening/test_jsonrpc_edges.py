@@ -74,3 +74,33 @@ def test_every_hostile_body_over_http_gets_an_error_reply(baton_env: dict[str, s
             assert response.json()["error"]["code"] in (-32700, -32602)
         initialize = httpx.post(url, json=HANDSHAKE[0], headers=headers)
         assert initialize.status_code == 200
+
+
+def test_an_oversized_stdin_line_is_dropped_unparsed_and_answered(baton_env: dict[str, str]) -> None:
+    env = {**baton_env, "BATON_MAX_MESSAGE_BYTES": "100000"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "baton", "serve"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    huge = PING.format(id=7, value=json.dumps("z" * 3_000_000))
+    fine = PING.format(id=8, value=json.dumps("small"))
+    for line in [*(json.dumps(m) for m in HANDSHAKE), huge, fine]:
+        process.stdin.write((line + "\n").encode())
+    process.stdin.flush()
+    replies: dict[Any, dict[str, Any]] = {}
+    while 8 not in replies:
+        line = process.stdout.readline()
+        assert line, "the server closed stdout"
+        message = json.loads(line)
+        replies[message.get("id")] = message
+    process.stdin.close()
+    assert process.wait(timeout=10) == 0
+    process.stdout.close()
+    assert (
+        replies[7]["error"]["code"] == -32600 and "BATON_MAX_MESSAGE_BYTES" in replies[7]["error"]["message"]
+    )
+    assert replies[8]["result"]["structuredContent"]["message"] == "small"
