@@ -9,9 +9,18 @@ from __future__ import annotations
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+)
 from pydantic_core import PydanticUseDefault
 
 from baton.errors import ConfigError
@@ -98,16 +107,16 @@ class Settings(BaseModel):
     baton_private_keys: str | None = None
     baton_http_stateless: bool = False
     # limits (docs/configuration.md, "Limits")
-    baton_max_argument_bytes: int = 256 * 1024
-    baton_max_message_bytes: int = 4 * 1024 * 1024
+    baton_max_argument_bytes: PositiveInt = 256 * 1024
+    baton_max_message_bytes: PositiveInt = 4 * 1024 * 1024
     baton_trusted_proxies: str | None = None
-    baton_login_max_failures: int = 5
-    baton_login_lockout_max_seconds: float = 900.0
-    baton_timer_max_active: int = 100
-    baton_timer_min_interval_seconds: float = 0.1
-    baton_timer_min_notify_interval_seconds: float = 10.0
-    baton_timer_min_spawn_interval_seconds: float = 60.0
-    baton_timer_spawns_per_hour: int = 60
+    baton_login_max_failures: NonNegativeInt = 5
+    baton_login_lockout_max_seconds: PositiveFloat = 900.0
+    baton_timer_max_active: NonNegativeInt = 100
+    baton_timer_min_interval_seconds: Annotated[float, Field(ge=0.1)] = 0.1
+    baton_timer_min_notify_interval_seconds: Annotated[float, Field(ge=0.1)] = 10.0
+    baton_timer_min_spawn_interval_seconds: Annotated[float, Field(ge=0.1)] = 60.0
+    baton_timer_spawns_per_hour: NonNegativeInt = 60
 
     @field_validator("*", mode="before")
     @classmethod

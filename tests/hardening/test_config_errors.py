@@ -54,3 +54,24 @@ def test_a_baton_home_that_is_a_file_is_config_invalid(
     assert "config_invalid" in done.stderr and "BATON_HOME" in done.stderr
     assert "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("BATON_MAX_ARGUMENT_BYTES", "-5"),
+        ("BATON_TIMER_MIN_SPAWN_INTERVAL_SECONDS", "0"),
+        ("BATON_TIMER_MAX_ACTIVE", "x"),
+    ],
+)
+def test_a_cap_out_of_range_is_config_invalid(baton_env: dict[str, str], variable: str, value: str) -> None:
+    done = _run({**baton_env, variable: value}, ["serve"])
+    assert done.returncode == 1 and "config_invalid" in done.stderr and variable in done.stderr
+    assert done.stdout == ""
+
+
+def test_an_unusable_trusted_proxy_list_is_config_invalid(baton_env: dict[str, str]) -> None:
+    done = _run(
+        {**baton_env, "BATON_TRUSTED_PROXIES": "10.0.0.1,not-an-address"}, ["serve", "--http", "127.0.0.1:0"]
+    )
+    assert done.returncode == 1 and "config_invalid" in done.stderr and "BATON_TRUSTED_PROXIES" in done.stderr
