@@ -28,7 +28,8 @@ class SetTimerArgs(ToolArgs):
     delay_seconds: float | None = Field(None, description="One-shot this many seconds from now (> 0).")
     interval_seconds: float | None = Field(
         None,
-        description="Repeat every this many seconds (>= 0.1); the first firing is one interval from now.",
+        description="Repeat every this many seconds (at least 0.1 for record, 10 for notify, 60 for "
+        "spawn_subagent by default); the first firing is one interval from now.",
     )
     action: dict[str, Any] = Field(description=ACTION_HELP)
 
