@@ -204,3 +204,40 @@ def test_human_decision_lines_parse(line: str, expected: tuple[bool, str]) -> No
 def test_other_human_lines_are_refused() -> None:
     with pytest.raises(ValueError, match="APPROVE or REJECT"):
         parse_human_decision("yes please")
+
+
+def test_with_no_provider_the_campaign_stops_before_starting_anything(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    done, _run_dir = run_campaign(baton_env, tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.startswith("provider_not_configured: ")
+    assert "COLLAB_PROVIDER" in done.stderr
+    assert "MOONSHOT_API_KEY" in done.stderr
+    assert "--loopback-model" in done.stderr
+    assert len(done.stderr.splitlines()) <= 5
+    assert done.stdout == ""
+    assert not (tmp_path / "validation").exists()
+
+
+def test_a_provider_without_its_key_is_named_before_starting(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    done, run_dir = run_campaign({**baton_env, "COLLAB_PROVIDER": "anthropic"}, tmp_path)
+    assert done.returncode == 1
+    assert "ANTHROPIC_API_KEY" in done.stderr
+    assert not run_dir.exists()
+
+
+def test_a_provider_error_on_the_first_spawn_stops_the_run_with_that_error(
+    baton_env: dict[str, str], fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    fake_llm.default = Behavior(status=401)
+    done, run_dir = run_campaign(campaign_env(baton_env, fake_llm), tmp_path)
+    assert done.returncode == 1
+    assert "stopped at minimal_sync: provider_http_error" in done.stderr
+    result = summary(run_dir)
+    assert result["status"] == "failed"
+    assert result["stopped"]["error_class"] == "provider_http_error"
+    assert result["tool_call_count"] == 1
+    assert not any("async_status" in path.name for path in (run_dir / "receipts").iterdir())

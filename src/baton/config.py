@@ -45,6 +45,7 @@ SENSITIVE_ENV_NAMES: frozenset[str] = frozenset(
         "HITL_WEBHOOK_URL",
         "BATON_HTTP_TOKEN",
         "BATON_ADMIN_TOKEN",
+        "OTEL_EXPORTER_OTLP_HEADERS",
     }
 )
 
@@ -67,6 +68,9 @@ class Settings(BaseModel):
     collab_model_timeout_seconds: float = 120.0
     collab_max_tokens: int = 2048
     baton_model_request_log: Path | None = None
+    # cost budgets per UTC day, counted in the store (shared by replicas)
+    baton_budget_daily_usd: float | None = None
+    baton_budget_daily_tokens: int | None = None
     # human in the loop
     hitl_timeout_seconds: int = 300
     hitl_admin_email: str | None = None
@@ -76,6 +80,9 @@ class Settings(BaseModel):
     baton_public_url: str | None = None
     baton_hitl_allow_mcp_decisions: bool = False
     baton_admin_token: str | None = None
+    # OAuth 2.1 resource server on --http (docs/operations.md)
+    baton_oauth_issuer: str | None = None
+    baton_oauth_audience: str | None = None
     # notifications
     sendgrid_api_key: str | None = None
     smtp_host: str | None = None
@@ -106,6 +113,11 @@ class Settings(BaseModel):
     baton_http_token: str | None = None
     baton_private_keys: str | None = None
     baton_http_stateless: bool = False
+    # traces (the OpenTelemetry SDK reads these itself; listed so baton's docs and tests know them)
+    otel_exporter_otlp_endpoint: str | None = None
+    otel_exporter_otlp_traces_endpoint: str | None = None
+    otel_exporter_otlp_headers: str | None = None
+    otel_service_name: str | None = None
     # limits (docs/configuration.md, "Limits")
     baton_max_argument_bytes: PositiveInt = 256 * 1024
     baton_max_message_bytes: PositiveInt = 4 * 1024 * 1024

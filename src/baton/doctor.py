@@ -51,7 +51,7 @@ def check_sandbox(runtime: Runtime) -> Check:
 
 def check_notifications(runtime: Runtime) -> list[Check]:
     """One line per notification channel: provider and endpoint host, or the missing variables."""
-    from baton.notify.channels import readiness
+    from baton.notify.readiness import readiness
 
     lines = []
     for ready in readiness(runtime.settings):
@@ -77,6 +77,13 @@ def check_decision_authority(runtime: Runtime) -> Check:
     return Check("hitl deciders", True, detail)
 
 
+def check_service(runtime: Runtime) -> list[Check]:
+    """The daily budget, trace export and OAuth (running as a service)."""
+    from baton.ops_checks import service_checks
+
+    return service_checks(runtime)
+
+
 #: Each subsystem may add its checks here (name -> function of the runtime).
 CHECKS: list[Callable[[Runtime], Check | list[Check]]] = [
     check_store,
@@ -84,6 +91,7 @@ CHECKS: list[Callable[[Runtime], Check | list[Check]]] = [
     check_sandbox,
     check_notifications,
     check_decision_authority,
+    check_service,
 ]
 
 

@@ -133,34 +133,49 @@ class HostGuard:
 
     def __init__(self, app: ASGIApp, bind_host: str, port: int, public_url: str | None = None) -> None:
         self.app = app
-        names = {_norm_host(bind_host), "127.0.0.1", "localhost", "[::1]"}
-        self.hosts = {f"{name}:{port}" for name in names}
-        if port == 80:
-            self.hosts |= names
-        self.origins = {f"http://{host}" for host in self.hosts}
+        self.port = port  # 0: the port is chosen at bind time, so any port of our own names is ours
+        self.names = {_norm_host(bind_host), "127.0.0.1", "localhost", "[::1]"}
+        self.public: set[str] = set()
+        self.public_origins: set[str] = set()
         if public_url:
             public = urlsplit(public_url)
             if public.netloc:
-                self.hosts.add(public.netloc.lower())
-                self.origins.add(f"{public.scheme}://{public.netloc}".lower())
+                self.public.add(public.netloc.lower())
+                self.public_origins.add(f"{public.scheme}://{public.netloc}".lower())
+
+    def host_ok(self, host: str) -> bool:
+        """Whether a ``Host`` value (``name[:port]``) names this server."""
+        if host in self.public:
+            return True
+        name, sep, port = host.rpartition(":") if not host.endswith("]") else (host, "", "")
+        if not sep:
+            name, port = host, "80"
+        if not port.isdigit():
+            return False
+        return name in self.names and (self.port == 0 or int(port) == self.port)
+
+    def origin_ok(self, origin: str) -> bool:
+        """Whether a browser ``Origin`` is this server (``null`` is left to the inbox's CSRF token)."""
+        if origin == "null" or origin in self.public_origins:
+            return True
+        scheme, sep, rest = origin.partition("://")
+        return bool(sep) and scheme == "http" and self.host_ok(rest)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         """421 for a foreign Host, 403 for a foreign Origin."""
         if scope["type"] == "http":
             host = (_header(scope, b"host") or b"").decode("latin-1").strip().lower()
-            if host not in self.hosts:
+            if not self.host_ok(host):
                 await send_refusal(
                     send, 421, "http_host_refused", "This server answers only to its own host name."
                 )
                 return
             origin = _header(scope, b"origin")
-            if origin is not None:
-                text = origin.decode("latin-1").strip().lower()
-                if text != "null" and text not in self.origins:
-                    await send_refusal(
-                        send, 403, "http_host_refused", "Requests from another origin are refused."
-                    )
-                    return
+            if origin is not None and not self.origin_ok(origin.decode("latin-1").strip().lower()):
+                await send_refusal(
+                    send, 403, "http_host_refused", "Requests from another origin are refused."
+                )
+                return
         await self.app(scope, receive, send)
 
 

@@ -14,9 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from baton.budgets import DailyBudget
 from baton.config import Settings
 from baton.errors import BatonError, ProviderError
+from baton.metrics import RECORDER
+from baton.pricing import price_call
 from baton.receipts import ReceiptLog, Redactor
+from baton.tracing import http_event_hooks, model_instrumentation
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -99,6 +103,12 @@ class ModelReply:
     receipt: dict[str, Any]
 
     @property
+    def cost_usd(self) -> float | None:
+        """The call's price in US dollars, or None for an unpriced model."""
+        cost = self.receipt.get("cost_usd")
+        return None if cost is None else float(cost)
+
+    @property
     def total_tokens(self) -> int:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
@@ -124,6 +134,7 @@ class ModelClient:
         self._file_lock = threading.Lock()
         self._model_lock = threading.Lock()
         self._file_rows: list[dict[str, Any]] | None = None
+        self.daily = DailyBudget(receipts.store, settings)
 
     def config(self) -> ProviderConfig:
         """The resolved provider, or ``provider_not_configured``."""
@@ -141,8 +152,13 @@ class ModelClient:
     async def complete(
         self, system: str, turns: list[ChatTurn], *, purpose: Purpose, subagent_id: str | None
     ) -> ModelReply:
-        """Send one request; map every provider failure to a typed error; receipt the success."""
+        """Send one request; map every provider failure to a typed error; receipt and price the success.
+
+        The daily budget is checked first: a spent budget refuses the call before the model sees it.
+        """
         config = self.config()
+        self.daily.check()
+        day = self.daily.prepare()
         model = self.model()
         from pydantic_ai.direct import model_request
 
@@ -157,6 +173,7 @@ class ModelClient:
                     "max_tokens": self.settings.collab_max_tokens,
                     "timeout": self.settings.collab_model_timeout_seconds,
                 },
+                instrument=model_instrumentation(),
             )
         except BatonError:
             raise
@@ -166,6 +183,7 @@ class ModelClient:
         text = "".join(getattr(part, "content", "") for part in response.parts if part.part_kind == "text")
         usage = response.usage
         input_tokens, output_tokens = int(usage.input_tokens or 0), int(usage.output_tokens or 0)
+        price = price_call(config.provider, config.model, usage, response.model_name)
         receipt = {
             "response": {"id": response.provider_response_id, "model": response.model_name or config.model},
             "usage": {
@@ -173,12 +191,16 @@ class ModelClient:
                 "output_tokens": output_tokens,
                 "total_tokens": input_tokens + output_tokens,
             },
+            **price.receipt_fields(),
             "latency_seconds": round(latency, 6),
             "provider": config.provider,
             "purpose": purpose,
             "subagent_id": subagent_id,
         }
-        self.receipts.append("model_call", receipt)
+        with self.receipts.store.write() as connection:
+            self.receipts.append_in(connection, "model_call", receipt)
+            self.daily.record_in(connection, day, input_tokens, output_tokens, price.cost_usd)
+        RECORDER.model_call(config.provider, config.model, input_tokens, output_tokens, price.cost_usd)
         self._append_receipt_file(receipt)
         return ModelReply(text=text, input_tokens=input_tokens, output_tokens=output_tokens, receipt=receipt)
 
@@ -272,6 +294,7 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
             base_url=config.base_url,
             max_retries=1,
             timeout=settings.collab_model_timeout_seconds,
+            **_traced_http_client("anthropic"),
         )
         return AnthropicModel(config.model, provider=AnthropicProvider(anthropic_client=client))
 
@@ -283,6 +306,7 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
         base_url=config.base_url,
         max_retries=1,
         timeout=settings.collab_model_timeout_seconds,
+        **_traced_http_client("openai"),
     )
     provider: Any
     if config.provider == "moonshot":
@@ -298,6 +322,20 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
 
         provider = OpenAIProvider(openai_client=client_openai)
     return OpenAIChatModel(config.model, provider=provider)
+
+
+def _traced_http_client(sdk: str) -> dict[str, Any]:
+    """``http_client=`` for a provider SDK whose requests carry the trace context (empty when tracing is off)."""
+    hooks = http_event_hooks()
+    if hooks is None:
+        return {}
+    if sdk == "anthropic":
+        from anthropic import DefaultAsyncHttpxClient as AnthropicHttpx
+
+        return {"http_client": AnthropicHttpx(event_hooks=hooks)}
+    from openai import DefaultAsyncHttpxClient
+
+    return {"http_client": DefaultAsyncHttpxClient(event_hooks=hooks)}
 
 
 def provider_failure(exc: Exception, redactor: Redactor) -> ProviderError:

@@ -62,6 +62,23 @@ subagents = Table(
     Column("updated_at", String(40), nullable=False),
     Column("started_at", String(40)),
     Column("finished_at", String(40)),
+    # cost of every model call of the subagent (preparation + turns); unpriced calls are counted apart
+    Column("cost_usd", Float, nullable=False, default=0.0, server_default="0"),
+    Column("unpriced_calls", Integer, nullable=False, default=0, server_default="0"),
+    Column("max_total_tokens", Integer),
+    Column("max_cost_usd", Float),
+)
+
+#: Model spend per UTC day (``YYYY-MM-DD``), shared by replicas: a daily budget check reads one row.
+model_spend = Table(
+    "model_spend",
+    metadata,
+    Column("day", String(10), primary_key=True),
+    Column("calls", Integer, nullable=False, default=0),
+    Column("input_tokens", BigInteger, nullable=False, default=0),
+    Column("output_tokens", BigInteger, nullable=False, default=0),
+    Column("cost_usd", Float, nullable=False, default=0.0),
+    Column("unpriced_calls", Integer, nullable=False, default=0),
 )
 
 subagent_messages = Table(

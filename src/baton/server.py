@@ -45,7 +45,9 @@ INSTRUCTIONS = (
 def build_registry(runtime: Runtime) -> ToolRegistry:
     """Register every tool group's tools against one runtime."""
     from baton.toolkit import ToolRegistry
+    from baton.tracing import configure
 
+    configure()  # OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; nothing imported otherwise
     registry = ToolRegistry(runtime)
     for module_name in TOOL_GROUPS:
         importlib.import_module(module_name).register(registry)
@@ -129,13 +131,17 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
             result = await registry.call(params.name, params.arguments, context)
         return tool_result(result)
 
-    return Server(
+    server: Server[Any] = Server(
         "baton",
         version=__version__,
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    from baton.tracing import HeaderTraceContext
+
+    server.middleware.insert(0, HeaderTraceContext())  # before the SDK's span: HTTP traceparent as parent
+    return server
 
 
 def decision_authority(settings: Settings, request: Any) -> str | None:
@@ -224,9 +230,16 @@ def run_serve(http: str | None, stateless: bool) -> int:
             from baton.runtime import Runtime
 
             host, _port = parse_bind(http)
-            check_http_bind(host, settings.baton_http_token, settings.baton_admin_token)
+            oauth = bool(settings.baton_oauth_issuer)
+            check_http_bind(host, settings.baton_http_token, settings.baton_admin_token, oauth=oauth)
             anyio.run(serve_http, Runtime.open(settings), http)
         else:
+            if sys.stdin.isatty():
+                sys.stderr.write(
+                    "baton serve: waiting for an MCP client on stdin (stdout carries JSON-RPC only); "
+                    "Ctrl-C stops it.\n"
+                )
+                sys.stderr.flush()
             anyio.run(serve_stdio, settings)
     except BatonError as exc:
         sys.stderr.write(f"{exc.error_class}: {exc.message}\n")
@@ -259,7 +272,11 @@ class BearerTokenMiddleware:
     """
 
     def __init__(
-        self, app: ASGIApp, token: str | None, admin_token: str | None = None, protected_prefix: str = "/mcp"
+        self,
+        app: ASGIApp,
+        token: str | None,
+        admin_token: str | None = None,
+        protected_prefix: str | tuple[str, ...] = ("/mcp", "/metrics"),
     ) -> None:
         self.app = app
         self.token = token
@@ -304,7 +321,12 @@ async def _unauthorized(send: Any) -> None:
 
 
 #: Extra Starlette routes (the web inbox) contributed by subsystems: module path -> ``routes(runtime)``.
-HTTP_ROUTE_PROVIDERS: tuple[str, ...] = ("baton.hitl.inbox",)
+HTTP_ROUTE_PROVIDERS: tuple[str, ...] = (
+    "baton.hitl.inbox",
+    "baton.console.web",
+    "baton.metrics",
+    "baton.oauth",
+)
 
 
 def build_http_app(runtime: Runtime, host: str) -> Any:
@@ -329,7 +351,14 @@ def build_http_app(runtime: Runtime, host: str) -> Any:
             yield
 
     app.router.lifespan_context = lifespan
-    return BearerTokenMiddleware(app, runtime.settings.baton_http_token, runtime.settings.baton_admin_token)
+    guarded = BearerTokenMiddleware(
+        app, runtime.settings.baton_http_token, runtime.settings.baton_admin_token
+    )
+    if runtime.settings.baton_oauth_issuer:
+        from baton.oauth import OAuthMiddleware
+
+        return OAuthMiddleware(app, guarded, runtime.settings)
+    return guarded
 
 
 def _no_sdk_host_check() -> Any:
@@ -339,9 +368,11 @@ def _no_sdk_host_check() -> Any:
     return TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
-def check_http_bind(host: str, token: str | None, admin_token: str | None = None) -> None:
-    """Refuse a non-loopback bind without a bearer token, and an admin token equal to the agent's."""
-    if not is_loopback(host) and not token:
+def check_http_bind(
+    host: str, token: str | None, admin_token: str | None = None, *, oauth: bool = False
+) -> None:
+    """Refuse a non-loopback bind without a bearer token (or OAuth), and an admin token equal to the agent's."""
+    if not is_loopback(host) and not token and not oauth:
         raise ConfigError(
             "http_bind_refused",
             f"Refusing to listen on {host}: set BATON_HTTP_TOKEN to serve beyond loopback.",
@@ -367,10 +398,15 @@ def check_http_bind(host: str, token: str | None, admin_token: str | None = None
 
 async def serve_http(runtime: Runtime, bind: str) -> None:
     """Serve streamable HTTP at ``/mcp`` on ``bind`` until cancelled."""
+    import sys
+
     import uvicorn
 
     host, port = parse_bind(bind)
-    check_http_bind(host, runtime.settings.baton_http_token, runtime.settings.baton_admin_token)
+    settings = runtime.settings
+    check_http_bind(
+        host, settings.baton_http_token, settings.baton_admin_token, oauth=bool(settings.baton_oauth_issuer)
+    )
     runtime.services.setdefault("http_base_url", f"http://{f'[{host}]' if ':' in host else host}:{port}")
     from baton.http_guards import guarded
 
@@ -380,4 +416,30 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", lifespan="on", log_config=None, proxy_headers=False
     )
-    await uvicorn.Server(config).serve()
+    paths = ("/mcp", "/inbox", "/inbox/console")
+
+    class AnnouncingServer(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                announce_listening(self, host, paths)
+                if not (runtime.settings.baton_admin_token or runtime.settings.baton_http_token):
+                    sys.stderr.write(
+                        "the inbox and console log in with BATON_ADMIN_TOKEN; set it to use them\n"
+                    )
+
+    await AnnouncingServer(config).serve()
+
+
+def announce_listening(server: Any, host: str, paths: tuple[str, ...]) -> None:
+    """One stderr block naming the URLs once uvicorn listens (stdout stays JSON-RPC only)."""
+    import sys
+
+    port = server.servers[0].sockets[0].getsockname()[1] if server.servers else server.config.port
+    base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    names = {"/mcp": "MCP (streamable HTTP)", "/inbox": "inbox", "/inbox/console": "console"}
+    lines = [f"baton: listening on {base}"]
+    lines += [f"  {names.get(path, path):<22} {base}{path}" for path in paths]
+    lines.append("Ctrl-C stops it.")
+    sys.stderr.write("\n".join(lines) + "\n")
+    sys.stderr.flush()

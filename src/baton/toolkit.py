@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from baton.canonical import canonical_json, sha256_hex
 from baton.errors import ArgumentError, BatonError
 from baton.limits import check_arguments
+from baton.observe import observe_tool_call
 
 if TYPE_CHECKING:
     from baton.runtime import Runtime
@@ -122,8 +123,11 @@ class ToolRegistry:
         else:
             raw, oversized = await self._dispatch(name, arguments, context), False
         result: dict[str, Any] = self.runtime.redactor.value(raw)
+        seconds = time.perf_counter() - started
         if not (name not in self.tools and any(s.owns(name) and s.writes_receipts for s in self.dynamic)):
-            self._receipt(name, None if oversized else arguments, result, time.perf_counter() - started)
+            self._receipt(name, None if oversized else arguments, result, seconds)
+        adapter = name.split("__", 1)[0] if name not in self.tools and "__" in name else None
+        observe_tool_call(name, result, seconds, adapter)
         return result
 
     async def _dispatch(self, name: str, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:

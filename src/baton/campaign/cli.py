@@ -32,8 +32,10 @@ def run(
     """Drive every primitive through a real MCP stdio client and write validation/<id>/."""
     import json
 
-    from baton.campaign.runner import CampaignOptions, default_campaign_id, run_campaign_sync
+    from baton.campaign.options import CampaignOptions, default_campaign_id
+    from baton.campaign.runner import run_campaign_sync
     from baton.errors import BatonError
+    from baton.terminal import progress
 
     environ = dict(os.environ)
     fake = None
@@ -59,7 +61,8 @@ def run(
         model_source="loopback (baton.testing.FakeLLMServer)" if loopback_model else "configured provider",
     )
     try:
-        path = run_campaign_sync(options)
+        with progress(f"campaign {options.campaign_id}"):
+            path = run_campaign_sync(options)
     except BatonError as exc:
         typer.echo(f"{exc.error_class}: {exc.message}", err=True)
         raise typer.Exit(1) from None

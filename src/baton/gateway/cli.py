@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from baton.errors import BatonError
 
@@ -16,11 +15,12 @@ app = typer.Typer(
 
 
 def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    from baton.cli import fail, open_runtime
+    from baton.terminal import fail, open_runtime, progress
 
     runtime = open_runtime()
     try:
-        return fn(runtime, *args, **kwargs)
+        with progress(f"gateway {fn.__name__.replace('_', ' ')}"):
+            return fn(runtime, *args, **kwargs)
     except BatonError as exc:
         fail(exc)
     finally:
@@ -28,7 +28,7 @@ def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _print(value: Any) -> None:
-    from baton.cli import print_json
+    from baton.terminal import print_json
 
     print_json(value)
 
@@ -101,17 +101,17 @@ def demote(adapter: Annotated[str, typer.Argument(help="Adapter id or policy pat
 @app.command("list")
 def list_adapters(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Every adapter with its state (drafted, locked, verified, replayed, promoted, blocked)."""
-    from baton.cli import out
     from baton.gateway.stages import list_view
+    from baton.terminal import print_table
 
     rows = _run(list_view)
     if as_json:
         _print(rows)
         return
-    table = Table("adapter", "state", "contract", "reason")
+    cells = []
     for row in rows:
         reason = f"{row['error_class']}: {row['block_reason']}" if row["state"] == "blocked" else ""
-        table.add_row(
-            row["adapter_id"], row["state"], "pinned" if row["contract_pinned"] else "unpinned", reason
+        cells.append(
+            (row["adapter_id"], row["state"], "pinned" if row["contract_pinned"] else "unpinned", reason)
         )
-    out.print(table)
+    print_table(("adapter", "state", "contract", "reason"), cells)

@@ -6,20 +6,18 @@ second) and wakes the waiting tool call.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from baton.errors import BatonError
+from baton.terminal import err, out, print_table
+from baton.terminal import fail as _fail
+from baton.terminal import print_json as _print_json
 
 app = typer.Typer(help="Human-in-the-loop requests: list, decide, watch.", no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
 
 NotesOption = Annotated[str | None, typer.Option("--notes", help="Notes returned to the agent.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
@@ -32,26 +30,20 @@ def _broker() -> Any:
     return get_broker(Runtime.open())
 
 
-def _fail(exc: BatonError) -> None:
-    err.print(f"[red]{exc.error_class}[/red]: {exc.message}")
-    raise typer.Exit(1)
-
-
-def _print_json(value: Any) -> None:
-    out.print_json(json.dumps(value, ensure_ascii=False, default=str))
-
-
-def _table(rows: list[dict[str, Any]]) -> Table:
-    table = Table("request_id", "kind", "urgent", "message", "expires_at")
-    for row in rows:
-        table.add_row(
-            row["request_id"],
-            row["kind"],
-            "yes" if row["urgent"] else "",
-            escape(row["message"]),
-            row["expires_at"],
-        )
-    return table
+def _table(rows: list[dict[str, Any]]) -> None:
+    print_table(
+        ("request_id", "kind", "urgent", "message", "expires_at"),
+        [
+            (
+                row["request_id"],
+                row["kind"],
+                "yes" if row["urgent"] else "",
+                row["message"],
+                row["expires_at"],
+            )
+            for row in rows
+        ],
+    )
 
 
 @app.command("list")
@@ -63,7 +55,10 @@ def list_requests(as_json: JsonOption = False) -> None:
     if as_json:
         _print_json(rows)
         return
-    out.print(_table(rows) if rows else "No pending requests.")
+    if rows:
+        _table(rows)
+    else:
+        out.print("No pending requests.")
 
 
 def _decide(request_id: str, **decision: Any) -> None:

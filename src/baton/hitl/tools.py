@@ -134,6 +134,7 @@ async def wait_for_outcome(
     import anyio
 
     from baton.hitl.elicit import elicit_decision, elicitation_wanted
+    from baton.tracing import span
 
     settings = broker.runtime.settings
     total = view["expires_epoch"] - started
@@ -147,12 +148,16 @@ async def wait_for_outcome(
     async with anyio.create_task_group() as group:
         if elicitation_wanted(settings, ctx):
             group.start_soon(elicit_decision, broker, view, ctx)
-        final = await broker.wait(
-            view["request_id"],
-            window_seconds=window,
-            tick=tick,
-            tick_seconds=settings.baton_hitl_progress_seconds,
-        )
+        with span(
+            "hitl.wait", {"baton.hitl.request_id": view["request_id"], "baton.hitl.kind": view["kind"]}
+        ) as s:
+            final = await broker.wait(
+                view["request_id"],
+                window_seconds=window,
+                tick=tick,
+                tick_seconds=settings.baton_hitl_progress_seconds,
+            )
+            s.set_attribute("baton.hitl.status", str(final.get("status")))
         group.cancel_scope.cancel()
     return outcome(final)
 

@@ -36,6 +36,12 @@ class SpawnArgs(ToolArgs):
         None, max_length=200, description="Dotted key paths kept by the minimal strategy."
     )
     business_rules: str | None = Field(None, description="Rules the llm_generated preparation must follow.")
+    max_total_tokens: int | None = Field(
+        None, ge=1, description="Token budget of the whole subagent (preparation + every turn)."
+    )
+    max_cost_usd: float | None = Field(
+        None, gt=0, description="Cost budget of the whole subagent in US dollars."
+    )
 
 
 class SubagentIdArgs(ToolArgs):

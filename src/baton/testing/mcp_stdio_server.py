@@ -117,6 +117,8 @@ def call_tool(request: dict[str, Any], state: dict[str, Any]) -> None:
         text_result(request_id, json.dumps(counts, sort_keys=True))
     elif name == "fetch":
         text_result(request_id, fetch(str(arguments.get("url"))))
+    elif name == "meta":  # the request's _meta as the gateway sent it (trace context propagation)
+        text_result(request_id, json.dumps(params.get("_meta") or {}, sort_keys=True))
     else:
         text_result(request_id, f"called {name}")
 
