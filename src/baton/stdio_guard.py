@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 import sys
 from collections.abc import AsyncIterator
@@ -40,6 +41,24 @@ class _KeptOpen(TextIOWrapper):
             self.detach()
 
 
+def _claim_stdin() -> Any:
+    """The protocol's stdin on a private descriptor, with fd 0 pointed at /dev/null (as the SDK's own
+    transport does), so a child process that inherits stdin can never read the client's messages."""
+    try:
+        import fcntl
+
+        private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    except (ImportError, OSError):
+        return sys.stdin.buffer
+    try:
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+    except OSError:
+        pass  # stdin stays shared, exactly as before
+    return os.fdopen(private, "rb")
+
+
 class _TooLong:
     """Stands in for an integer too long to convert."""
 
@@ -56,7 +75,7 @@ class ScreenedStdin:
     """
 
     def __init__(self, max_chars: int = 4 * 1024 * 1024, source: Any = None) -> None:
-        self._source = source or _KeptOpen(sys.stdin.buffer, encoding="utf-8", errors="replace")
+        self._source = source or _KeptOpen(_claim_stdin(), encoding="utf-8", errors="replace")
         self.max_chars = max_chars
         self._replies: Any = None
         self._attached = anyio.Event()
