@@ -18,6 +18,7 @@ HOSTILE = {
     2: PING.format(id=2, value="[" * 250 + "]" * 250),
     3: PING.format(id=3, value='"\\ud800"'),
     4: PING.format(id=4, value="9" * 5000),
+    6: '{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"mcp_ping","arguments":[1,2]}}',
     5: '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"mcp_ping","arguments":{"x":'
     + '{"a":' * 300
     + "1"
@@ -71,7 +72,7 @@ def test_every_hostile_body_over_http_gets_an_error_reply(baton_env: dict[str, s
         for body in [*HOSTILE.values(), "not json"]:
             response = httpx.post(url, content=body, headers=headers)
             assert response.status_code == 400, response.text
-            assert response.json()["error"]["code"] in (-32700, -32602)
+            assert response.json()["error"]["code"] in (-32700, -32600, -32602)
         initialize = httpx.post(url, json=HANDSHAKE[0], headers=headers)
         assert initialize.status_code == 200
 
