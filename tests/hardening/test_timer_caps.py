@@ -64,3 +64,27 @@ async def test_timer_spawns_are_rate_limited(model_env: dict[str, str]) -> None:
         assert failed["error_class"] == "timer_limit_reached"
         listed = await call(session, "mcp_list_subagents")
         assert listed["count"] == 2
+
+
+async def test_list_timers_pages_and_says_when_truncated(baton_env: dict[str, str]) -> None:
+    async with stdio_session(baton_env) as session:
+        made = [
+            (
+                await call(
+                    session, "mcp_set_timer", {"name": f"t{n}", "delay_seconds": 3600, "action": RECORD}
+                )
+            )["timer_id"]
+            for n in range(5)
+        ]
+        seen: list[str] = []
+        arguments: dict[str, object] = {"limit": 2}
+        while True:
+            page = await call(session, "mcp_list_timers", arguments)
+            seen += [timer["timer_id"] for timer in page["timers"]]
+            if not page["truncated"]:
+                assert page["next_cursor"] is None
+                break
+            arguments = {"limit": 2, "cursor": page["next_cursor"]}
+        assert seen == made
+        everything = await call(session, "mcp_list_timers")
+        assert everything["count"] == 5 and everything["truncated"] is False

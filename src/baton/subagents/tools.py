@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from baton.limits import DEFAULT_PAGE, MAX_PAGE
+from baton.paging import decode_cursor, encode_cursor
 from baton.subagents.context import ContextStrategy
-from baton.subagents.paging import decode_cursor, encode_cursor
 from baton.subagents.runner import SpawnRequest, SubagentRunner
 from baton.toolkit import CallContext, ToolArgs, ToolRegistry
 
@@ -115,5 +115,5 @@ def register(registry: ToolRegistry) -> None:
             "subagents": page,
             "count": len(page),
             "truncated": more,
-            "next_cursor": encode_cursor(page[-1]) if more else None,
+            "next_cursor": encode_cursor(page[-1]["created_at"], page[-1]["subagent_id"]) if more else None,
         }

@@ -131,11 +131,21 @@ class TimerService:
             raise TimerError("timer_not_found", f"No timer has id {timer_id!r}.", timer_id=timer_id)
         return present(row._mapping)
 
-    def list(self, status: str | None = None) -> list[dict[str, Any]]:
-        """Every timer (optionally of one status) in the order they were set."""
+    def list(
+        self, status: str | None = None, limit: int | None = None, after: tuple[str, str] | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        """Timers (optionally of one status) in the order they were set; ``after`` = (created_at, id) of the
+        last one seen, ``limit`` rows at most."""
         query = select(timers).order_by(timers.c.created_at, timers.c.id)
         if status is not None:
             query = query.where(timers.c.status == status)
+        if after is not None:
+            created, last_id = after
+            query = query.where(
+                (timers.c.created_at > created) | ((timers.c.created_at == created) & (timers.c.id > last_id))
+            )
+        if limit is not None:
+            query = query.limit(limit)
         with self.runtime.store.read() as connection:
             return [present(row._mapping) for row in connection.execute(query)]
 

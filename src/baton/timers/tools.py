@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import anyio
 from pydantic import Field
 
+from baton.paging import decode_cursor, encode_cursor
 from baton.timers.scheduler import Scheduler
 from baton.timers.service import TimerRequest, TimerService
 from baton.toolkit import CallContext, ToolArgs, ToolRegistry
@@ -40,6 +42,10 @@ class ListTimersArgs(ToolArgs):
     status: Literal["active", "completed", "cancelled"] | None = Field(
         None, description="Only timers with this status (default: all)."
     )
+    limit: int = Field(500, ge=1, le=1000, description="Timers per page (at most 1000).")
+    cursor: str | None = Field(
+        None, max_length=200, description="next_cursor of the previous page, to continue the list."
+    )
 
 
 class TimerIdArgs(ToolArgs):
@@ -63,9 +69,18 @@ def register(registry: ToolRegistry) -> None:
 
     @registry.tool("mcp_list_timers", ListTimersArgs, read_only=True)
     async def list_timers(args: ListTimersArgs, ctx: CallContext) -> dict[str, Any]:
-        """List timers in the order they were set, with status, next_fire_at and the last firing."""
-        rows = service.list(args.status)
-        return {"timers": rows, "count": len(rows)}
+        """List timers in the order they were set, with status, next_fire_at and the last firing; when more
+        remain than limit, truncated is true and next_cursor continues the list."""
+        after = decode_cursor(args.cursor)
+        rows = await anyio.to_thread.run_sync(lambda: service.list(args.status, args.limit + 1, after))
+        page = rows[: args.limit]
+        more = len(rows) > args.limit
+        return {
+            "timers": page,
+            "count": len(page),
+            "truncated": more,
+            "next_cursor": encode_cursor(page[-1]["created_at"], page[-1]["timer_id"]) if more else None,
+        }
 
     @registry.tool("mcp_cancel_timer", TimerIdArgs)
     async def cancel_timer(args: TimerIdArgs, ctx: CallContext) -> dict[str, Any]:

@@ -1,18 +1,17 @@
-"""Opaque cursors for ``mcp_list_subagents``: the (created_at, id) of the last row of a page."""
+"""Opaque list cursors (``mcp_list_subagents``, ``mcp_list_timers``): the (created_at, id) of a page's last row."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import json
-from typing import Any
 
 from baton.errors import ArgumentError
 
 
-def encode_cursor(row: dict[str, Any]) -> str:
-    """The cursor that continues a list after ``row``."""
-    raw = json.dumps([row["created_at"], row["subagent_id"]], separators=(",", ":")).encode()
+def encode_cursor(created_at: str, row_id: str) -> str:
+    """The cursor that continues a list after the row ``(created_at, row_id)``."""
+    raw = json.dumps([created_at, row_id], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
