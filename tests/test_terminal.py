@@ -20,7 +20,8 @@ def test_receipts_verify_on_a_pipe_is_one_line_per_fact(baton_env: dict[str, str
     lines = done.stdout.splitlines()
     assert lines[0] == "ok: 2 receipts"
     assert lines[1].startswith("head: ") and len(lines[1]) == len("head: ") + 64
-    assert len(lines) == 2
+    assert lines[2].startswith("not anchored: ")  # seeded directly, so no signed checkpoint yet
+    assert len(lines) == 3
 
 
 def test_a_piped_listing_is_plain_and_never_cut(baton_env: dict[str, str]) -> None:

@@ -194,27 +194,62 @@ def receipts_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List receipts in chain order."""
-    rows = open_runtime().receipts.list(kind=kind, limit=limit)
+
+    rows = [row.model_dump() for row in open_runtime().receipts.list(kind=kind, limit=limit)]
     if as_json:
-        print_json([row.model_dump() for row in rows])
+        print_json(rows)
         return
     print_table(
         ("seq", "kind", "at", "sha256", "payload"),
-        [(str(row.seq), row.kind, row.at, row.sha256[:16], json.dumps(row.payload)[:80]) for row in rows],
+        [
+            (str(row["seq"]), row["kind"], row["at"], row["sha256"][:16], json.dumps(row["payload"])[:80])
+            for row in rows
+        ],
     )
 
 
 @receipts_app.command("verify")
 def receipts_verify() -> None:
-    """Recompute the whole receipt chain; exit 1 at the first broken link."""
+    """Recompute the whole receipt chain and check its signed checkpoints; exit 1 at the first problem."""
+    from baton.receipts_anchor import verify_store
+
     with progress("verifying the receipt chain"):
-        report = open_runtime().receipts.verify()
-    if report.ok:
-        out.print(f"[green]ok[/green]: {report.count} receipts")
-        out.print(f"head: {report.head_sha256}")
+        report = verify_store(open_runtime())
+    if not report.ok:
+        err.print(f"[red]{report.error_class}[/red]: at seq {report.first_bad_seq}: {report.reason}")
+        raise typer.Exit(1)
+    out.print(f"[green]ok[/green]: {report.count} receipts")
+    out.print(f"head: {report.head_sha256}")
+    if report.checkpoints:
+        out.print(f"checkpoints: {report.checkpoints} signed checkpoints verified")
+        out.print(f"anchored up to seq {report.anchored_seq}")
+        tail = report.count - report.anchored_seq
+        if tail:
+            out.print(f"not yet anchored: the last {tail} receipts")
+    elif report.count:
+        out.print("[yellow]not anchored[/yellow]: no signed checkpoint (a serving baton writes them)")
+
+
+@receipts_app.command("export")
+def receipts_export(
+    directory: Annotated[
+        str,
+        typer.Argument(help="Directory to write receipts.jsonl, checkpoints.jsonl and checkpoint.pub into."),
+    ],
+) -> None:
+    """Export the chain and its signed checkpoints for `python -m baton.chain_verify DIR --public-key FILE`."""
+    from pathlib import Path
+
+    from baton.receipts_anchor import export
+
+    try:
+        written = export(open_runtime(), Path(directory))
+    except BatonError as exc:
+        fail(exc)
         return
-    err.print(f"[red]receipt_chain_broken[/red]: at seq {report.first_bad_seq}: {report.reason}")
-    raise typer.Exit(1)
+    out.print(
+        f"exported {written['receipts']} receipts and {written['checkpoints']} checkpoints to {directory}"
+    )
 
 
 def _runner() -> Any:
@@ -229,7 +264,9 @@ def subagents_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List subagents, newest first."""
-    rows = _runner().list(status)
+    from baton.redaction import redact_output
+
+    rows = redact_output(_runner().list(status))
     if as_json:
         print_json(rows)
         return
@@ -269,11 +306,22 @@ def subagents_cancel(subagent_id: str) -> None:
 
 
 def main() -> None:
-    """Entry point of the console script."""
+    """Entry point of the console script: a typed error or one ``internal_error`` line, never a traceback
+    (``BATON_DEBUG=1`` shows it)."""
+    import os
+
     try:
         app()
     except BrokenPipeError:
         sys.exit(0)
     except BatonError as exc:  # e.g. config_invalid from the environment, in any command
         err.print(f"[red]{exc.error_class}[/red]: {exc.message}", markup=True, highlight=False)
+        sys.exit(1)  # not fail(): typer.Exit raised outside the app would print a traceback
+    except Exception as exc:
+        if os.environ.get("BATON_DEBUG") == "1":
+            raise
+        err.print(
+            f"[red]internal_error[/red]: the command failed unexpectedly ({type(exc).__name__}); "
+            "BATON_DEBUG=1 shows the traceback."
+        )
         sys.exit(1)

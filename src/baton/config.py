@@ -101,6 +101,11 @@ class Settings(BaseModel):
     baton_notify_timeout_seconds: float = 10.0
     baton_notify_attempts: int = 3
     baton_notify_backoff_seconds: float = 0.5
+    # receipts: signed checkpoints of the chain head (docs/receipts.md)
+    baton_checkpoint_key_path: Path | None = None
+    baton_checkpoint_path: Path | None = None
+    baton_checkpoint_every_receipts: int = 1000
+    baton_checkpoint_interval_seconds: float = 60.0
     # other
     timer_storage_path: Path | None = None
     browser_headless: bool = True
@@ -140,15 +145,17 @@ class Settings(BaseModel):
 
     @cached_property
     def home(self) -> Path:
-        """The data directory (``BATON_HOME`` or the platform's user data dir), created on demand."""
+        """The data directory (``BATON_HOME`` or the platform's user data dir), created 0700 on demand."""
         if self.baton_home is not None:
             path = self.baton_home
         else:
             from platformdirs import user_data_dir
 
             path = Path(user_data_dir("baton", appauthor=False))
+        from baton.private import private_dir
+
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            private_dir(path)
         except OSError as exc:
             reason = "is a file, not a directory" if path.exists() else (exc.strerror or "cannot be created")
             raise ConfigError(

@@ -41,6 +41,9 @@ ERROR_CLASSES: dict[str, str] = {
     # receipts
     "receipt_chain_broken": "A receipt's hash or link to its predecessor does not verify.",
     "receipt_contains_secret": "A write was refused because it would still contain a credential.",
+    "receipt_checkpoint_invalid": "A signed checkpoint of the receipt chain is malformed, its signature does not verify, or its key is not trusted.",
+    "receipt_checkpoint_mismatch": "The receipt chain no longer holds a signed checkpoint's head at its seq: receipts were removed, rewound or rewritten.",
+    "checkpoint_key_unavailable": "The checkpoint signing key (BATON_CHECKPOINT_KEY_PATH) could not be read or created.",
     # model providers
     "provider_not_configured": "No model provider (or no key or model for it) is configured.",
     "provider_unknown": "COLLAB_PROVIDER names a provider baton does not support.",
@@ -88,6 +91,9 @@ ERROR_CLASSES: dict[str, str] = {
     "adapter_not_promoted": "The adapter is not live.",
     "adapter_blocked": "The adapter is blocked (see the reason in mcp_list_adapters).",
     "adapter_promotion_refused": "The adapter has no passing replay matching its current policy.",
+    "adapter_mount_invalid": "A host mount does not exist, is a symlink, a system tree, or BATON_HOME or a parent of it.",
+    "adapter_mount_not_writable": "A rw host mount is not writable by the user the sandbox writes as (host uid 65534 under root).",
+    "adapter_capability_unforwardable": "The adapter needs a client feature baton cannot forward at run time (sampling, elicitation, tasks).",
     "adapter_policy_exists": "lock was given a package spec but a policy for that adapter id already exists.",
     "adapter_not_locked": "The adapter has no lock; run baton gateway lock first.",
     "adapter_not_verified": "The adapter's bundle has not passed the independent verifier.",
@@ -115,6 +121,7 @@ ERROR_CLASSES: dict[str, str] = {
     "package_identity_mismatch": "An extracted package.json names another package or version.",
     # gateway: sandbox and protocol
     "sandbox_unavailable": "The sandbox (bubblewrap or Docker) cannot run here.",
+    "sandbox_limit_unenforceable": "The policy sets a limit this host's sandbox cannot enforce (cpu_limit without a cpu cgroup).",
     "mcp_protocol_response_timeout": "The external server did not answer in time.",
     "mcp_protocol_response_invalid": "The external server sent an oversized, non-JSON, mismatched or error response.",
     "mcp_server_exit_unclean": "The external server did not exit cleanly after stdin closed.",

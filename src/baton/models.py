@@ -178,7 +178,12 @@ class ModelClient:
         except BatonError:
             raise
         except Exception as exc:
-            raise provider_failure(exc, self.redactor) from None
+            failure = provider_failure(exc, self.redactor)
+            self.receipts.append(
+                "model_call",
+                failed_call_receipt(config, purpose, subagent_id, time.perf_counter() - started, failure),
+            )
+            raise failure from None
         latency = time.perf_counter() - started
         text = "".join(getattr(part, "content", "") for part in response.parts if part.part_kind == "text")
         usage = response.usage
@@ -224,10 +229,10 @@ class ModelClient:
         }
         line = json.dumps(self.redactor.value(row), ensure_ascii=False) + "\n"
         self.redactor.guard(line, str(path))
+        from baton.private import append_private
+
         with self._file_lock:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a", encoding="utf-8") as handle:
-                handle.write(line)
+            append_private(path, line)
 
     def _append_receipt_file(self, receipt: dict[str, Any]) -> None:
         """Rewrite ``COLLAB_LLM_RECEIPT_PATH`` atomically with every receipt so far."""
@@ -243,6 +248,25 @@ class ModelClient:
             write_atomic(path, text)
 
 
+def failed_call_receipt(
+    config: ProviderConfig, purpose: Purpose, subagent_id: str | None, latency: float, failure: ProviderError
+) -> dict[str, Any]:
+    """The chain's receipt of a model call that failed: no response, no usage, its ``error_class``.
+
+    It goes to the chain only: ``COLLAB_LLM_RECEIPT_PATH`` keeps the reference runner's shape (answered
+    calls, each with a response id).
+    """
+    return {
+        "response": {"id": None, "model": config.model},
+        "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
+        "latency_seconds": round(latency, 6),
+        "provider": config.provider,
+        "purpose": purpose,
+        "subagent_id": subagent_id,
+        "error_class": failure.error_class,
+    }
+
+
 def _read_rows(path: Path) -> list[dict[str, Any]]:
     try:
         rows = json.loads(path.read_text(encoding="utf-8"))
@@ -252,7 +276,7 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    """Write ``text`` to ``path`` through a temporary file (mkstemp: mode 0600) and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -39,6 +39,18 @@ receipt_head = Table(
     Column("sha256", String(64), nullable=False),
 )
 
+#: Signed checkpoints of the chain head (also appended to a file outside the database; docs/receipts.md).
+receipt_checkpoints = Table(
+    "receipt_checkpoints",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("seq", BigInteger, nullable=False, index=True),
+    Column("sha256", String(64), nullable=False),
+    Column("at", String(40), nullable=False),
+    Column("key_id", String(16), nullable=False),
+    Column("signature", String(128), nullable=False),
+)
+
 subagents = Table(
     "subagents",
     metadata,

@@ -7,6 +7,8 @@ import hmac
 import importlib
 import json
 import logging
+import os
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -174,14 +176,23 @@ def tool_result(result: dict[str, Any]) -> types.CallToolResult:
 
 @contextlib.asynccontextmanager
 async def running_services(registry: ToolRegistry) -> AsyncIterator[None]:
-    """Run the subsystems' background tasks for as long as the server runs."""
-    async with anyio.create_task_group() as group:
-        for task in registry.background:
-            group.start_soon(task)
-        try:
-            yield
-        finally:
-            group.cancel_scope.cancel()
+    """Run the subsystems' background tasks for as long as the server runs; at the end, sign the chain head
+    (the shutdown checkpoint, docs/receipts.md)."""
+    from baton.checkpoints import Checkpointer
+
+    checkpointer = Checkpointer(registry.runtime)
+    try:
+        async with anyio.create_task_group() as group:
+            for task in registry.background:
+                group.start_soon(task)
+            group.start_soon(checkpointer.run)
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(checkpointer.checkpoint_quietly)
 
 
 async def serve_stdio(settings: Settings) -> None:
@@ -197,11 +208,24 @@ async def serve_stdio(settings: Settings) -> None:
             async with running_services(registry):
                 await anyio.sleep_forever()
 
+    async def checkpoint_on_sigterm() -> None:
+        # SIGTERM still ends the process at once (a worker thread may be blocked reading stdin, so a
+        # cancellation could wait forever), but first the chain head is signed: the shutdown checkpoint
+        with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+            async for _signal in signals:
+                if loader.registry is not None:
+                    from baton.checkpoints import Checkpointer
+
+                    await anyio.to_thread.run_sync(Checkpointer(loader.registry.runtime).checkpoint_quietly)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGTERM)
+
     from baton.stdio_guard import ScreenedStdin
 
     stdin = ScreenedStdin(settings.baton_max_message_bytes)  # answers the lines the SDK would drop
     async with anyio.create_task_group() as group:
         group.start_soon(load_then_run_services)
+        group.start_soon(checkpoint_on_sigterm)
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
             stdin.attach(write_stream)
             await server.run(read_stream, write_stream, server.create_initialization_options())

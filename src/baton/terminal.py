@@ -59,8 +59,10 @@ def fail(exc: BatonError) -> NoReturn:
 
 
 def print_json(value: Any) -> None:
-    """Machine-readable output on stdout (highlighted on a terminal, plain on a pipe)."""
-    text = json.dumps(value, ensure_ascii=False, default=str, indent=2)
+    """Machine-readable output on stdout (highlighted on a terminal, plain on a pipe), redacted."""
+    from baton.redaction import redact_output
+
+    text = json.dumps(redact_output(value), ensure_ascii=False, default=str, indent=2)
     if out.is_terminal:
         out.print_json(text)
     else:
@@ -72,8 +74,12 @@ def print_table(
 ) -> None:
     """A table: bordered on a terminal; on a pipe, aligned plain columns with one row per line.
 
-    Cells are text (``[…]`` is shown as is) unless ``markup`` says they carry rich markup.
+    Cells are text (``[…]`` is shown as is) unless ``markup`` says they carry rich markup; every cell is
+    redacted like any CLI output.
     """
+    from baton.redaction import redact_output
+
+    rows = [[redact_output(cell) for cell in row] for row in rows]
     if out.is_terminal:
         table = Table(*columns, title=title)
     else:

@@ -75,8 +75,16 @@ def run(
 
 
 @app.command("verify")
-def verify(directory: Path) -> None:
-    """Recompute a bundle's manifest independently; exit 1 naming the first mismatch."""
+def verify(
+    directory: Path,
+    public_key: Annotated[
+        Path | None,
+        typer.Option(
+            help="Check the chain's signed checkpoints with this trusted public key (checkpoint.pub)."
+        ),
+    ] = None,
+) -> None:
+    """Recompute a bundle's manifest and receipt chain independently; exit 1 naming the first mismatch."""
     from baton.campaign.verify import main
 
-    raise typer.Exit(main([str(directory)]))
+    raise typer.Exit(main([str(directory), *(["--public-key", str(public_key)] if public_key else [])]))

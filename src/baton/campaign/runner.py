@@ -181,6 +181,7 @@ class Campaign:
         self.bundle.write_json("llm_receipts.json", llm_receipts)
         chain = _export_chain(self.home)
         self.bundle.write_json("receipts_chain.json", chain["receipts"])
+        self.bundle.write_json("receipts_checkpoints.json", chain["checkpoints"])
         gates = compute_gates(self, outcome, llm_receipts, chain)
         status = classify_status(gates, interactive_human=self.options.interactive_human)
         header = {
@@ -301,18 +302,32 @@ def _sha(text: str) -> str:
 
 
 def _export_chain(home: Path) -> dict[str, Any]:
-    """The campaign store's receipts and the chain verdict (read after the server stopped)."""
-    from baton.receipts import ReceiptLog, Redactor
-    from baton.store import Store
+    """The campaign store's receipts, its signed checkpoints and public key, and the chain verdict (read
+    after the server stopped, so its shutdown checkpoint is there)."""
+    from baton.checkpoints import all_checkpoints, trusted_public_keys
+    from baton.config import Settings
+    from baton.receipts_anchor import verify_store
+    from baton.runtime import Runtime
 
-    store = Store(f"sqlite:///{home / 'baton.db'}")
+    runtime = Runtime.open(Settings(baton_home=home))
     try:
-        log = ReceiptLog(store, Redactor())
-        report = log.verify()
-        rows = [r.model_dump() for r in log.list(limit=1_000_000)]
+        report = verify_store(runtime)
+        rows = [r.model_dump() for r in runtime.receipts.list(limit=1_000_000)]
+        keys = trusted_public_keys(runtime.settings)
+        checkpoints = {
+            "public_key": next(iter(keys.values())).hex() if keys else None,
+            "key_id": next(iter(keys), None),
+            "checkpoints": all_checkpoints(runtime),
+        }
     finally:
-        store.dispose()
-    return {"receipts": rows, "ok": report.ok, "count": report.count, "reason": report.reason}
+        runtime.close()
+    return {
+        "receipts": rows,
+        "checkpoints": checkpoints,
+        "ok": report.ok,
+        "count": report.count,
+        "reason": report.reason,
+    }
 
 
 async def run_campaign(options: CampaignOptions, console: Console | None = None) -> Path:

@@ -111,7 +111,11 @@ def list_adapters(as_json: Annotated[bool, typer.Option("--json", help="Print JS
     cells = []
     for row in rows:
         reason = f"{row['error_class']}: {row['block_reason']}" if row["state"] == "blocked" else ""
-        cells.append(
-            (row["adapter_id"], row["state"], "pinned" if row["contract_pinned"] else "unpinned", reason)
+        mounts = "; ".join(
+            f"{m.get('host')} -> {m.get('sandbox')} ({m.get('mode', 'ro')})"
+            for m in row.get("mounts") or []
+            if isinstance(m, dict)
         )
-    print_table(("adapter", "state", "contract", "reason"), cells)
+        pinned = "pinned" if row["contract_pinned"] else "unpinned"
+        cells.append((row["adapter_id"], row["state"], pinned, mounts, reason))
+    print_table(("adapter", "state", "contract", "mounts", "reason"), cells)

@@ -50,8 +50,9 @@ def _table(rows: list[dict[str, Any]]) -> None:
 def list_requests(as_json: JsonOption = False) -> None:
     """List pending requests, urgent first, then the soonest to expire."""
     from baton.hitl.broker import public_view
+    from baton.redaction import redact_output
 
-    rows = [public_view(view) for view in _broker().list_pending()]
+    rows = redact_output([public_view(view) for view in _broker().list_pending()])
     if as_json:
         _print_json(rows)
         return
@@ -96,12 +97,14 @@ def watch(
     max_seconds: Annotated[float | None, typer.Option(help="Stop after this many seconds.")] = None,
 ) -> None:
     """Print requests as they arrive and leave the pending list, until Ctrl-C."""
+    from baton.redaction import redact_output
+
     broker = _broker()
     seen: dict[str, dict[str, Any]] = {}
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     try:
         while deadline is None or time.monotonic() < deadline:
-            current = {view["request_id"]: view for view in broker.list_pending()}
+            current = {view["request_id"]: redact_output(view) for view in broker.list_pending()}
             for request_id, view in current.items():
                 if request_id not in seen:
                     flag = "[bold red]URGENT[/bold red] " if view["urgent"] else ""

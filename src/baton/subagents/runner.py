@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from sqlalchemy import Connection, func, insert, select, update
@@ -160,6 +160,15 @@ class SubagentRunner:
         """Prepare the context, persist the subagent, then run its first turn now or in the background."""
         self.models.config()  # provider_not_configured before anything is stored
         self.models.daily.check()  # budget_exceeded before anything is stored or sent
+        # nothing is used as given: a credential in the task never reaches the store, nor any model (the
+        # preparation call, and every turn, which is sent the stored conversation)
+        redact = self.runtime.redactor.text
+        request = replace(
+            request,
+            task=redact(request.task),
+            role=redact(request.role),
+            business_rules=redact(request.business_rules) if request.business_rules is not None else None,
+        )
         filtered = self.privacy.apply(request.parent_context)
         prep: ModelReply | None = None
         if request.context_strategy == "minimal":
@@ -174,6 +183,7 @@ class SubagentRunner:
             prepared = ""
         prep_tokens = prep.total_tokens if prep else 0
         subagent_id = f"sa_{uuid.uuid4().hex[:20]}"
+        prepared = redact(prepared)
         now = utc_now()
         status: Status = "running" if request.mode == "sync" else "queued"
         with self.runtime.store.write() as connection:
@@ -298,6 +308,7 @@ class SubagentRunner:
                 subagent_id, "failed", error="The subagent failed unexpectedly.", error_class="internal_error"
             )
             return None
+        text = self.runtime.redactor.text(reply.text)  # a reply that echoes a credential is stored redacted
         now = utc_now()
         with self.runtime.store.write() as connection:
             changed = connection.execute(
@@ -305,7 +316,7 @@ class SubagentRunner:
                 .where(subagents.c.id == subagent_id, subagents.c.status == "running")
                 .values(
                     status="completed",
-                    result=reply.text,
+                    result=text,
                     updated_at=now,
                     finished_at=now,
                     input_tokens=subagents.c.input_tokens + reply.input_tokens,
@@ -320,7 +331,7 @@ class SubagentRunner:
                     subagent_id,
                     len(turns),
                     "assistant",
-                    reply.text,
+                    text,
                     latency=reply.receipt["latency_seconds"],
                 )
         return reply if changed else None
@@ -331,7 +342,13 @@ class SubagentRunner:
             changed = connection.execute(
                 update(subagents)
                 .where(subagents.c.id == subagent_id, subagents.c.status.in_(ACTIVE))
-                .values(status=status, error=error, error_class=error_class, updated_at=now, finished_at=now)
+                .values(
+                    status=status,
+                    error=self.runtime.redactor.text(error),
+                    error_class=error_class,
+                    updated_at=now,
+                    finished_at=now,
+                )
             ).rowcount
             if changed:
                 self.runtime.receipts.append_in(
@@ -358,7 +375,7 @@ class SubagentRunner:
             check_subagent_budget(row, subagent_id=subagent_id)
             self.models.daily.check()
             position = _message_count(connection, subagent_id)
-            _add_message(connection, subagent_id, position, "user", message)
+            _add_message(connection, subagent_id, position, "user", self.runtime.redactor.text(message))
             connection.execute(
                 update(subagents)
                 .where(subagents.c.id == subagent_id)

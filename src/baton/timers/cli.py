@@ -26,7 +26,9 @@ def list_timers(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List timers in the order they were set."""
-    rows = _service().list(status)
+    from baton.redaction import redact_output
+
+    rows = redact_output(_service().list(status))
     if as_json:
         _print_json(rows)
         return
