@@ -9,10 +9,21 @@ from __future__ import annotations
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+)
 from pydantic_core import PydanticUseDefault
+
+from baton.errors import ConfigError
 
 #: Environment variables whose values are credentials or private delivery identifiers.
 SENSITIVE_ENV_NAMES: frozenset[str] = frozenset(
@@ -112,6 +123,17 @@ class Settings(BaseModel):
     otel_exporter_otlp_traces_endpoint: str | None = None
     otel_exporter_otlp_headers: str | None = None
     otel_service_name: str | None = None
+    # limits (docs/configuration.md, "Limits")
+    baton_max_argument_bytes: PositiveInt = 256 * 1024
+    baton_max_message_bytes: PositiveInt = 4 * 1024 * 1024
+    baton_trusted_proxies: str | None = None
+    baton_login_max_failures: NonNegativeInt = 5
+    baton_login_lockout_max_seconds: PositiveFloat = 900.0
+    baton_timer_max_active: NonNegativeInt = 100
+    baton_timer_min_interval_seconds: Annotated[float, Field(ge=0.1)] = 0.1
+    baton_timer_min_notify_interval_seconds: Annotated[float, Field(ge=0.1)] = 10.0
+    baton_timer_min_spawn_interval_seconds: Annotated[float, Field(ge=0.1)] = 60.0
+    baton_timer_spawns_per_hour: NonNegativeInt = 60
 
     @field_validator("*", mode="before")
     @classmethod
@@ -132,7 +154,22 @@ class Settings(BaseModel):
             path = Path(user_data_dir("baton", appauthor=False))
         from baton.private import private_dir
 
-        return private_dir(path)
+        try:
+            private_dir(path)
+        except OSError as exc:
+            reason = "is a file, not a directory" if path.exists() else (exc.strerror or "cannot be created")
+            raise ConfigError(
+                "config_invalid",
+                f"BATON_HOME ({path}) {reason}: point it at a directory baton may create and write.",
+                variables=["BATON_HOME"],
+            ) from None
+        if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+            raise ConfigError(
+                "config_invalid",
+                f"BATON_HOME ({path}) is not a writable directory.",
+                variables=["BATON_HOME"],
+            )
+        return path
 
     @property
     def database_url(self) -> str:
@@ -174,4 +211,25 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
     source = dict(os.environ if environ is None else environ)
     known = {name.upper() for name in Settings.model_fields}
     values = {name.lower(): value for name, value in source.items() if name.upper() in known}
-    return Settings.model_validate(values)
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as exc:
+        raise settings_error(exc) from None
+
+
+def settings_error(exc: ValidationError) -> ConfigError:
+    """``config_invalid`` naming each bad variable and what it needs, never echoing its value."""
+    problems = [
+        {
+            "variable": ".".join(str(part) for part in error["loc"]).upper() or "(settings)",
+            "problem": error["msg"],
+        }
+        for error in exc.errors(include_url=False, include_input=False)
+    ]
+    named = "; ".join(f"{p['variable']}: {p['problem']}" for p in problems)
+    return ConfigError(
+        "config_invalid",
+        f"Invalid configuration: {named}.",
+        variables=[p["variable"] for p in problems],
+        problems=problems,
+    )

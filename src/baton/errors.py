@@ -27,6 +27,7 @@ ERROR_CLASSES: dict[str, str] = {
     # arguments and internals
     "invalid_arguments": "A tool or command was called with arguments that do not match its schema.",
     "unknown_tool": "The tool name is not served by this server.",
+    "argument_too_large": "A tool's arguments serialize to more than BATON_MAX_ARGUMENT_BYTES; the field is named.",
     "internal_error": "An unexpected failure inside baton; the message is redacted.",
     # configuration and store
     "config_invalid": "An environment variable or setting has a value baton cannot use.",
@@ -34,6 +35,9 @@ ERROR_CLASSES: dict[str, str] = {
     "http_bind_refused": "A non-loopback HTTP bind was asked for without BATON_HTTP_TOKEN.",
     "http_unauthorized": "An HTTP endpoint (/mcp, /metrics) was reached without a valid bearer token or OAuth access token.",
     "http_insufficient_scope": "The OAuth access token is valid but carries neither baton:agent nor baton:admin.",
+    "http_body_too_large": "An HTTP request body is larger than the route allows (413); nothing past the limit was read.",
+    "http_host_refused": "A request to a loopback bind named another Host or came from another Origin (DNS rebinding).",
+    "http_rate_limited": "Too many failed inbox logins from this address; wait retry_after_seconds (429).",
     # receipts
     "receipt_chain_broken": "A receipt's hash or link to its predecessor does not verify.",
     "receipt_contains_secret": "A write was refused because it would still contain a credential.",
@@ -77,6 +81,7 @@ ERROR_CLASSES: dict[str, str] = {
     "timer_schedule_invalid": "The timer's schedule is missing, in the past, negative or ambiguous.",
     "timer_action_invalid": "The timer's action is unknown or malformed.",
     "timer_already_cancelled": "The timer was already cancelled.",
+    "timer_limit_reached": "Too many active timers, or timer-started subagents over the spawn rate.",
     "timer_already_completed": "The one-shot timer already fired; there is nothing left to cancel.",
     # gateway: policy
     "adapter_not_found": "No adapter policy has that id.",

@@ -169,6 +169,15 @@ hitl_link_uses = Table(
     Column("used_at", String(40), nullable=False),
 )
 
+#: Inbox sessions ended by logout: a revoked session id is refused until its cookie would expire anyway.
+hitl_session_revocations = Table(
+    "hitl_session_revocations",
+    metadata,
+    Column("sid", String(64), primary_key=True),
+    Column("expires_epoch", Float, nullable=False),
+    Column("revoked_at", String(40), nullable=False),
+)
+
 # gateway: governed external MCP servers (one row per adapter; the receipts hold the evidence)
 gateway_adapters = Table(
     "gateway_adapters",

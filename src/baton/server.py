@@ -248,10 +248,14 @@ async def serve_stdio(settings: Settings) -> None:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 os.kill(os.getpid(), signal.SIGTERM)
 
+    from baton.stdio_guard import ScreenedStdin
+
+    stdin = ScreenedStdin(settings.baton_max_message_bytes)  # answers the lines the SDK would drop
     async with anyio.create_task_group() as group:
         group.start_soon(load_then_run_services)
         group.start_soon(checkpoint_on_sigterm)
-        async with stdio_server() as (read_stream, write_stream):
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
+            stdin.attach(write_stream)
             await server.run(read_stream, write_stream, server.create_initialization_options())
         group.cancel_scope.cancel()
 
@@ -264,10 +268,16 @@ def run_serve(http: str | None, stateless: bool) -> int:
     from baton.logs import configure_logging
     from baton.redaction import Redactor
 
-    settings = load_settings()
+    try:
+        settings = load_settings()
+    except BatonError as exc:
+        sys.stderr.write(f"{exc.error_class}: {exc.message}\n")
+        return 1
     settings.baton_http_stateless = settings.baton_http_stateless or stateless
     configure_logging(Redactor(settings.sensitive_values()))
     try:
+        if not settings.baton_database_url:
+            settings.home  # noqa: B018 (a BATON_HOME that is a file is config_invalid now, not after initialize)
         if http:
             from baton.runtime import Runtime
 
@@ -383,6 +393,7 @@ def build_http_app(runtime: Runtime, host: str) -> Any:
         host=host,
         stateless_http=runtime.settings.baton_http_stateless,
         custom_starlette_routes=routes,
+        transport_security=_no_sdk_host_check(),
     )
     inner_lifespan = app.router.lifespan_context
 
@@ -402,6 +413,13 @@ def build_http_app(runtime: Runtime, host: str) -> Any:
     return guarded
 
 
+def _no_sdk_host_check() -> Any:
+    """Host and Origin are checked for every route by baton.http_guards.HostGuard (BATON_PUBLIC_URL included)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+
 def check_http_bind(
     host: str, token: str | None, admin_token: str | None = None, *, oauth: bool = False
 ) -> None:
@@ -411,6 +429,18 @@ def check_http_bind(
             "http_bind_refused",
             f"Refusing to listen on {host}: set BATON_HTTP_TOKEN to serve beyond loopback.",
         )
+    if not is_loopback(host):
+        from baton.http_guards import weak_token
+
+        for name, value in (("BATON_HTTP_TOKEN", token), ("BATON_ADMIN_TOKEN", admin_token)):
+            problem = weak_token(name, value) if value else None
+            if problem:
+                raise ConfigError(
+                    "http_bind_refused",
+                    f"Refusing to listen on {host}: {problem} (e.g. `python -c 'import secrets; "
+                    "print(secrets.token_urlsafe(32))'`).",
+                    variable=name,
+                )
     if admin_token and token and hmac.compare_digest(admin_token.encode(), token.encode()):
         raise ConfigError(
             "config_invalid",
@@ -430,8 +460,14 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
         host, settings.baton_http_token, settings.baton_admin_token, oauth=bool(settings.baton_oauth_issuer)
     )
     runtime.services.setdefault("http_base_url", f"http://{f'[{host}]' if ':' in host else host}:{port}")
-    app = build_http_app(runtime, host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    from baton.http_guards import guarded
+
+    app = guarded(build_http_app(runtime, host), runtime.settings, host, port)
+    # log_config=None: uvicorn's loggers propagate to baton's redacting handler; proxy headers are
+    # honoured only from BATON_TRUSTED_PROXIES (baton.http_guards.TrustedProxy), never by default.
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="on", log_config=None, proxy_headers=False
+    )
     paths = ("/mcp", "/inbox", "/inbox/console")
 
     class AnnouncingServer(uvicorn.Server):

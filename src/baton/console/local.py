@@ -64,7 +64,12 @@ async def _serve(settings: Any, host: str, port: int, one_run_token: str | None)
     from baton.server import announce_listening
 
     runtime = Runtime.open(settings)
-    config = uvicorn.Config(build_app(runtime), host=host, port=port, log_level="warning", lifespan="off")
+    from baton.http_guards import guarded
+
+    app = guarded(build_app(runtime), settings, host, port)  # body limits, Host/Origin checks, proxies
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="off", log_config=None, proxy_headers=False
+    )
 
     class AnnouncingServer(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, StrictBool
 
 from baton.errors import HitlError
 from baton.hitl.broker import HitlBroker, get_broker
 from baton.hitl.records import MAX_TEXT, MAX_TIMEOUT_SECONDS, Decision, NewRequest, public_view
+from baton.limits import LIST_CONTEXT_BYTES, fits
 from baton.toolkit import CallContext, ToolArgs, ToolRegistry
 
 TimeoutField = Field(
@@ -42,8 +43,11 @@ class InputArgs(ToolArgs):
     )
     timeout_seconds: int | None = TimeoutField
     urgent: StrictBool = Field(False, description="Listed first and flagged in notifications.")
-    options: list[str] | None = Field(
-        None, min_length=1, description="When given, the answer must be one of these."
+    options: list[Annotated[str, Field(min_length=1, max_length=1000)]] | None = Field(
+        None,
+        min_length=1,
+        max_length=100,
+        description="When given, the answer must be one of these (at most 100).",
     )
 
 
@@ -237,6 +241,12 @@ async def resume_round(broker: HitlBroker, ctx: CallContext, started: float) -> 
         broker.waiters.leave(state.request_id, slot)
 
 
+def listed(row: dict[str, Any]) -> dict[str, Any]:
+    """A pending request as listed: a large context is left out and flagged, so a list stays small."""
+    truncated = row.get("context") is not None and not fits(row["context"], LIST_CONTEXT_BYTES)
+    return {**row, "context": None if truncated else row.get("context"), "context_truncated": truncated}
+
+
 def not_authorized(request_id: str) -> HitlError:
     """The refusal an MCP caller without decision authority gets; the request stays pending."""
     return HitlError(
@@ -297,8 +307,12 @@ def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
     async def list_pending(args: NoArgs, ctx: CallContext) -> dict[str, Any]:
         """List the requests waiting for a human decision.
 
-        Urgent ones come first, then the soonest to expire."""
-        rows = [public_view(view) for view in broker.list_pending()]
+        Urgent ones come first, then the soonest to expire. A context larger than 8 KiB is left out
+        (context: null, context_truncated: true); mcp_get_request_status has it."""
+        import anyio
+
+        views = await anyio.to_thread.run_sync(broker.list_pending)
+        rows = [listed(public_view(view)) for view in views]
         return {"requests": rows, "count": len(rows)}
 
     @registry.tool("mcp_respond_to_request", RespondArgs)

@@ -23,8 +23,12 @@ class TelegramArgs(ToolArgs):
     """Arguments of ``mcp_send_telegram_message``."""
 
     message: str = Field(min_length=1, max_length=4096, description="The message text.")
-    chat_id: str | None = Field(None, description="The chat; default TELEGRAM_DEFAULT_CHAT_ID.")
-    parse_mode: str | None = Field(None, description="HTML, Markdown or MarkdownV2; default plain text.")
+    chat_id: str | None = Field(
+        None, max_length=64, description="The chat; default TELEGRAM_DEFAULT_CHAT_ID."
+    )
+    parse_mode: str | None = Field(
+        None, max_length=16, description="HTML, Markdown or MarkdownV2; default plain text."
+    )
 
     @field_validator("chat_id", mode="before")
     @classmethod
@@ -42,7 +46,7 @@ class WebhookArgs(ToolArgs):
     """Arguments of ``mcp_send_webhook``."""
 
     payload: dict[str, Any] = Field(description="The JSON object to POST, exactly as given.")
-    url: str | None = Field(None, description="An http(s) URL; default HITL_WEBHOOK_URL.")
+    url: str | None = Field(None, max_length=2048, description="An http(s) URL; default HITL_WEBHOOK_URL.")
 
 
 class NoArgs(ToolArgs):

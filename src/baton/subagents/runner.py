@@ -452,8 +452,10 @@ class SubagentRunner:
         _row, turns = self._load(subagent_id)
         return [{"role": t.role, "content": t.content} for t in turns]
 
-    def list(self, status: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
-        """Subagents, newest first, optionally of one status."""
+    def list(
+        self, status: str | None = None, limit: int = 200, after: tuple[str, str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Subagents, newest first, optionally of one status; ``after`` = (created_at, id) of the last one seen."""
         query = (
             select(
                 subagents.c.id,
@@ -465,11 +467,17 @@ class SubagentRunner:
                 subagents.c.updated_at,
                 subagents.c.task,
             )
-            .order_by(subagents.c.created_at.desc())
+            .order_by(subagents.c.created_at.desc(), subagents.c.id.desc())
             .limit(limit)
         )
         if status:
             query = query.where(subagents.c.status == status)
+        if after is not None:
+            created, last_id = after
+            query = query.where(
+                (subagents.c.created_at < created)
+                | ((subagents.c.created_at == created) & (subagents.c.id < last_id))
+            )
         with self.runtime.store.read() as connection:
             rows = connection.execute(query).all()
         return [

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from baton.limits import DEFAULT_PAGE, MAX_PAGE
+from baton.paging import decode_cursor, encode_cursor
 from baton.subagents.context import ContextStrategy
 from baton.subagents.runner import SpawnRequest, SubagentRunner
 from baton.toolkit import CallContext, ToolArgs, ToolRegistry
@@ -16,7 +18,10 @@ class SpawnArgs(ToolArgs):
 
     task: str = Field(min_length=1, description="What the subagent must do.")
     role: str = Field(
-        "assistant", min_length=1, description="The subagent's role, e.g. 'refund policy specialist'."
+        "assistant",
+        min_length=1,
+        max_length=200,
+        description="The subagent's role, e.g. 'refund policy specialist'.",
     )
     mode: Literal["sync", "async"] = Field(
         "sync", description="sync waits for the first answer; async returns at once."
@@ -27,8 +32,8 @@ class SpawnArgs(ToolArgs):
         "business_rules; full: the whole filtered context.",
     )
     parent_context: dict[str, Any] | None = Field(None, description="The parent's context, a JSON object.")
-    minimal_slice: list[str] | None = Field(
-        None, description="Dotted key paths kept by the minimal strategy."
+    minimal_slice: list[Annotated[str, Field(max_length=200)]] | None = Field(
+        None, max_length=200, description="Dotted key paths kept by the minimal strategy."
     )
     business_rules: str | None = Field(None, description="Rules the llm_generated preparation must follow.")
     max_total_tokens: int | None = Field(
@@ -42,7 +47,7 @@ class SpawnArgs(ToolArgs):
 class SubagentIdArgs(ToolArgs):
     """Arguments naming one subagent."""
 
-    subagent_id: str = Field(min_length=1, description="The id mcp_spawn_subagent returned.")
+    subagent_id: str = Field(min_length=1, max_length=64, description="The id mcp_spawn_subagent returned.")
 
 
 class MessageArgs(SubagentIdArgs):
@@ -56,6 +61,10 @@ class ListArgs(ToolArgs):
 
     status: Literal["queued", "running", "completed", "failed", "cancelled"] | None = Field(
         None, description="Only subagents in this status; all when omitted."
+    )
+    limit: int = Field(DEFAULT_PAGE, ge=1, le=MAX_PAGE, description="Subagents per page (at most 200).")
+    cursor: str | None = Field(
+        None, max_length=200, description="next_cursor of the previous page, to continue the list."
     )
 
 
@@ -104,6 +113,17 @@ def register(registry: ToolRegistry) -> None:
 
     @registry.tool("mcp_list_subagents", ListArgs, read_only=True)
     async def list_subagents(args: ListArgs, ctx: CallContext) -> dict[str, Any]:
-        """List subagents, newest first, optionally filtered by status."""
-        rows = runner.list(args.status)
-        return {"subagents": rows, "count": len(rows)}
+        """List subagents, newest first, optionally filtered by status, one page at a time: when more remain,
+        truncated is true and next_cursor continues the list."""
+        import anyio
+
+        after = decode_cursor(args.cursor)
+        rows = await anyio.to_thread.run_sync(lambda: runner.list(args.status, args.limit + 1, after))
+        page = rows[: args.limit]
+        more = len(rows) > args.limit
+        return {
+            "subagents": page,
+            "count": len(page),
+            "truncated": more,
+            "next_cursor": encode_cursor(page[-1]["created_at"], page[-1]["subagent_id"]) if more else None,
+        }

@@ -23,6 +23,7 @@ from baton.runtime import Runtime
 from baton.schema import timers
 from baton.timers import mirror
 from baton.timers.actions import Outcome
+from baton.timers.caps import check_active, check_interval, minimum_interval
 from baton.timers.schedule import (
     MIN_INTERVAL_SECONDS,
     format_time,
@@ -84,6 +85,7 @@ class TimerService:
         schedule = parse_schedule(request.fire_at, request.delay_seconds, request.interval_seconds, now)
         redactor = self.runtime.redactor  # a credential in a timer never reaches the store or the mirror
         action = redactor.value(parse_action(request.action).model_dump())
+        check_interval(self.runtime.settings, action["kind"], schedule.interval_seconds)
         name = redactor.text(request.name.strip())
         if not name:
             raise ArgumentError("invalid_arguments", "The timer needs a non-empty name.")
@@ -105,6 +107,7 @@ class TimerService:
             "created_by": self.runtime.instance_id,
         }
         with self.runtime.store.write() as connection:
+            check_active(connection, self.runtime.settings)
             connection.execute(insert(timers).values(**row))
             self.runtime.receipts.append_in(
                 connection,
@@ -129,11 +132,21 @@ class TimerService:
             raise TimerError("timer_not_found", f"No timer has id {timer_id!r}.", timer_id=timer_id)
         return present(row._mapping)
 
-    def list(self, status: str | None = None) -> list[dict[str, Any]]:
-        """Every timer (optionally of one status) in the order they were set."""
+    def list(
+        self, status: str | None = None, limit: int | None = None, after: tuple[str, str] | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        """Timers (optionally of one status) in the order they were set; ``after`` = (created_at, id) of the
+        last one seen, ``limit`` rows at most."""
         query = select(timers).order_by(timers.c.created_at, timers.c.id)
         if status is not None:
             query = query.where(timers.c.status == status)
+        if after is not None:
+            created, last_id = after
+            query = query.where(
+                (timers.c.created_at > created) | ((timers.c.created_at == created) & (timers.c.id > last_id))
+            )
+        if limit is not None:
+            query = query.limit(limit)
         with self.runtime.store.read() as connection:
             return [present(row._mapping) for row in connection.execute(query)]
 
@@ -193,7 +206,11 @@ class TimerService:
                 return None
             next_fire_at, skipped, status = None, 0, "completed"
             if row.interval_seconds:
-                upcoming, skipped = next_after(parse_time(due_at), row.interval_seconds, now)
+                # timers stored before a cap (or adopted from a mirror) still repeat no faster than it allows
+                period = max(
+                    row.interval_seconds, minimum_interval(self.runtime.settings, str(row.action.get("kind")))
+                )
+                upcoming, skipped = next_after(parse_time(due_at), period, now)
                 next_fire_at, status = format_time(upcoming), "active"
             stamp = format_time(now)
             won = connection.execute(
