@@ -113,8 +113,9 @@ def register(registry: ToolRegistry) -> None:
 
     @registry.tool("mcp_list_subagents", ListArgs, read_only=True)
     async def list_subagents(args: ListArgs, ctx: CallContext) -> dict[str, Any]:
-        """List subagents, newest first, optionally filtered by status, one page at a time: when more remain,
-        truncated is true and next_cursor continues the list."""
+        """List subagents, newest first, optionally filtered by status.
+
+        One page at a time: when more remain, truncated is true and next_cursor continues the list."""
         import anyio
 
         after = decode_cursor(args.cursor)
