@@ -5,12 +5,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pydantic import Field, StrictBool
+from pydantic import Field, StrictBool, StrictInt
 
 from baton.errors import HitlError
 from baton.hitl.broker import HitlBroker, get_broker
 from baton.hitl.records import MAX_TEXT, MAX_TIMEOUT_SECONDS, Decision, NewRequest, public_view
 from baton.toolkit import CallContext, ToolArgs, ToolRegistry
+
+#: Pending requests per page of ``mcp_list_pending_requests``: the default and the most one call may ask.
+DEFAULT_PAGE = 100
+MAX_PAGE = 500
 
 TimeoutField = Field(
     None,
@@ -49,6 +53,17 @@ class InputArgs(ToolArgs):
 
 class NoArgs(ToolArgs):
     """No arguments."""
+
+
+class ListPendingArgs(ToolArgs):
+    """Arguments of ``mcp_list_pending_requests``."""
+
+    limit: StrictInt = Field(
+        DEFAULT_PAGE, ge=1, le=MAX_PAGE, description=f"Requests per page (default {DEFAULT_PAGE})."
+    )
+    cursor: str | None = Field(
+        None, max_length=512, description="next_cursor of the previous page; omit for the first page."
+    )
 
 
 class RespondArgs(ToolArgs):
@@ -208,11 +223,19 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
 def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
     """The tools a responder (or the agent, looking) uses to list, decide and inspect."""
 
-    @registry.tool("mcp_list_pending_requests", NoArgs, read_only=True)
-    async def list_pending(args: NoArgs, ctx: CallContext) -> dict[str, Any]:
-        """List the requests waiting for a human decision, urgent first, then the soonest to expire."""
-        rows = [public_view(view) for view in broker.list_pending()]
-        return {"requests": rows, "count": len(rows)}
+    @registry.tool("mcp_list_pending_requests", ListPendingArgs, read_only=True)
+    async def list_pending(args: ListPendingArgs, ctx: CallContext) -> dict[str, Any]:
+        """List the requests waiting for a human decision, urgent first, then the soonest to expire.
+        One page at a time: total says how many are pending, next_cursor fetches the next page."""
+        page = broker.page_pending(args.limit, args.cursor)
+        rows = [public_view(view) for view in page.requests]
+        return {
+            "requests": rows,
+            "count": len(rows),
+            "total": page.total,
+            "truncated": page.next_cursor is not None,
+            "next_cursor": page.next_cursor,
+        }
 
     @registry.tool("mcp_respond_to_request", RespondArgs)
     async def respond(args: RespondArgs, ctx: CallContext) -> dict[str, Any]:

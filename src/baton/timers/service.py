@@ -182,52 +182,95 @@ class TimerService:
 
     def claim(self, timer_id: str, due_at: str, now: datetime, *, missed: bool) -> Claim | None:
         """Atomically take the firing of ``timer_id`` due at ``due_at``; None when another claimer won."""
+        claims = self.claim_many([(timer_id, due_at)], now, missed_before=now if missed else None)
+        return claims[0] if claims else None
+
+    def claim_many(
+        self, due: builtins.list[tuple[str, str]], now: datetime, *, missed_before: datetime | None = None
+    ) -> builtins.list[Claim]:
+        """Claim many firings in one transaction; each is still its own conditional UPDATE, so a firing
+        another process took (or a timer cancelled meanwhile) is skipped. A due time before
+        ``missed_before`` is a missed firing."""
+        if not due:
+            return []
+        wanted = dict(due)
+        claims: builtins.list[Claim] = []
+        stamp = format_time(now)
         with self.runtime.store.write() as connection:
-            row = connection.execute(
-                select(timers).where(
-                    timers.c.id == timer_id, timers.c.status == "active", timers.c.next_fire_at == due_at
-                )
-            ).first()
-            if row is None:
-                return None
-            next_fire_at, skipped, status = None, 0, "completed"
-            if row.interval_seconds:
-                upcoming, skipped = next_after(parse_time(due_at), row.interval_seconds, now)
-                next_fire_at, status = format_time(upcoming), "active"
-            stamp = format_time(now)
-            won = connection.execute(
-                update(timers)
-                .where(timers.c.id == timer_id, timers.c.status == "active", timers.c.next_fire_at == due_at)
-                .values(
-                    status=status,
-                    next_fire_at=next_fire_at,
-                    fire_count=timers.c.fire_count + 1,
-                    updated_at=stamp,
-                    last_due_at=due_at,
-                    last_fired_at=stamp,
-                    last_fired_by=self.runtime.instance_id,
-                    last_missed=missed,
-                    last_outcome="running",
-                    last_error_class=None,
-                )
-            ).rowcount
-            if won != 1:
-                return None
-            return Claim(
-                timer_id,
-                row.name,
-                dict(row.action),
-                due_at,
-                stamp,
-                missed,
-                skipped,
-                row.fire_count + 1,
-                next_fire_at,
+            rows = connection.execute(
+                select(timers).where(timers.c.id.in_(list(wanted)), timers.c.status == "active")
+            ).all()
+            for row in rows:
+                due_at = wanted[row.id]
+                if row.next_fire_at != due_at:
+                    continue
+                missed = missed_before is not None and parse_time(due_at) < missed_before
+                claim = self._claim_row(connection, row, due_at, now, stamp, missed)
+                if claim is not None:
+                    claims.append(claim)
+        return claims
+
+    def _claim_row(
+        self, connection: Any, row: Any, due_at: str, now: datetime, stamp: str, missed: bool
+    ) -> Claim | None:
+        """The conditional UPDATE that takes one firing: it matches only while the timer is still active
+        and still due at exactly ``due_at``."""
+        next_fire_at, skipped, status = None, 0, "completed"
+        if row.interval_seconds:
+            upcoming, skipped = next_after(parse_time(due_at), row.interval_seconds, now)
+            next_fire_at, status = format_time(upcoming), "active"
+        won = connection.execute(
+            update(timers)
+            .where(timers.c.id == row.id, timers.c.status == "active", timers.c.next_fire_at == due_at)
+            .values(
+                status=status,
+                next_fire_at=next_fire_at,
+                fire_count=timers.c.fire_count + 1,
+                updated_at=stamp,
+                last_due_at=due_at,
+                last_fired_at=stamp,
+                last_fired_by=self.runtime.instance_id,
+                last_missed=missed,
+                last_outcome="running",
+                last_error_class=None,
             )
+        ).rowcount
+        if won != 1:
+            return None
+        return Claim(
+            row.id,
+            row.name,
+            dict(row.action),
+            due_at,
+            stamp,
+            missed,
+            skipped,
+            row.fire_count + 1,
+            next_fire_at,
+        )
 
     def record(self, claim: Claim, outcome: Outcome) -> None:
         """Store a firing's outcome on its timer and append its ``timer_fired`` receipt, together."""
-        payload = {
+        self.record_many([(claim, outcome)])
+
+    def record_many(self, firings: builtins.list[tuple[Claim, Outcome]]) -> None:
+        """Store many firings' outcomes and their ``timer_fired`` receipts in one transaction."""
+        if not firings:
+            return
+        with self.runtime.store.write() as connection:
+            for claim, outcome in firings:
+                connection.execute(
+                    update(timers)
+                    .where(timers.c.id == claim.timer_id, timers.c.last_due_at == claim.due_at)
+                    .values(last_outcome=outcome.outcome, last_error_class=outcome.error_class)
+                )
+                self.runtime.receipts.append_in(
+                    connection, "timer_fired", self._fired_payload(claim, outcome)
+                )
+        self.sync_mirror()
+
+    def _fired_payload(self, claim: Claim, outcome: Outcome) -> dict[str, Any]:
+        return {
             "timer_id": claim.timer_id,
             "name": claim.name,
             "action_kind": claim.action.get("kind"),
@@ -243,14 +286,6 @@ class TimerService:
             "error": outcome.error,
             "detail": outcome.detail,
         }
-        with self.runtime.store.write() as connection:
-            connection.execute(
-                update(timers)
-                .where(timers.c.id == claim.timer_id, timers.c.last_due_at == claim.due_at)
-                .values(last_outcome=outcome.outcome, last_error_class=outcome.error_class)
-            )
-            self.runtime.receipts.append_in(connection, "timer_fired", payload)
-        self.sync_mirror()
 
     # the mirror ------------------------------------------------------------------------------------
 
