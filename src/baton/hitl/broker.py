@@ -17,7 +17,19 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, func, insert, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Integer,
+    and_,
+    bindparam,
+    cast,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from baton.errors import ArgumentError, HitlError
@@ -88,15 +100,29 @@ def decode_cursor(cursor: str) -> tuple[int, float, str]:
     return int(urgent), float(expires), request_id
 
 
-def _after(position: tuple[int, float, str]) -> ColumnElement[bool]:
-    """Rows after ``position`` in the pending order (urgent desc, expires_epoch, id)."""
-    urgent, expires, request_id = position
+def _after_bound() -> ColumnElement[bool]:
+    """Rows after the cursor's position (bound as ``urgent``, ``expires``, ``after_id``) in the pending order."""
     c = hitl_requests.c
-    same_urgency = and_(
-        c.urgent == bool(urgent),
-        or_(c.expires_epoch > expires, and_(c.expires_epoch == expires, c.id > request_id)),
+    later = or_(
+        c.expires_epoch > bindparam("expires"),
+        and_(c.expires_epoch == bindparam("expires"), c.id > bindparam("after_id")),
     )
-    return or_(c.urgent < bool(urgent), same_urgency) if urgent else same_urgency
+    urgent = bindparam("urgent", type_=Integer)
+    return or_(
+        and_(urgent == 1, c.urgent.is_(False)),
+        and_(cast(c.urgent, Integer) == urgent, later),
+    )
+
+
+_PENDING = hitl_requests.c.status == "pending"
+_DUE = and_(_PENDING, hitl_requests.c.expires_epoch <= bindparam("now"))
+_ANY_DUE = select(hitl_requests.c.id).where(_DUE).limit(1)
+_ALL_DUE = select(hitl_requests.c.id).where(_DUE)
+_FIRST_PAGE = select(hitl_requests).where(_PENDING).order_by(*PENDING_ORDER).limit(bindparam("limit"))
+_PAGE_AFTER = (
+    select(hitl_requests).where(_PENDING, _after_bound()).order_by(*PENDING_ORDER).limit(bindparam("limit"))
+)
+_PENDING_COUNT = select(func.count()).where(_PENDING)
 
 
 class HitlBroker:
@@ -174,35 +200,38 @@ class HitlBroker:
         """One page of pending requests in the same order, after ``cursor``; keyset-paginated on the
         ``ix_hitl_requests_pending_order`` index, so a page costs the same with 100 or 100,000 pending.
 
-        Expired requests were just swept, so the page reads ``status='pending'`` alone (an expiry
+        Expired requests are swept first, so the page reads ``status='pending'`` alone (an expiry
         condition would steer the planner off the ordering index); one that expired since is dropped.
+        The statements are built once: building them per call cost more than running them.
         """
-        self.expire_due()
-        pending = hitl_requests.c.status == "pending"
-        query = select(hitl_requests).where(pending).order_by(*PENDING_ORDER)
+        params: dict[str, Any] = {"now": time.time(), "limit": limit + 1}
         if cursor is not None:
-            query = query.where(_after(decode_cursor(cursor)))
+            params["urgent"], params["expires"], params["after_id"] = decode_cursor(cursor)
+        page = _PAGE_AFTER if cursor is not None else _FIRST_PAGE
         with self.runtime.store.read() as connection:
-            rows = connection.execute(query.limit(limit + 1)).all()
-            total = int(connection.execute(select(func.count()).where(pending)).scalar_one())
+            due = connection.execute(_ANY_DUE, {"now": params["now"]}).first() is not None
+            if not due:  # the common case: one connection for the whole page
+                rows = connection.execute(page, params).all()
+                total = int(connection.execute(_PENDING_COUNT).scalar_one())
+        if due:
+            self.expire_due()
+            with self.runtime.store.read() as connection:
+                rows = connection.execute(page, params).all()
+                total = int(connection.execute(_PENDING_COUNT).scalar_one())
         more = len(rows) > limit
-        now = time.time()
-        views = [row_view(row) for row in rows[:limit] if row.expires_epoch > now]
+        views = [row_view(row) for row in rows[:limit] if row.expires_epoch > params["now"]]
         next_cursor = encode_cursor(rows[limit - 1]) if more else None
         return PendingPage(views, total, next_cursor)
 
     def expire_due(self) -> int:
         """Mark every pending request past its expiry as expired (one receipt each); returns how many."""
         now = time.time()
-        due_query = select(hitl_requests.c.id).where(
-            hitl_requests.c.status == "pending", hitl_requests.c.expires_epoch <= now
-        )
         with self.runtime.store.read() as connection:
-            if connection.execute(due_query.limit(1)).first() is None:
+            if connection.execute(_ANY_DUE, {"now": now}).first() is None:
                 return 0
         expired = 0
         with self.runtime.store.write() as connection:
-            for request_id in connection.execute(due_query).scalars().all():
+            for request_id in connection.execute(_ALL_DUE, {"now": now}).scalars().all():
                 expired += self._expire_in(connection, request_id, now)
         return expired
 
