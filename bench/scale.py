@@ -30,12 +30,15 @@ LIST_CALLS = 30
 FIRE_DEADLINE_SECONDS = 120.0
 
 
-def _open_store(home: Path) -> Any:
-    """The migrated store of ``home`` (a runtime whose ``store`` has the schema)."""
+def _open_store(home: Path, database_url: str | None = None) -> Any:
+    """The migrated store of ``home`` (or ``database_url``): a runtime whose ``store`` has the schema."""
     from baton.config import load_settings
     from baton.runtime import Runtime
 
-    return Runtime.open(load_settings({"BATON_HOME": str(home)}))
+    environ = {"BATON_HOME": str(home)}
+    if database_url:
+        environ["BATON_DATABASE_URL"] = database_url
+    return Runtime.open(load_settings(environ))
 
 
 def fill_pending(home: Path, count: int) -> None:
@@ -88,14 +91,14 @@ def list_pending_p50(home: Path) -> dict[str, Any]:
     }
 
 
-def fill_timers(home: Path, count: int, due: datetime) -> None:
+def fill_timers(home: Path, count: int, due: datetime, database_url: str | None = None) -> None:
     """``count`` one-shot ``record`` timers all due at ``due``."""
     from sqlalchemy import insert
 
     from baton.schema import timers
     from baton.timers.schedule import format_time
 
-    runtime = _open_store(home)
+    runtime = _open_store(home, database_url)
     stamp = format_time(datetime.now(UTC))
     first = format_time(due)
     rows = [
@@ -118,6 +121,57 @@ def fill_timers(home: Path, count: int, due: datetime) -> None:
     with runtime.store.write() as connection:
         connection.execute(insert(timers), rows)
     runtime.close()
+
+
+def fire_all_on_replicas(count: int) -> dict[str, Any] | None:
+    """The same on two ``baton serve`` replicas sharing one PostgreSQL store (None without PostgreSQL)."""
+    from sqlalchemy import create_engine, text
+
+    from baton.testing.postgres import TemporaryPostgres, find_bin_dir
+
+    if find_bin_dir() is None:
+        return None
+    with ExitStack() as stack:
+        pg = stack.enter_context(TemporaryPostgres())
+        homes = [stack.enter_context(temp_home()) for _ in range(2)]
+        due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=6)
+        fill_timers(homes[0], count, due, pg.url)
+        engine = create_engine(pg.url)
+        stack.callback(engine.dispose)
+
+        def counts() -> tuple[int, int]:
+            with engine.connect() as connection:
+                once, twice = connection.execute(
+                    text(
+                        "SELECT count(*) FILTER (WHERE fire_count >= 1), count(*) FILTER (WHERE fire_count > 1) FROM timers"
+                    )
+                ).one()
+            return int(once), int(twice)
+
+        clients = [
+            stack.enter_context(PipeClient(baton_command(), baton_env(home, BATON_DATABASE_URL=pg.url)))
+            for home in homes
+        ]
+        for client in clients:
+            client.initialize()
+            client.call("tools/list")
+        while datetime.now(UTC) < due:
+            time.sleep(0.01)
+        started = time.perf_counter()
+        while (done := counts())[0] < count and time.perf_counter() - started < FIRE_DEADLINE_SECONDS:
+            time.sleep(0.05)
+        elapsed = time.perf_counter() - started
+        with engine.connect() as connection:
+            by_replica = connection.execute(
+                text("SELECT count(DISTINCT last_fired_by) FROM timers WHERE fire_count >= 1")
+            ).scalar_one()
+    return {
+        "timers": count,
+        "fired": done[0],
+        "fired_twice": done[1],
+        "replicas_that_fired": int(by_replica),
+        "seconds_to_all": round(elapsed, 2),
+    }
 
 
 def fired(home: Path) -> int:
@@ -192,9 +246,10 @@ def run(iterations: int) -> dict[str, Any]:
         firing = fire_all(timer_home, timer_count)
         added_receipts = receipts(timer_home) - before_receipts
         timer_bytes = _database_bytes(timer_home) - before_bytes
+    replicas = fire_all_on_replicas(timer_count) if iterations > 1 else None
     rows = [
         {"figure": f"mcp_list_pending_requests with {pending} pending", **listing},
-        {"figure": f"{timer_count} timers due in the same second", **firing},
+        {"figure": f"{timer_count} timers due in the same second (one replica, SQLite)", **firing},
         {
             "figure": "store bytes per row (SQLite)",
             "per_pending_request": round((with_pending - empty) / pending),
@@ -202,6 +257,11 @@ def run(iterations: int) -> dict[str, Any]:
             "receipts_per_fired_timer": round(added_receipts / max(1, timer_count), 2),
         },
     ]
+    if replicas is not None:
+        rows.insert(
+            2,
+            {"figure": f"{timer_count} timers due in the same second (two replicas, PostgreSQL)", **replicas},
+        )
     full = iterations > 1
     return {
         "title": "scale: pending requests, timers due at once, store size",

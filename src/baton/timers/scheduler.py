@@ -66,8 +66,7 @@ class Scheduler:
     def tick(self) -> int:
         """Claim every firing due now and start its action; returns how many this process claimed."""
         now = now_utc()
-        due = self.service.due(now, limit=CLAIM_BATCH)
-        claims = self.service.claim_many(due, now, missed_before=self.started_at)
+        claims = self.service.claim_due(now, limit=CLAIM_BATCH, missed_before=self.started_at)
         loop = asyncio.get_running_loop()
         for claim in claims:
             task = loop.create_task(self._fire(claim), name=f"timer-{claim.timer_id}")

@@ -160,17 +160,6 @@ class TimerService:
 
     # firing ---------------------------------------------------------------------------------------
 
-    def due(self, now: datetime, limit: int = 100) -> builtins.list[tuple[str, str]]:
-        """``(timer_id, due_at)`` of active timers due at ``now``, earliest first."""
-        query = (
-            select(timers.c.id, timers.c.next_fire_at)
-            .where(timers.c.status == "active", timers.c.next_fire_at <= format_time(now))
-            .order_by(timers.c.next_fire_at)
-            .limit(limit)
-        )
-        with self.runtime.store.read() as connection:
-            return [(row.id, row.next_fire_at) for row in connection.execute(query)]
-
     def earliest(self) -> datetime | None:
         """The earliest due time of any active timer."""
         query = (
@@ -182,30 +171,35 @@ class TimerService:
 
     def claim(self, timer_id: str, due_at: str, now: datetime, *, missed: bool) -> Claim | None:
         """Atomically take the firing of ``timer_id`` due at ``due_at``; None when another claimer won."""
-        claims = self.claim_many([(timer_id, due_at)], now, missed_before=now if missed else None)
-        return claims[0] if claims else None
-
-    def claim_many(
-        self, due: builtins.list[tuple[str, str]], now: datetime, *, missed_before: datetime | None = None
-    ) -> builtins.list[Claim]:
-        """Claim many firings in one transaction; each is still its own conditional UPDATE, so a firing
-        another process took (or a timer cancelled meanwhile) is skipped. A due time before
-        ``missed_before`` is a missed firing."""
-        if not due:
-            return []
-        wanted = dict(due)
-        claims: builtins.list[Claim] = []
-        stamp = format_time(now)
         with self.runtime.store.write() as connection:
-            rows = connection.execute(
-                select(timers).where(timers.c.id.in_(list(wanted)), timers.c.status == "active")
-            ).all()
-            for row in rows:
-                due_at = wanted[row.id]
-                if row.next_fire_at != due_at:
-                    continue
-                missed = missed_before is not None and parse_time(due_at) < missed_before
-                claim = self._claim_row(connection, row, due_at, now, stamp, missed)
+            row = connection.execute(
+                select(timers).where(
+                    timers.c.id == timer_id, timers.c.status == "active", timers.c.next_fire_at == due_at
+                )
+            ).first()
+            if row is None:
+                return None
+            return self._claim_row(connection, row, due_at, now, format_time(now), missed)
+
+    def claim_due(
+        self, now: datetime, *, limit: int, missed_before: datetime | None = None
+    ) -> builtins.list[Claim]:
+        """Claim up to ``limit`` firings due at ``now`` in one transaction. On PostgreSQL the due rows
+        are locked with SKIP LOCKED, so replicas scanning at once claim disjoint sets instead of
+        queueing behind each other's locks; each firing is still its own conditional UPDATE."""
+        stamp = format_time(now)
+        query = (
+            select(timers)
+            .where(timers.c.status == "active", timers.c.next_fire_at <= stamp)
+            .order_by(timers.c.next_fire_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        claims: builtins.list[Claim] = []
+        with self.runtime.store.write() as connection:
+            for row in connection.execute(query).all():
+                missed = missed_before is not None and parse_time(row.next_fire_at) < missed_before
+                claim = self._claim_row(connection, row, row.next_fire_at, now, stamp, missed)
                 if claim is not None:
                     claims.append(claim)
         return claims
