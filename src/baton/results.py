@@ -111,10 +111,13 @@ class Decided(Ok):
 
 
 class PendingList(Ok):
-    """``mcp_list_pending_requests``."""
+    """``mcp_list_pending_requests``: one page."""
 
     requests: list[dict[str, Any]]
     count: int
+    total: int = Field(description="How many requests are pending in all.")
+    truncated: bool = Field(description="True when more pages follow.")
+    next_cursor: str | None = Field(None, description="Pass as cursor to get the next page.")
 
 
 class RequestStatus(Ok):

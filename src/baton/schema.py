@@ -15,6 +15,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
 
 metadata = MetaData()
@@ -158,6 +159,15 @@ hitl_requests = Table(
     Column("waiter_instance", String(128)),
     Column("waiter_seen_epoch", Float),
     Column("waiter_gone", Boolean),
+    # the pending list's order (urgent first, soonest to expire, then id), and the expiry sweep
+    Index(
+        "ix_hitl_requests_pending_order",
+        "status",
+        text("urgent DESC"),
+        "expires_epoch",
+        "id",
+    ),
+    Index("ix_hitl_requests_status_expiry", "status", "expires_epoch"),
 )
 
 #: Signed inbox links that were spent (single use), by nonce.

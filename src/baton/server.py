@@ -16,14 +16,14 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from baton import __version__
+from baton import __version__, tool_cache
 from baton.addresses import is_loopback
 from baton.errors import BatonError, ConfigError
 
 if TYPE_CHECKING:
     from baton.config import Settings
     from baton.runtime import Runtime
-    from baton.toolkit import ToolRegistry
+    from baton.toolkit import ToolRegistry, ToolSpec
 
 log = logging.getLogger("baton.server")
 
@@ -67,6 +67,8 @@ class RegistryLoader:
         self.settings = settings
         self.registry = registry
         self.error: BatonError | None = None
+        self._cached: list[dict[str, Any]] | None = None
+        self._cache_read = False
         self.ready = anyio.Event()
         if registry is not None:
             self.ready.set()
@@ -85,7 +87,23 @@ class RegistryLoader:
     def _open(self) -> ToolRegistry:
         from baton.runtime import Runtime
 
-        return build_registry(Runtime.open(self.settings))
+        registry = build_registry(Runtime.open(self.settings))
+        settings = registry.runtime.settings
+        if tool_cache.usable(settings.home, settings.baton_database_url):
+            tool_cache.store(settings.home, builtin_definitions(registry))
+        return registry
+
+    def cached_tools(self) -> list[dict[str, Any]] | None:
+        """The cached built-in tool definitions, while the registry is still loading and when they are
+        the whole listing (see :mod:`baton.tool_cache`); None means: wait for the registry."""
+        if self.ready.is_set() or self.settings is None:
+            return None
+        if not self._cache_read:
+            self._cache_read = True
+            home = self.settings.home
+            if tool_cache.usable(home, self.settings.baton_database_url):
+                self._cached = tool_cache.load(home)
+        return self._cached
 
     def current_settings(self) -> Settings:
         """The settings this server runs with (known before the registry is loaded)."""
@@ -103,17 +121,31 @@ class RegistryLoader:
         return self.registry
 
 
+def listed_tool(spec: ToolSpec[Any]) -> types.Tool:
+    """A built-in tool as ``tools/list`` shows it (title, annotations and output schema from baton.results)."""
+    from baton.results import tool_definition
+
+    listed: types.Tool = tool_definition(spec.name, spec.title, spec.description, spec.input_schema())
+    return listed
+
+
+def builtin_definitions(registry: ToolRegistry) -> list[dict[str, Any]]:
+    """The built-in tools' definitions as JSON (what the tool cache keeps)."""
+    return [
+        listed_tool(spec).model_dump(mode="json", by_alias=True, exclude_none=True)
+        for spec in registry.tools.values()
+    ]
+
+
 def build_server(loader: RegistryLoader) -> Server[Any]:
     """The low-level MCP server whose list and call handlers go through the registry."""
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        cached = loader.cached_tools()
+        if cached is not None:
+            return types.ListToolsResult(tools=[types.Tool.model_validate(tool) for tool in cached])
         registry = await loader.get()
-        from baton.results import tool_definition
-
-        tools = [
-            tool_definition(spec.name, spec.title, spec.description, spec.input_schema())
-            for spec in registry.tools.values()
-        ]
+        tools = [listed_tool(spec) for spec in registry.tools.values()]
         for source in registry.dynamic:
             for listed in await source.list_tools():
                 tools.append(types.Tool.model_validate(listed))

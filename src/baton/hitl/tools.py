@@ -5,13 +5,17 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any
 
-from pydantic import Field, StrictBool
+from pydantic import Field, StrictBool, StrictInt
 
 from baton.errors import HitlError
 from baton.hitl.broker import HitlBroker, get_broker
 from baton.hitl.records import MAX_TEXT, MAX_TIMEOUT_SECONDS, Decision, NewRequest, public_view
 from baton.limits import LIST_CONTEXT_BYTES, fits
 from baton.toolkit import CallContext, ToolArgs, ToolRegistry
+
+#: Pending requests per page of ``mcp_list_pending_requests``: the default and the most one call may ask.
+DEFAULT_PAGE = 100
+MAX_PAGE = 500
 
 TimeoutField = Field(
     None,
@@ -53,6 +57,17 @@ class InputArgs(ToolArgs):
 
 class NoArgs(ToolArgs):
     """No arguments."""
+
+
+class ListPendingArgs(ToolArgs):
+    """Arguments of ``mcp_list_pending_requests``."""
+
+    limit: StrictInt = Field(
+        DEFAULT_PAGE, ge=1, le=MAX_PAGE, description=f"Requests per page (default {DEFAULT_PAGE})."
+    )
+    cursor: str | None = Field(
+        None, max_length=512, description="next_cursor of the previous page; omit for the first page."
+    )
 
 
 class RespondArgs(ToolArgs):
@@ -303,17 +318,27 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
 def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
     """The tools a responder (or the agent, looking) uses to list, decide and inspect."""
 
-    @registry.tool("mcp_list_pending_requests", NoArgs, read_only=True)
-    async def list_pending(args: NoArgs, ctx: CallContext) -> dict[str, Any]:
-        """List the requests waiting for a human decision.
+    @registry.tool("mcp_list_pending_requests", ListPendingArgs, read_only=True)
+    async def list_pending(args: ListPendingArgs, ctx: CallContext) -> dict[str, Any]:
+        """List the requests waiting for a human decision, one page at a time.
 
-        Urgent ones come first, then the soonest to expire. A context larger than 8 KiB is left out
-        (context: null, context_truncated: true); mcp_get_request_status has it."""
-        import anyio
+        Urgent ones come first, then the soonest to expire; total says how many are pending and next_cursor
+        fetches the next page. A context larger than 8 KiB is left out (context: null,
+        context_truncated: true); mcp_get_request_status has it."""
+        if args.limit <= DEFAULT_PAGE:  # a bounded page on an index: well under a millisecond
+            page = broker.page_pending(args.limit, args.cursor)
+        else:
+            import anyio
 
-        views = await anyio.to_thread.run_sync(broker.list_pending)
-        rows = [listed(public_view(view)) for view in views]
-        return {"requests": rows, "count": len(rows)}
+            page = await anyio.to_thread.run_sync(broker.page_pending, args.limit, args.cursor)
+        rows = [listed(public_view(view)) for view in page.requests]
+        return {
+            "requests": rows,
+            "count": len(rows),
+            "total": page.total,
+            "truncated": page.next_cursor is not None,
+            "next_cursor": page.next_cursor,
+        }
 
     @registry.tool("mcp_respond_to_request", RespondArgs)
     async def respond(args: RespondArgs, ctx: CallContext) -> dict[str, Any]:
