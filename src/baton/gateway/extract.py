@@ -15,6 +15,7 @@ import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from baton.errors import GatewayError
 from baton.gateway.policy import Artifact, Policy
@@ -131,25 +132,137 @@ def _checked_bytes(bundle: Path, artifact: Artifact) -> Path:
 
 
 def materialize(policy: Policy, bundle: Path, root: Path) -> Extracted:
-    """Re-check each package against the policy's sha512, extract it safely, and make the tree read-only.
+    """Re-check each package against the policy's sha512, lay it out safely, and make the tree read-only.
 
-    npm packages go to ``node_modules/<name>``, wheels to ``site-packages`` (on the sandbox's PYTHONPATH).
+    npm packages go where the bundle's lockfile puts them (nested where npm nests), or to
+    ``node_modules/<name>`` for a hand-written flat policy; wheels are installed with hashes required
+    into ``site-packages``, which baton's boot file puts on an isolated interpreter's path.
     """
-    root.joinpath("node_modules").mkdir(parents=True)
+    from baton.gateway.interpreter import check_interpreter_pin
+
+    check_interpreter_pin(policy)
+    root.joinpath("node_modules").mkdir(parents=True, exist_ok=True)
     files = size = 0
-    for artifact in policy.artifacts:
-        path = _checked_bytes(bundle, artifact)
-        if artifact.ecosystem == "npm":
-            destination = root / "node_modules" / artifact.name
-            destination.mkdir(parents=True)
+    npm = [a for a in policy.artifacts if a.ecosystem == "npm"]
+    if npm:
+        for artifact, destination in _npm_layout(policy, bundle, root, npm):
+            path = _checked_bytes(bundle, artifact)
+            destination.mkdir(parents=True, exist_ok=True)
             count, unpacked = extract_package(path, destination)
             _check_identity(destination, artifact.name, artifact.version)
-        else:
-            count, unpacked = extract_wheel(path, root / "site-packages", artifact)
+            files, size = files + count, size + unpacked
+    wheels = [a for a in policy.artifacts if a.ecosystem == "pypi"]
+    if wheels and policy.resolution.pypi_requirements_sha256:
+        count, unpacked = install_wheels(policy, bundle, root, wheels)
         files, size = files + count, size + unpacked
+    else:
+        for artifact in wheels:
+            path = _checked_bytes(bundle, artifact)
+            count, unpacked = extract_wheel(path, root / "site-packages", artifact)
+            files, size = files + count, size + unpacked
+    if wheels:
+        (root / "baton_boot.py").write_text(BOOT, encoding="utf-8")
     for item in [root, *root.rglob("*")]:
         item.chmod(0o755 if item.is_dir() else 0o444)
     return Extracted(root=root, file_count=files, unpacked_bytes=size)
+
+
+#: The isolated interpreter's boot (``python3 -I -S baton_boot.py TARGET``): no host site-packages,
+#: dist-packages, user site or host ``.pth``; only the bundle's own site directory (and its ``.pth``).
+BOOT = """import site, sys
+site.addsitedir("/work/site-packages")
+target, sys.argv = sys.argv[1], [sys.argv[1], *sys.argv[2:]]
+if ":" in target:
+    import importlib
+    module, _, attribute = target.partition(":")
+    value = importlib.import_module(module)
+    for part in attribute.split("."):
+        value = getattr(value, part)
+    sys.exit(value())
+import runpy
+runpy.run_module(target, run_name="__main__", alter_sys=True)
+"""
+
+
+def _lockfile(policy: Policy, bundle: Path) -> dict[str, Any] | None:
+    expected = policy.resolution.npm_lockfile_sha256
+    if expected is None:
+        return None
+    try:
+        data = (bundle / "package-lock.json").read_bytes()
+    except OSError:
+        raise GatewayError(
+            "artifact_bundle_invalid", "package-lock.json is missing from the bundle."
+        ) from None
+    if hashlib.sha256(data).hexdigest() != expected:
+        raise GatewayError("artifact_tarball_checksum_mismatch", "package-lock.json differs from its pin.")
+    value: dict[str, Any] = json.loads(data)
+    return value
+
+
+def _npm_layout(policy: Policy, bundle: Path, root: Path, npm: list[Artifact]) -> list[tuple[Artifact, Path]]:
+    """(artifact, directory) pairs, parents first: the lockfile's paths, or the flat layout."""
+    from baton.gateway.npm_resolve import LOCK_PATH
+
+    lockfile = _lockfile(policy, bundle)
+    if lockfile is None:
+        return [(a, root / "node_modules" / a.name) for a in npm]
+    by_key = {(a.name, a.version): a for a in npm}
+    skipped = set(policy.resolution.skipped_optional)
+    layout = []
+    for path, entry in sorted((lockfile.get("packages") or {}).items(), key=lambda kv: kv[0].count("/")):
+        if path == "" or path in skipped or not isinstance(entry, dict) or entry.get("inBundle"):
+            continue
+        if not LOCK_PATH.fullmatch(path) or ".." in path.split("/"):
+            raise GatewayError("artifact_archive_path_invalid", f"The lockfile names an odd path {path!r}.")
+        name = str(entry.get("name") or path.rsplit("node_modules/", 1)[-1])
+        artifact = by_key.get((name, str(entry.get("version"))))
+        if artifact is None:
+            raise GatewayError(
+                "artifact_bundle_package_set_mismatch",
+                f"The lockfile installs {name}@{entry.get('version')} at {path}, which the policy does not pin.",
+            )
+        layout.append((artifact, root / path))
+    return layout
+
+
+def install_wheels(policy: Policy, bundle: Path, root: Path, wheels: list[Artifact]) -> tuple[int, int]:
+    """``uv pip install --require-hashes --no-deps --offline`` of the checked wheels into ``site-packages``."""
+    import subprocess
+    import tempfile
+
+    from baton.gateway.closure import uv_binary, uv_env
+
+    for artifact in wheels:
+        _checked_bytes(bundle, artifact)
+    python = policy.interpreter.path if policy.interpreter else "python3"
+    with tempfile.TemporaryDirectory(prefix="baton-wheels-") as scratch:
+        requirements = Path(scratch) / "requirements.txt"
+        requirements.write_text(
+            "".join(f"{a.name}=={a.version} --hash=sha256:{a.sha256}\n" for a in wheels), encoding="utf-8"
+        )
+        argv = [
+            uv_binary(), "pip", "install", "--require-hashes", "--no-deps", "--offline", "--no-index",
+            "--find-links", str(bundle / "tarballs"), "--target", str(root / "site-packages"),
+            "--python", python, "--no-config", "--quiet", "--color", "never", "--no-compile",
+            "-r", str(requirements),
+        ]  # fmt: skip
+        try:
+            done = subprocess.run(
+                argv, capture_output=True, env=uv_env(scratch), cwd=scratch, timeout=300, check=False
+            )
+        except subprocess.TimeoutExpired:
+            raise GatewayError("artifact_install_failed", "uv did not install the wheels in time.") from None
+    if done.returncode != 0:
+        tail = done.stderr.decode("utf-8", "replace").strip()[-400:]
+        raise GatewayError("artifact_install_failed", f"The pinned wheels do not install: {tail}")
+    site = root / "site-packages"
+    installed = [p for p in site.rglob("*") if p.is_file() or p.is_symlink()]
+    if any(p.is_symlink() for p in installed):
+        raise GatewayError("artifact_archive_member_type_invalid", "A wheel installed a symlink.")
+    if len(installed) > MAX_PACKAGE_FILES * len(wheels):
+        raise GatewayError("artifact_archive_limits_exceeded", "The wheels install too many files.")
+    return len(installed), sum(p.stat().st_size for p in installed)
 
 
 def _normalized(name: str) -> str:
