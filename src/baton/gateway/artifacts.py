@@ -365,7 +365,7 @@ def lock(
     allow_without_install_scripts: list[str] | None = None,
 ) -> dict[str, Any]:
     """Lock an adapter (policy id or path), or draft and lock a package spec such as ``npm:NAME@VER``."""
-    from baton.gateway.stages import fail_closed, identify
+    from baton.gateway.stages import fail_closed, identify, live
 
     allowed = list(allow_without_install_scripts or [])
     if target.startswith(("npm:", "pypi:")):
@@ -385,6 +385,14 @@ def lock(
         )
     path = policy_path(runtime.settings, target)
     known_id, checksum = identify(path)
+    if live(runtime, known_id):
+        raise GatewayError(
+            "adapter_relock_while_live",
+            f"Adapter {known_id} is promoted and keeps serving its current lock. Lock the new version under "
+            "another id (baton gateway lock CANDIDATE --id NEW), verify, replay and promote it, then "
+            f"demote {known_id}.",
+            adapter_id=known_id,
+        )
     return fail_closed(
         runtime,
         known_id,

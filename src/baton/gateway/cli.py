@@ -36,18 +36,36 @@ def _print(value: Any) -> None:
 @app.command()
 def lock(
     target: Annotated[
-        str, typer.Argument(help="Adapter id, policy path, or a package spec (npm:NAME@VERSION).")
+        str,
+        typer.Argument(
+            help="Adapter id, policy path, or a candidate: npm:NAME[@VERSION|RANGE], pypi:NAME[==VERSION]."
+        ),
     ],
     adapter_id: Annotated[str | None, typer.Option("--id", help="Adapter id for a drafted policy.")] = None,
     argument: Annotated[
         list[str] | None,
         typer.Option("--argument", help="Server argument for a drafted policy (repeatable)."),
     ] = None,
+    allow_without_install_scripts: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-without-install-scripts",
+            help="Accept that this package runs without the install script it declares (repeatable).",
+        ),
+    ] = None,
 ) -> None:
-    """Fetch the exact packages, check their integrity, write the bundle and the lock receipt."""
+    """Resolve the whole closure, fetch and check every package, write the bundle and the lock receipt."""
     from baton.gateway.artifacts import lock as lock_adapter
 
-    _print(_run(lock_adapter, target, adapter_id=adapter_id, arguments=list(argument or [])))
+    _print(
+        _run(
+            lock_adapter,
+            target,
+            adapter_id=adapter_id,
+            arguments=list(argument or []),
+            allow_without_install_scripts=list(allow_without_install_scripts or []),
+        )
+    )
 
 
 @app.command()

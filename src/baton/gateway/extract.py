@@ -234,7 +234,14 @@ def install_wheels(policy: Policy, bundle: Path, root: Path, wheels: list[Artifa
     from baton.gateway.closure import uv_binary, uv_env
 
     for artifact in wheels:
-        _checked_bytes(bundle, artifact)
+        path = _checked_bytes(bundle, artifact)
+        try:
+            with zipfile.ZipFile(path) as archive:
+                _wheel_members(archive, path.name, MAX_PACKAGE_FILES, MAX_PACKAGE_UNPACKED_BYTES)
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise GatewayError(
+                "artifact_tarball_invalid", f"{path.name} is not a readable wheel: {exc}."
+            ) from None
     python = policy.interpreter.path if policy.interpreter else "python3"
     with tempfile.TemporaryDirectory(prefix="baton-wheels-") as scratch:
         requirements = Path(scratch) / "requirements.txt"

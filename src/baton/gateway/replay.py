@@ -16,6 +16,7 @@ from typing import Any
 
 from baton.errors import GatewayError
 from baton.gateway import state
+from baton.gateway.checks import check_policy_rules
 from baton.gateway.contract import (
     DEFINITION_FIELDS,
     ToolContract,
@@ -25,6 +26,7 @@ from baton.gateway.contract import (
     tool_contract,
 )
 from baton.gateway.extract import Extracted, materialize
+from baton.gateway.interpreter import check_interpreter_pin
 from baton.gateway.policy import Policy, Tools, load_policy, policy_path, write_policy
 from baton.gateway.protocol import JsonRpcPipe, Session, exchange, shut_down, stop
 from baton.gateway.sandbox import Sandbox, SandboxSpec, as_nobody, sandbox_for
@@ -234,6 +236,7 @@ def _apply(
         raise GatewayError("adapter_contract_unpinned", f"Adapter {policy.id} pins no contract yet.")
     compare(policy.contract, observation.server, observation.tools)
     check_partition(policy.tools, observation.tools)
+    check_policy_rules(policy, observation.definitions)
     receipt = build_receipt(policy, checksum, run_id, evidence, observation, extracted)
     sha = write_receipt_file(runtime, policy.id, f"replay-{run_id}.json", receipt)
     summary = {
@@ -266,6 +269,7 @@ def replay(runtime: Runtime, adapter: str, *, apply: bool = False, record: bool 
     def stage(run_id: str) -> dict[str, Any]:
         policy, _ = load_policy(path)
         evidence = check_chain(runtime, policy)
+        check_interpreter_pin(policy)
         if policy.contract is None and not record:
             raise GatewayError("adapter_contract_unpinned", f"Adapter {policy.id} pins no contract yet.")
         if apply:

@@ -74,6 +74,20 @@ def fail_closed(
             adapter_id, stage, exc, run_id, policy_checksum, **(extra() if extra else {})
         )
         sha = write_receipt_file(runtime, adapter_id, f"{stage}-failure-{run_id}.json", receipt)
+        if live(runtime, adapter_id) and stage != "runtime":
+            # A failed re-lock (or re-verify, re-replay) leaves a live adapter serving its current lock.
+            runtime.receipts.append(
+                "gateway_failure",
+                {
+                    "adapter_id": adapter_id,
+                    "stage": stage,
+                    **receipt,
+                    "receipt_sha256": sha,
+                    "adapter_state_unchanged": True,
+                },
+            )
+            exc.details.setdefault("failure_receipt_sha256", sha)
+            raise
         state.record_failure(
             runtime,
             adapter_id,
@@ -84,6 +98,13 @@ def fail_closed(
         )
         exc.details.setdefault("failure_receipt_sha256", sha)
         raise
+
+
+def live(runtime: Runtime, adapter_id: str) -> bool:
+    from baton.gateway.promotion import is_live
+
+    row = state.get_adapter(runtime, adapter_id)
+    return row is not None and row["state"] == "promoted" and is_live(row)
 
 
 def identify(path: Path) -> tuple[str, str | None]:
@@ -195,8 +216,19 @@ def check(runtime: Runtime, adapter: str) -> dict[str, Any]:
     adapter_id, checksum = identify(path)
 
     def stage(run_id: str) -> dict[str, Any]:
+        from baton.gateway.checks import check_policy_rules
+        from baton.gateway.verifier import VerificationError, recheck_bundle
+
         policy, checksum = load_policy(path)
         evidence = check_chain(runtime, policy)
+        bundle = state.adapter_dir(runtime, policy.id) / "bundle"
+        try:
+            recheck_bundle(
+                bundle, policy_file=path, expected_lock_sha256=evidence["row"]["lock_receipt_sha256"]
+            )
+        except VerificationError as exc:
+            raise GatewayError(str(exc), f"The bundle of {policy.id} no longer verifies: {exc}.") from None
+        check_policy_rules(policy, _replayed_definitions(runtime, policy.id, evidence["row"]))
         result = {
             "run_id": run_id,
             "adapter_id": policy.id,
@@ -211,6 +243,20 @@ def check(runtime: Runtime, adapter: str) -> dict[str, Any]:
         return {**result, "receipt_seq": stored.seq}
 
     return fail_closed(runtime, adapter_id, path, "check", stage, policy_checksum=checksum)
+
+
+def _replayed_definitions(runtime: Runtime, adapter_id: str, row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool definitions of the adapter's last replay (its annotations feed the destructive rule)."""
+    sha = row.get("replay_receipt_sha256")
+    directory = state.adapter_dir(runtime, adapter_id) / "receipts"
+    if not sha or not directory.is_dir():
+        return []
+    for file in directory.glob("replay-*.json"):
+        data = file.read_bytes()
+        if sha256_hex(data) == sha:
+            definitions = json.loads(data).get("tool_definitions")
+            return definitions if isinstance(definitions, list) else []
+    return []
 
 
 def list_view(runtime: Runtime) -> list[dict[str, Any]]:

@@ -278,6 +278,17 @@ def _verify(bundle: Path, policy_file: Path | None, expected_lock_sha256: str | 
     }
 
 
+def recheck_bundle(
+    bundle: Path, *, policy_file: Path | None = None, expected_lock_sha256: str | None = None
+) -> None:
+    """Recompute every hash (as ``verify_bundle``) without writing a receipt; raises on the first failure.
+
+    ``baton gateway check`` uses it, so a tarball tampered with after verify fails check; the
+    ``VerificationError``'s message is the error class.
+    """
+    _verify(bundle, policy_file, expected_lock_sha256)
+
+
 def verify_bundle(
     bundle: Path, *, policy_file: Path | None = None, expected_lock_sha256: str | None = None
 ) -> tuple[dict[str, Any], str]:
