@@ -72,8 +72,7 @@ def _script_ok(policy: Policy, script: str) -> bool:
         return any(a.ecosystem == "pypi" for a in policy.artifacts)
     rest = script.removeprefix("node_modules/")
     return any(
-        a.ecosystem == "npm" and rest.startswith(a.name + "/") and len(rest) > len(a.name) + 1
-        for a in policy.artifacts
+        a.ecosystem == "npm" and (rest == a.name or rest.startswith(a.name + "/")) for a in policy.artifacts
     )
 
 

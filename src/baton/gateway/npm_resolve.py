@@ -138,7 +138,12 @@ def parse_lockfile(data: bytes, root_name: str) -> list[LockEntry]:
 def _npm_error(stderr: str) -> GatewayError:
     """The typed error for a failed ``npm install`` (its log names the cause)."""
     text = stderr.strip()
-    tail = " ".join(line.removeprefix("npm error ").strip() for line in text.splitlines()[-12:])[:600]
+    lines = [line.removeprefix("npm error ").strip() for line in text.splitlines()]
+    tail = " ".join(line for line in lines[-12:] if "complete log of this run" not in line)[:600]
+    if "EBADPLATFORM" in text:
+        return GatewayError(
+            "artifact_platform_unsupported", f"A required package does not install here: {tail}"
+        )
     if re.search(r"ERESOLVE|conflicting peer|Could not resolve dependency", text):
         return GatewayError("artifact_dependency_unresolvable", f"npm cannot resolve the tree: {tail}")
     if re.search(r"ETARGET|No matching version|notarget", text):
@@ -147,7 +152,7 @@ def _npm_error(stderr: str) -> GatewayError:
         return GatewayError("artifact_registry_error", f"The registry does not know a package: {tail}")
     if re.search(r"EINVALIDPACKAGENAME|EINVALIDTAGNAME|Invalid (?:tag|version|package)", text):
         return GatewayError("adapter_candidate_invalid", f"npm refuses the candidate: {tail}")
-    if re.search(r"EJSONPARSE|Unexpected token|invalid json|EBADPLATFORM", text, re.IGNORECASE):
+    if re.search(r"EJSONPARSE|Unexpected token|invalid json", text, re.IGNORECASE):
         return GatewayError("artifact_metadata_invalid", f"The registry's metadata is invalid: {tail}")
     if re.search(r"E5\d\d|ECONNREFUSED|ENOTFOUND|ETIMEDOUT|ECONNRESET|EAI_AGAIN|network", text):
         return GatewayError("artifact_registry_error", f"The registry could not be reached: {tail}")
@@ -171,7 +176,8 @@ def npm_lockfile(name: str, spec: str, registry: str) -> bytes:
             npm, "install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund",
             "--no-update-notifier", "--registry", registry.rstrip("/") + "/", "--userconfig",
             str(work / "npmrc"), "--cache", str(work / "cache"), "--loglevel", "error",
-            "--fetch-retries", "1", "--fetch-timeout", "60000",
+            "--fetch-retries", "1", "--fetch-timeout", "60000", "--fetch-retry-mintimeout", "200",
+            "--fetch-retry-maxtimeout", "2000",
         ]  # fmt: skip
         try:
             done = subprocess.run(
