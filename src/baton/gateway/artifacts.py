@@ -454,7 +454,11 @@ def _relock_closure(runtime: Runtime, registries: Registries, policy: Policy) ->
     else:
         assert resolution.pypi_requirements_sha256 is not None
         requirements = _resolver_file(bundle, "requirements.txt", resolution.pypi_requirements_sha256)
-        fetched = fetch_pinned(registries, policy)
+        fetched = [
+            closure.fetch_wheel(registries, a.name, a.version, a.sha256 or "", a.filename or "")
+            for a in policy.artifacts
+            if a.ecosystem == "pypi"
+        ]
         resolved = Closure(ecosystem="pypi", root=fetched[0], fetched=fetched, requirements=requirements)
     pinned = {(a.ecosystem, a.name, a.version, a.sha512) for a in policy.artifacts}
     found = {(f.ecosystem, f.name, f.version, f.sha512_hex) for f in resolved.fetched}

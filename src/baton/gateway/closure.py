@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urljoin
 
 from baton.errors import GatewayError
 from baton.gateway import npm_resolve
@@ -241,23 +241,37 @@ def target_tags(python_version: tuple[int, int]) -> list[str]:
     return [str(tag) for tag in found]
 
 
-def pick_wheel(
-    release: dict[str, Any], hashes: set[str], ranking: dict[str, int], key: str
-) -> dict[str, Any]:
-    """The best wheel of a release for the target interpreter among those the resolver hashed."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 
+
+def pick_wheel(
+    files: list[Any], version: str, hashes: set[str], ranking: dict[str, int], key: str
+) -> dict[str, Any]:
+    """The best wheel of ``version`` for the target interpreter among those the resolver hashed.
+
+    ``files`` is the index's PEP 691 file list: its ``hashes.sha256`` is what the index publishes.
+    """
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        raise GatewayError(
+            "artifact_metadata_invalid", f"uv pinned an invalid version {version!r}."
+        ) from None
     best: tuple[int, dict[str, Any]] | None = None
-    urls = release.get("urls")
-    for item in urls if isinstance(urls, list) else []:
-        if not isinstance(item, dict) or item.get("packagetype") != "bdist_wheel":
+    for item in files:
+        if not isinstance(item, dict) or not isinstance(item.get("hashes"), dict):
             continue
-        digest = str((item.get("digests") or {}).get("sha256") or "")
-        if digest not in hashes:
+        digest = str(item["hashes"].get("sha256") or "")
+        if digest not in hashes or item.get("yanked"):
             continue
         try:
-            _, _, _, wheel_tags = parse_wheel_filename(str(item.get("filename") or ""))
+            _, found, _, wheel_tags = parse_wheel_filename(str(item.get("filename") or ""))
         except InvalidWheelFilename:
+            continue
+        if found != wanted:
             continue
         rank = min((ranking[str(t)] for t in wheel_tags if str(t) in ranking), default=None)
         if rank is not None and (best is None or rank < best[0]):
@@ -269,6 +283,44 @@ def pick_wheel(
             package=key,
         )
     return best[1]
+
+
+def fetch_wheel(registries: Registries, dist: str, version: str, digest: str, filename: str) -> Fetched:
+    """Download one pinned wheel named by the index's simple page and check it against the pin."""
+    page_url = f"{registries.pypi_url}/simple/{quote(dist)}/"
+    page = registries.json_document(page_url, accept=SIMPLE_JSON)
+    files = page.get("files")
+    listed = (
+        [f for f in files if isinstance(f, dict) and f.get("filename") == filename]
+        if isinstance(files, list)
+        else []
+    )
+    published = str((listed[0].get("hashes") or {}).get("sha256") or "") if listed else ""
+    if published != digest:
+        raise GatewayError(
+            "artifact_integrity_mismatch",
+            f"The index no longer publishes {filename} with the pinned sha256.",
+            package=f"{dist}=={version}",
+        )
+    url = urljoin(page_url, str(listed[0].get("url")))
+    content = registries.download(url, filename, "sha256", digest)
+    if hashlib.sha256(content).hexdigest() != digest:
+        raise GatewayError(
+            "artifact_integrity_mismatch",
+            f"The wheel {filename} does not match the sha256 the index publishes.",
+            package=f"{dist}=={version}",
+        )
+    registries.remember(filename, content)
+    return Fetched(
+        ecosystem="pypi",
+        name=dist,
+        version=version,
+        filename=filename,
+        content=content,
+        source_url=url,
+        registry_integrity=f"sha256:{digest}",
+        sha256=digest,
+    )
 
 
 def resolve_pypi(
@@ -286,30 +338,11 @@ def resolve_pypi(
     lines = []
     for dist, (pinned, hashes) in sorted(pins.items()):
         key = f"{dist}=={pinned}"
-        release = registries.json_document(f"{registries.pypi_url}/pypi/{quote(dist)}/{quote(pinned)}/json")
-        wheel = pick_wheel(release, hashes, ranking, key)
-        digest = str(wheel["digests"]["sha256"])
-        filename = str(wheel.get("filename"))
-        content = registries.download(str(wheel.get("url")), filename, "sha256", digest)
-        if hashlib.sha256(content).hexdigest() != digest:
-            raise GatewayError(
-                "artifact_integrity_mismatch",
-                f"The wheel {filename} does not match the sha256 the index publishes.",
-                package=key,
-            )
-        registries.remember(filename, content)
-        fetched.append(
-            Fetched(
-                ecosystem="pypi",
-                name=dist,
-                version=pinned,
-                filename=filename,
-                content=content,
-                source_url=str(wheel.get("url")),
-                registry_integrity=f"sha256:{digest}",
-                sha256=digest,
-            )
-        )
+        page = registries.json_document(f"{registries.pypi_url}/simple/{quote(dist)}/", accept=SIMPLE_JSON)
+        files = page.get("files")
+        wheel = pick_wheel(files if isinstance(files, list) else [], pinned, hashes, ranking, key)
+        digest = str(wheel["hashes"]["sha256"])
+        fetched.append(fetch_wheel(registries, dist, pinned, digest, str(wheel.get("filename"))))
         lines.append(f"{dist}=={pinned} --hash=sha256:{digest}")
     root_name = canonical_name(name)
     root = next((f for f in fetched if f.name == root_name), None)

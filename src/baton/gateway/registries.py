@@ -129,9 +129,9 @@ class Registries:
             raise GatewayError("artifact_metadata_invalid", f"{url} did not return a JSON object.")
         return value
 
-    def json_document(self, url: str) -> dict[str, Any]:
+    def json_document(self, url: str, accept: str = "application/json") -> dict[str, Any]:
         """A JSON object from the registry (metadata errors are ``artifact_metadata_invalid``)."""
-        return self._json(url)
+        return self._json(url, accept=accept)
 
     def packument(self, name: str) -> dict[str, Any]:
         """The abbreviated packument of ``name`` (fetched once per client)."""
@@ -234,7 +234,12 @@ class Registries:
     def fetch_pypi(self, name: str, version: str, *, filename: str | None = None) -> Fetched:
         """Fetch one wheel and check it against the sha256 PyPI publishes for it."""
         release = self._json(f"{self.pypi_url}/pypi/{quote(name)}/{quote(version)}/json")
-        wheels = [u for u in release.get("urls") or [] if u.get("packagetype") == "bdist_wheel"]
+        urls = release.get("urls")
+        wheels = [
+            u
+            for u in (urls if isinstance(urls, list) else [])
+            if isinstance(u, dict) and u.get("packagetype") == "bdist_wheel"
+        ]
         if filename is not None:
             wheels = [u for u in wheels if u.get("filename") == filename]
         else:
