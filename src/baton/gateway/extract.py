@@ -33,20 +33,20 @@ class Extracted:
     unpacked_bytes: int
 
 
-def _relative(name: str) -> PurePosixPath | None:
+def _relative(name: str, root: str = "package") -> PurePosixPath | None:
     pure = PurePosixPath(name)
     if pure.is_absolute() or ".." in pure.parts or not pure.parts or name.startswith("/"):
         raise GatewayError("artifact_archive_path_invalid", f"Archive member {name!r} escapes the package.")
-    if pure.parts[0] != "package":
-        raise GatewayError("artifact_archive_root_invalid", f"Archive member {name!r} lies outside package/.")
+    if pure.parts[0] != root:
+        raise GatewayError("artifact_archive_root_invalid", f"Archive member {name!r} lies outside {root}/.")
     return PurePosixPath(*pure.parts[1:]) if len(pure.parts) > 1 else None
 
 
-def _member_target(member: tarfile.TarInfo, destination: Path) -> Path | None:
+def _member_target(member: tarfile.TarInfo, destination: Path, root: str) -> Path | None:
     """Where a member goes, or None for the package root; refuses links and non-files."""
     if member.issym() or member.islnk():
         raise GatewayError("artifact_archive_path_invalid", f"Archive member {member.name!r} is a link.")
-    relative = _relative(member.name)
+    relative = _relative(member.name, root)
     if relative is None:
         return None
     if not (member.isdir() or member.isfile()):
@@ -60,8 +60,14 @@ def _extract_members(
     archive: tarfile.TarFile, name: str, destination: Path, max_files: int, max_bytes: int
 ) -> tuple[int, int]:
     files = size = 0
+    root: str | None = None
     for member in archive:
-        target = _member_target(member, destination)
+        if root is None:
+            # npm strips the first path component whatever its name: "package/" for most tarballs,
+            # the package's own name for @types; every member must share the first one's.
+            first = PurePosixPath(member.name).parts[:1]
+            root = first[0] if first and first[0] not in ("..", "/", ".") else "package"
+        target = _member_target(member, destination, root)
         if target is None:
             continue
         if member.isdir():
