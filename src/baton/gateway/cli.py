@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 import typer
@@ -18,11 +19,17 @@ app = typer.Typer(
 def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
     from baton.cli import fail, open_runtime
 
-    runtime = open_runtime()
+    try:
+        runtime = open_runtime()
+    except BatonError as exc:
+        fail(exc)
     try:
         return fn(runtime, *args, **kwargs)
     except BatonError as exc:
         fail(exc)
+    except Exception as exc:  # never a traceback to the user; the log has it
+        logging.getLogger("baton.gateway").debug("unexpected failure", exc_info=True)
+        fail(BatonError("internal_error", f"The command failed unexpectedly ({type(exc).__name__})."))
     finally:
         runtime.close()
 

@@ -172,7 +172,7 @@ class Contract(_Strict):
 
     protocol_version: str = Field(min_length=1)
     server_name: str = Field(min_length=1)
-    server_version: str = Field(min_length=1)
+    server_version: str = Field(max_length=256)  # some servers report an empty version; pinned as is
     tool_count: int = Field(ge=0)
     tool_name_set_sha256: str = Field(pattern=SHA256_PATTERN)
     tool_schema_manifest_sha256: str = Field(pattern=SHA256_PATTERN)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,7 @@ from baton.receipts import canonical_json, sha256_hex, utc_now
 from baton.runtime import Runtime
 
 T = TypeVar("T")
+log = logging.getLogger("baton.gateway")
 FAILURE_RECEIPT_SCHEMA_VERSION = "baton_gateway_failure_receipt_v1"
 
 
@@ -68,7 +70,15 @@ def fail_closed(
     """Run a stage; on a GatewayError block the adapter, write a failure receipt, and re-raise."""
     run_id = str(uuid.uuid4())
     try:
-        return fn(run_id)
+        try:
+            return fn(run_id)
+        except GatewayError:
+            raise
+        except Exception as unexpected:  # a bug or an unforeseen input: still typed, receipted, no traceback
+            log.debug("gateway stage %s of %s failed unexpectedly", stage, adapter_id, exc_info=True)
+            raise GatewayError(
+                "internal_error", f"The {stage} stage failed unexpectedly ({type(unexpected).__name__})."
+            ) from None
     except GatewayError as exc:
         receipt = failure_receipt(
             adapter_id, stage, exc, run_id, policy_checksum, **(extra() if extra else {})

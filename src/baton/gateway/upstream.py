@@ -22,6 +22,7 @@ from baton.errors import GatewayError
 from baton.gateway import state
 from baton.gateway.contract import compare, tool_contract
 from baton.gateway.extract import materialize
+from baton.gateway.interpreter import check_interpreter_pin
 from baton.gateway.network import EgressProxy, bridged_argv
 from baton.gateway.policy import Policy
 from baton.gateway.replay import sandbox_spec
@@ -73,7 +74,7 @@ class Upstream:
                 await group.start(self._supervise, group)
             except GatewayError as exc:
                 self._backoff()
-                if exc.error_class.endswith("_mismatch"):
+                if exc.error_class.endswith("_mismatch") or exc.error_class == "adapter_runtime_drift":
                     self.blocked = exc
                     self.blocker(exc, {"starts": self.starts})
                 raise
@@ -172,6 +173,7 @@ class Upstream:
 
     async def _argv(self, group: TaskGroup) -> list[str]:
         """The sandbox command line; the bundle is extracted (and re-checked) once per serve process."""
+        check_interpreter_pin(self.policy)  # every start: the pinned node/python, or adapter_runtime_drift
         if self._root is None:
             root = Path(tempfile.mkdtemp(prefix="baton-upstream-"))
             bundle = state.adapter_dir(self.runtime, self.policy.id) / "bundle"
