@@ -22,6 +22,9 @@ from baton.gateway.policy import Artifact, Policy
 
 MAX_PACKAGE_UNPACKED_BYTES = 40 * 1024 * 1024
 MAX_PACKAGE_FILES = 4_096
+#: Wheels of compiled libraries (numpy, lxml ...) unpack much larger than npm packages.
+MAX_WHEEL_UNPACKED_BYTES = 256 * 1024 * 1024
+MAX_WHEEL_FILES = 16_384
 
 
 @dataclass(frozen=True)
@@ -243,7 +246,7 @@ def install_wheels(policy: Policy, bundle: Path, root: Path, wheels: list[Artifa
         path = _checked_bytes(bundle, artifact)
         try:
             with zipfile.ZipFile(path) as archive:
-                _wheel_members(archive, path.name, MAX_PACKAGE_FILES, MAX_PACKAGE_UNPACKED_BYTES)
+                _wheel_members(archive, path.name, MAX_WHEEL_FILES, MAX_WHEEL_UNPACKED_BYTES)
         except (zipfile.BadZipFile, OSError) as exc:
             raise GatewayError(
                 "artifact_tarball_invalid", f"{path.name} is not a readable wheel: {exc}."
@@ -273,7 +276,7 @@ def install_wheels(policy: Policy, bundle: Path, root: Path, wheels: list[Artifa
     installed = [p for p in site.rglob("*") if p.is_file() or p.is_symlink()]
     if any(p.is_symlink() for p in installed):
         raise GatewayError("artifact_archive_member_type_invalid", "A wheel installed a symlink.")
-    if len(installed) > MAX_PACKAGE_FILES * len(wheels):
+    if len(installed) > MAX_WHEEL_FILES * len(wheels):
         raise GatewayError("artifact_archive_limits_exceeded", "The wheels install too many files.")
     return len(installed), sum(p.stat().st_size for p in installed)
 
