@@ -20,8 +20,8 @@ from typing import Any
 from baton.errors import GatewayError
 from baton.gateway.policy import Artifact, Policy
 
-MAX_PACKAGE_UNPACKED_BYTES = 40 * 1024 * 1024
-MAX_PACKAGE_FILES = 4_096
+MAX_PACKAGE_UNPACKED_BYTES = 128 * 1024 * 1024  # @kubernetes/client-node unpacks to 47 MiB
+MAX_PACKAGE_FILES = 8_192
 #: Wheels of compiled libraries (numpy, lxml ...) unpack much larger than npm packages.
 MAX_WHEEL_UNPACKED_BYTES = 256 * 1024 * 1024
 MAX_WHEEL_FILES = 16_384
