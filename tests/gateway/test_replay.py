@@ -17,7 +17,7 @@ import tomli_w
 from baton.config import load_settings
 from baton.errors import GatewayError
 from baton.gateway import artifacts, stages, state
-from baton.gateway.extract import MAX_PACKAGE_UNPACKED_BYTES
+from baton.gateway.extract import MAX_PACKAGE_FILES
 from baton.gateway.replay import replay
 from baton.gateway.sandbox import BubblewrapSandbox
 from baton.runtime import Runtime
@@ -201,7 +201,7 @@ def member(
         ([member("other/file.js")], "artifact_archive_root_invalid"),
         ([member("package/fifo", tarfile.FIFOTYPE)], "artifact_archive_member_type_invalid"),
         (
-            [member("package/big.bin", data=bytes(MAX_PACKAGE_UNPACKED_BYTES + 1))],
+            [member(f"package/f{i}") for i in range(MAX_PACKAGE_FILES + 1)],
             "artifact_archive_limits_exceeded",
         ),
     ],

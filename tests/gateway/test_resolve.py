@@ -425,3 +425,14 @@ def test_live_registries_lock_verify_check_and_replay_real_servers(
         assert second["tool_name_set_sha256"] == first["tool_name_set_sha256"]
     finally:
         live.close()
+
+
+def test_a_package_larger_than_the_unpacked_limit_is_refused(tmp_path: Path) -> None:
+    """The byte limit holds on the declared sizes, before anything large is read."""
+    from baton.gateway.extract import extract_package
+
+    tarball = tmp_path / "big.tgz"
+    tarball.write_bytes(build_tarball({"package/package.json": "{}", "package/a.bin": b"x" * 4096}))
+    with pytest.raises(GatewayError) as info:
+        extract_package(tarball, tmp_path / "out", max_bytes=4000)
+    assert info.value.error_class == "artifact_archive_limits_exceeded"

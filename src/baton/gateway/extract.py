@@ -20,7 +20,7 @@ from typing import Any
 from baton.errors import GatewayError
 from baton.gateway.policy import Artifact, Policy
 
-MAX_PACKAGE_UNPACKED_BYTES = 128 * 1024 * 1024  # @kubernetes/client-node unpacks to 47 MiB
+MAX_PACKAGE_UNPACKED_BYTES = 256 * 1024 * 1024  # @azure/mcp-linux-x64 unpacks to 137 MiB
 MAX_PACKAGE_FILES = 8_192
 #: Wheels of compiled libraries (numpy, lxml ...) unpack much larger than npm packages.
 MAX_WHEEL_UNPACKED_BYTES = 256 * 1024 * 1024
