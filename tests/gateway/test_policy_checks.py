@@ -282,3 +282,27 @@ def test_no_gateway_command_prints_a_traceback_on_malformed_policies(
         policy.write_bytes(content)
         calls += [["lock", str(policy)]] + ([["replay", str(policy), "--apply"]] if index < 3 else [])
     assert_typed_failures(gateway_env(tmp_path, registry), calls)
+
+
+@needs_bwrap
+def test_a_drafts_first_replay_pins_the_older_protocol_a_server_negotiates(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    tarball = publish(registry)
+    draft = document(
+        "older", tarball, [tool("echo", text="string")], env={"BATON_TEST_MCP_PROTOCOL": "2024-11-05"}
+    )
+    path = runtime.settings.home / "adapters" / "older.toml"
+    write_policy(path, parse_policy(draft))
+    artifacts.lock(runtime, "older")
+    stages.verify(runtime, "older")
+    first = replay(runtime, "older", apply=True, record=True)
+    policy, _ = load_policy(path)
+    assert policy.client.protocol_version == "2024-11-05"
+    assert policy.contract is not None and policy.contract.protocol_version == "2024-11-05"
+    assert replay(runtime, "older", apply=True)["protocol_observation"] == first["protocol_observation"]
+    # a pinned adapter never negotiates: the server moving to another version is drift
+    edit(path, lambda raw: raw["runtime"]["env"].update(BATON_TEST_MCP_PROTOCOL="2025-03-26"))
+    with pytest.raises(GatewayError) as info:
+        replay(runtime, "older", apply=True, record=True)
+    assert info.value.error_class == "mcp_initialize_contract_mismatch"

@@ -35,6 +35,8 @@ from baton.receipts import utc_now
 from baton.runtime import Runtime
 
 REPLAY_RECEIPT_SCHEMA_VERSION = "baton_gateway_replay_receipt_v1"
+#: MCP versions a draft's first replay accepts when the server negotiates down from the client's.
+KNOWN_PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 STDERR_TAIL_BYTES = 2048
 
 
@@ -228,7 +230,18 @@ def _apply(
     run_id: str,
 ) -> dict[str, Any]:
     """Observe once, pin a draft when asked, compare, and record the replay receipt."""
-    observation, extracted = run_in_sandbox(policy, state.adapter_dir(runtime, policy.id) / "bundle", session)
+    bundle = state.adapter_dir(runtime, policy.id) / "bundle"
+    try:
+        observation, extracted = run_in_sandbox(policy, bundle, session)
+    except GatewayError as exc:
+        answered = exc.details.get("answered")
+        if not (record and policy.contract is None and answered in KNOWN_PROTOCOL_VERSIONS):
+            raise
+        # A draft's first replay: the server speaks an older MCP version; pin what it negotiated.
+        client = policy.client.model_copy(update={"protocol_version": answered})
+        policy = policy.model_copy(update={"client": client})
+        write_policy(path, policy)
+        observation, extracted = run_in_sandbox(policy, bundle, session)
     if record and policy.contract is None:
         policy = record_contract(path, policy, observation)
     policy, checksum = load_policy(path)

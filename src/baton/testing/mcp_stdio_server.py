@@ -4,6 +4,7 @@ It runs under any ``python3`` (inside a sandbox too) and is packaged as an npm-s
 :func:`package_files`, so tests can lock, verify and replay it like a real upstream.
 
 - ``BATON_TEST_MCP_TOOLS``: JSON list of tool definitions (or ``BATON_TEST_MCP_TOOLS_FILE``: a path).
+- ``BATON_TEST_MCP_PROTOCOL``: answer initialize with this protocol version (an older server).
 - ``BATON_TEST_MCP_MODE``: ``normal`` (default), ``silent`` (never answers), ``huge_line`` (answers
   initialize with a 3 MiB line), ``ignore_eof`` (keeps running after stdin closes), ``non_json``,
   ``wrong_id``, ``error``, ``roots_first`` (asks ``roots/list`` and announces ``tools/list_changed``
@@ -127,7 +128,8 @@ def answer(request: dict[str, Any], mode: str, state: dict[str, Any]) -> None:
     if method == "initialize":
         state["client_capabilities"] = request.get("params", {}).get("capabilities", {})
         result = {
-            "protocolVersion": request.get("params", {}).get("protocolVersion"),
+            "protocolVersion": os.environ.get("BATON_TEST_MCP_PROTOCOL")
+            or request.get("params", {}).get("protocolVersion"),
             "capabilities": {"tools": {"listChanged": mode == "roots_first"}},
             "serverInfo": {"name": SERVER_NAME, "version": SERVER_VERSION},
         }
