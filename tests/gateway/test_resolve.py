@@ -6,6 +6,7 @@ import copy
 import json
 import os
 import shutil
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -385,7 +386,9 @@ def test_a_tarball_whose_root_directory_is_not_package_extracts_like_npm(
 ) -> None:
     """@types tarballs use their own name as the root directory; npm strips it like package/."""
     manifest = json.dumps({"name": "@types/thing", "version": "1.0.0"})
-    tarball = build_tarball({"thing/package.json": manifest, "thing/index.d.ts": ""})
+    binary = tarfile.TarInfo("thing/bin/tool")
+    binary.size, binary.mode = 2, 0o755
+    tarball = build_tarball({"thing/package.json": manifest, "thing/index.d.ts": ""}, [(binary, b"#!")])
     registry.publish("@types/thing", "1.0.0", tarball)
     registry.publish(
         "typed", "1.0.0", package("typed", "1.0.0", {"index.js": ""}), dependencies={"@types/thing": "1"}
@@ -393,7 +396,8 @@ def test_a_tarball_whose_root_directory_is_not_package_extracts_like_npm(
     locked = artifacts.lock(runtime, "npm:typed")
     policy, _ = load_policy(Path(locked["policy_path"]))
     materialize(policy, runtime.settings.home / "gateway/typed/bundle", tmp_path / "tree")
-    assert (tmp_path / "tree/node_modules/@types/thing/index.d.ts").is_file()
+    assert (tmp_path / "tree/node_modules/@types/thing/index.d.ts").stat().st_mode & 0o777 == 0o444
+    assert (tmp_path / "tree/node_modules/@types/thing/bin/tool").stat().st_mode & 0o777 == 0o555
 
 
 @pytest.mark.skipif(

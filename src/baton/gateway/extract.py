@@ -90,6 +90,8 @@ def _extract_members(
             )
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)
+        if member.mode & 0o111:
+            target.chmod(0o755)  # a shipped binary (esbuild, @azure/mcp-linux-x64) stays executable
     return files, size
 
 
@@ -172,7 +174,10 @@ def materialize(policy: Policy, bundle: Path, root: Path) -> Extracted:
     if wheels:
         (root / "baton_boot.py").write_text(BOOT, encoding="utf-8")
     for item in [root, *root.rglob("*")]:
-        item.chmod(0o755 if item.is_dir() else 0o444)
+        if item.is_dir():
+            item.chmod(0o755)
+        else:
+            item.chmod(0o555 if item.stat().st_mode & 0o100 else 0o444)
     return Extracted(root=root, file_count=files, unpacked_bytes=size)
 
 
