@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shutil
 import tarfile
 from pathlib import Path
@@ -398,37 +397,6 @@ def test_a_tarball_whose_root_directory_is_not_package_extracts_like_npm(
     materialize(policy, runtime.settings.home / "gateway/typed/bundle", tmp_path / "tree")
     assert (tmp_path / "tree/node_modules/@types/thing/index.d.ts").stat().st_mode & 0o777 == 0o444
     assert (tmp_path / "tree/node_modules/@types/thing/bin/tool").stat().st_mode & 0o777 == 0o555
-
-
-@pytest.mark.skipif(
-    os.environ.get("BATON_LIVE_REGISTRY") != "1", reason="live registries: set BATON_LIVE_REGISTRY=1"
-)
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    ("candidate", "server_name"),
-    [
-        ("npm:@modelcontextprotocol/server-everything", "mcp-servers/everything"),
-        ("pypi:mcp-server-time", "mcp-time"),
-    ],
-)
-def test_live_registries_lock_verify_check_and_replay_real_servers(
-    tmp_path: Path, candidate: str, server_name: str
-) -> None:
-    """Opt-in: the real npm registry and PyPI, the real packages, the real sandbox."""
-    if BubblewrapSandbox().unavailable_reason():
-        pytest.skip("bubblewrap unavailable")
-    live = Runtime.open(load_settings({"BATON_HOME": str(tmp_path / "home")}))
-    try:
-        locked = artifacts.lock(live, candidate)
-        adapter_id = locked["adapter_id"]
-        assert stages.verify(live, adapter_id)["status"] == "completed_verified"
-        assert stages.check(live, adapter_id)["status"] == "completed_check_mode_no_runtime_execution"
-        first = replay(live, adapter_id, apply=True, record=True)["protocol_observation"]
-        second = replay(live, adapter_id, apply=True)["protocol_observation"]
-        assert first["server_name"] == server_name and first["tool_count"] > 0
-        assert second["tool_name_set_sha256"] == first["tool_name_set_sha256"]
-    finally:
-        live.close()
 
 
 def test_a_package_larger_than_the_unpacked_limit_is_refused(tmp_path: Path) -> None:
