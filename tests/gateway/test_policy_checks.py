@@ -180,6 +180,7 @@ def test_a_failed_relock_leaves_the_previous_bundle_and_policy_untouched(
         ),
         ({"arguments": ["/etc/shadow"]}, "arguments_not_allowlisted"),
         ({"arguments": ["--root=/root"]}, "arguments_not_allowlisted"),
+        ({"arguments": ["--config", "/proc/1/environ"]}, "arguments_not_allowlisted"),
         ({"arguments": ["/work/../etc"]}, "arguments_not_allowlisted"),
         ({"arguments": ["a\nb"]}, "arguments_not_allowlisted"),
     ],
