@@ -122,6 +122,9 @@ def test_interpreter_drift_blocks_replay(runtime: Runtime, registry: NpmRegistry
         replay(runtime, "pinned", apply=True)
     assert info.value.error_class == "adapter_runtime_drift"
     assert "sha256" in info.value.message
+    with pytest.raises(GatewayError) as info:
+        stages.check(runtime, "pinned")
+    assert info.value.error_class == "adapter_runtime_drift"
 
 
 @needs_bwrap

@@ -227,6 +227,7 @@ def check(runtime: Runtime, adapter: str) -> dict[str, Any]:
 
     def stage(run_id: str) -> dict[str, Any]:
         from baton.gateway.checks import check_policy_rules
+        from baton.gateway.interpreter import check_interpreter_pin
         from baton.gateway.verifier import VerificationError, recheck_bundle
 
         policy, checksum = load_policy(path)
@@ -239,6 +240,7 @@ def check(runtime: Runtime, adapter: str) -> dict[str, Any]:
         except VerificationError as exc:
             raise GatewayError(str(exc), f"The bundle of {policy.id} no longer verifies: {exc}.") from None
         check_policy_rules(policy, _replayed_definitions(runtime, policy.id, evidence["row"]))
+        check_interpreter_pin(policy)
         result = {
             "run_id": run_id,
             "adapter_id": policy.id,
