@@ -23,12 +23,12 @@ from bench.stdio_roundtrip import interleave
 ECHO = {"text": "ping"}
 
 
-def _live_adapter(home: Path) -> list[str]:
-    """Make ``demo`` live in ``home``; returns the sandbox command line of its upstream."""
+def _live_adapter(home: Path) -> tuple[list[str], Any]:
+    """Make ``demo`` live in ``home``; returns the sandbox command line of its upstream and its stage."""
     from baton.config import load_settings
     from baton.gateway.extract import materialize
     from baton.gateway.policy import load_policy
-    from baton.gateway.sandbox import BubblewrapSandbox, as_nobody, rlimit_prefix
+    from baton.gateway.sandbox import BubblewrapSandbox, as_nobody
     from baton.gateway.state import adapter_dir
     from baton.gateway.upstream import runtime_spec
     from baton.runtime import Runtime
@@ -47,7 +47,8 @@ def _live_adapter(home: Path) -> list[str]:
             runtime.close()
     spec = runtime_spec(policy, root, headless=True)
     user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] if as_nobody()[0] else []
-    return [*user, *rlimit_prefix(spec), *BubblewrapSandbox().command(spec)]
+    prepared = BubblewrapSandbox().prepare(spec, cgroup=False)  # started by the benchmark's own client
+    return [*user, *prepared.argv], (prepared, root)
 
 
 def run(iterations: int) -> dict[str, Any]:
@@ -59,8 +60,8 @@ def run(iterations: int) -> dict[str, Any]:
         return {"skipped": f"bubblewrap is unavailable: {reason}"}
     with ExitStack() as stack:
         home = stack.enter_context(temp_home())
-        upstream = _live_adapter(home)
-        stack.callback(_remove_tree, upstream)
+        upstream, made = _live_adapter(home)
+        stack.callback(_remove_tree, made)
         targets = [
             Target("direct (sandboxed upstream)", upstream, "echo", ECHO),
             Target("baton proxy", baton_command(), "demo__echo", ECHO, is_baton=True),
@@ -93,15 +94,14 @@ def run(iterations: int) -> dict[str, Any]:
     }
 
 
-def _remove_tree(command: list[str]) -> None:
-    """Remove the extracted upstream tree named by the sandbox command's /work bind."""
-    index = command.index("/work") - 1 if "/work" in command else -1
-    root = Path(command[index]) if index > 0 else None
-    if root is not None and root.name.startswith("baton-bench-upstream-"):
-        for path in [root, *root.rglob("*")]:
-            if path.is_dir():
-                path.chmod(0o755)
-        shutil.rmtree(root, ignore_errors=True)
+def _remove_tree(made: tuple[Any, Path]) -> None:
+    """Remove the sandbox's staging directory (and cgroup) and the extracted upstream tree."""
+    prepared, root = made
+    prepared.cleanup()
+    for path in [root, *root.rglob("*")]:
+        if path.is_dir():
+            path.chmod(0o755)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

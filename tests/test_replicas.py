@@ -32,6 +32,7 @@ def replica_env(baton_env: dict[str, str], postgres_server: Any, fake_llm: FakeL
         **baton_env,
         "BATON_DATABASE_URL": f"postgresql+asyncpg://baton@127.0.0.1:{postgres_server.port}/{name}",
         "BATON_HTTP_STATELESS": "true",
+        "BATON_HITL_ALLOW_MCP_DECISIONS": "1",
         "COLLAB_PROVIDER": "moonshot",
         "MOONSHOT_API_KEY": FAKE_MOONSHOT_KEY,
         "OPENAI_BASE_URL": fake_llm.base_url,

@@ -33,6 +33,8 @@ SENSITIVE_ENV_NAMES: frozenset[str] = frozenset(
         "HITL_ADMIN_EMAIL",
         "HITL_WEBHOOK_URL",
         "BATON_HTTP_TOKEN",
+        "BATON_ADMIN_TOKEN",
+        "OTEL_EXPORTER_OTLP_HEADERS",
     }
 )
 
@@ -55,6 +57,9 @@ class Settings(BaseModel):
     collab_model_timeout_seconds: float = 120.0
     collab_max_tokens: int = 2048
     baton_model_request_log: Path | None = None
+    # cost budgets per UTC day, counted in the store (shared by replicas)
+    baton_budget_daily_usd: float | None = None
+    baton_budget_daily_tokens: int | None = None
     # human in the loop
     hitl_timeout_seconds: int = 300
     hitl_admin_email: str | None = None
@@ -62,6 +67,11 @@ class Settings(BaseModel):
     baton_hitl_progress_seconds: float = 5.0
     baton_hitl_elicitation: bool = False
     baton_public_url: str | None = None
+    baton_hitl_allow_mcp_decisions: bool = False
+    baton_admin_token: str | None = None
+    # OAuth 2.1 resource server on --http (docs/operations.md)
+    baton_oauth_issuer: str | None = None
+    baton_oauth_audience: str | None = None
     # notifications
     sendgrid_api_key: str | None = None
     smtp_host: str | None = None
@@ -80,6 +90,11 @@ class Settings(BaseModel):
     baton_notify_timeout_seconds: float = 10.0
     baton_notify_attempts: int = 3
     baton_notify_backoff_seconds: float = 0.5
+    # receipts: signed checkpoints of the chain head (docs/receipts.md)
+    baton_checkpoint_key_path: Path | None = None
+    baton_checkpoint_path: Path | None = None
+    baton_checkpoint_every_receipts: int = 1000
+    baton_checkpoint_interval_seconds: float = 60.0
     # other
     timer_storage_path: Path | None = None
     browser_headless: bool = True
@@ -92,6 +107,11 @@ class Settings(BaseModel):
     baton_http_token: str | None = None
     baton_private_keys: str | None = None
     baton_http_stateless: bool = False
+    # traces (the OpenTelemetry SDK reads these itself; listed so baton's docs and tests know them)
+    otel_exporter_otlp_endpoint: str | None = None
+    otel_exporter_otlp_traces_endpoint: str | None = None
+    otel_exporter_otlp_headers: str | None = None
+    otel_service_name: str | None = None
 
     @field_validator("*", mode="before")
     @classmethod
@@ -103,15 +123,16 @@ class Settings(BaseModel):
 
     @cached_property
     def home(self) -> Path:
-        """The data directory (``BATON_HOME`` or the platform's user data dir), created on demand."""
+        """The data directory (``BATON_HOME`` or the platform's user data dir), created 0700 on demand."""
         if self.baton_home is not None:
             path = self.baton_home
         else:
             from platformdirs import user_data_dir
 
             path = Path(user_data_dir("baton", appauthor=False))
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        from baton.private import private_dir
+
+        return private_dir(path)
 
     @property
     def database_url(self) -> str:

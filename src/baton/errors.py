@@ -10,6 +10,7 @@ those strings; ``docs/error-classes.md`` is checked against it by the tests.
     ├── StoreError           the state store
     ├── ReceiptError         the receipt chain and the credential guard
     ├── ProviderError        model providers
+    │   └── BudgetError      a token or cost budget is spent
     ├── SubagentError        subagent lifecycle and context preparation
     ├── HitlError            human-in-the-loop requests
     ├── NotificationError    notification channels
@@ -31,9 +32,14 @@ ERROR_CLASSES: dict[str, str] = {
     "config_invalid": "An environment variable or setting has a value baton cannot use.",
     "store_unavailable": "The state store could not be opened or written.",
     "http_bind_refused": "A non-loopback HTTP bind was asked for without BATON_HTTP_TOKEN.",
+    "http_unauthorized": "An HTTP endpoint (/mcp, /metrics) was reached without a valid bearer token or OAuth access token.",
+    "http_insufficient_scope": "The OAuth access token is valid but carries neither baton:agent nor baton:admin.",
     # receipts
     "receipt_chain_broken": "A receipt's hash or link to its predecessor does not verify.",
     "receipt_contains_secret": "A write was refused because it would still contain a credential.",
+    "receipt_checkpoint_invalid": "A signed checkpoint of the receipt chain is malformed, its signature does not verify, or its key is not trusted.",
+    "receipt_checkpoint_mismatch": "The receipt chain no longer holds a signed checkpoint's head at its seq: receipts were removed, rewound or rewritten.",
+    "checkpoint_key_unavailable": "The checkpoint signing key (BATON_CHECKPOINT_KEY_PATH) could not be read or created.",
     # model providers
     "provider_not_configured": "No model provider (or no key or model for it) is configured.",
     "provider_unknown": "COLLAB_PROVIDER names a provider baton does not support.",
@@ -41,6 +47,7 @@ ERROR_CLASSES: dict[str, str] = {
     "provider_timeout": "The model provider did not answer in time.",
     "provider_response_invalid": "The model provider's answer could not be parsed.",
     "provider_connection_failed": "The model provider could not be reached.",
+    "budget_exceeded": "A token or cost budget (max_total_tokens / max_cost_usd of a spawn, BATON_BUDGET_DAILY_TOKENS / BATON_BUDGET_DAILY_USD of the server) is spent; the model was not called.",
     # subagents
     "subagent_not_found": "No subagent has that id.",
     "subagent_already_terminal": "The subagent already completed, failed or was cancelled.",
@@ -58,7 +65,9 @@ ERROR_CLASSES: dict[str, str] = {
     "hitl_link_invalid": "An inbox link is forged, expired, already used or bound to another request.",
     "hitl_unauthorized": "The inbox was reached without a valid bearer token or signed link.",
     "hitl_still_pending": "The wait ended before anyone decided; the request is still pending (wait again by id).",
+    "mcp_request_state_invalid": "A multi-round-trip retry carried a requestState that was already used or is malformed; call the tool again without it.",
     "hitl_csrf_invalid": "An inbox form was posted without its valid per-form token.",
+    "hitl_decider_not_authorized": "This MCP caller may not decide human-in-the-loop requests; a person decides (inbox, CLI, elicitation) unless BATON_HITL_ALLOW_MCP_DECISIONS=1 or the admin credential is used.",
     "approval_denied": "A human rejected the request.",
     # notifications
     "notification_not_configured": "The channel lacks the configuration it needs; nothing was sent.",
@@ -78,6 +87,9 @@ ERROR_CLASSES: dict[str, str] = {
     "adapter_not_promoted": "The adapter is not live.",
     "adapter_blocked": "The adapter is blocked (see the reason in mcp_list_adapters).",
     "adapter_promotion_refused": "The adapter has no passing replay matching its current policy.",
+    "adapter_mount_invalid": "A host mount does not exist, is a symlink, a system tree, or BATON_HOME or a parent of it.",
+    "adapter_mount_not_writable": "A rw host mount is not writable by the user the sandbox writes as (host uid 65534 under root).",
+    "adapter_capability_unforwardable": "The adapter needs a client feature baton cannot forward at run time (sampling, elicitation, tasks).",
     "adapter_policy_exists": "lock was given a package spec but a policy for that adapter id already exists.",
     "adapter_not_locked": "The adapter has no lock; run baton gateway lock first.",
     "adapter_not_verified": "The adapter's bundle has not passed the independent verifier.",
@@ -119,6 +131,7 @@ ERROR_CLASSES: dict[str, str] = {
     "adapter_destructive_tool_unapproved": "A destructive tool is allowed without approval_required and without an explicit exemption.",
     # gateway: sandbox and protocol
     "sandbox_unavailable": "The sandbox (bubblewrap or Docker) cannot run here.",
+    "sandbox_limit_unenforceable": "The policy sets a limit this host's sandbox cannot enforce (cpu_limit without a cpu cgroup).",
     "mcp_protocol_response_timeout": "The external server did not answer in time.",
     "mcp_protocol_response_invalid": "The external server sent an oversized, non-JSON, mismatched or error response.",
     "mcp_server_exit_unclean": "The external server did not exit cleanly after stdin closed.",
@@ -141,6 +154,9 @@ ERROR_CLASSES: dict[str, str] = {
     # campaign
     "campaign_config_incomplete": "The campaign was asked for something its configuration cannot provide.",
     "campaign_bundle_invalid": "A campaign bundle's manifest does not match its files.",
+    # baton install
+    "client_config_invalid": "The MCP client's config file is not a JSON object baton can merge into (left untouched).",
+    "client_command_failed": "The client's own command (claude mcp add) is missing or failed.",
 }
 
 
@@ -194,6 +210,10 @@ class ReceiptError(BatonError):
 
 class ProviderError(BatonError):
     """A model provider is missing or failed."""
+
+
+class BudgetError(ProviderError):
+    """A budget is spent: the model call was refused before it was made."""
 
 
 class SubagentError(BatonError):

@@ -18,6 +18,16 @@ REDACTED = "[REDACTED]"
 MIN_SUBSTRING_SECRET = 8
 
 
+#: ``scheme://user:password@`` in any URL: the password part is masked.
+_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*):(?P<password>[^@\s/]+)@")
+MASKED = "***"
+
+
+def mask_url_passwords(text: str) -> str:
+    """Mask the password of every ``scheme://user:password@host`` URL in ``text``."""
+    return _URL_PASSWORD.sub(lambda m: f"{m.group('head')}:{MASKED}@", text)
+
+
 @dataclass(frozen=True)
 class Redactor:
     """Replaces configured credential values and credential-shaped strings with ``[REDACTED]``."""
@@ -53,3 +63,27 @@ class Redactor:
         """Refuse a write whose text still holds a credential."""
         if self.leaks(serialized):
             raise ReceiptError("receipt_contains_secret", f"Refused to write {where}: it holds a credential.")
+
+
+_ENVIRONMENT_REDACTOR: list[Redactor] = []
+
+
+def environment_redactor() -> Redactor:
+    """The redactor for this process's configured credentials (CLI output is redacted with it)."""
+    if not _ENVIRONMENT_REDACTOR:
+        from baton.config import load_settings
+
+        _ENVIRONMENT_REDACTOR.append(Redactor(load_settings().sensitive_values()))
+    return _ENVIRONMENT_REDACTOR[0]
+
+
+def redact_output(value: Any) -> Any:
+    """A JSON-shaped value as the CLI may print it: credentials redacted, URL passwords masked."""
+    redactor = environment_redactor()
+    if isinstance(value, str):
+        return mask_url_passwords(redactor.text(value))
+    if isinstance(value, dict):
+        return {redact_output(str(k)): redact_output(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_output(item) for item in value]
+    return value

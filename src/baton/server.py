@@ -7,6 +7,8 @@ import hmac
 import importlib
 import json
 import logging
+import os
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +47,9 @@ INSTRUCTIONS = (
 def build_registry(runtime: Runtime) -> ToolRegistry:
     """Register every tool group's tools against one runtime."""
     from baton.toolkit import ToolRegistry
+    from baton.tracing import configure
 
+    configure()  # OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; nothing imported otherwise
     registry = ToolRegistry(runtime)
     for module_name in TOOL_GROUPS:
         importlib.import_module(module_name).register(registry)
@@ -83,6 +87,14 @@ class RegistryLoader:
 
         return build_registry(Runtime.open(self.settings))
 
+    def current_settings(self) -> Settings:
+        """The settings this server runs with (known before the registry is loaded)."""
+        if self.settings is not None:
+            return self.settings
+        if self.registry is None:
+            raise BatonError("internal_error", "The server has no settings yet.")
+        return self.registry.runtime.settings
+
     async def get(self) -> ToolRegistry:
         """The registry, once loaded; raises the loading error otherwise."""
         await self.ready.wait()
@@ -96,14 +108,10 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         registry = await loader.get()
+        from baton.results import tool_definition
+
         tools = [
-            types.Tool(
-                name=spec.name,
-                title=spec.title,
-                description=spec.description,
-                input_schema=spec.input_schema(),
-                annotations=types.ToolAnnotations(read_only_hint=True) if spec.read_only else None,
-            )
+            tool_definition(spec.name, spec.title, spec.description, spec.input_schema())
             for spec in registry.tools.values()
         ]
         for source in registry.dynamic:
@@ -111,34 +119,76 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
                 tools.append(types.Tool.model_validate(listed))
         return types.ListToolsResult(tools=tools)
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def run_call(
+        ctx: Any, params: types.CallToolRequestParams, task: Any = None
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """One tool call; as an MCP task (``task``) it has no request to report progress on or elicit by."""
         from baton.toolkit import CallContext, Progress
 
         session = ctx.session
-        context = CallContext(
-            progress=Progress(session.report_progress),
-            client_capabilities=getattr(session, "client_capabilities", None),
-            session=session,
-        )
         try:
             registry = await loader.get()
         except BatonError as exc:
             result = exc.to_result()
         else:
+            context = CallContext(
+                progress=Progress(session.report_progress if task is None else None),
+                client_capabilities=getattr(session, "client_capabilities", None),
+                session=session if task is None else None,
+                decider=decision_authority(registry.runtime.settings, getattr(ctx, "request", None)),
+                protocol_version=getattr(ctx, "protocol_version", None) if task is None else None,
+                input_responses=params.input_responses,
+                request_state=params.request_state,
+                task=task,
+            )
             result = await registry.call(params.name, params.arguments, context)
         return tool_result(result)
 
-    return Server(
+    async def call_tool(
+        ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        return await run_call(ctx, params)
+
+    server: Server[Any] = Server(
         "baton",
         version=__version__,
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    from baton.tracing import HeaderTraceContext
+
+    server.middleware.insert(0, HeaderTraceContext())  # before the SDK's span: HTTP traceparent as parent
+    from baton.hitl.mrtr import boundary
+
+    server.middleware.append(boundary(loader.current_settings))
+    from baton.tasks import install
+
+    install(server, loader, run_call)
+    return server
 
 
-def tool_result(result: dict[str, Any]) -> types.CallToolResult:
-    """A registry result as MCP: JSON text, or a proxied upstream's own content blocks (``mcp_content``)."""
+def decision_authority(settings: Settings, request: Any) -> str | None:
+    """How an MCP caller may decide HITL requests: ``mcp`` (opt-in), ``mcp_admin`` (admin credential), or None.
+
+    By default nobody over MCP may decide: the agent that asks must not be the one that approves.
+    """
+    if settings.baton_hitl_allow_mcp_decisions:
+        return "mcp"
+    scope = getattr(request, "scope", None)
+    if isinstance(scope, dict) and scope.get("state", {}).get(ADMIN_SCOPE_KEY) is True:
+        return "mcp_admin"
+    return None
+
+
+def tool_result(result: dict[str, Any]) -> types.CallToolResult | types.InputRequiredResult:
+    """A registry result as MCP: JSON text, or a proxied upstream's own content blocks (``mcp_content``).
+
+    A handler that needs the client's input first (2026-07-28 elicitation) returns ``mcp_input_required``.
+    """
+    interim = result.pop("mcp_input_required", None)
+    if isinstance(interim, dict):
+        return types.InputRequiredResult.model_validate(interim)
     upstream = result.pop("mcp_content", None)
     if isinstance(upstream, list):
         from pydantic import TypeAdapter
@@ -154,14 +204,23 @@ def tool_result(result: dict[str, Any]) -> types.CallToolResult:
 
 @contextlib.asynccontextmanager
 async def running_services(registry: ToolRegistry) -> AsyncIterator[None]:
-    """Run the subsystems' background tasks for as long as the server runs."""
-    async with anyio.create_task_group() as group:
-        for task in registry.background:
-            group.start_soon(task)
-        try:
-            yield
-        finally:
-            group.cancel_scope.cancel()
+    """Run the subsystems' background tasks for as long as the server runs; at the end, sign the chain head
+    (the shutdown checkpoint, docs/receipts.md)."""
+    from baton.checkpoints import Checkpointer
+
+    checkpointer = Checkpointer(registry.runtime)
+    try:
+        async with anyio.create_task_group() as group:
+            for task in registry.background:
+                group.start_soon(task)
+            group.start_soon(checkpointer.run)
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(checkpointer.checkpoint_quietly)
 
 
 async def serve_stdio(settings: Settings) -> None:
@@ -177,8 +236,21 @@ async def serve_stdio(settings: Settings) -> None:
             async with running_services(registry):
                 await anyio.sleep_forever()
 
+    async def checkpoint_on_sigterm() -> None:
+        # SIGTERM still ends the process at once (a worker thread may be blocked reading stdin, so a
+        # cancellation could wait forever), but first the chain head is signed: the shutdown checkpoint
+        with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+            async for _signal in signals:
+                if loader.registry is not None:
+                    from baton.checkpoints import Checkpointer
+
+                    await anyio.to_thread.run_sync(Checkpointer(loader.registry.runtime).checkpoint_quietly)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGTERM)
+
     async with anyio.create_task_group() as group:
         group.start_soon(load_then_run_services)
+        group.start_soon(checkpoint_on_sigterm)
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
         group.cancel_scope.cancel()
@@ -200,9 +272,16 @@ def run_serve(http: str | None, stateless: bool) -> int:
             from baton.runtime import Runtime
 
             host, _port = parse_bind(http)
-            check_http_bind(host, settings.baton_http_token)
+            oauth = bool(settings.baton_oauth_issuer)
+            check_http_bind(host, settings.baton_http_token, settings.baton_admin_token, oauth=oauth)
             anyio.run(serve_http, Runtime.open(settings), http)
         else:
+            if sys.stdin.isatty():
+                sys.stderr.write(
+                    "baton serve: waiting for an MCP client on stdin (stdout carries JSON-RPC only); "
+                    "Ctrl-C stops it.\n"
+                )
+                sys.stderr.flush()
             anyio.run(serve_stdio, settings)
     except BatonError as exc:
         sys.stderr.write(f"{exc.error_class}: {exc.message}\n")
@@ -223,42 +302,73 @@ def parse_bind(bind: str) -> tuple[str, int]:
 ASGIApp = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]
 
 
-class BearerTokenMiddleware:
-    """Requires ``Authorization: Bearer <token>`` on the MCP endpoint when a token is set."""
+#: Key in the ASGI scope's ``state`` marking a request authenticated with the admin credential.
+ADMIN_SCOPE_KEY = "baton_admin"
 
-    def __init__(self, app: ASGIApp, token: str | None, protected_prefix: str = "/mcp") -> None:
+
+class BearerTokenMiddleware:
+    """Guards the MCP endpoint: the agent's bearer token (when set) or the admin token gets through.
+
+    A request that presents ``BATON_ADMIN_TOKEN`` is marked in ``scope["state"]`` so that the tool
+    boundary can grant it decision authority; the agent's ``BATON_HTTP_TOKEN`` never carries that.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str | None,
+        admin_token: str | None = None,
+        protected_prefix: str | tuple[str, ...] = ("/mcp", "/metrics"),
+    ) -> None:
         self.app = app
         self.token = token
+        self.admin_token = admin_token
         self.protected_prefix = protected_prefix
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         """Refuse with 401 before the request reaches the MCP transport."""
-        if self.token and scope["type"] == "http" and scope["path"].startswith(self.protected_prefix):
+        if scope["type"] == "http" and scope["path"].startswith(self.protected_prefix):
             headers = dict(scope.get("headers") or [])
-            supplied = headers.get(b"authorization", b"").decode("latin-1")
-            expected = f"Bearer {self.token}"
-            if not hmac.compare_digest(supplied.encode(), expected.encode()):
+            supplied = headers.get(b"authorization", b"")
+            state = scope.setdefault("state", {})
+            state.pop(ADMIN_SCOPE_KEY, None)
+            if self.admin_token and _bearer_matches(supplied, self.admin_token):
+                state[ADMIN_SCOPE_KEY] = True
+            elif self.token and not _bearer_matches(supplied, self.token):
                 await _unauthorized(send)
                 return
         await self.app(scope, receive, send)
 
 
+def _bearer_matches(header: bytes, token: str) -> bool:
+    """Constant-time comparison of an Authorization header with ``Bearer <token>`` (as bytes)."""
+    return hmac.compare_digest(header, f"Bearer {token}".encode())
+
+
 async def _unauthorized(send: Any) -> None:
     body = json.dumps(
-        {"success": False, "error": "A valid bearer token is required.", "error_class": "hitl_unauthorized"}
+        {"success": False, "error": "A valid bearer token is required.", "error_class": "http_unauthorized"}
     ).encode()
     await send(
         {
             "type": "http.response.start",
             "status": 401,
-            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"www-authenticate", b'Bearer realm="baton", error="invalid_token"'),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": body})
 
 
 #: Extra Starlette routes (the web inbox) contributed by subsystems: module path -> ``routes(runtime)``.
-HTTP_ROUTE_PROVIDERS: tuple[str, ...] = ("baton.hitl.inbox",)
+HTTP_ROUTE_PROVIDERS: tuple[str, ...] = (
+    "baton.hitl.inbox",
+    "baton.console.web",
+    "baton.metrics",
+    "baton.oauth",
+)
 
 
 def build_http_app(runtime: Runtime, host: str) -> Any:
@@ -282,25 +392,70 @@ def build_http_app(runtime: Runtime, host: str) -> Any:
             yield
 
     app.router.lifespan_context = lifespan
-    return BearerTokenMiddleware(app, runtime.settings.baton_http_token)
+    guarded = BearerTokenMiddleware(
+        app, runtime.settings.baton_http_token, runtime.settings.baton_admin_token
+    )
+    if runtime.settings.baton_oauth_issuer:
+        from baton.oauth import OAuthMiddleware
+
+        return OAuthMiddleware(app, guarded, runtime.settings)
+    return guarded
 
 
-def check_http_bind(host: str, token: str | None) -> None:
-    """Refuse a non-loopback bind without a bearer token."""
-    if not is_loopback(host) and not token:
+def check_http_bind(
+    host: str, token: str | None, admin_token: str | None = None, *, oauth: bool = False
+) -> None:
+    """Refuse a non-loopback bind without a bearer token (or OAuth), and an admin token equal to the agent's."""
+    if not is_loopback(host) and not token and not oauth:
         raise ConfigError(
             "http_bind_refused",
             f"Refusing to listen on {host}: set BATON_HTTP_TOKEN to serve beyond loopback.",
+        )
+    if admin_token and token and hmac.compare_digest(admin_token.encode(), token.encode()):
+        raise ConfigError(
+            "config_invalid",
+            "BATON_ADMIN_TOKEN must differ from BATON_HTTP_TOKEN: the agent's token may not decide approvals.",
         )
 
 
 async def serve_http(runtime: Runtime, bind: str) -> None:
     """Serve streamable HTTP at ``/mcp`` on ``bind`` until cancelled."""
+    import sys
+
     import uvicorn
 
     host, port = parse_bind(bind)
-    check_http_bind(host, runtime.settings.baton_http_token)
+    settings = runtime.settings
+    check_http_bind(
+        host, settings.baton_http_token, settings.baton_admin_token, oauth=bool(settings.baton_oauth_issuer)
+    )
     runtime.services.setdefault("http_base_url", f"http://{f'[{host}]' if ':' in host else host}:{port}")
     app = build_http_app(runtime, host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve()
+    paths = ("/mcp", "/inbox", "/inbox/console")
+
+    class AnnouncingServer(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                announce_listening(self, host, paths)
+                if not (runtime.settings.baton_admin_token or runtime.settings.baton_http_token):
+                    sys.stderr.write(
+                        "the inbox and console log in with BATON_ADMIN_TOKEN; set it to use them\n"
+                    )
+
+    await AnnouncingServer(config).serve()
+
+
+def announce_listening(server: Any, host: str, paths: tuple[str, ...]) -> None:
+    """One stderr block naming the URLs once uvicorn listens (stdout stays JSON-RPC only)."""
+    import sys
+
+    port = server.servers[0].sockets[0].getsockname()[1] if server.servers else server.config.port
+    base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    names = {"/mcp": "MCP (streamable HTTP)", "/inbox": "inbox", "/inbox/console": "console"}
+    lines = [f"baton: listening on {base}"]
+    lines += [f"  {names.get(path, path):<22} {base}{path}" for path in paths]
+    lines.append("Ctrl-C stops it.")
+    sys.stderr.write("\n".join(lines) + "\n")
+    sys.stderr.flush()

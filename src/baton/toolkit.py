@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from baton.canonical import canonical_json, sha256_hex
 from baton.errors import ArgumentError, BatonError
+from baton.observe import observe_tool_call
 
 if TYPE_CHECKING:
     from baton.runtime import Runtime
@@ -54,6 +55,16 @@ class CallContext:
     progress: Progress = field(default_factory=lambda: Progress(None))
     client_capabilities: Any = None
     session: Any = None
+    #: How this caller may decide human-in-the-loop requests (``mcp`` by opt-in, ``mcp_admin`` by the
+    #: admin credential), or None: by default an MCP client may ask, never decide.
+    decider: str | None = None
+    #: The negotiated MCP protocol version (``2026-07-28`` has no back-channel: elicitation goes by MRTR).
+    protocol_version: str | None = None
+    #: A multi-round-trip retry's client answers (``inputResponses``) and verified ``requestState``.
+    input_responses: dict[str, Any] | None = None
+    request_state: str | None = None
+    #: When the call runs as an MCP task (``baton.tasks.TaskHandle``): what it waits on, what input it needs.
+    task: Any = None
 
 
 Handler = Callable[[ArgsT, CallContext], Awaitable[dict[str, Any]]]
@@ -111,8 +122,11 @@ class ToolRegistry:
         started = time.perf_counter()
         raw = await self._dispatch(name, arguments or {}, context)
         result: dict[str, Any] = self.runtime.redactor.value(raw)
+        seconds = time.perf_counter() - started
         if not (name not in self.tools and any(s.owns(name) and s.writes_receipts for s in self.dynamic)):
-            self._receipt(name, arguments or {}, result, time.perf_counter() - started)
+            self._receipt(name, arguments or {}, result, seconds)
+        adapter = name.split("__", 1)[0] if name not in self.tools and "__" in name else None
+        observe_tool_call(name, result, seconds, adapter)
         return result
 
     async def _dispatch(self, name: str, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
@@ -136,6 +150,8 @@ class ToolRegistry:
             "error_class": result.get("error_class"),
             "duration_seconds": round(seconds, 6),
         }
+        if result.get("input_required"):  # the first leg of a multi-round-trip call: nothing decided yet
+            payload["input_required"] = True
         try:
             self.runtime.receipts.append("tool_call", payload)
         except BatonError:

@@ -18,6 +18,12 @@ from tests.hitl.helpers import pending_requests
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture
+def baton_env(baton_env: dict[str, str]) -> dict[str, str]:
+    """These tests play the operator through MCP, so they opt in to MCP decisions."""
+    return {**baton_env, "BATON_HITL_ALLOW_MCP_DECISIONS": "1"}
+
+
 @asynccontextmanager
 async def eliciting_session(env: dict[str, str], answers: list[dict[str, Any] | None]) -> AsyncIterator[Any]:
     """A stdio session whose client answers elicitations from ``answers`` (None declines)."""

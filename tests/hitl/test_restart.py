@@ -20,6 +20,12 @@ from tests.hitl.helpers import pending_requests
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture
+def baton_env(baton_env: dict[str, str]) -> dict[str, str]:
+    """These tests play the operator through MCP, so they opt in to MCP decisions."""
+    return {**baton_env, "BATON_HITL_ALLOW_MCP_DECISIONS": "1"}
+
+
 def _owner_pid(runtime: Runtime, request_id: str) -> int:
     with runtime.store.read() as connection:
         owner = connection.execute(

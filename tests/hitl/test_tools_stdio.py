@@ -15,6 +15,12 @@ from tests.hitl.helpers import pending_requests, run_cli
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture
+def baton_env(baton_env: dict[str, str]) -> dict[str, str]:
+    """These tests play the operator through MCP, so they opt in to MCP decisions."""
+    return {**baton_env, "BATON_HITL_ALLOW_MCP_DECISIONS": "1"}
+
+
 async def test_campaign_pattern_approval_in_flight_then_timeout_probe(baton_env: dict[str, str]) -> None:
     env = {**baton_env, "HITL_TIMEOUT_SECONDS": "2", "BATON_HITL_PROGRESS_SECONDS": "0.2"}
     progress: list[tuple[float, float | None, str | None]] = []

@@ -6,7 +6,6 @@ import logging
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from baton.errors import BatonError
 
@@ -17,14 +16,15 @@ app = typer.Typer(
 
 
 def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    from baton.cli import fail, open_runtime
+    from baton.terminal import fail, open_runtime, progress
 
     try:
         runtime = open_runtime()
     except BatonError as exc:
         fail(exc)
     try:
-        return fn(runtime, *args, **kwargs)
+        with progress(f"gateway {fn.__name__.replace('_', ' ')}"):
+            return fn(runtime, *args, **kwargs)
     except BatonError as exc:
         fail(exc)
     except Exception as exc:  # never a traceback to the user; the log has it
@@ -35,7 +35,7 @@ def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _print(value: Any) -> None:
-    from baton.cli import print_json
+    from baton.terminal import print_json
 
     print_json(value)
 
@@ -126,17 +126,21 @@ def demote(adapter: Annotated[str, typer.Argument(help="Adapter id or policy pat
 @app.command("list")
 def list_adapters(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Every adapter with its state (drafted, locked, verified, replayed, promoted, blocked)."""
-    from baton.cli import out
     from baton.gateway.stages import list_view
+    from baton.terminal import print_table
 
     rows = _run(list_view)
     if as_json:
         _print(rows)
         return
-    table = Table("adapter", "state", "contract", "reason")
+    cells = []
     for row in rows:
         reason = f"{row['error_class']}: {row['block_reason']}" if row["state"] == "blocked" else ""
-        table.add_row(
-            row["adapter_id"], row["state"], "pinned" if row["contract_pinned"] else "unpinned", reason
+        mounts = "; ".join(
+            f"{m.get('host')} -> {m.get('sandbox')} ({m.get('mode', 'ro')})"
+            for m in row.get("mounts") or []
+            if isinstance(m, dict)
         )
-    out.print(table)
+        pinned = "pinned" if row["contract_pinned"] else "unpinned"
+        cells.append((row["adapter_id"], row["state"], pinned, mounts, reason))
+    print_table(("adapter", "state", "contract", "mounts", "reason"), cells)

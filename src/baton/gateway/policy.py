@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import tomllib
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -36,12 +36,62 @@ REQUIRED_ISOLATION: dict[str, Any] = {
 }
 
 
-def _drop_all() -> list[Literal["ALL"]]:
-    return ["ALL"]
+#: Host trees a mount may not be, contain or lie in (the system, the kernel's views, root's home).
+SYSTEM_TREES = (
+    "/proc", "/sys", "/dev", "/etc", "/boot", "/root", "/usr", "/bin", "/sbin",
+    "/lib", "/lib32", "/lib64", "/libx32", "/var", "/run", "/snap", "/lost+found",
+)  # fmt: skip
+#: Sandbox paths the sandbox itself uses; a mount may not be, contain or lie under one.
+SANDBOX_RESERVED = (
+    "/work", "/tmp", "/proc", "/dev", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc",  # noqa: S108
+    "/run/baton-egress", "/opt/baton",
+)  # fmt: skip
+#: tmpfs options the sandbox can enforce (mount(8) applies them; nosuid and nodev are always added).
+TMPFS_OPTIONS = re.compile(r"^(?:rw|noexec|exec|nosuid|nodev|size=[1-9][0-9]*[kmg]?|mode=[0-7]{3,4})$")
+
+
+def _overlaps(path: PurePosixPath, trees: tuple[str, ...]) -> str | None:
+    """The first tree that ``path`` is, lies in, or contains."""
+    for tree in map(PurePosixPath, trees):
+        if path == tree or tree in path.parents or path in tree.parents:
+            return str(tree)
+    return None
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Mount(_Strict):
+    """A host directory (or file) given to the server at ``sandbox``, read-only or read-write."""
+
+    host: str = Field(min_length=2, max_length=4096)
+    sandbox: str = Field(min_length=2, max_length=4096)
+    mode: Literal["ro", "rw"] = "ro"
+
+    @field_validator("host", "sandbox")
+    @classmethod
+    def _absolute_and_normal(cls, value: str) -> str:
+        pure = PurePosixPath(value)
+        if not pure.is_absolute() or str(pure) != value or ".." in pure.parts or pure == PurePosixPath("/"):
+            raise ValueError(f"{value!r} is not a normalized absolute path other than /")
+        if re.search(r"[\x00-\x1f\x7f:]", value):
+            raise ValueError(f"{value!r} holds a control character or ':'")
+        return value
+
+    @model_validator(mode="after")
+    def _not_system(self) -> Mount:
+        tree = _overlaps(PurePosixPath(self.host), SYSTEM_TREES)
+        if tree is not None:
+            raise ValueError(f"host path {self.host} overlaps the system tree {tree}")
+        reserved = _overlaps(PurePosixPath(self.sandbox), SANDBOX_RESERVED)
+        if reserved is not None:
+            raise ValueError(f"sandbox path {self.sandbox} shadows the sandbox's own {reserved}")
+        return self
+
+
+def _drop_all() -> list[Literal["ALL"]]:
+    return ["ALL"]
 
 
 class Identity(_Strict):
@@ -111,9 +161,14 @@ class RuntimeSpec(_Strict):
     user: Literal["65534:65534"] = "65534:65534"
     memory_limit: str = "2g"
     pids_limit: int = Field(default=256, gt=0, le=65536)
-    cpu_limit: str = Field(default="1", pattern=r"^[0-9]+(\.[0-9]+)?$")
+    #: A share of CPUs; enforced by a cpu cgroup (bubblewrap) or --cpus (docker), else the start is refused.
+    cpu_limit: str | None = Field(
+        default=None, pattern=r"^(?:0\.[0-9]*[1-9][0-9]*|[1-9][0-9]*(?:\.[0-9]+)?)$"
+    )
     cpu_seconds: int = Field(default=120, gt=0, le=86400)
     tmpfs: str = "/tmp:rw,noexec,nosuid,size=64m"  # noqa: S108 -- the sandbox's own tmpfs, not a host path
+    #: Host directories given to the server (validated again against the host at every start).
+    mounts: list[Mount] = Field(default_factory=list, max_length=16)
     startup_timeout_seconds: int = Field(default=30, gt=0, le=600)
     shutdown_timeout_seconds: int = Field(default=5, gt=0, le=120)
     image: str | None = Field(
@@ -126,6 +181,27 @@ class RuntimeSpec(_Strict):
     def _size(cls, value: str) -> str:
         if not SIZE_PATTERN.fullmatch(value):
             raise ValueError("memory_limit takes a size such as 512m or 2g")
+        return value
+
+    @field_validator("tmpfs")
+    @classmethod
+    def _tmpfs(cls, value: str) -> str:
+        path, sep, options = value.partition(":")
+        if path != "/tmp" or not sep:  # noqa: S108 -- the sandbox's path
+            raise ValueError("tmpfs is '/tmp:OPTIONS'")
+        for option in options.split(","):
+            if not TMPFS_OPTIONS.fullmatch(option):
+                raise ValueError(f"tmpfs option {option!r} cannot be enforced by the sandbox")
+        return value
+
+    @field_validator("mounts")
+    @classmethod
+    def _distinct_mounts(cls, value: list[Mount]) -> list[Mount]:
+        targets = [PurePosixPath(m.sandbox) for m in value]
+        for index, target in enumerate(targets):
+            for other in targets[index + 1 :]:
+                if target == other or target in other.parents or other in target.parents:
+                    raise ValueError(f"mounts at {target} and {other} overlap")
         return value
 
     @field_validator("allowed_origins")

@@ -280,10 +280,13 @@ def list_view(runtime: Runtime) -> list[dict[str, Any]]:
             rows[file.stem] = {"id": file.stem, "state": "drafted", "policy_path": str(file)}
     result = []
     for adapter_id, row in sorted(rows.items()):
-        pinned = None
+        pinned, mounts = None, None
         try:
             raw, _ = read_policy_document(Path(row["policy_path"]))
             pinned = "contract" in raw
+            mounts = (
+                (raw.get("runtime") or {}).get("mounts") if isinstance(raw.get("runtime"), dict) else None
+            )
         except GatewayError:
             pass
         result.append(
@@ -291,6 +294,7 @@ def list_view(runtime: Runtime) -> list[dict[str, Any]]:
                 "adapter_id": adapter_id,
                 "state": row["state"],
                 "contract_pinned": pinned,
+                "mounts": mounts or [],
                 "block_reason": row.get("block_reason"),
                 "error_class": row.get("error_class"),
                 "policy_path": row["policy_path"],

@@ -97,9 +97,18 @@ class Inbox:
             back=back,
         )
 
+    @property
+    def token(self) -> str | None:
+        """The person's credential: ``BATON_ADMIN_TOKEN`` when set (the agent's token then cannot open the
+        inbox), else ``BATON_HTTP_TOKEN``."""
+        settings = self.runtime.settings
+        return settings.baton_admin_token or settings.baton_http_token
+
     def binding(self, request: Request) -> str | None:
         """``bearer`` or ``session:<sid>`` when the request is authenticated with the token, else None."""
-        token = self.runtime.settings.baton_http_token
+        if request.scope.get("state", {}).get("baton_admin") is True:
+            return "bearer"  # the admin token or an OAuth token with baton:admin (server.ADMIN_SCOPE_KEY)
+        token = self.token
         if not token:
             return None
         header = request.headers.get("authorization", "")
@@ -141,11 +150,11 @@ class Inbox:
 
     async def login_form(self, request: Request) -> Response:
         """The token login form."""
-        return self.page("login.html", enabled=bool(self.runtime.settings.baton_http_token), failed=False)
+        return self.page("login.html", enabled=bool(self.token), failed=False)
 
     async def login(self, request: Request) -> Response:
         """Exchange the token for a signed session cookie (HttpOnly, SameSite=Strict, Path=/inbox)."""
-        token = self.runtime.settings.baton_http_token
+        token = self.token
         if not self.same_origin(request):
             return self.refusal(HitlError("hitl_csrf_invalid", "Cross-origin login refused."))
         supplied = (await self.form(request)).get("token", "")

@@ -31,24 +31,32 @@ class SpawnArgs(ToolArgs):
         None, description="Dotted key paths kept by the minimal strategy."
     )
     business_rules: str | None = Field(None, description="Rules the llm_generated preparation must follow.")
+    max_total_tokens: int | None = Field(
+        None, ge=1, description="Token budget of the whole subagent (preparation + every turn)."
+    )
+    max_cost_usd: float | None = Field(
+        None, gt=0, description="Cost budget of the whole subagent in US dollars."
+    )
 
 
 class SubagentIdArgs(ToolArgs):
     """Arguments naming one subagent."""
 
-    subagent_id: str = Field(min_length=1)
+    subagent_id: str = Field(min_length=1, description="The id mcp_spawn_subagent returned.")
 
 
 class MessageArgs(SubagentIdArgs):
     """Arguments of ``mcp_send_message_to_subagent``."""
 
-    message: str = Field(min_length=1)
+    message: str = Field(min_length=1, description="The next message for the subagent.")
 
 
 class ListArgs(ToolArgs):
     """Arguments of ``mcp_list_subagents``."""
 
-    status: Literal["queued", "running", "completed", "failed", "cancelled"] | None = None
+    status: Literal["queued", "running", "completed", "failed", "cancelled"] | None = Field(
+        None, description="Only subagents in this status; all when omitted."
+    )
 
 
 def register(registry: ToolRegistry) -> None:
@@ -67,23 +75,31 @@ def register(registry: ToolRegistry) -> None:
 
     @registry.tool("mcp_spawn_subagent", SpawnArgs)
     async def spawn(args: SpawnArgs, ctx: CallContext) -> dict[str, Any]:
-        """Delegate a task to a subagent model, with a privacy-filtered context prepared by the chosen
-        strategy; sync returns the first answer, async returns an id to poll."""
+        """Delegate a task to a subagent model.
+
+        The context is privacy-filtered, then prepared by the chosen strategy; sync returns the first
+        answer, async returns an id to poll with mcp_get_subagent_status."""
         return await runner.spawn(SpawnRequest(**args.model_dump()))
 
     @registry.tool("mcp_send_message_to_subagent", MessageArgs)
     async def send_message(args: MessageArgs, ctx: CallContext) -> dict[str, Any]:
-        """Send another message to a subagent; it answers with its whole conversation in view."""
+        """Send another message to a subagent.
+
+        It answers with its whole conversation in view."""
         return await runner.send_message(args.subagent_id, args.message)
 
     @registry.tool("mcp_get_subagent_status", SubagentIdArgs, read_only=True)
     async def get_status(args: SubagentIdArgs, ctx: CallContext) -> dict[str, Any]:
-        """A subagent's status (queued, running, completed, failed, cancelled), result, turns and usage."""
+        """Report a subagent's status, result, turns and usage.
+
+        The status is queued, running, completed, failed or cancelled."""
         return runner.status(args.subagent_id)
 
     @registry.tool("mcp_cancel_subagent", SubagentIdArgs)
     async def cancel(args: SubagentIdArgs, ctx: CallContext) -> dict[str, Any]:
-        """Cancel a queued or running subagent; its in-flight model call is cancelled."""
+        """Cancel a queued or running subagent.
+
+        Its in-flight model call is cancelled too."""
         return runner.cancel(args.subagent_id)
 
     @registry.tool("mcp_list_subagents", ListArgs, read_only=True)

@@ -82,8 +82,9 @@ class TimerService:
         """Validate and persist a timer; returns its id and first due time."""
         now = now_utc()
         schedule = parse_schedule(request.fire_at, request.delay_seconds, request.interval_seconds, now)
-        action = parse_action(request.action).model_dump()
-        name = request.name.strip()
+        redactor = self.runtime.redactor  # a credential in a timer never reaches the store or the mirror
+        action = redactor.value(parse_action(request.action).model_dump())
+        name = redactor.text(request.name.strip())
         if not name:
             raise ArgumentError("invalid_arguments", "The timer needs a non-empty name.")
         timer_id = f"tm_{uuid.uuid4().hex[:20]}"

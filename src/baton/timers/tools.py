@@ -42,7 +42,7 @@ class ListTimersArgs(ToolArgs):
 class TimerIdArgs(ToolArgs):
     """Arguments naming one timer."""
 
-    timer_id: str = Field(min_length=1)
+    timer_id: str = Field(min_length=1, description="The id mcp_set_timer returned.")
 
 
 def register(registry: ToolRegistry) -> None:
@@ -54,17 +54,23 @@ def register(registry: ToolRegistry) -> None:
 
     @registry.tool("mcp_set_timer", SetTimerArgs)
     async def set_timer(args: SetTimerArgs, ctx: CallContext) -> dict[str, Any]:
-        """Set a persistent timer (one-shot with fire_at or delay_seconds, repeating with interval_seconds)
-        that notifies, spawns an async subagent or only records; returns timer_id and next_fire_at."""
+        """Set a persistent timer that notifies, spawns an async subagent or only records.
+
+        One-shot with fire_at or delay_seconds, repeating with interval_seconds; returns timer_id and
+        next_fire_at. Timers survive restarts."""
         return service.set(TimerRequest(**args.model_dump()))
 
     @registry.tool("mcp_list_timers", ListTimersArgs, read_only=True)
     async def list_timers(args: ListTimersArgs, ctx: CallContext) -> dict[str, Any]:
-        """List timers in the order they were set, with status, next_fire_at and the last firing."""
+        """List timers in the order they were set.
+
+        Each shows its status, next_fire_at and its last firing."""
         rows = service.list(args.status)
         return {"timers": rows, "count": len(rows)}
 
     @registry.tool("mcp_cancel_timer", TimerIdArgs)
     async def cancel_timer(args: TimerIdArgs, ctx: CallContext) -> dict[str, Any]:
-        """Cancel an active timer for good; it never fires again."""
+        """Cancel an active timer for good.
+
+        It never fires again."""
         return service.cancel(args.timer_id)
