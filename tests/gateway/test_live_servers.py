@@ -178,3 +178,45 @@ async def test_server_memory_keeps_its_graph_in_a_read_write_mount(tmp_path: Pat
         graph = await call(session, f"{adapter_id}__read_graph", {})
     assert "governed" in json.dumps(graph)
     assert "governed" in (state_dir / "memory.jsonl").read_text()
+
+
+async def test_mcp_server_fetch_reaches_only_an_allowed_loopback_origin(tmp_path: Path) -> None:
+    """Its full PyPI closure, the isolated interpreter, and egress through baton's allowlist proxy."""
+    import http.server
+    import socketserver
+    import threading
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"<html><body><h1>baton live page</h1></body></html>" if self.path == "/" else b""
+            self.send_response(200 if body else 404)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            """Quiet."""
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    origin = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        home, env = _live_home(tmp_path)
+        adapter_id = _govern(
+            home,
+            "pypi:mcp-server-fetch",
+            ["--allow-private-ips"],  # the server refuses loopback addresses by itself otherwise
+            {"network": "allowlist", "allowed_origins": [origin]},
+            ["fetch"],
+            [],
+        )
+        async with stdio_session(env) as session:
+            # raw: its simplifier (readabilipy) tries `npm install` at run time, which the egress refuses
+            allowed = await call(session, f"{adapter_id}__fetch", {"url": origin + "/", "raw": True})
+            other = await call(session, f"{adapter_id}__fetch", {"url": "http://127.0.0.1:9/", "raw": True})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "baton live page" in json.dumps(allowed), allowed
+    assert "baton live page" not in json.dumps(other)
