@@ -250,7 +250,8 @@ def test_no_temp_tree_survives_a_failure(
             env["BATON_TEST_MCP_MODE"] = "silent"
             document["runtime"]["startup_timeout_seconds"] = 1
         if change == "start":
-            document["runtime"]["entrypoint"] = ["/nonexistent/server"]
+            # the pinned interpreter with a script that is not there: the tree is made, the start fails
+            document["runtime"]["entrypoint"] = ["python3", "node_modules/baton-test-mcp/missing.py"]
         if change == "never_exits":
             env["BATON_TEST_MCP_MODE"] = "ignore_eof"
             document["runtime"]["shutdown_timeout_seconds"] = 1

@@ -17,6 +17,7 @@ import tomli_w
 from baton.config import load_settings
 from baton.errors import GatewayError
 from baton.gateway import artifacts, stages, state
+from baton.gateway.extract import MAX_PACKAGE_FILES
 from baton.gateway.replay import replay
 from baton.gateway.sandbox import BubblewrapSandbox
 from baton.runtime import Runtime
@@ -202,7 +203,10 @@ def member(
         ),
         ([member("other/file.js")], "artifact_archive_root_invalid"),
         ([member("package/fifo", tarfile.FIFOTYPE)], "artifact_archive_member_type_invalid"),
-        ([member("package/big.bin", data=bytes(41 * 1024 * 1024))], "artifact_archive_limits_exceeded"),
+        (
+            [member(f"package/f{i}") for i in range(MAX_PACKAGE_FILES + 1)],
+            "artifact_archive_limits_exceeded",
+        ),
     ],
 )
 def test_unsafe_archives_are_refused_before_anything_runs(

@@ -124,7 +124,8 @@ def env(
                     {"host": str(shared["rw"]), "sandbox": "/state", "mode": "rw"},
                 ],
             )
-            make_live(runtime, files, allowed=["read", "write"])
+            # the mount refuses the write; the test calls it directly, so no approval in between
+            make_live(runtime, files, allowed=["read", "write"], allow_destructive_without_approval=["write"])
             environment["TEST_SHARED_DIR"] = str(shared["base"])
             yield environment
         finally:

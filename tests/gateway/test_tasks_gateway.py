@@ -9,7 +9,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.gateway.test_runtime_proxy import env  # noqa: F401 -- the module-scoped live adapters
+from tests.gateway.test_runtime_proxy import env, shared  # noqa: F401 -- the module-scoped live adapters
 from tests.tasks_client import CreateTaskResult, TasksClient, task_request
 
 pytestmark = pytest.mark.anyio

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 import typer
@@ -17,12 +18,18 @@ app = typer.Typer(
 def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
     from baton.terminal import fail, open_runtime, progress
 
-    runtime = open_runtime()
+    try:
+        runtime = open_runtime()
+    except BatonError as exc:
+        fail(exc)
     try:
         with progress(f"gateway {fn.__name__.replace('_', ' ')}"):
             return fn(runtime, *args, **kwargs)
     except BatonError as exc:
         fail(exc)
+    except Exception as exc:  # never a traceback to the user; the log has it
+        logging.getLogger("baton.gateway").debug("unexpected failure", exc_info=True)
+        fail(BatonError("internal_error", f"The command failed unexpectedly ({type(exc).__name__})."))
     finally:
         runtime.close()
 
@@ -36,18 +43,36 @@ def _print(value: Any) -> None:
 @app.command()
 def lock(
     target: Annotated[
-        str, typer.Argument(help="Adapter id, policy path, or a package spec (npm:NAME@VERSION).")
+        str,
+        typer.Argument(
+            help="Adapter id, policy path, or a candidate: npm:NAME[@VERSION|RANGE], pypi:NAME[==VERSION]."
+        ),
     ],
     adapter_id: Annotated[str | None, typer.Option("--id", help="Adapter id for a drafted policy.")] = None,
     argument: Annotated[
         list[str] | None,
         typer.Option("--argument", help="Server argument for a drafted policy (repeatable)."),
     ] = None,
+    allow_without_install_scripts: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-without-install-scripts",
+            help="Accept that this package runs without the install script it declares (repeatable).",
+        ),
+    ] = None,
 ) -> None:
-    """Fetch the exact packages, check their integrity, write the bundle and the lock receipt."""
+    """Resolve the whole closure, fetch and check every package, write the bundle and the lock receipt."""
     from baton.gateway.artifacts import lock as lock_adapter
 
-    _print(_run(lock_adapter, target, adapter_id=adapter_id, arguments=list(argument or [])))
+    _print(
+        _run(
+            lock_adapter,
+            target,
+            adapter_id=adapter_id,
+            arguments=list(argument or []),
+            allow_without_install_scripts=list(allow_without_install_scripts or []),
+        )
+    )
 
 
 @app.command()

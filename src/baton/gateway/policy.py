@@ -248,7 +248,7 @@ class Contract(_Strict):
 
     protocol_version: str = Field(min_length=1)
     server_name: str = Field(min_length=1)
-    server_version: str = Field(min_length=1)
+    server_version: str = Field(max_length=256)  # some servers report an empty version; pinned as is
     tool_count: int = Field(ge=0)
     tool_name_set_sha256: str = Field(pattern=SHA256_PATTERN)
     tool_schema_manifest_sha256: str = Field(pattern=SHA256_PATTERN)
@@ -265,8 +265,10 @@ class Tools(_Strict):
     record_arguments: bool = False
     #: How long an approval waits for a human (default: HITL_TIMEOUT_SECONDS).
     approval_timeout_seconds: int | None = Field(default=None, ge=1, le=30 * 86_400)
+    #: Destructive tools the owner explicitly allows without a human approval.
+    allow_destructive_without_approval: list[str] = Field(default_factory=list)
 
-    @field_validator("allowed", "denied", "approval_required")
+    @field_validator("allowed", "denied", "approval_required", "allow_destructive_without_approval")
     @classmethod
     def _names(cls, value: list[str]) -> list[str]:
         if len(set(value)) != len(value):
@@ -277,19 +279,51 @@ class Tools(_Strict):
         return value
 
 
+class Resolution(_Strict):
+    """How lock resolved the closure (its resolver's output, hashed) and what the operator accepted."""
+
+    #: Packages accepted to run without the install script they declare (it never runs).
+    allow_without_install_scripts: list[str] = Field(default_factory=list, max_length=256)
+    #: sha256 of the bundle's package-lock.json (npm) / requirements.txt with hashes (PyPI).
+    npm_lockfile_sha256: str | None = Field(default=None, pattern=SHA256_PATTERN)
+    pypi_requirements_sha256: str | None = Field(default=None, pattern=SHA256_PATTERN)
+    #: Optional packages of the lockfile that do not install on this platform (npm skips them too).
+    skipped_optional: list[str] = Field(default_factory=list, max_length=4096)
+
+    @field_validator("allow_without_install_scripts")
+    @classmethod
+    def _package_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not re.fullmatch(PACKAGE_NAME_PATTERN, name):
+                raise ValueError(f"package name {name!r} is malformed")
+        return value
+
+
+class Interpreter(_Strict):
+    """The host interpreter the sandbox runs the server with, as lock found it."""
+
+    kind: Literal["node", "python"]
+    command: str = Field(min_length=1, max_length=256)
+    path: str = Field(pattern=r"^/[^\x00]{0,4095}$")
+    version: str = Field(min_length=1, max_length=64)
+    sha256: str = Field(pattern=SHA256_PATTERN)
+
+
 class Policy(_Strict):
     """One adapter policy file."""
 
     adapter: Identity
-    artifacts: list[Artifact] = Field(min_length=1, max_length=256)
+    artifacts: list[Artifact] = Field(min_length=1, max_length=4096)
     runtime: RuntimeSpec
     client: ClientSpec = Field(default_factory=ClientSpec)
     contract: Contract | None = None
     tools: Tools = Field(default_factory=Tools)
+    resolution: Resolution = Field(default_factory=Resolution)
+    interpreter: Interpreter | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Policy:
-        keys = [(a.ecosystem, a.name) for a in self.artifacts]
+        keys = [(a.ecosystem, a.name, a.version) for a in self.artifacts]
         if len(set(keys)) != len(keys):
             raise ValueError("an artifact is listed twice")
         if any(a.ecosystem == "pypi" and (a.sha256 is None or a.filename is None) for a in self.artifacts):

@@ -159,6 +159,7 @@ def exchange(pipe: JsonRpcPipe, timeout: float) -> tuple[dict[str, str], Any, di
         raise GatewayError(
             "mcp_initialize_contract_mismatch",
             f"The server answered protocol {server['protocol_version']}, not the pinned {client.protocol_version}.",
+            answered=server["protocol_version"],
         )
     pipe.send({"jsonrpc": "2.0", "method": "notifications/initialized", "params": {}})
     listed = pipe.request(2, "tools/list", {}, timeout)

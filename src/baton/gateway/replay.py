@@ -15,6 +15,7 @@ from typing import Any
 
 from baton.errors import GatewayError
 from baton.gateway import scratch, state
+from baton.gateway.checks import check_policy_rules
 from baton.gateway.contract import (
     DEFINITION_FIELDS,
     ToolContract,
@@ -24,6 +25,7 @@ from baton.gateway.contract import (
     tool_contract,
 )
 from baton.gateway.extract import Extracted, materialize
+from baton.gateway.interpreter import check_interpreter_pin
 from baton.gateway.mounts import host_mounts
 from baton.gateway.policy import Policy, Tools, load_policy, policy_path, write_policy
 from baton.gateway.protocol import JsonRpcPipe, Session, exchange, shut_down, stop
@@ -34,6 +36,8 @@ from baton.receipts import utc_now
 from baton.runtime import Runtime
 
 REPLAY_RECEIPT_SCHEMA_VERSION = "baton_gateway_replay_receipt_v1"
+#: MCP versions a draft's first replay accepts when the server negotiates down from the client's.
+KNOWN_PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 STDERR_TAIL_BYTES = 2048
 
 
@@ -246,7 +250,17 @@ def _apply(
     """Observe once, pin a draft when asked, compare, and record the replay receipt."""
     mounts = host_mounts(policy, runtime.settings.home)
     bundle = state.adapter_dir(runtime, policy.id) / "bundle"
-    observation, extracted = run_in_sandbox(policy, bundle, session, mounts)
+    try:
+        observation, extracted = run_in_sandbox(policy, bundle, session, mounts)
+    except GatewayError as exc:
+        answered = exc.details.get("answered")
+        if not (record and policy.contract is None and answered in KNOWN_PROTOCOL_VERSIONS):
+            raise
+        # A draft's first replay: the server speaks an older MCP version; pin what it negotiated.
+        client = policy.client.model_copy(update={"protocol_version": answered})
+        policy = policy.model_copy(update={"client": client})
+        write_policy(path, policy)
+        observation, extracted = run_in_sandbox(policy, bundle, session, mounts)
     if record and policy.contract is None:
         policy = record_contract(path, policy, observation)
     policy, checksum = load_policy(path)
@@ -254,6 +268,7 @@ def _apply(
         raise GatewayError("adapter_contract_unpinned", f"Adapter {policy.id} pins no contract yet.")
     compare(policy.contract, observation.server, observation.tools)
     check_partition(policy.tools, observation.tools)
+    check_policy_rules(policy, observation.definitions)
     receipt = build_receipt(policy, checksum, run_id, evidence, observation, extracted)
     sha = write_receipt_file(runtime, policy.id, f"replay-{run_id}.json", receipt)
     summary = {
@@ -286,6 +301,7 @@ def replay(runtime: Runtime, adapter: str, *, apply: bool = False, record: bool 
     def stage(run_id: str) -> dict[str, Any]:
         policy, _ = load_policy(path)
         evidence = check_chain(runtime, policy)
+        check_interpreter_pin(policy)
         if policy.contract is None and not record:
             raise GatewayError("adapter_contract_unpinned", f"Adapter {policy.id} pins no contract yet.")
         if apply:

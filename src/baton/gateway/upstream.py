@@ -22,6 +22,7 @@ from baton.gateway import scratch, state
 from baton.gateway.contract import compare, tool_contract
 from baton.gateway.docker import DockerSandbox
 from baton.gateway.extract import materialize
+from baton.gateway.interpreter import check_interpreter_pin
 from baton.gateway.mounts import host_mounts
 from baton.gateway.network import EgressProxy, bridged_argv
 from baton.gateway.policy import Policy
@@ -84,7 +85,7 @@ class Upstream:
                 await group.start(self._supervise, group)
             except GatewayError as exc:
                 self._backoff()
-                if exc.error_class.endswith("_mismatch"):
+                if exc.error_class.endswith("_mismatch") or exc.error_class == "adapter_runtime_drift":
                     self.blocked = exc
                     self.blocker(exc, {"starts": self.starts, **self.stderr})
                 raise
@@ -226,6 +227,7 @@ class Upstream:
 
     async def _argv(self, group: TaskGroup) -> tuple[list[str], Prepared | None]:
         """The sandbox command line; the bundle is extracted (and re-checked) once per serve process."""
+        check_interpreter_pin(self.policy)  # every start: the pinned node/python, or adapter_runtime_drift
         mounts = host_mounts(self.policy, self.runtime.settings.home)
         if self._root is None:
             root = scratch.make("upstream")

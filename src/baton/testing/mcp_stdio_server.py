@@ -4,6 +4,7 @@ It runs under any ``python3`` (inside a sandbox too) and is packaged as an npm-s
 :func:`package_files`, so tests can lock, verify and replay it like a real upstream.
 
 - ``BATON_TEST_MCP_TOOLS``: JSON list of tool definitions (or ``BATON_TEST_MCP_TOOLS_FILE``: a path).
+- ``BATON_TEST_MCP_PROTOCOL``: answer initialize with this protocol version (an older server).
 - ``BATON_TEST_MCP_MODE``: ``normal`` (default), ``silent`` (never answers), ``huge_line`` (answers
   initialize with a ``BATON_TEST_MCP_LINE_MB`` (default 3) MiB line), ``stderr_flood`` (writes
   ``BATON_TEST_MCP_FLOOD_MB`` (default 100) MiB to stderr before answering initialize), ``ignore_eof`` (keeps running after stdin closes), ``non_json``,
@@ -160,7 +161,8 @@ def answer(request: dict[str, Any], mode: str, state: dict[str, Any]) -> None:
         state["client_capabilities"] = request.get("params", {}).get("capabilities", {})
         state["client"] = request.get("params", {})
         result = {
-            "protocolVersion": request.get("params", {}).get("protocolVersion"),
+            "protocolVersion": os.environ.get("BATON_TEST_MCP_PROTOCOL")
+            or request.get("params", {}).get("protocolVersion"),
             "capabilities": {"tools": {"listChanged": mode == "roots_first"}},
             "serverInfo": {"name": SERVER_NAME, "version": SERVER_VERSION},
         }
