@@ -197,8 +197,14 @@ class SandboxCgroups:
         return gone
 
 
+#: How long a cgroup's last processes may take to be killed and reaped before removal gives up; on a
+#: loaded machine a pid namespace's members can take seconds to be reaped after its init dies.
+REMOVE_DEADLINE_SECONDS = 10.0
+
+
 def _remove(directory: Path, remaining: Callable[[], list[int]]) -> bool:
-    for _ in range(100):
+    deadline = time.monotonic() + REMOVE_DEADLINE_SECONDS
+    while time.monotonic() < deadline:
         for pid in remaining():
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
