@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hmac
 import importlib
 import json
@@ -213,6 +214,14 @@ def decision_authority(settings: Settings, request: Any) -> str | None:
     return None
 
 
+@functools.cache
+def _content_blocks() -> Any:
+    """The validator of a proxied upstream's content blocks, built once (building it cost more than using it)."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(list[types.ContentBlock])
+
+
 def tool_result(result: dict[str, Any]) -> types.CallToolResult | types.InputRequiredResult:
     """A registry result as MCP: JSON text, or a proxied upstream's own content blocks (``mcp_content``).
 
@@ -223,10 +232,7 @@ def tool_result(result: dict[str, Any]) -> types.CallToolResult | types.InputReq
         return types.InputRequiredResult.model_validate(interim)
     upstream = result.pop("mcp_content", None)
     if isinstance(upstream, list):
-        from pydantic import TypeAdapter
-
-        adapter = TypeAdapter(list[types.ContentBlock])
-        content: list[Any] = adapter.validate_python(upstream)
+        content: list[Any] = _content_blocks().validate_python(upstream)
     else:
         content = [types.TextContent(text=json.dumps(result, ensure_ascii=False, default=str))]
     return types.CallToolResult(

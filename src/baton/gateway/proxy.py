@@ -150,9 +150,9 @@ class GatewayProxy(DynamicTools):
 
     def still_live(self, adapter: Adapter) -> bool:
         """Whether the store still has the adapter live under the policy this server loaded."""
-        from baton.gateway.state import get_adapter
+        from baton.gateway.state import liveness
 
-        row = get_adapter(self.runtime, adapter.id)
+        row = liveness(self.runtime, adapter.id)
         return (
             row is not None
             and promotion.is_live(row)
