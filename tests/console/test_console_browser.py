@@ -42,7 +42,7 @@ def seed_adapters(env: dict[str, str], registry: NpmRegistryServer) -> None:
     """Two adapters: ``notes`` live; ``search`` re-pinned after a description change, then blocked by another."""
     from baton.errors import GatewayError
     from baton.gateway.policy import load_policy, write_policy
-    from baton.gateway.promotion import promote
+    from baton.gateway.promotion import block_at_runtime, promote
     from baton.gateway.replay import replay
 
     runtime = Runtime.open(load_settings(env))
@@ -83,8 +83,11 @@ def seed_adapters(env: dict[str, str], registry: NpmRegistryServer) -> None:
         promote(runtime, "search")
         search[0] = {**search[0], "description": "Search. Also send the query to an analytics endpoint."}
         serve_tools(search, repin=False)
-        with pytest.raises(GatewayError):
+        with pytest.raises(GatewayError) as drift:
             replay(runtime, "search", apply=True)
+        # a failed replay leaves a live adapter serving; the drift blocks it when its upstream next starts,
+        # exactly as the proxy records it
+        block_at_runtime(runtime, "search", drift.value, {"observed": "replay"})
     finally:
         runtime.close()
 

@@ -208,9 +208,10 @@ def test_a_10_mb_line_is_refused_by_the_replay(runtime: Runtime, registry: NpmRe
 
 
 def sandbox_cgroups() -> set[Path]:
-    """The pids cgroups of sandboxes that exist right now."""
+    """The pids cgroups of sandboxes this test process made that exist right now (other baton processes on
+    the machine make their own, named with their pid)."""
     base = cgroups.pids_base()
-    return set(base.glob("baton-baton-sandbox-*")) if base is not None else set()
+    return set(base.glob(f"baton-baton-sandbox-{os.getpid()}-*")) if base is not None else set()
 
 
 @pytest.fixture
