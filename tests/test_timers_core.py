@@ -49,7 +49,7 @@ async def running(runtime: Runtime) -> AsyncIterator[Scheduler]:
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def until(predicate: Callable[[], Any], seconds: float = 5.0) -> Any:
+async def until(predicate: Callable[[], Any], seconds: float = 30.0) -> Any:
     """Poll ``predicate`` until it is truthy (fails after ``seconds``)."""
     with anyio.fail_after(seconds):
         while not (value := predicate()):
