@@ -14,7 +14,6 @@ import pytest
 from baton.config import load_settings
 from baton.errors import GatewayError
 from baton.gateway.promotion import demote, promote
-from baton.gateway.sandbox import BubblewrapSandbox
 from baton.gateway.stages import list_view
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
@@ -23,10 +22,7 @@ from tests.conftest import BLANKED, SRC, call, stdio_session
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(
-        BubblewrapSandbox().unavailable_reason() is not None,
-        reason=f"bubblewrap: {BubblewrapSandbox().unavailable_reason()}",
-    ),
+    pytest.mark.needs("bwrap"),
 ]
 
 TOOLS = [

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from baton.gateway.sandbox import BubblewrapSandbox, DockerSandbox, SandboxSpec
+from tests.needs import require
 
 PROBE = r"""
 import json, os, socket
@@ -61,10 +62,8 @@ def secret_file() -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def probe(secret_file: Path) -> dict[str, object]:
     """Run the probe once in the sandbox the replay uses."""
+    require("bwrap")
     sandbox = BubblewrapSandbox()
-    reason = sandbox.unavailable_reason()
-    if reason:
-        pytest.skip(f"bubblewrap unavailable: {reason}")
     workdir = Path(tempfile.mkdtemp(prefix="baton-probe-"))
     workdir.chmod(0o755)
     (workdir / "marker").write_text("visible")
