@@ -295,7 +295,7 @@ async def test_a_firing_whose_webhook_hangs_is_cut_off_by_shutdown_and_still_wri
 ) -> None:
     web.hang()  # and a delivery timeout far longer than the test: only the shutdown ends the firing
     slack_runtime = open_slack_runtime(
-        tmp_path / "home", database_url, web, BATON_NOTIFY_TIMEOUT_SECONDS="600"
+        tmp_path / "home", database_url, web, BATON_NOTIFY_TIMEOUT_SECONDS="120"
     )
     try:
         await _cut_off_by_shutdown(slack_runtime, web)
