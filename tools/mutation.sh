@@ -18,7 +18,7 @@ if [ $# -eq 0 ]; then
     redaction) set -- tests/test_redaction.py tests/test_receipts.py ;;
     receipts) set -- tests/test_receipts.py tests/test_concurrency.py tests/test_store_databases.py ;;
     hitl/broker) set -- tests/hitl/test_broker.py tests/test_concurrency.py ;;
-    timers/service) set -- tests/test_timers_core.py tests/test_concurrency.py ;;
+    timers/service) set -- tests/test_timers_core.py tests/test_timers_service.py tests/test_concurrency.py ;;
     gateway/proxy | gateway/upstream) set -- tests/gateway/test_runtime_proxy.py ;;
     *) echo "no default tests for $module; name them" >&2; exit 2 ;;
   esac
