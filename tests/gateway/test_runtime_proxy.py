@@ -293,12 +293,16 @@ async def test_arguments_are_not_recorded_unless_the_policy_says_so(
 
 
 async def test_a_demoted_adapter_stops_answering_at_once(env: dict[str, str], session: Any) -> None:
+    # the server loads its adapters on first use: make sure this one was live when it did
+    assert (await call(session, "demo__echo", {"text": "before"}))["success"]
     runtime = Runtime.open(load_settings(env))
     try:
         demote(runtime, "demo")
-        assert (await call(session, "demo__echo", {"text": "x"}))["error_class"] == "adapter_not_promoted"
-        assert "demo__echo" not in {t.name for t in (await session.list_tools()).tools}
-        promote(runtime, "demo")
+        try:
+            assert (await call(session, "demo__echo", {"text": "x"}))["error_class"] == "adapter_not_promoted"
+            assert "demo__echo" not in {t.name for t in (await session.list_tools()).tools}
+        finally:  # the other tests of this module need demo live, whatever happened here
+            promote(runtime, "demo")
         assert (await call(session, "demo__echo", {"text": "x"}))["success"]
     finally:
         runtime.close()
@@ -310,10 +314,12 @@ def test_promotion_needs_a_replay_under_the_current_policy(env: dict[str, str]) 
         path = Path(env["BATON_HOME"]) / "adapters" / "demo.toml"
         original = path.read_text()
         path.write_text(original.replace("record_arguments = true", "record_arguments = false"))
-        with pytest.raises(GatewayError) as refused:
-            promote(runtime, "demo")
+        try:
+            with pytest.raises(GatewayError) as refused:
+                promote(runtime, "demo")
+        finally:
+            path.write_text(original)
         assert refused.value.error_class == "adapter_promotion_refused"
-        path.write_text(original)
         assert promote(runtime, "demo")["state"] == "promoted"
         assert demote(runtime, "demo")["state"] == "replayed"
         assert promote(runtime, "demo")["state"] == "promoted"
