@@ -15,7 +15,7 @@ module=${1:?usage: tools/mutation.sh MODULE [TEST_PATH ...]}
 shift
 if [ $# -eq 0 ]; then
   case "$module" in
-    redaction) set -- tests/test_redaction.py tests/test_receipts.py ;;
+    redaction) set -- tests/test_redaction_edges.py tests/test_redaction.py tests/test_receipts.py ;;
     receipts) set -- tests/test_receipts.py tests/test_concurrency.py tests/test_store_databases.py ;;
     hitl/broker) set -- tests/hitl/test_broker.py tests/test_concurrency.py ;;
     timers/service) set -- tests/test_timers_core.py tests/test_timers_service.py tests/test_concurrency.py ;;
