@@ -178,3 +178,10 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def cpu_ms(pid: int) -> float:
+    """User plus system CPU time a process has used so far (``/proc/<pid>/stat``), in milliseconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+    return ticks * 1000 / os.sysconf("SC_CLK_TCK")

@@ -55,6 +55,9 @@ def stdio_targets(include_fastmcp: bool = True) -> list[Target]:
             "baton mcp_ping", baton_command(), "mcp_ping", {"message": "ping"}, is_baton=True, essential=True
         ),
         Target("baton mcp_list_subagents", baton_command(), "mcp_list_subagents", {}, is_baton=True),
+        Target(
+            "baton mcp_list_pending_requests", baton_command(), "mcp_list_pending_requests", {}, is_baton=True
+        ),
     ]
     return targets
 

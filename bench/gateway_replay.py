@@ -50,7 +50,7 @@ class Unsandboxed:
         """Always available."""
         return None
 
-    def start(self, spec: SandboxSpec, *, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
+    def start(self, spec: SandboxSpec, *, stderr: IO[bytes] | int) -> subprocess.Popen[bytes]:
         """Start ``spec.argv`` in the extracted tree."""
         env = {"PATH": "/usr/bin:/bin", "HOME": tempfile.gettempdir(), "CI": "1", **spec.env}
         return subprocess.Popen(

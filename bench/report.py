@@ -27,6 +27,8 @@ MODULES: dict[str, int] = {
     "http_roundtrip": 1000,
     "cold_start": 10,
     "fanout": 2,
+    "receipts_verify": 1_000_000,
+    "scale": 2,
 }
 #: Written by other subsystems' developers; run when present, skipped otherwise.
 OPTIONAL_MODULES: dict[str, int] = {

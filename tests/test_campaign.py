@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +15,7 @@ import pytest
 from baton.campaign.gates import classify_status
 from baton.campaign.human import parse_human_decision
 from baton.campaign.verify import verify_bundle
+from baton.chain_verify import read_public_key
 from baton.testing import Behavior, FakeLLMServer
 from baton.testing.smtp import SMTPReceiver
 from baton.testing.webhooks import WebhookReceiver
@@ -96,6 +100,7 @@ def test_with_nothing_delivered_the_campaign_is_blocked_not_failed(
         "receipts_chain.json",
     } <= files
     assert any(path.startswith("receipts/") and path.endswith("_hitl_timeout.json") for path in files)
+    assert_checkpoints_anchor_the_bundle(run_dir, tmp_path / "validation" / ".c1.home", tmp_path)
 
     (run_dir / "receipts" / "01_minimal_sync.json").write_text("{}\n")
     verified = subprocess.run(
@@ -204,3 +209,64 @@ def test_human_decision_lines_parse(line: str, expected: tuple[bool, str]) -> No
 def test_other_human_lines_are_refused() -> None:
     with pytest.raises(ValueError, match="APPROVE or REJECT"):
         parse_human_decision("yes please")
+
+
+def test_with_no_provider_the_campaign_stops_before_starting_anything(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    done, _run_dir = run_campaign(baton_env, tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.startswith("provider_not_configured: ")
+    assert "COLLAB_PROVIDER" in done.stderr
+    assert "MOONSHOT_API_KEY" in done.stderr
+    assert "--loopback-model" in done.stderr
+    assert len(done.stderr.splitlines()) <= 5
+    assert done.stdout == ""
+    assert not (tmp_path / "validation").exists()
+
+
+def test_a_provider_without_its_key_is_named_before_starting(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    done, run_dir = run_campaign({**baton_env, "COLLAB_PROVIDER": "anthropic"}, tmp_path)
+    assert done.returncode == 1
+    assert "ANTHROPIC_API_KEY" in done.stderr
+    assert not run_dir.exists()
+
+
+def test_a_provider_error_on_the_first_spawn_stops_the_run_with_that_error(
+    baton_env: dict[str, str], fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    fake_llm.default = Behavior(status=401)
+    done, run_dir = run_campaign(campaign_env(baton_env, fake_llm), tmp_path)
+    assert done.returncode == 1
+    assert "stopped at minimal_sync: provider_http_error" in done.stderr
+    result = summary(run_dir)
+    assert result["status"] == "failed"
+    assert result["stopped"]["error_class"] == "provider_http_error"
+    assert result["tool_call_count"] == 1
+    assert not any("async_status" in path.name for path in (run_dir / "receipts").iterdir())
+
+
+def assert_checkpoints_anchor_the_bundle(run_dir: Path, home: Path, tmp_path: Path) -> None:
+    """The server home is private, the bundle carries the shutdown checkpoint, and a bundle rewritten
+    to drop the newest receipts (manifest recomputed) fails against the server's public key."""
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    assert stat.S_IMODE((home / "baton.db").stat().st_mode) == 0o600
+    chain = json.loads((run_dir / "receipts_chain.json").read_text())
+    anchors = json.loads((run_dir / "receipts_checkpoints.json").read_text())
+    assert anchors["checkpoints"][-1]["seq"] == len(chain)
+    trusted = read_public_key(home / "keys" / "checkpoint.pub")
+    assert verify_bundle(run_dir, trusted) == []
+    forged = tmp_path / "forged"
+    shutil.copytree(run_dir, forged)
+    text = json.dumps(chain[:-3], ensure_ascii=False, indent=2) + "\n"
+    (forged / "receipts_chain.json").write_text(text)
+    manifest = json.loads((forged / "manifest.json").read_text())
+    for entry in manifest["files"]:
+        if entry["path"] == "receipts_chain.json":
+            entry.update(bytes=len(text.encode()), sha256=hashlib.sha256(text.encode()).hexdigest())
+    (forged / "manifest.json").write_text(json.dumps(manifest))
+    problems = verify_bundle(forged, trusted)
+    assert len(problems) == 1
+    assert "receipt_checkpoint_mismatch" in problems[0]

@@ -7,6 +7,7 @@ import sys
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from sqlalchemy import inspect
 
 from baton.schema import metadata
 from baton.schema_migrations import HEAD_REVISION, current_revision
@@ -18,12 +19,23 @@ def test_migrations_build_the_declared_schema(database_url: str) -> None:
     try:
         assert current_revision(store.engine) == HEAD_REVISION
         with store.engine.connect() as connection:
-            differences = compare_metadata(MigrationContext.configure(connection), metadata)
+            context = MigrationContext.configure(connection, opts={"include_object": _comparable})
+            differences = compare_metadata(context, metadata)
+            indexes = {index["name"] for index in inspect(connection).get_indexes("hitl_requests")}
     finally:
         store.dispose()
     assert differences == [], (
         "schema.py changed without a migration: add one in src/baton/migrations/versions"
     )
+    assert indexes >= EXPRESSION_INDEXES
+
+
+#: Indexes with an expression (``urgent DESC``) that Alembic cannot compare; checked by name instead.
+EXPRESSION_INDEXES = {"ix_hitl_requests_pending_order"}
+
+
+def _comparable(obj: object, name: str | None, type_: str, reflected: bool, compare_to: object) -> bool:
+    return not (type_ == "index" and name in EXPRESSION_INDEXES)
 
 
 def test_head_revision_names_the_newest_migration() -> None:

@@ -12,6 +12,7 @@ from baton.config import load_settings
 from baton.errors import BatonError
 from baton.notify import channels, mail
 from baton.notify.delivery import with_timeouts
+from baton.notify.readiness import readiness
 from baton.notify.service import Notifier
 from tests.notify_support import open_runtime
 
@@ -141,7 +142,7 @@ def test_readiness_flags_unusable_urls_and_an_email_channel_without_an_admin() -
             "SMTP_FROM_EMAIL": "b@example.org",
         }
     )
-    rows = {r.channel: r for r in channels.readiness(settings)}
+    rows = {r.channel: r for r in readiness(settings)}
     assert rows["webhook"].ready is False and rows["webhook"].detail.startswith("config_invalid")
     assert rows["email"].ready is True and "HITL_ADMIN_EMAIL unset" in rows["email"].detail
 

@@ -76,7 +76,13 @@ async def test_streamable_http_serves_mcp(baton_env: dict[str, str], tmp_path: P
     with http_server(baton_env, f"127.0.0.1:{port}", tmp_path):
         async with Client(f"http://127.0.0.1:{port}/mcp") as client:
             result = await client.call_tool("mcp_list_subagents", {})
-            assert result.structured_content == {"subagents": [], "count": 0, "success": True}
+            assert result.structured_content == {
+                "subagents": [],
+                "count": 0,
+                "truncated": False,
+                "next_cursor": None,
+                "success": True,
+            }
 
 
 async def test_a_token_protects_the_http_endpoint(baton_env: dict[str, str], tmp_path: Path) -> None:

@@ -71,6 +71,12 @@ async def test_provider_failures_fail_the_subagent_with_a_class(
     assert result["error_class"] == error_class, result
     assert result["status"] == "failed"
     assert runner.status(result["subagent_id"])["error_class"] == error_class
+    # the failed call is in the chain too, with its class and no usage
+    (receipt,) = runner.runtime.receipts.list(kind="model_call")
+    assert receipt.payload["error_class"] == error_class
+    assert receipt.payload["subagent_id"] == result["subagent_id"]
+    assert receipt.payload["usage"]["total_tokens"] == 0
+    assert runner.runtime.receipts.verify().ok
 
 
 async def test_llm_generated_preparation_that_leaks_a_removed_value_fails_closed(

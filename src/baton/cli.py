@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from baton import __version__
 from baton.errors import BatonError
+from baton.terminal import err, fail, open_runtime, out, print_json, print_table, progress
 
 app = typer.Typer(
     name="baton",
@@ -44,26 +44,7 @@ def _add_subsystem_apps() -> None:
 
 _add_subsystem_apps()
 
-out = Console()
-err = Console(stderr=True)
-
-
-def open_runtime() -> Any:
-    """The runtime for a CLI command (imported late to keep ``--help`` fast)."""
-    from baton.runtime import Runtime
-
-    return Runtime.open()
-
-
-def fail(exc: BatonError) -> None:
-    """Print a typed error on stderr and exit 1."""
-    err.print(f"[red]{exc.error_class}[/red]: {exc.message}")
-    raise typer.Exit(1)
-
-
-def print_json(value: Any) -> None:
-    """Machine-readable output on stdout."""
-    out.print_json(json.dumps(value, ensure_ascii=False, default=str))
+__all__ = ["app", "err", "fail", "main", "open_runtime", "out", "print_json"]
 
 
 @app.command()
@@ -101,10 +82,83 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
     if as_json:
         print_json(checks.as_json(results))
         return
-    table = Table("check", "ready", "detail")
-    for check in results:
-        table.add_row(check.name, "[green]yes[/green]" if check.ok else "[yellow]no[/yellow]", check.detail)
-    out.print(table)
+    print_table(
+        ("check", "ready", "detail"),
+        [
+            (check.name, "[green]yes[/green]" if check.ok else "[yellow]no[/yellow]", check.detail)
+            for check in results
+        ],
+        markup=True,
+    )
+
+
+@app.command()
+def install(
+    client: Annotated[str, typer.Argument(help="claude-code, claude-desktop, cursor or vscode.")],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print what would be written; touch nothing.")
+    ] = False,
+    run: Annotated[bool, typer.Option("--run", help="claude-code: run the `claude mcp add` line.")] = False,
+    provider: Annotated[
+        str | None,
+        typer.Option(help="Model provider for the entry (default: COLLAB_PROVIDER, else moonshot)."),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="OPENAI_MODEL for the entry (default: the provider's).")
+    ] = None,
+    name: Annotated[str, typer.Option(help="The server's name in the client.")] = "baton",
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Another config file (default: the client's own).")
+    ] = None,
+) -> None:
+    """Add this baton (by absolute path, no secret) to an MCP client's config; idempotent, with a backup."""
+    import os
+
+    from baton import install as installer
+
+    try:
+        chosen = provider or os.environ.get("COLLAB_PROVIDER") or "moonshot"
+        plan = installer.plan(client, provider=chosen, model=model, name=name, path=config)
+        if plan.client == "claude-code":
+            print(installer.claude_line(plan), flush=True)
+            if run and not dry_run:
+                installer.run_claude(plan)
+                err.print(f"added '{name}' to Claude Code (user scope)")
+        elif dry_run:
+            print(plan.after, end="", flush=True)
+            verb = "would change" if plan.changed else "already holds this entry:"
+            err.print(f"dry run: {verb} {plan.path}; nothing was written")
+        else:
+            backup = installer.apply(plan)
+            if not plan.changed:
+                err.print(f"{plan.path} already holds this entry; nothing written")
+            else:
+                err.print(
+                    f"wrote {plan.path}" + (f" (previous file kept as {backup.name})" if backup else "")
+                )
+    except BatonError as exc:
+        fail(exc)
+    if plan.to_fill:
+        names = ", ".join(plan.to_fill)
+        if plan.client == "vscode":
+            err.print(
+                f"VS Code asks for {names} when it first starts baton and keeps it; baton writes no secret"
+            )
+        elif plan.client == "claude-code" and not run:
+            err.print(f"export {names} in your shell before running the line; baton writes no secret")
+        else:
+            where = "~/.claude.json (or `claude mcp`)" if plan.client == "claude-code" else str(plan.path)
+            err.print(f"still to fill: {names} in {where}; baton writes no secret")
+
+
+@app.command()
+def console(
+    bind: Annotated[str, typer.Option("--bind", help="HOST:PORT, on loopback only.")] = "127.0.0.1:8766",
+) -> None:
+    """Open the operator console on loopback over the local store (no MCP server)."""
+    from baton.console.local import run_console
+
+    raise typer.Exit(run_console(bind))
 
 
 @db_app.command("upgrade")
@@ -140,25 +194,62 @@ def receipts_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List receipts in chain order."""
-    rows = open_runtime().receipts.list(kind=kind, limit=limit)
+
+    rows = [row.model_dump() for row in open_runtime().receipts.list(kind=kind, limit=limit)]
     if as_json:
-        print_json([row.model_dump() for row in rows])
+        print_json(rows)
         return
-    table = Table("seq", "kind", "at", "sha256", "payload")
-    for row in rows:
-        table.add_row(str(row.seq), row.kind, row.at, row.sha256[:16], json.dumps(row.payload)[:80])
-    out.print(table)
+    print_table(
+        ("seq", "kind", "at", "sha256", "payload"),
+        [
+            (str(row["seq"]), row["kind"], row["at"], row["sha256"][:16], json.dumps(row["payload"])[:80])
+            for row in rows
+        ],
+    )
 
 
 @receipts_app.command("verify")
 def receipts_verify() -> None:
-    """Recompute the whole receipt chain; exit 1 at the first broken link."""
-    report = open_runtime().receipts.verify()
-    if report.ok:
-        out.print(f"[green]ok[/green]: {report.count} receipts, head {report.head_sha256}")
+    """Recompute the whole receipt chain and check its signed checkpoints; exit 1 at the first problem."""
+    from baton.receipts_anchor import verify_store
+
+    with progress("verifying the receipt chain"):
+        report = verify_store(open_runtime())
+    if not report.ok:
+        err.print(f"[red]{report.error_class}[/red]: at seq {report.first_bad_seq}: {report.reason}")
+        raise typer.Exit(1)
+    out.print(f"[green]ok[/green]: {report.count} receipts")
+    out.print(f"head: {report.head_sha256}")
+    if report.checkpoints:
+        out.print(f"checkpoints: {report.checkpoints} signed checkpoints verified")
+        out.print(f"anchored up to seq {report.anchored_seq}")
+        tail = report.count - report.anchored_seq
+        if tail:
+            out.print(f"not yet anchored: the last {tail} receipts")
+    elif report.count:
+        out.print("[yellow]not anchored[/yellow]: no signed checkpoint (a serving baton writes them)")
+
+
+@receipts_app.command("export")
+def receipts_export(
+    directory: Annotated[
+        str,
+        typer.Argument(help="Directory to write receipts.jsonl, checkpoints.jsonl and checkpoint.pub into."),
+    ],
+) -> None:
+    """Export the chain and its signed checkpoints for `python -m baton.chain_verify DIR --public-key FILE`."""
+    from pathlib import Path
+
+    from baton.receipts_anchor import export
+
+    try:
+        written = export(open_runtime(), Path(directory))
+    except BatonError as exc:
+        fail(exc)
         return
-    err.print(f"[red]receipt_chain_broken[/red]: at seq {report.first_bad_seq}: {report.reason}")
-    raise typer.Exit(1)
+    out.print(
+        f"exported {written['receipts']} receipts and {written['checkpoints']} checkpoints to {directory}"
+    )
 
 
 def _runner() -> Any:
@@ -173,21 +264,26 @@ def subagents_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List subagents, newest first."""
-    rows = _runner().list(status)
+    from baton.redaction import redact_output
+
+    rows = redact_output(_runner().list(status))
     if as_json:
         print_json(rows)
         return
-    table = Table("id", "status", "mode", "strategy", "role", "created")
-    for row in rows:
-        table.add_row(
-            row["subagent_id"],
-            row["status"],
-            row["mode"],
-            row["context_strategy"],
-            row["role"],
-            row["created_at"],
-        )
-    out.print(table)
+    print_table(
+        ("id", "status", "mode", "strategy", "role", "created"),
+        [
+            (
+                row["subagent_id"],
+                row["status"],
+                row["mode"],
+                row["context_strategy"],
+                row["role"],
+                row["created_at"],
+            )
+            for row in rows
+        ],
+    )
 
 
 @subagents_app.command("show")
@@ -210,8 +306,22 @@ def subagents_cancel(subagent_id: str) -> None:
 
 
 def main() -> None:
-    """Entry point of the console script."""
+    """Entry point of the console script: a typed error or one ``internal_error`` line, never a traceback
+    (``BATON_DEBUG=1`` shows it)."""
+    import os
+
     try:
         app()
     except BrokenPipeError:
         sys.exit(0)
+    except BatonError as exc:  # e.g. config_invalid from the environment, in any command
+        err.print(f"[red]{exc.error_class}[/red]: {exc.message}", markup=True, highlight=False)
+        sys.exit(1)  # not fail(): typer.Exit raised outside the app would print a traceback
+    except Exception as exc:
+        if os.environ.get("BATON_DEBUG") == "1":
+            raise
+        err.print(
+            f"[red]internal_error[/red]: the command failed unexpectedly ({type(exc).__name__}); "
+            "BATON_DEBUG=1 shows the traceback."
+        )
+        sys.exit(1)

@@ -9,10 +9,21 @@ from __future__ import annotations
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+)
 from pydantic_core import PydanticUseDefault
+
+from baton.errors import ConfigError
 
 #: Environment variables whose values are credentials or private delivery identifiers.
 SENSITIVE_ENV_NAMES: frozenset[str] = frozenset(
@@ -34,6 +45,7 @@ SENSITIVE_ENV_NAMES: frozenset[str] = frozenset(
         "HITL_WEBHOOK_URL",
         "BATON_HTTP_TOKEN",
         "BATON_ADMIN_TOKEN",
+        "OTEL_EXPORTER_OTLP_HEADERS",
     }
 )
 
@@ -56,6 +68,9 @@ class Settings(BaseModel):
     collab_model_timeout_seconds: float = 120.0
     collab_max_tokens: int = 2048
     baton_model_request_log: Path | None = None
+    # cost budgets per UTC day, counted in the store (shared by replicas)
+    baton_budget_daily_usd: float | None = None
+    baton_budget_daily_tokens: int | None = None
     # human in the loop
     hitl_timeout_seconds: int = 300
     hitl_admin_email: str | None = None
@@ -65,6 +80,9 @@ class Settings(BaseModel):
     baton_public_url: str | None = None
     baton_hitl_allow_mcp_decisions: bool = False
     baton_admin_token: str | None = None
+    # OAuth 2.1 resource server on --http (docs/operations.md)
+    baton_oauth_issuer: str | None = None
+    baton_oauth_audience: str | None = None
     # notifications
     sendgrid_api_key: str | None = None
     smtp_host: str | None = None
@@ -83,6 +101,11 @@ class Settings(BaseModel):
     baton_notify_timeout_seconds: float = 10.0
     baton_notify_attempts: int = 3
     baton_notify_backoff_seconds: float = 0.5
+    # receipts: signed checkpoints of the chain head (docs/receipts.md)
+    baton_checkpoint_key_path: Path | None = None
+    baton_checkpoint_path: Path | None = None
+    baton_checkpoint_every_receipts: int = 1000
+    baton_checkpoint_interval_seconds: float = 60.0
     # other
     timer_storage_path: Path | None = None
     browser_headless: bool = True
@@ -95,6 +118,22 @@ class Settings(BaseModel):
     baton_http_token: str | None = None
     baton_private_keys: str | None = None
     baton_http_stateless: bool = False
+    # traces (the OpenTelemetry SDK reads these itself; listed so baton's docs and tests know them)
+    otel_exporter_otlp_endpoint: str | None = None
+    otel_exporter_otlp_traces_endpoint: str | None = None
+    otel_exporter_otlp_headers: str | None = None
+    otel_service_name: str | None = None
+    # limits (docs/configuration.md, "Limits")
+    baton_max_argument_bytes: PositiveInt = 256 * 1024
+    baton_max_message_bytes: PositiveInt = 4 * 1024 * 1024
+    baton_trusted_proxies: str | None = None
+    baton_login_max_failures: NonNegativeInt = 5
+    baton_login_lockout_max_seconds: PositiveFloat = 900.0
+    baton_timer_max_active: NonNegativeInt = 100
+    baton_timer_min_interval_seconds: Annotated[float, Field(ge=0.1)] = 0.1
+    baton_timer_min_notify_interval_seconds: Annotated[float, Field(ge=0.1)] = 10.0
+    baton_timer_min_spawn_interval_seconds: Annotated[float, Field(ge=0.1)] = 60.0
+    baton_timer_spawns_per_hour: NonNegativeInt = 60
 
     @field_validator("*", mode="before")
     @classmethod
@@ -106,14 +145,30 @@ class Settings(BaseModel):
 
     @cached_property
     def home(self) -> Path:
-        """The data directory (``BATON_HOME`` or the platform's user data dir), created on demand."""
+        """The data directory (``BATON_HOME`` or the platform's user data dir), created 0700 on demand."""
         if self.baton_home is not None:
             path = self.baton_home
         else:
             from platformdirs import user_data_dir
 
             path = Path(user_data_dir("baton", appauthor=False))
-        path.mkdir(parents=True, exist_ok=True)
+        from baton.private import private_dir
+
+        try:
+            private_dir(path)
+        except OSError as exc:
+            reason = "is a file, not a directory" if path.exists() else (exc.strerror or "cannot be created")
+            raise ConfigError(
+                "config_invalid",
+                f"BATON_HOME ({path}) {reason}: point it at a directory baton may create and write.",
+                variables=["BATON_HOME"],
+            ) from None
+        if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+            raise ConfigError(
+                "config_invalid",
+                f"BATON_HOME ({path}) is not a writable directory.",
+                variables=["BATON_HOME"],
+            )
         return path
 
     @property
@@ -156,4 +211,25 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
     source = dict(os.environ if environ is None else environ)
     known = {name.upper() for name in Settings.model_fields}
     values = {name.lower(): value for name, value in source.items() if name.upper() in known}
-    return Settings.model_validate(values)
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as exc:
+        raise settings_error(exc) from None
+
+
+def settings_error(exc: ValidationError) -> ConfigError:
+    """``config_invalid`` naming each bad variable and what it needs, never echoing its value."""
+    problems = [
+        {
+            "variable": ".".join(str(part) for part in error["loc"]).upper() or "(settings)",
+            "problem": error["msg"],
+        }
+        for error in exc.errors(include_url=False, include_input=False)
+    ]
+    named = "; ".join(f"{p['variable']}: {p['problem']}" for p in problems)
+    return ConfigError(
+        "config_invalid",
+        f"Invalid configuration: {named}.",
+        variables=[p["variable"] for p in problems],
+        problems=problems,
+    )

@@ -20,10 +20,18 @@ class Check:
 
 
 def check_store(runtime: Runtime) -> Check:
-    """The store opens and its receipt chain verifies."""
-    report = runtime.receipts.verify()
-    detail = f"{runtime.store.safe_url} ({report.count} receipts, chain {'ok' if report.ok else 'BROKEN'})"
-    return Check("store", report.ok, detail)
+    """The store opens and its receipt chain verifies, with its signed checkpoints."""
+    from baton.receipts_anchor import verify_store
+
+    report = verify_store(runtime)
+    if report.ok:
+        anchored = (
+            f", anchored up to seq {report.anchored_seq}" if report.checkpoints else ", no checkpoint yet"
+        )
+        verdict = f"chain ok{anchored}"
+    else:
+        verdict = f"chain BROKEN: {report.error_class}"
+    return Check("store", report.ok, f"{runtime.store.safe_url} ({report.count} receipts, {verdict})")
 
 
 def check_provider(runtime: Runtime) -> Check:
@@ -40,18 +48,15 @@ def check_provider(runtime: Runtime) -> Check:
 
 def check_sandbox(runtime: Runtime) -> Check:
     """bubblewrap can start a sandbox the way the gateway starts one (as host uid 65534)."""
-    from baton.gateway.sandbox import BubblewrapSandbox
+    from baton.gateway.sandbox import sandbox_report
 
-    sandbox = BubblewrapSandbox()
-    reason = sandbox.unavailable_reason()
-    if reason is not None:
-        return Check("sandbox", False, reason)
-    return Check("sandbox", True, f"bubblewrap at {sandbox.bwrap}, started as uid 65534")
+    ok, detail = sandbox_report()
+    return Check("sandbox", ok, detail)
 
 
 def check_notifications(runtime: Runtime) -> list[Check]:
     """One line per notification channel: provider and endpoint host, or the missing variables."""
-    from baton.notify.channels import readiness
+    from baton.notify.readiness import readiness
 
     lines = []
     for ready in readiness(runtime.settings):
@@ -77,6 +82,13 @@ def check_decision_authority(runtime: Runtime) -> Check:
     return Check("hitl deciders", True, detail)
 
 
+def check_service(runtime: Runtime) -> list[Check]:
+    """The daily budget, trace export and OAuth (running as a service)."""
+    from baton.ops_checks import service_checks
+
+    return service_checks(runtime)
+
+
 #: Each subsystem may add its checks here (name -> function of the runtime).
 CHECKS: list[Callable[[Runtime], Check | list[Check]]] = [
     check_store,
@@ -84,6 +96,7 @@ CHECKS: list[Callable[[Runtime], Check | list[Check]]] = [
     check_sandbox,
     check_notifications,
     check_decision_authority,
+    check_service,
 ]
 
 
@@ -98,7 +111,9 @@ def run_checks(runtime: Runtime) -> list[Check]:
                 check.__name__.removeprefix("check_"), False, f"check failed: {type(exc).__name__}"
             )
         results.extend(outcome if isinstance(outcome, list) else [outcome])
-    return [Check(c.name, c.ok, runtime.redactor.text(c.detail)) for c in results]
+    from baton.redaction import mask_url_passwords
+
+    return [Check(c.name, c.ok, mask_url_passwords(runtime.redactor.text(c.detail))) for c in results]
 
 
 def as_json(checks: list[Check]) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ those strings; ``docs/error-classes.md`` is checked against it by the tests.
     ├── StoreError           the state store
     ├── ReceiptError         the receipt chain and the credential guard
     ├── ProviderError        model providers
+    │   └── BudgetError      a token or cost budget is spent
     ├── SubagentError        subagent lifecycle and context preparation
     ├── HitlError            human-in-the-loop requests
     ├── NotificationError    notification channels
@@ -26,15 +27,23 @@ ERROR_CLASSES: dict[str, str] = {
     # arguments and internals
     "invalid_arguments": "A tool or command was called with arguments that do not match its schema.",
     "unknown_tool": "The tool name is not served by this server.",
+    "argument_too_large": "A tool's arguments serialize to more than BATON_MAX_ARGUMENT_BYTES; the field is named.",
     "internal_error": "An unexpected failure inside baton; the message is redacted.",
     # configuration and store
     "config_invalid": "An environment variable or setting has a value baton cannot use.",
     "store_unavailable": "The state store could not be opened or written.",
     "http_bind_refused": "A non-loopback HTTP bind was asked for without BATON_HTTP_TOKEN.",
-    "http_unauthorized": "An HTTP endpoint (/mcp) was reached without a valid bearer token.",
+    "http_unauthorized": "An HTTP endpoint (/mcp, /metrics) was reached without a valid bearer token or OAuth access token.",
+    "http_insufficient_scope": "The OAuth access token is valid but carries neither baton:agent nor baton:admin.",
+    "http_body_too_large": "An HTTP request body is larger than the route allows (413); nothing past the limit was read.",
+    "http_host_refused": "A request to a loopback bind named another Host or came from another Origin (DNS rebinding).",
+    "http_rate_limited": "Too many failed inbox logins from this address; wait retry_after_seconds (429).",
     # receipts
     "receipt_chain_broken": "A receipt's hash or link to its predecessor does not verify.",
     "receipt_contains_secret": "A write was refused because it would still contain a credential.",
+    "receipt_checkpoint_invalid": "A signed checkpoint of the receipt chain is malformed, its signature does not verify, or its key is not trusted.",
+    "receipt_checkpoint_mismatch": "The receipt chain no longer holds a signed checkpoint's head at its seq: receipts were removed, rewound or rewritten.",
+    "checkpoint_key_unavailable": "The checkpoint signing key (BATON_CHECKPOINT_KEY_PATH) could not be read or created.",
     # model providers
     "provider_not_configured": "No model provider (or no key or model for it) is configured.",
     "provider_unknown": "COLLAB_PROVIDER names a provider baton does not support.",
@@ -42,6 +51,7 @@ ERROR_CLASSES: dict[str, str] = {
     "provider_timeout": "The model provider did not answer in time.",
     "provider_response_invalid": "The model provider's answer could not be parsed.",
     "provider_connection_failed": "The model provider could not be reached.",
+    "budget_exceeded": "A token or cost budget (max_total_tokens / max_cost_usd of a spawn, BATON_BUDGET_DAILY_TOKENS / BATON_BUDGET_DAILY_USD of the server) is spent; the model was not called.",
     # subagents
     "subagent_not_found": "No subagent has that id.",
     "subagent_already_terminal": "The subagent already completed, failed or was cancelled.",
@@ -59,6 +69,7 @@ ERROR_CLASSES: dict[str, str] = {
     "hitl_link_invalid": "An inbox link is forged, expired, already used or bound to another request.",
     "hitl_unauthorized": "The inbox was reached without a valid bearer token or signed link.",
     "hitl_still_pending": "The wait ended before anyone decided; the request is still pending (wait again by id).",
+    "mcp_request_state_invalid": "A multi-round-trip retry carried a requestState that was already used or is malformed; call the tool again without it.",
     "hitl_csrf_invalid": "An inbox form was posted without its valid per-form token.",
     "hitl_decider_not_authorized": "This MCP caller may not decide human-in-the-loop requests; a person decides (inbox, CLI, elicitation) unless BATON_HITL_ALLOW_MCP_DECISIONS=1 or the admin credential is used.",
     "approval_denied": "A human rejected the request.",
@@ -70,6 +81,7 @@ ERROR_CLASSES: dict[str, str] = {
     "timer_schedule_invalid": "The timer's schedule is missing, in the past, negative or ambiguous.",
     "timer_action_invalid": "The timer's action is unknown or malformed.",
     "timer_already_cancelled": "The timer was already cancelled.",
+    "timer_limit_reached": "Too many active timers, or timer-started subagents over the spawn rate.",
     "timer_already_completed": "The one-shot timer already fired; there is nothing left to cancel.",
     # gateway: policy
     "adapter_not_found": "No adapter policy has that id.",
@@ -80,6 +92,9 @@ ERROR_CLASSES: dict[str, str] = {
     "adapter_not_promoted": "The adapter is not live.",
     "adapter_blocked": "The adapter is blocked (see the reason in mcp_list_adapters).",
     "adapter_promotion_refused": "The adapter has no passing replay matching its current policy.",
+    "adapter_mount_invalid": "A host mount does not exist, is a symlink, a system tree, or BATON_HOME or a parent of it.",
+    "adapter_mount_not_writable": "A rw host mount is not writable by the user the sandbox writes as (host uid 65534 under root).",
+    "adapter_capability_unforwardable": "The adapter needs a client feature baton cannot forward at run time (sampling, elicitation, tasks).",
     "adapter_policy_exists": "lock was given a package spec but a policy for that adapter id already exists.",
     "adapter_not_locked": "The adapter has no lock; run baton gateway lock first.",
     "adapter_not_verified": "The adapter's bundle has not passed the independent verifier.",
@@ -105,8 +120,23 @@ ERROR_CLASSES: dict[str, str] = {
     "artifact_archive_limits_exceeded": "An archive exceeds the file-count or unpacked-size limits.",
     "artifact_archive_member_size_mismatch": "An archive member's content differs from its declared size.",
     "package_identity_mismatch": "An extracted package.json names another package or version.",
+    "adapter_candidate_invalid": "A lock candidate is not npm:NAME[@VERSION|RANGE|TAG] or pypi:NAME[==VERSION].",
+    "artifact_registry_error": "The registry answered with an error, or could not be reached, while resolving.",
+    "artifact_metadata_invalid": "A registry document or the resolver's output is malformed or inconsistent.",
+    "artifact_platform_unsupported": "A required (not optional) package does not install on this platform.",
+    "artifact_install_script_refused": "A package declares an install script and the policy does not accept running without it.",
+    "artifact_no_wheel_for_platform": "A PyPI package has no wheel for the sandbox interpreter and platform.",
+    "artifact_resolver_unavailable": "The ecosystem's resolver (npm, uv) is not installed.",
+    "artifact_install_failed": "The pinned wheels could not be installed with hashes required.",
+    "adapter_relock_while_live": "A promoted adapter is not re-locked in place; lock the new version under another id.",
+    "adapter_runtime_drift": "The interpreter running the server differs from the one lock pinned.",
+    "adapter_runtime_unavailable": "The interpreter the entrypoint names is not installed or does not run.",
+    "entrypoint_not_allowlisted": "The entrypoint is not an interpreter running a file of a pinned package.",
+    "arguments_not_allowlisted": "An argument is too long, holds control characters or names a path outside the sandbox.",
+    "adapter_destructive_tool_unapproved": "A destructive tool is allowed without approval_required and without an explicit exemption.",
     # gateway: sandbox and protocol
     "sandbox_unavailable": "The sandbox (bubblewrap or Docker) cannot run here.",
+    "sandbox_limit_unenforceable": "The policy sets a limit this host's sandbox cannot enforce (cpu_limit without a cpu cgroup).",
     "mcp_protocol_response_timeout": "The external server did not answer in time.",
     "mcp_protocol_response_invalid": "The external server sent an oversized, non-JSON, mismatched or error response.",
     "mcp_server_exit_unclean": "The external server did not exit cleanly after stdin closed.",
@@ -129,6 +159,9 @@ ERROR_CLASSES: dict[str, str] = {
     # campaign
     "campaign_config_incomplete": "The campaign was asked for something its configuration cannot provide.",
     "campaign_bundle_invalid": "A campaign bundle's manifest does not match its files.",
+    # baton install
+    "client_config_invalid": "The MCP client's config file is not a JSON object baton can merge into (left untouched).",
+    "client_command_failed": "The client's own command (claude mcp add) is missing or failed.",
 }
 
 
@@ -182,6 +215,10 @@ class ReceiptError(BatonError):
 
 class ProviderError(BatonError):
     """A model provider is missing or failed."""
+
+
+class BudgetError(ProviderError):
+    """A budget is spent: the model call was refused before it was made."""
 
 
 class SubagentError(BatonError):

@@ -14,9 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from baton.budgets import DailyBudget
 from baton.config import Settings
 from baton.errors import BatonError, ProviderError
+from baton.metrics import RECORDER
+from baton.pricing import price_call
 from baton.receipts import ReceiptLog, Redactor
+from baton.tracing import http_event_hooks, model_instrumentation
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -99,6 +103,12 @@ class ModelReply:
     receipt: dict[str, Any]
 
     @property
+    def cost_usd(self) -> float | None:
+        """The call's price in US dollars, or None for an unpriced model."""
+        cost = self.receipt.get("cost_usd")
+        return None if cost is None else float(cost)
+
+    @property
     def total_tokens(self) -> int:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
@@ -124,6 +134,7 @@ class ModelClient:
         self._file_lock = threading.Lock()
         self._model_lock = threading.Lock()
         self._file_rows: list[dict[str, Any]] | None = None
+        self.daily = DailyBudget(receipts.store, settings)
 
     def config(self) -> ProviderConfig:
         """The resolved provider, or ``provider_not_configured``."""
@@ -141,8 +152,13 @@ class ModelClient:
     async def complete(
         self, system: str, turns: list[ChatTurn], *, purpose: Purpose, subagent_id: str | None
     ) -> ModelReply:
-        """Send one request; map every provider failure to a typed error; receipt the success."""
+        """Send one request; map every provider failure to a typed error; receipt and price the success.
+
+        The daily budget is checked first: a spent budget refuses the call before the model sees it.
+        """
         config = self.config()
+        self.daily.check()
+        day = self.daily.prepare()
         model = self.model()
         from pydantic_ai.direct import model_request
 
@@ -157,15 +173,22 @@ class ModelClient:
                     "max_tokens": self.settings.collab_max_tokens,
                     "timeout": self.settings.collab_model_timeout_seconds,
                 },
+                instrument=model_instrumentation(),
             )
         except BatonError:
             raise
         except Exception as exc:
-            raise provider_failure(exc, self.redactor) from None
+            failure = provider_failure(exc, self.redactor)
+            self.receipts.append(
+                "model_call",
+                failed_call_receipt(config, purpose, subagent_id, time.perf_counter() - started, failure),
+            )
+            raise failure from None
         latency = time.perf_counter() - started
         text = "".join(getattr(part, "content", "") for part in response.parts if part.part_kind == "text")
         usage = response.usage
         input_tokens, output_tokens = int(usage.input_tokens or 0), int(usage.output_tokens or 0)
+        price = price_call(config.provider, config.model, usage, response.model_name)
         receipt = {
             "response": {"id": response.provider_response_id, "model": response.model_name or config.model},
             "usage": {
@@ -173,12 +196,16 @@ class ModelClient:
                 "output_tokens": output_tokens,
                 "total_tokens": input_tokens + output_tokens,
             },
+            **price.receipt_fields(),
             "latency_seconds": round(latency, 6),
             "provider": config.provider,
             "purpose": purpose,
             "subagent_id": subagent_id,
         }
-        self.receipts.append("model_call", receipt)
+        with self.receipts.store.write() as connection:
+            self.receipts.append_in(connection, "model_call", receipt)
+            self.daily.record_in(connection, day, input_tokens, output_tokens, price.cost_usd)
+        RECORDER.model_call(config.provider, config.model, input_tokens, output_tokens, price.cost_usd)
         self._append_receipt_file(receipt)
         return ModelReply(text=text, input_tokens=input_tokens, output_tokens=output_tokens, receipt=receipt)
 
@@ -202,10 +229,10 @@ class ModelClient:
         }
         line = json.dumps(self.redactor.value(row), ensure_ascii=False) + "\n"
         self.redactor.guard(line, str(path))
+        from baton.private import append_private
+
         with self._file_lock:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a", encoding="utf-8") as handle:
-                handle.write(line)
+            append_private(path, line)
 
     def _append_receipt_file(self, receipt: dict[str, Any]) -> None:
         """Rewrite ``COLLAB_LLM_RECEIPT_PATH`` atomically with every receipt so far."""
@@ -221,6 +248,25 @@ class ModelClient:
             write_atomic(path, text)
 
 
+def failed_call_receipt(
+    config: ProviderConfig, purpose: Purpose, subagent_id: str | None, latency: float, failure: ProviderError
+) -> dict[str, Any]:
+    """The chain's receipt of a model call that failed: no response, no usage, its ``error_class``.
+
+    It goes to the chain only: ``COLLAB_LLM_RECEIPT_PATH`` keeps the reference runner's shape (answered
+    calls, each with a response id).
+    """
+    return {
+        "response": {"id": None, "model": config.model},
+        "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
+        "latency_seconds": round(latency, 6),
+        "provider": config.provider,
+        "purpose": purpose,
+        "subagent_id": subagent_id,
+        "error_class": failure.error_class,
+    }
+
+
 def _read_rows(path: Path) -> list[dict[str, Any]]:
     try:
         rows = json.loads(path.read_text(encoding="utf-8"))
@@ -230,7 +276,7 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    """Write ``text`` to ``path`` through a temporary file (mkstemp: mode 0600) and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -272,6 +318,7 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
             base_url=config.base_url,
             max_retries=1,
             timeout=settings.collab_model_timeout_seconds,
+            **_traced_http_client("anthropic"),
         )
         return AnthropicModel(config.model, provider=AnthropicProvider(anthropic_client=client))
 
@@ -283,6 +330,7 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
         base_url=config.base_url,
         max_retries=1,
         timeout=settings.collab_model_timeout_seconds,
+        **_traced_http_client("openai"),
     )
     provider: Any
     if config.provider == "moonshot":
@@ -298,6 +346,20 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
 
         provider = OpenAIProvider(openai_client=client_openai)
     return OpenAIChatModel(config.model, provider=provider)
+
+
+def _traced_http_client(sdk: str) -> dict[str, Any]:
+    """``http_client=`` for a provider SDK whose requests carry the trace context (empty when tracing is off)."""
+    hooks = http_event_hooks()
+    if hooks is None:
+        return {}
+    if sdk == "anthropic":
+        from anthropic import DefaultAsyncHttpxClient as AnthropicHttpx
+
+        return {"http_client": AnthropicHttpx(event_hooks=hooks)}
+    from openai import DefaultAsyncHttpxClient
+
+    return {"http_client": DefaultAsyncHttpxClient(event_hooks=hooks)}
 
 
 def provider_failure(exc: Exception, redactor: Redactor) -> ProviderError:

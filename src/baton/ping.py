@@ -21,6 +21,8 @@ def register(registry: ToolRegistry) -> None:
 
     @registry.tool("mcp_ping", PingArgs, read_only=True)
     async def ping(args: PingArgs, ctx: CallContext) -> dict[str, Any]:
-        """Check that baton answers: echoes `message` with the server's version (touches no state
-        but the tool-call receipt every call writes)."""
+        """Check that baton answers.
+
+        Echoes message with the server's version; touches no state but the tool-call receipt every
+        call writes."""
         return {"message": args.message, "server": "baton", "version": __version__}

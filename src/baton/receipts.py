@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
 from sqlalchemy import Connection, bindparam, insert, select, update
 
 from baton.canonical import canonical_json, sha256_hex, utc_now
+from baton.chain_verify import GENESIS_SHA256, ChainReport, dict_rows, verify_rows
 from baton.redaction import CREDENTIAL_PATTERN, MIN_SUBSTRING_SECRET, REDACTED, Redactor
 from baton.schema import receipt_head, receipts
 from baton.store import Store
@@ -32,7 +32,8 @@ __all__ = [
     "verify_chain",
 ]
 
-GENESIS_SHA256 = "0" * 64
+#: Rows fetched per round trip while verifying (a server-side cursor on PostgreSQL).
+VERIFY_BATCH = 2000
 
 
 class Receipt(BaseModel):
@@ -50,17 +51,6 @@ def receipt_digest(seq: int, kind: str, at: str, payload: dict[str, Any], prev_s
     """sha256 of the canonical JSON of a receipt without its own hash."""
     body = {"seq": seq, "kind": kind, "at": at, "payload": payload, "prev_sha256": prev_sha256}
     return sha256_hex(canonical_json(body))
-
-
-@dataclass(frozen=True)
-class ChainReport:
-    """The outcome of recomputing the chain."""
-
-    ok: bool
-    count: int
-    head_sha256: str
-    first_bad_seq: int | None = None
-    reason: str | None = None
 
 
 #: The append statements, built once: building them per call (``insert(...).values(...)``) cost more than
@@ -153,52 +143,60 @@ class ReceiptLog:
             row = connection.execute(select(receipts).where(receipts.c.seq == seq)).first()
         return _row_to_receipt(row) if row else None
 
-    def verify(self) -> ChainReport:
-        """Recompute every hash and link from the stored rows."""
+    def verify(
+        self,
+        checkpoints: Iterable[Mapping[str, Any]] = (),
+        public_keys: Mapping[str, bytes] | None = None,
+    ) -> ChainReport:
+        """Recompute every hash and link from the stored rows, streamed in constant memory, and check the
+        signed ``checkpoints`` against ``public_keys``.
+
+        Rows are read up to the head read first, in one read transaction, so appends made meanwhile by
+        other writers are simply not part of this verification (on every database).
+        """
+        columns = [receipts.c[name] for name in ("seq", "kind", "at", "payload", "prev_sha256", "sha256")]
         with self.store.read() as connection:
-            rows = connection.execute(select(receipts).order_by(receipts.c.seq)).all()
             head = connection.execute(select(receipt_head).where(receipt_head.c.id == 1)).first()
-        return verify_chain(
-            (
-                {
-                    "seq": r.seq,
-                    "kind": r.kind,
-                    "at": r.at,
-                    "payload": r.payload,
-                    "prev_sha256": r.prev_sha256,
-                    "sha256": r.sha256,
-                }
-                for r in rows
-            ),
-            head_sha256=head.sha256 if head else None,
-        )
+            query = select(*columns).order_by(receipts.c.seq)
+            if head is not None:
+                query = query.where(receipts.c.seq <= head.seq)
+            streamed = connection.execution_options(stream_results=True, yield_per=VERIFY_BATCH)
+            rows = (tuple(row) for row in streamed.execute(query))
+            return verify_rows(
+                rows,
+                head=(int(head.seq), str(head.sha256)) if head is not None else None,
+                checkpoints=checkpoints,
+                public_keys=public_keys,
+            )
 
 
-def verify_chain(rows: Iterable[dict[str, Any]], head_sha256: str | None = None) -> ChainReport:
+def verify_chain(rows: Iterable[Mapping[str, Any]], head_sha256: str | None = None) -> ChainReport:
     """Check each row's hash, its link to the previous row and the sequence numbering."""
-    prev, count, expected_seq = GENESIS_SHA256, 0, 1
-    for row in rows:
-        payload = json.loads(row["payload"]) if isinstance(row["payload"], str) else row["payload"]
-        seq = int(row["seq"])
-        if seq != expected_seq:
-            return ChainReport(False, count, prev, seq, f"sequence gap: expected {expected_seq}, found {seq}")
-        if row["prev_sha256"] != prev:
-            return ChainReport(False, count, prev, seq, "prev_sha256 does not match the previous receipt")
-        digest = receipt_digest(seq, row["kind"], row["at"], payload, row["prev_sha256"])
-        if digest != row["sha256"]:
-            return ChainReport(False, count, prev, seq, "sha256 does not match the receipt's content")
-        prev, count, expected_seq = digest, count + 1, expected_seq + 1
-    if head_sha256 is not None and head_sha256 != prev:
-        return ChainReport(False, count, prev, None, "the chain head does not match the last receipt")
-    return ChainReport(True, count, prev)
+    report = verify_rows(dict_rows(rows))
+    if report.ok and head_sha256 is not None and head_sha256 != report.head_sha256:
+        return ChainReport(
+            False,
+            report.count,
+            report.head_sha256,
+            None,
+            "the chain head does not match the last receipt",
+            "receipt_chain_broken",
+        )
+    return report
 
 
 def _row_to_receipt(row: Any) -> Receipt:
+    try:
+        payload = json.loads(row.payload)
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):  # a damaged row is shown as such; `receipts verify` names it
+        payload = {"unreadable_payload": True}
     return Receipt(
         seq=row.seq,
         kind=row.kind,
         at=row.at,
-        payload=json.loads(row.payload),
+        payload=payload,
         prev_sha256=row.prev_sha256,
         sha256=row.sha256,
     )

@@ -15,6 +15,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
 
 metadata = MetaData()
@@ -37,6 +38,18 @@ receipt_head = Table(
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("seq", BigInteger, nullable=False),
     Column("sha256", String(64), nullable=False),
+)
+
+#: Signed checkpoints of the chain head (also appended to a file outside the database; docs/receipts.md).
+receipt_checkpoints = Table(
+    "receipt_checkpoints",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("seq", BigInteger, nullable=False, index=True),
+    Column("sha256", String(64), nullable=False),
+    Column("at", String(40), nullable=False),
+    Column("key_id", String(16), nullable=False),
+    Column("signature", String(128), nullable=False),
 )
 
 subagents = Table(
@@ -62,6 +75,23 @@ subagents = Table(
     Column("updated_at", String(40), nullable=False),
     Column("started_at", String(40)),
     Column("finished_at", String(40)),
+    # cost of every model call of the subagent (preparation + turns); unpriced calls are counted apart
+    Column("cost_usd", Float, nullable=False, default=0.0, server_default="0"),
+    Column("unpriced_calls", Integer, nullable=False, default=0, server_default="0"),
+    Column("max_total_tokens", Integer),
+    Column("max_cost_usd", Float),
+)
+
+#: Model spend per UTC day (``YYYY-MM-DD``), shared by replicas: a daily budget check reads one row.
+model_spend = Table(
+    "model_spend",
+    metadata,
+    Column("day", String(10), primary_key=True),
+    Column("calls", Integer, nullable=False, default=0),
+    Column("input_tokens", BigInteger, nullable=False, default=0),
+    Column("output_tokens", BigInteger, nullable=False, default=0),
+    Column("cost_usd", Float, nullable=False, default=0.0),
+    Column("unpriced_calls", Integer, nullable=False, default=0),
 )
 
 subagent_messages = Table(
@@ -129,6 +159,15 @@ hitl_requests = Table(
     Column("waiter_instance", String(128)),
     Column("waiter_seen_epoch", Float),
     Column("waiter_gone", Boolean),
+    # the pending list's order (urgent first, soonest to expire, then id), and the expiry sweep
+    Index(
+        "ix_hitl_requests_pending_order",
+        "status",
+        text("urgent DESC"),
+        "expires_epoch",
+        "id",
+    ),
+    Index("ix_hitl_requests_status_expiry", "status", "expires_epoch"),
 )
 
 #: Signed inbox links that were spent (single use), by nonce.
@@ -138,6 +177,15 @@ hitl_link_uses = Table(
     Column("nonce", String(64), primary_key=True),
     Column("request_id", String(40), nullable=False),
     Column("used_at", String(40), nullable=False),
+)
+
+#: Inbox sessions ended by logout: a revoked session id is refused until its cookie would expire anyway.
+hitl_session_revocations = Table(
+    "hitl_session_revocations",
+    metadata,
+    Column("sid", String(64), primary_key=True),
+    Column("expires_epoch", Float, nullable=False),
+    Column("revoked_at", String(40), nullable=False),
 )
 
 # gateway: governed external MCP servers (one row per adapter; the receipts hold the evidence)
@@ -156,4 +204,22 @@ gateway_adapters = Table(
     Column("block_reason", Text),
     Column("error_class", String(64)),
     Column("updated_at", String(40), nullable=False),
+)
+
+# MCP tasks (extension io.modelcontextprotocol/tasks): durable, so any replica answers tasks/get
+mcp_tasks = Table(
+    "mcp_tasks",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("tool", String(200), nullable=False),
+    Column("status", String(16), nullable=False, index=True),
+    Column("status_message", Text),
+    Column("request_id", String(40), index=True),
+    Column("input_requests", JSON),
+    Column("result", JSON),
+    Column("error", JSON),
+    Column("owner", String(64), nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("last_updated_at", String(40), nullable=False),
+    Column("expires_epoch", Float, nullable=False),
 )

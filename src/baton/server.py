@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hmac
 import importlib
 import json
 import logging
+import os
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -14,14 +17,14 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from baton import __version__
+from baton import __version__, tool_cache
 from baton.addresses import is_loopback
 from baton.errors import BatonError, ConfigError
 
 if TYPE_CHECKING:
     from baton.config import Settings
     from baton.runtime import Runtime
-    from baton.toolkit import ToolRegistry
+    from baton.toolkit import ToolRegistry, ToolSpec
 
 log = logging.getLogger("baton.server")
 
@@ -45,7 +48,9 @@ INSTRUCTIONS = (
 def build_registry(runtime: Runtime) -> ToolRegistry:
     """Register every tool group's tools against one runtime."""
     from baton.toolkit import ToolRegistry
+    from baton.tracing import configure
 
+    configure()  # OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; nothing imported otherwise
     registry = ToolRegistry(runtime)
     for module_name in TOOL_GROUPS:
         importlib.import_module(module_name).register(registry)
@@ -63,6 +68,8 @@ class RegistryLoader:
         self.settings = settings
         self.registry = registry
         self.error: BatonError | None = None
+        self._cached: list[dict[str, Any]] | None = None
+        self._cache_read = False
         self.ready = anyio.Event()
         if registry is not None:
             self.ready.set()
@@ -81,7 +88,31 @@ class RegistryLoader:
     def _open(self) -> ToolRegistry:
         from baton.runtime import Runtime
 
-        return build_registry(Runtime.open(self.settings))
+        registry = build_registry(Runtime.open(self.settings))
+        settings = registry.runtime.settings
+        if tool_cache.usable(settings.home, settings.baton_database_url):
+            tool_cache.store(settings.home, builtin_definitions(registry))
+        return registry
+
+    def cached_tools(self) -> list[dict[str, Any]] | None:
+        """The cached built-in tool definitions, while the registry is still loading and when they are
+        the whole listing (see :mod:`baton.tool_cache`); None means: wait for the registry."""
+        if self.ready.is_set() or self.settings is None:
+            return None
+        if not self._cache_read:
+            self._cache_read = True
+            home = self.settings.home
+            if tool_cache.usable(home, self.settings.baton_database_url):
+                self._cached = tool_cache.load(home)
+        return self._cached
+
+    def current_settings(self) -> Settings:
+        """The settings this server runs with (known before the registry is loaded)."""
+        if self.settings is not None:
+            return self.settings
+        if self.registry is None:
+            raise BatonError("internal_error", "The server has no settings yet.")
+        return self.registry.runtime.settings
 
     async def get(self) -> ToolRegistry:
         """The registry, once loaded; raises the loading error otherwise."""
@@ -91,27 +122,40 @@ class RegistryLoader:
         return self.registry
 
 
+def listed_tool(spec: ToolSpec[Any]) -> types.Tool:
+    """A built-in tool as ``tools/list`` shows it (title, annotations and output schema from baton.results)."""
+    from baton.results import tool_definition
+
+    listed: types.Tool = tool_definition(spec.name, spec.title, spec.description, spec.input_schema())
+    return listed
+
+
+def builtin_definitions(registry: ToolRegistry) -> list[dict[str, Any]]:
+    """The built-in tools' definitions as JSON (what the tool cache keeps)."""
+    return [
+        listed_tool(spec).model_dump(mode="json", by_alias=True, exclude_none=True)
+        for spec in registry.tools.values()
+    ]
+
+
 def build_server(loader: RegistryLoader) -> Server[Any]:
     """The low-level MCP server whose list and call handlers go through the registry."""
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        cached = loader.cached_tools()
+        if cached is not None:
+            return types.ListToolsResult(tools=[types.Tool.model_validate(tool) for tool in cached])
         registry = await loader.get()
-        tools = [
-            types.Tool(
-                name=spec.name,
-                title=spec.title,
-                description=spec.description,
-                input_schema=spec.input_schema(),
-                annotations=types.ToolAnnotations(read_only_hint=True) if spec.read_only else None,
-            )
-            for spec in registry.tools.values()
-        ]
+        tools = [listed_tool(spec) for spec in registry.tools.values()]
         for source in registry.dynamic:
             for listed in await source.list_tools():
                 tools.append(types.Tool.model_validate(listed))
         return types.ListToolsResult(tools=tools)
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def run_call(
+        ctx: Any, params: types.CallToolRequestParams, task: Any = None
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """One tool call; as an MCP task (``task``) it has no request to report progress on or elicit by."""
         from baton.toolkit import CallContext, Progress
 
         session = ctx.session
@@ -121,21 +165,40 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
             result = exc.to_result()
         else:
             context = CallContext(
-                progress=Progress(session.report_progress),
+                progress=Progress(session.report_progress if task is None else None),
                 client_capabilities=getattr(session, "client_capabilities", None),
-                session=session,
+                session=session if task is None else None,
                 decider=decision_authority(registry.runtime.settings, getattr(ctx, "request", None)),
+                protocol_version=getattr(ctx, "protocol_version", None) if task is None else None,
+                input_responses=params.input_responses,
+                request_state=params.request_state,
+                task=task,
             )
             result = await registry.call(params.name, params.arguments, context)
         return tool_result(result)
 
-    return Server(
+    async def call_tool(
+        ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        return await run_call(ctx, params)
+
+    server: Server[Any] = Server(
         "baton",
         version=__version__,
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    from baton.tracing import HeaderTraceContext
+
+    server.middleware.insert(0, HeaderTraceContext())  # before the SDK's span: HTTP traceparent as parent
+    from baton.hitl.mrtr import boundary
+
+    server.middleware.append(boundary(loader.current_settings))
+    from baton.tasks import install
+
+    install(server, loader, run_call)
+    return server
 
 
 def decision_authority(settings: Settings, request: Any) -> str | None:
@@ -151,14 +214,25 @@ def decision_authority(settings: Settings, request: Any) -> str | None:
     return None
 
 
-def tool_result(result: dict[str, Any]) -> types.CallToolResult:
-    """A registry result as MCP: JSON text, or a proxied upstream's own content blocks (``mcp_content``)."""
+@functools.cache
+def _content_blocks() -> Any:
+    """The validator of a proxied upstream's content blocks, built once (building it cost more than using it)."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(list[types.ContentBlock])
+
+
+def tool_result(result: dict[str, Any]) -> types.CallToolResult | types.InputRequiredResult:
+    """A registry result as MCP: JSON text, or a proxied upstream's own content blocks (``mcp_content``).
+
+    A handler that needs the client's input first (2026-07-28 elicitation) returns ``mcp_input_required``.
+    """
+    interim = result.pop("mcp_input_required", None)
+    if isinstance(interim, dict):
+        return types.InputRequiredResult.model_validate(interim)
     upstream = result.pop("mcp_content", None)
     if isinstance(upstream, list):
-        from pydantic import TypeAdapter
-
-        adapter = TypeAdapter(list[types.ContentBlock])
-        content: list[Any] = adapter.validate_python(upstream)
+        content: list[Any] = _content_blocks().validate_python(upstream)
     else:
         content = [types.TextContent(text=json.dumps(result, ensure_ascii=False, default=str))]
     return types.CallToolResult(
@@ -168,14 +242,23 @@ def tool_result(result: dict[str, Any]) -> types.CallToolResult:
 
 @contextlib.asynccontextmanager
 async def running_services(registry: ToolRegistry) -> AsyncIterator[None]:
-    """Run the subsystems' background tasks for as long as the server runs."""
-    async with anyio.create_task_group() as group:
-        for task in registry.background:
-            group.start_soon(task)
-        try:
-            yield
-        finally:
-            group.cancel_scope.cancel()
+    """Run the subsystems' background tasks for as long as the server runs; at the end, sign the chain head
+    (the shutdown checkpoint, docs/receipts.md)."""
+    from baton.checkpoints import Checkpointer
+
+    checkpointer = Checkpointer(registry.runtime)
+    try:
+        async with anyio.create_task_group() as group:
+            for task in registry.background:
+                group.start_soon(task)
+            group.start_soon(checkpointer.run)
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(checkpointer.checkpoint_quietly)
 
 
 async def serve_stdio(settings: Settings) -> None:
@@ -191,9 +274,26 @@ async def serve_stdio(settings: Settings) -> None:
             async with running_services(registry):
                 await anyio.sleep_forever()
 
+    async def checkpoint_on_sigterm() -> None:
+        # SIGTERM still ends the process at once (a worker thread may be blocked reading stdin, so a
+        # cancellation could wait forever), but first the chain head is signed: the shutdown checkpoint
+        with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+            async for _signal in signals:
+                if loader.registry is not None:
+                    from baton.checkpoints import Checkpointer
+
+                    await anyio.to_thread.run_sync(Checkpointer(loader.registry.runtime).checkpoint_quietly)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    from baton.stdio_guard import ScreenedStdin
+
+    stdin = ScreenedStdin(settings.baton_max_message_bytes)  # answers the lines the SDK would drop
     async with anyio.create_task_group() as group:
         group.start_soon(load_then_run_services)
-        async with stdio_server() as (read_stream, write_stream):
+        group.start_soon(checkpoint_on_sigterm)
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
+            stdin.attach(write_stream)
             await server.run(read_stream, write_stream, server.create_initialization_options())
         group.cancel_scope.cancel()
 
@@ -206,17 +306,30 @@ def run_serve(http: str | None, stateless: bool) -> int:
     from baton.logs import configure_logging
     from baton.redaction import Redactor
 
-    settings = load_settings()
+    try:
+        settings = load_settings()
+    except BatonError as exc:
+        sys.stderr.write(f"{exc.error_class}: {exc.message}\n")
+        return 1
     settings.baton_http_stateless = settings.baton_http_stateless or stateless
     configure_logging(Redactor(settings.sensitive_values()))
     try:
+        if not settings.baton_database_url:
+            settings.home  # noqa: B018 (a BATON_HOME that is a file is config_invalid now, not after initialize)
         if http:
             from baton.runtime import Runtime
 
             host, _port = parse_bind(http)
-            check_http_bind(host, settings.baton_http_token, settings.baton_admin_token)
+            oauth = bool(settings.baton_oauth_issuer)
+            check_http_bind(host, settings.baton_http_token, settings.baton_admin_token, oauth=oauth)
             anyio.run(serve_http, Runtime.open(settings), http)
         else:
+            if sys.stdin.isatty():
+                sys.stderr.write(
+                    "baton serve: waiting for an MCP client on stdin (stdout carries JSON-RPC only); "
+                    "Ctrl-C stops it.\n"
+                )
+                sys.stderr.flush()
             anyio.run(serve_stdio, settings)
     except BatonError as exc:
         sys.stderr.write(f"{exc.error_class}: {exc.message}\n")
@@ -249,7 +362,11 @@ class BearerTokenMiddleware:
     """
 
     def __init__(
-        self, app: ASGIApp, token: str | None, admin_token: str | None = None, protected_prefix: str = "/mcp"
+        self,
+        app: ASGIApp,
+        token: str | None,
+        admin_token: str | None = None,
+        protected_prefix: str | tuple[str, ...] = ("/mcp", "/metrics"),
     ) -> None:
         self.app = app
         self.token = token
@@ -294,7 +411,12 @@ async def _unauthorized(send: Any) -> None:
 
 
 #: Extra Starlette routes (the web inbox) contributed by subsystems: module path -> ``routes(runtime)``.
-HTTP_ROUTE_PROVIDERS: tuple[str, ...] = ("baton.hitl.inbox",)
+HTTP_ROUTE_PROVIDERS: tuple[str, ...] = (
+    "baton.hitl.inbox",
+    "baton.console.web",
+    "baton.metrics",
+    "baton.oauth",
+)
 
 
 def build_http_app(runtime: Runtime, host: str) -> Any:
@@ -309,6 +431,7 @@ def build_http_app(runtime: Runtime, host: str) -> Any:
         host=host,
         stateless_http=runtime.settings.baton_http_stateless,
         custom_starlette_routes=routes,
+        transport_security=_no_sdk_host_check(),
     )
     inner_lifespan = app.router.lifespan_context
 
@@ -318,16 +441,44 @@ def build_http_app(runtime: Runtime, host: str) -> Any:
             yield
 
     app.router.lifespan_context = lifespan
-    return BearerTokenMiddleware(app, runtime.settings.baton_http_token, runtime.settings.baton_admin_token)
+    guarded = BearerTokenMiddleware(
+        app, runtime.settings.baton_http_token, runtime.settings.baton_admin_token
+    )
+    if runtime.settings.baton_oauth_issuer:
+        from baton.oauth import OAuthMiddleware
+
+        return OAuthMiddleware(app, guarded, runtime.settings)
+    return guarded
 
 
-def check_http_bind(host: str, token: str | None, admin_token: str | None = None) -> None:
-    """Refuse a non-loopback bind without a bearer token, and an admin token equal to the agent's."""
-    if not is_loopback(host) and not token:
+def _no_sdk_host_check() -> Any:
+    """Host and Origin are checked for every route by baton.http_guards.HostGuard (BATON_PUBLIC_URL included)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+
+def check_http_bind(
+    host: str, token: str | None, admin_token: str | None = None, *, oauth: bool = False
+) -> None:
+    """Refuse a non-loopback bind without a bearer token (or OAuth), and an admin token equal to the agent's."""
+    if not is_loopback(host) and not token and not oauth:
         raise ConfigError(
             "http_bind_refused",
             f"Refusing to listen on {host}: set BATON_HTTP_TOKEN to serve beyond loopback.",
         )
+    if not is_loopback(host):
+        from baton.http_guards import weak_token
+
+        for name, value in (("BATON_HTTP_TOKEN", token), ("BATON_ADMIN_TOKEN", admin_token)):
+            problem = weak_token(name, value) if value else None
+            if problem:
+                raise ConfigError(
+                    "http_bind_refused",
+                    f"Refusing to listen on {host}: {problem} (e.g. `python -c 'import secrets; "
+                    "print(secrets.token_urlsafe(32))'`).",
+                    variable=name,
+                )
     if admin_token and token and hmac.compare_digest(admin_token.encode(), token.encode()):
         raise ConfigError(
             "config_invalid",
@@ -337,11 +488,48 @@ def check_http_bind(host: str, token: str | None, admin_token: str | None = None
 
 async def serve_http(runtime: Runtime, bind: str) -> None:
     """Serve streamable HTTP at ``/mcp`` on ``bind`` until cancelled."""
+    import sys
+
     import uvicorn
 
     host, port = parse_bind(bind)
-    check_http_bind(host, runtime.settings.baton_http_token, runtime.settings.baton_admin_token)
+    settings = runtime.settings
+    check_http_bind(
+        host, settings.baton_http_token, settings.baton_admin_token, oauth=bool(settings.baton_oauth_issuer)
+    )
     runtime.services.setdefault("http_base_url", f"http://{f'[{host}]' if ':' in host else host}:{port}")
-    app = build_http_app(runtime, host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve()
+    from baton.http_guards import guarded
+
+    app = guarded(build_http_app(runtime, host), runtime.settings, host, port)
+    # log_config=None: uvicorn's loggers propagate to baton's redacting handler; proxy headers are
+    # honoured only from BATON_TRUSTED_PROXIES (baton.http_guards.TrustedProxy), never by default.
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="on", log_config=None, proxy_headers=False
+    )
+    paths = ("/mcp", "/inbox", "/inbox/console")
+
+    class AnnouncingServer(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                announce_listening(self, host, paths)
+                if not (runtime.settings.baton_admin_token or runtime.settings.baton_http_token):
+                    sys.stderr.write(
+                        "the inbox and console log in with BATON_ADMIN_TOKEN; set it to use them\n"
+                    )
+
+    await AnnouncingServer(config).serve()
+
+
+def announce_listening(server: Any, host: str, paths: tuple[str, ...]) -> None:
+    """One stderr block naming the URLs once uvicorn listens (stdout stays JSON-RPC only)."""
+    import sys
+
+    port = server.servers[0].sockets[0].getsockname()[1] if server.servers else server.config.port
+    base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    names = {"/mcp": "MCP (streamable HTTP)", "/inbox": "inbox", "/inbox/console": "console"}
+    lines = [f"baton: listening on {base}"]
+    lines += [f"  {names.get(path, path):<22} {base}{path}" for path in paths]
+    lines.append("Ctrl-C stops it.")
+    sys.stderr.write("\n".join(lines) + "\n")
+    sys.stderr.flush()

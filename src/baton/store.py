@@ -62,10 +62,24 @@ def _ensure_receipt_head(engine: Engine) -> None:
         return  # another process created it first
 
 
+def _private_sqlite_file(url: str) -> None:
+    """A file database (and its -wal/-shm, which SQLite creates with the file's mode) is made 0600."""
+    from pathlib import Path
+
+    from sqlalchemy.engine import make_url
+
+    from baton.private import private_sqlite
+
+    database = make_url(url).database
+    if database and database != ":memory:" and not database.startswith("file:"):
+        private_sqlite(Path(database))
+
+
 def create_store_engine(url: str) -> Engine:
     """An engine for ``url``: SQLite in WAL with queued writers, other databases with a checked pool."""
     url = normalize_url(url)
     if url.startswith("sqlite"):
+        _private_sqlite_file(url)
         engine = create_engine(url, poolclass=NullPool if ":memory:" in url else None)
         _configure_sqlite(engine)
         return engine

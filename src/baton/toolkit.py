@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from baton.canonical import canonical_json, sha256_hex
 from baton.errors import ArgumentError, BatonError
+from baton.limits import check_arguments
+from baton.observe import observe_tool_call
 
 if TYPE_CHECKING:
     from baton.runtime import Runtime
@@ -26,9 +28,10 @@ ArgsT = TypeVar("ArgsT", bound=BaseModel)
 
 
 class ToolArgs(BaseModel):
-    """Base of every tool's arguments: unknown fields are an error, not silently dropped."""
+    """Base of every tool's arguments: unknown fields are an error, not silently dropped; types are strict
+    (``"30"`` or ``true`` is not an integer, ``1`` is not a boolean)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Progress:
@@ -57,6 +60,13 @@ class CallContext:
     #: How this caller may decide human-in-the-loop requests (``mcp`` by opt-in, ``mcp_admin`` by the
     #: admin credential), or None: by default an MCP client may ask, never decide.
     decider: str | None = None
+    #: The negotiated MCP protocol version (``2026-07-28`` has no back-channel: elicitation goes by MRTR).
+    protocol_version: str | None = None
+    #: A multi-round-trip retry's client answers (``inputResponses``) and verified ``requestState``.
+    input_responses: dict[str, Any] | None = None
+    request_state: str | None = None
+    #: When the call runs as an MCP task (``baton.tasks.TaskHandle``): what it waits on, what input it needs.
+    task: Any = None
 
 
 Handler = Callable[[ArgsT, CallContext], Awaitable[dict[str, Any]]]
@@ -112,10 +122,19 @@ class ToolRegistry:
     async def call(self, name: str, arguments: dict[str, Any] | None, context: CallContext) -> dict[str, Any]:
         """Validate, run and receipt one tool call; never raises for a tool's own failure."""
         started = time.perf_counter()
-        raw = await self._dispatch(name, arguments or {}, context)
+        arguments = arguments or {}
+        try:
+            check_arguments(arguments, self.runtime.settings.baton_max_argument_bytes)
+        except ArgumentError as exc:
+            raw, oversized = exc.to_result(), True
+        else:
+            raw, oversized = await self._dispatch(name, arguments, context), False
         result: dict[str, Any] = self.runtime.redactor.value(raw)
+        seconds = time.perf_counter() - started
         if not (name not in self.tools and any(s.owns(name) and s.writes_receipts for s in self.dynamic)):
-            self._receipt(name, arguments or {}, result, time.perf_counter() - started)
+            self._receipt(name, None if oversized else arguments, result, seconds)
+        adapter = name.split("__", 1)[0] if name not in self.tools and "__" in name else None
+        observe_tool_call(name, result, seconds, adapter)
         return result
 
     async def _dispatch(self, name: str, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
@@ -131,14 +150,19 @@ class ToolRegistry:
             return invalid_arguments(exc).to_result()
         return await _guarded(lambda: spec.handler(args, context))
 
-    def _receipt(self, name: str, arguments: dict[str, Any], result: dict[str, Any], seconds: float) -> None:
+    def _receipt(
+        self, name: str, arguments: dict[str, Any] | None, result: dict[str, Any], seconds: float
+    ) -> None:
+        """Append the ``tool_call`` receipt (arguments refused as too large are not hashed: None)."""
         payload = {
             "tool": name,
-            "arguments_sha256": sha256_hex(canonical_json(arguments)),
+            "arguments_sha256": None if arguments is None else sha256_hex(canonical_json(arguments)),
             "success": bool(result.get("success")),
             "error_class": result.get("error_class"),
             "duration_seconds": round(seconds, 6),
         }
+        if result.get("input_required"):  # the first leg of a multi-round-trip call: nothing decided yet
+            payload["input_required"] = True
         try:
             self.runtime.receipts.append("tool_call", payload)
         except BatonError:

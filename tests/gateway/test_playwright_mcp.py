@@ -133,8 +133,10 @@ def test_a_probe_in_the_playwright_sandbox_has_no_network_and_a_read_only_root(
         spec = sandbox_spec(policy, root)
         spec = type(spec)(**{**spec.__dict__, "argv": ["node", "-e", NODE_PROBE]})
         with tempfile.TemporaryFile() as stderr:
-            process = BubblewrapSandbox().start(spec, stderr=stderr)
+            sandbox = BubblewrapSandbox()
+            process = sandbox.start(spec, stderr=stderr)
             out, _ = process.communicate(timeout=30)
+            assert sandbox.cleanup(process)
     finally:
         runtime.close()
         for path in [root, *root.rglob("*")]:

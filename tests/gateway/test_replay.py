@@ -17,6 +17,7 @@ import tomli_w
 from baton.config import load_settings
 from baton.errors import GatewayError
 from baton.gateway import artifacts, stages, state
+from baton.gateway.extract import MAX_PACKAGE_FILES
 from baton.gateway.replay import replay
 from baton.runtime import Runtime
 from baton.testing.mcp_stdio_server import DEFAULT_TOOLS, package_files, wheel_files
@@ -86,6 +87,9 @@ def test_replay_pins_a_draft_and_a_second_replay_matches(
     assert state.get_adapter(runtime, "demo")["state"] == "replayed"  # type: ignore[index]
     receipt = second["receipt"]
     assert receipt["stage_receipts"]["risk_policy"]["network_mode"] == "none"
+    enforced = receipt["stage_receipts"]["risk_policy"]["enforced"]
+    assert enforced["tmp_noexec"] is True and enforced["seccomp_denied_syscalls"] > 40
+    assert enforced["pids_limit_scope"] in ("sandbox", "host_uid")
     assert receipt["client"]["declared_capabilities"] == {}
     assert [r.kind for r in runtime.receipts.list()][-2:] == ["gateway_replay", "gateway_replay"]
     plan = replay(runtime, "demo")
@@ -195,7 +199,10 @@ def member(
         ),
         ([member("other/file.js")], "artifact_archive_root_invalid"),
         ([member("package/fifo", tarfile.FIFOTYPE)], "artifact_archive_member_type_invalid"),
-        ([member("package/big.bin", data=bytes(41 * 1024 * 1024))], "artifact_archive_limits_exceeded"),
+        (
+            [member(f"package/f{i}") for i in range(MAX_PACKAGE_FILES + 1)],
+            "artifact_archive_limits_exceeded",
+        ),
     ],
 )
 def test_unsafe_archives_are_refused_before_anything_runs(
@@ -261,3 +268,68 @@ def test_a_wheel_with_an_escaping_member_is_refused(runtime: Runtime, registry: 
         assert info.value.error_class == "artifact_archive_path_invalid"
     finally:
         pypi.close()
+
+
+@pytest.mark.parametrize(
+    ("client", "execution", "needs"),
+    [
+        ({"capabilities": {"sampling": {}}}, None, "sampling"),
+        ({"capabilities": {"elicitation": {}}}, None, "elicitation"),
+        ({}, {"taskSupport": "required"}, "MCP Tasks"),
+    ],
+)
+def test_promote_refuses_what_baton_cannot_forward_at_run_time(
+    runtime: Runtime,
+    registry: NpmRegistryServer,
+    client: dict[str, Any],
+    execution: dict[str, Any] | None,
+    needs: str,
+) -> None:
+    from baton.gateway.promotion import promote
+
+    path = ready(runtime, registry)
+    tools = copy.deepcopy(DEFAULT_TOOLS)
+    if execution is not None:
+        tools[0]["execution"] = execution
+
+    def mutate(document: dict[str, Any]) -> None:
+        with_tools(tools)(document)
+        document["client"] = client
+        document["tools"] = {}
+
+    edit_policy(path, mutate)
+    replay(runtime, "demo", apply=True, record=True)
+    edit_policy(path, lambda d: d["tools"].update(allowed=["echo"], denied=["delete_everything"]))
+    replay(runtime, "demo", apply=True)
+    with pytest.raises(GatewayError) as info:
+        promote(runtime, "demo")
+    assert info.value.error_class == "adapter_capability_unforwardable"
+    assert needs in info.value.message
+    edit_policy(path, lambda d: d["tools"].update(allowed=[], denied=["delete_everything", "echo"]))
+    replay(runtime, "demo", apply=True)
+    assert promote(runtime, "demo")["state"] == "promoted"  # nothing allowed needs it any more
+
+
+def test_mounts_are_shown_by_list_and_recorded_by_promote(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    import os
+    import shutil
+    import tempfile
+
+    from baton.gateway.promotion import promote
+
+    data = Path(tempfile.mkdtemp(prefix="baton-listed-"))
+    data.chmod(0o755)
+    try:
+        mounts = [{"host": str(data), "sandbox": "/data", "mode": "ro"}]
+        path = ready(runtime, registry, mounts=mounts)
+        replay(runtime, "demo", apply=True, record=True)
+        edit_policy(path, lambda d: d["tools"].update(allowed=["echo"], denied=["delete_everything"]))
+        replay(runtime, "demo", apply=True)
+        assert promote(runtime, "demo")["mounts"] == mounts
+        rows = {row["adapter_id"]: row for row in stages.list_view(runtime)}
+        assert rows["demo"]["mounts"] == mounts
+        assert os.path.isdir(data)
+    finally:
+        shutil.rmtree(data)

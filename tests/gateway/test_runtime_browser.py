@@ -41,7 +41,10 @@ def live(playwright_env: dict[str, str], pages: dict[str, str]) -> dict[str, str
     path = Path(playwright_env["BATON_HOME"]) / "adapters" / "browser.toml"
     policy = tomllib.loads(path.read_text())
     names = set(policy["tools"]["allowed"]) | set(policy["tools"]["denied"])
-    policy["tools"].update(allowed=ALLOWED, denied=sorted(names - set(ALLOWED)))
+    # @playwright/mcp marks navigate and close destructiveHint: true; the owner exempts them by name
+    policy["tools"].update(
+        allowed=ALLOWED, denied=sorted(names - set(ALLOWED)), allow_destructive_without_approval=ALLOWED
+    )
     policy["runtime"].update(
         browser=True,
         network="allowlist",

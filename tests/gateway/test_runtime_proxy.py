@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from baton.config import load_settings
 from baton.errors import GatewayError
 from baton.gateway.promotion import demote, promote
 from baton.gateway.stages import list_view
+from baton.gateway.stderr import STDERR_CAP_BYTES
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
@@ -32,6 +35,9 @@ TOOLS = [
     tool("slow", seconds="number"),
     tool("cancellations"),
     tool("calls"),
+    tool("hang"),
+    tool("whoami"),
+    tool("flood", megabytes="integer"),
     tool("delete_everything"),
 ]
 
@@ -41,10 +47,32 @@ DRIFTS = {"defdrift": "proxy_drift_definition", "initdrift": "proxy_drift_initia
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory, pages: dict[str, str]) -> Iterator[dict[str, str]]:
-    """Live adapters: ``demo`` (the test server), ``net`` (egress allowlist) and three that drift at run time
-    (their upstream answers differently once it runs behind baton's egress proxy): ``drifty`` (one more
-    tool), ``defdrift`` (a changed description) and ``initdrift`` (another server version)."""
+def shared() -> Iterator[dict[str, Path]]:
+    """Host directories for the ``files`` adapter: ``ro`` with a file in it, ``rw`` that uid 65534 owns."""
+    base = Path(tempfile.mkdtemp(prefix="baton-shared-"))
+    paths = {"base": base, "ro": base / "ro", "rw": base / "rw", "outside": base / "outside.txt"}
+    for name in ("ro", "rw"):
+        paths[name].mkdir()
+    for directory in (base, paths["ro"], paths["rw"]):
+        directory.chmod(0o755)
+    (paths["ro"] / "notes.txt").write_text("created on the host")
+    (paths["ro"] / "notes.txt").chmod(0o644)
+    paths["outside"].write_text("not mounted")
+    paths["outside"].chmod(0o644)
+    if os.geteuid() == 0:
+        os.chown(paths["rw"], 65534, 65534)
+    yield paths
+    shutil.rmtree(base)
+
+
+@pytest.fixture(scope="module")
+def env(
+    tmp_path_factory: pytest.TempPathFactory, pages: dict[str, str], shared: dict[str, Path]
+) -> Iterator[dict[str, str]]:
+    """Live adapters: ``demo`` (the test server), ``net`` (egress allowlist), ``files`` (a read-only and a
+    read-write host mount) and three that drift at run time (their upstream answers differently once it
+    runs behind baton's egress proxy): ``drifty`` (one more tool), ``defdrift`` (a changed description)
+    and ``initdrift`` (another server version)."""
     home = tmp_path_factory.mktemp("runtime") / "home"
     environment = {k: v for k, v in os.environ.items() if k not in BLANKED}
     environment.update(BATON_HOME=str(home), HITL_TIMEOUT_SECONDS="30", BATON_HITL_PROGRESS_SECONDS="1")
@@ -57,7 +85,17 @@ def env(tmp_path_factory: pytest.TempPathFactory, pages: dict[str, str]) -> Iter
             make_live(
                 runtime,
                 document("demo", tarball, TOOLS, call_timeout_seconds=2),
-                allowed=["echo", "transfer", "crash", "slow", "cancellations", "calls"],
+                allowed=[
+                    "echo",
+                    "transfer",
+                    "crash",
+                    "slow",
+                    "cancellations",
+                    "calls",
+                    "hang",
+                    "whoami",
+                    "flood",
+                ],
                 approval_required=["transfer"],
                 record_arguments=True,
                 approval_timeout_seconds=5,
@@ -89,6 +127,18 @@ def env(tmp_path_factory: pytest.TempPathFactory, pages: dict[str, str]) -> Iter
                 allowed_origins=[pages["allowed"]],
             )
             make_live(runtime, net, allowed=["fetch"])
+            files = document(
+                "files",
+                tarball,
+                [tool("read", path="string"), tool("write", path="string", text="string")],
+                mounts=[
+                    {"host": str(shared["ro"]), "sandbox": "/data", "mode": "ro"},
+                    {"host": str(shared["rw"]), "sandbox": "/state", "mode": "rw"},
+                ],
+            )
+            # the mount refuses the write; the test calls it directly, so no approval in between
+            make_live(runtime, files, allowed=["read", "write"], allow_destructive_without_approval=["write"])
+            environment["TEST_SHARED_DIR"] = str(shared["base"])
             yield environment
         finally:
             runtime.close()
@@ -215,13 +265,62 @@ async def test_an_upstream_crash_mid_call_is_an_error_and_the_next_call_works(se
     assert result["success"] and result["text"] == "again"
 
 
-async def test_a_slow_call_times_out_and_a_cancelled_call_reaches_the_upstream(session: Any) -> None:
-    assert (await call(session, "demo__slow", {"seconds": 30}))["error_class"] == "mcp_upstream_timeout"
+async def test_a_hung_call_times_out_restarts_the_upstream_and_the_next_call_works(session: Any) -> None:
+    before = {a["adapter_id"]: a for a in (await call(session, "mcp_list_adapters"))["adapters"]}["demo"]
+    assert (await call(session, "demo__echo", {"text": "warm"}))["success"]
+    assert (await call(session, "demo__hang"))["error_class"] == "mcp_upstream_timeout"
+    with anyio.fail_after(30):
+        result = await call(session, "demo__echo", {"text": "after the hang"})
+    assert result["success"] and result["text"] == "after the hang"
+    after = {a["adapter_id"]: a for a in (await call(session, "mcp_list_adapters"))["adapters"]}["demo"]
+    assert after["upstream_restarts"] == before["upstream_restarts"] + 1
+    assert after["upstream_starts"] >= before["upstream_starts"] + 1
+    assert json.loads((await call(session, "demo__calls"))["text"]).get("hang") is None  # a new process
+
+
+async def test_a_cancelled_call_reaches_the_upstream(session: Any) -> None:
+    before = int((await call(session, "demo__cancellations"))["text"])
     with anyio.move_on_after(1):
         await session.call_tool("demo__slow", {"seconds": 30})
     with anyio.fail_after(10):
-        while (await call(session, "demo__cancellations"))["text"] != "2":
+        while int((await call(session, "demo__cancellations"))["text"]) != before + 1:
             await anyio.sleep(0.1)
+
+
+async def test_a_stderr_flood_at_run_time_keeps_only_the_last_mib_on_disk(
+    session: Any, env: dict[str, str]
+) -> None:
+    assert (await call(session, "demo__flood", {"megabytes": 100}))["text"] == "flooded"
+    log = Path(env["BATON_HOME"]) / "gateway" / "demo" / "upstream-stderr.log"
+    with anyio.fail_after(20):
+        while not log.read_bytes().endswith(b"END OF FLOOD\n"):
+            await anyio.sleep(0.05)
+    data = log.read_bytes()
+    assert len(data) <= 2 * STDERR_CAP_BYTES + 200
+    assert b"earlier bytes of stderr were cut" in data
+
+
+async def test_a_mounted_host_directory_is_readable_and_read_only_and_nothing_else_is(
+    session: Any, shared: dict[str, Path]
+) -> None:
+    assert (await call(session, "files__read", {"path": "/data/notes.txt"}))["text"] == "created on the host"
+    refused = await call(session, "files__write", {"path": "/data/new.txt", "text": "x"})
+    assert refused["error_class"] == "mcp_upstream_tool_error" and "OSError" in refused["error"]
+    assert not (shared["ro"] / "new.txt").exists()
+    outside = await call(session, "files__read", {"path": str(shared["outside"])})
+    assert outside["error_class"] == "mcp_upstream_tool_error" and "FileNotFoundError" in outside["error"]
+    assert (await call(session, "files__write", {"path": "/state/saved.json", "text": "{}"}))[
+        "text"
+    ] == "written"
+    assert (shared["rw"] / "saved.json").read_text() == "{}"
+
+
+async def test_the_runtime_client_is_the_replay_client(session: Any) -> None:
+    from baton.gateway.policy import ClientSpec
+    from baton.gateway.protocol import initialize_params
+
+    seen = json.loads((await call(session, "demo__whoami"))["text"])
+    assert seen == initialize_params(ClientSpec())
 
 
 @pytest.mark.parametrize(

@@ -221,3 +221,30 @@ async def test_result_shapes_of_waiting_calls(broker: HitlBroker) -> None:
         "responded_at",
         "waited_seconds",
     }
+
+
+async def test_pending_pages_walk_every_request_once_urgent_first(broker: HitlBroker) -> None:
+    for index in range(23):
+        await broker.create(
+            NewRequest("approval", f"page {index}", timeout_seconds=60 + index, urgent=index % 5 == 0)
+        )
+    seen: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        page = broker.page_pending(10, cursor)
+        assert page.total == 23
+        seen += page.requests
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert len(seen) == 23 and len({view["request_id"] for view in seen}) == 23
+    assert seen == broker.list_pending()
+    assert [view["urgent"] for view in seen] == [True] * 5 + [False] * 18
+
+
+async def test_a_cursor_baton_did_not_make_is_invalid_arguments(broker: HitlBroker) -> None:
+    from baton.errors import ArgumentError
+
+    with pytest.raises(ArgumentError) as refused:
+        broker.page_pending(10, "bm90IGEgY3Vyc29y")
+    assert refused.value.error_class == "invalid_arguments"

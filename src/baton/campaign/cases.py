@@ -5,12 +5,56 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
+from baton.campaign.bundle import BundleWriter
 from baton.campaign.gates import human_decision_accepted
+from baton.campaign.options import CampaignOptions, CaseRow
 
-if TYPE_CHECKING:
-    from baton.campaign.runner import Campaign
+CANARY = "PRIVATE-MARKER-MUST-BE-FILTERED"
+REQUIRED_TOOLS = frozenset(
+    {
+        "mcp_spawn_subagent",
+        "mcp_send_message_to_subagent",
+        "mcp_cancel_subagent",
+        "mcp_get_subagent_status",
+        "mcp_request_admin_approval",
+        "mcp_request_admin_input",
+        "mcp_send_email",
+        "mcp_send_telegram_message",
+        "mcp_send_slack_message",
+    }
+)
+PARENT_CONTEXT = {
+    "customer": "Ada",
+    "request": "Refund an item bought 3 days ago for SGD 80",
+    "policy": "Refunds within 7 days and below SGD 100 may be approved",
+    "irrelevant_history": ["weather chat", "shipping FAQ", "newsletter"],
+    "private_note": CANARY,
+}
+
+
+class Campaign(Protocol):
+    """What the cases need from the run driving them (:class:`baton.campaign.runner.Campaign`)."""
+
+    options: CampaignOptions
+    env: dict[str, str]
+    bundle: BundleWriter
+    rows: list[CaseRow]
+    run_dir: Path
+    tool_names: set[str]
+
+    async def call(self, case: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Call one tool and record the row."""
+        ...
+
+    async def human_decision(
+        self, request_id: str, message: str, context: dict[str, Any], deadline: float
+    ) -> dict[str, Any]:
+        """One live decision from a person."""
+        ...
+
 
 CASES = [
     "minimal_sync",
@@ -47,6 +91,8 @@ async def run_cases(campaign: Campaign) -> dict[str, Any]:
     """Every case in order; returns what the gates need beyond the recorded rows."""
     outcome: dict[str, Any] = {}
     outcome.update(await _subagent_cases(campaign))
+    if outcome.get("stopped"):
+        return outcome
     outcome.update(await _hitl_cases(campaign))
     outcome.update(await _notification_cases(campaign))
     if {"mcp_set_timer", "mcp_list_timers", "mcp_cancel_timer"} <= campaign.tool_names:
@@ -57,8 +103,6 @@ async def run_cases(campaign: Campaign) -> dict[str, Any]:
 
 
 async def _subagent_cases(c: Campaign) -> dict[str, Any]:
-    from baton.campaign.runner import PARENT_CONTEXT
-
     minimal = await c.call(
         "minimal_sync",
         "mcp_spawn_subagent",
@@ -71,6 +115,15 @@ async def _subagent_cases(c: Campaign) -> dict[str, Any]:
             "minimal_slice": ["policy"],
         },
     )
+    if str(minimal.get("error_class", "")).startswith("provider_"):
+        # the provider failed the first call: every later case would fail the same way
+        return {
+            "stopped": {
+                "case": "minimal_sync",
+                "error_class": minimal["error_class"],
+                "error": str(minimal.get("error", "")),
+            }
+        }
     await c.call(
         "llm_generated_sync",
         "mcp_spawn_subagent",
@@ -102,7 +155,7 @@ async def _subagent_cases(c: Campaign) -> dict[str, Any]:
         },
     )
     async_status: dict[str, Any] | None = None
-    for attempt in range(80):
+    for attempt in range(80 if spawned.get("subagent_id") else 0):
         async_status = await c.call(
             f"async_status_{attempt + 1}",
             "mcp_get_subagent_status",
@@ -278,8 +331,6 @@ def compute_gates(
     c: Campaign, outcome: dict[str, Any], llm_receipts: list[dict[str, Any]], chain: dict[str, Any]
 ) -> dict[str, bool]:
     """The reference runner's gates, then baton's own."""
-    from baton.campaign.runner import CANARY, REQUIRED_TOOLS
-
     by_case = {row.case: row.payload for row in c.rows}
     minimal, generated = by_case.get("minimal_sync", {}), by_case.get("llm_generated_sync", {})
     status = outcome.get("async_status") or {}

@@ -32,8 +32,10 @@ def run(
     """Drive every primitive through a real MCP stdio client and write validation/<id>/."""
     import json
 
-    from baton.campaign.runner import CampaignOptions, default_campaign_id, run_campaign_sync
+    from baton.campaign.options import CampaignOptions, default_campaign_id
+    from baton.campaign.runner import run_campaign_sync
     from baton.errors import BatonError
+    from baton.terminal import progress
 
     environ = dict(os.environ)
     fake = None
@@ -59,7 +61,8 @@ def run(
         model_source="loopback (baton.testing.FakeLLMServer)" if loopback_model else "configured provider",
     )
     try:
-        path = run_campaign_sync(options)
+        with progress(f"campaign {options.campaign_id}"):
+            path = run_campaign_sync(options)
     except BatonError as exc:
         typer.echo(f"{exc.error_class}: {exc.message}", err=True)
         raise typer.Exit(1) from None
@@ -72,8 +75,16 @@ def run(
 
 
 @app.command("verify")
-def verify(directory: Path) -> None:
-    """Recompute a bundle's manifest independently; exit 1 naming the first mismatch."""
+def verify(
+    directory: Path,
+    public_key: Annotated[
+        Path | None,
+        typer.Option(
+            help="Check the chain's signed checkpoints with this trusted public key (checkpoint.pub)."
+        ),
+    ] = None,
+) -> None:
+    """Recompute a bundle's manifest and receipt chain independently; exit 1 naming the first mismatch."""
     from baton.campaign.verify import main
 
-    raise typer.Exit(main([str(directory)]))
+    raise typer.Exit(main([str(directory), *(["--public-key", str(public_key)] if public_key else [])]))

@@ -30,12 +30,15 @@ def human_decision_accepted(decision: dict[str, Any] | None, result: dict[str, A
 
 
 def notification_readiness(env: dict[str, str]) -> dict[str, bool]:
-    """Whether each real-delivery gate has the configuration it needs (SMTP with or without login)."""
-    email_service = (
-        bool(env.get("SENDGRID_API_KEY") and env.get("SMTP_FROM_EMAIL"))
-        or bool(env.get("SMTP_HOST") and env.get("SMTP_FROM_EMAIL"))
-        or bool(env.get("SMTP_USERNAME") and env.get("SMTP_PASSWORD"))
-    )
+    """Whether each real-delivery gate has the configuration it needs.
+
+    Email uses baton's own readiness rule (SendGrid, SMTP_HOST, or a login at a mail provider apprise
+    knows), so ``--real-notifications`` refuses to start exactly when the server could not send.
+    """
+    from baton.config import load_settings
+    from baton.notify.mail import email_readiness
+
+    email_service = email_readiness(load_settings(env)).ready
     return {
         "email": bool(email_service and env.get("HITL_ADMIN_EMAIL")),
         "telegram": bool(env.get("TELEGRAM_BOT_TOKEN") and env.get("TELEGRAM_DEFAULT_CHAT_ID")),

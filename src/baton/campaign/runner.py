@@ -3,78 +3,25 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 from rich.console import Console
+from rich.markup import escape
 
-from baton import __version__
+from baton import __version__, terminal
 from baton.campaign.bundle import BundleWriter
+from baton.campaign.cases import CANARY, CASES, compute_gates, run_cases
 from baton.campaign.gates import classify_status, human_decision_accepted, notification_readiness
 from baton.campaign.human import parse_human_decision, read_decision_line
+from baton.campaign.options import CampaignOptions, CaseRow
 from baton.config import NOTIFICATION_VARIABLES, SENSITIVE_ENV_NAMES
-from baton.errors import CampaignError
+from baton.errors import BatonError, CampaignError
 from baton.receipts import CREDENTIAL_PATTERN
-
-CANARY = "PRIVATE-MARKER-MUST-BE-FILTERED"
-REQUIRED_TOOLS = frozenset(
-    {
-        "mcp_spawn_subagent",
-        "mcp_send_message_to_subagent",
-        "mcp_cancel_subagent",
-        "mcp_get_subagent_status",
-        "mcp_request_admin_approval",
-        "mcp_request_admin_input",
-        "mcp_send_email",
-        "mcp_send_telegram_message",
-        "mcp_send_slack_message",
-    }
-)
-PARENT_CONTEXT = {
-    "customer": "Ada",
-    "request": "Refund an item bought 3 days ago for SGD 80",
-    "policy": "Refunds within 7 days and below SGD 100 may be approved",
-    "irrelevant_history": ["weather chat", "shipping FAQ", "newsletter"],
-    "private_note": CANARY,
-}
-
-
-def default_campaign_id() -> str:
-    """A UTC timestamp id, as the reference runner makes them."""
-    return datetime.now(UTC).strftime("real_mcp_%Y%m%dT%H%M%SZ")
-
-
-@dataclass
-class CampaignOptions:
-    """What ``baton campaign run`` was asked for."""
-
-    campaign_id: str = field(default_factory=default_campaign_id)
-    base_dir: Path = field(default_factory=lambda: Path.cwd() / "validation")
-    interactive_human: bool = False
-    human_timeout_seconds: int = 14_400
-    real_notifications: bool = False
-    environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
-    server_command: list[str] = field(default_factory=lambda: [sys.executable, "-m", "baton", "serve"])
-    #: Where the model answers come from, recorded in the summary ("configured provider" or "loopback").
-    model_source: str = "configured provider"
-
-
-@dataclass
-class CaseRow:
-    """One tool call of the campaign, as written to ``receipts/NN_case.json``."""
-
-    case: str
-    tool: str
-    arguments: dict[str, Any]
-    payload: dict[str, Any]
-    is_error: bool
-    latency_seconds: float
 
 
 class Campaign:
@@ -84,7 +31,7 @@ class Campaign:
         if options.interactive_human and options.human_timeout_seconds <= 0:
             raise CampaignError("campaign_config_incomplete", "--human-timeout-seconds must be positive.")
         self.options = options
-        self.console = console or Console(stderr=True)
+        self.console = console or terminal.err
         self.readiness = notification_readiness(options.environ)
         if options.real_notifications and not all(self.readiness.values()):
             missing = ", ".join(name for name, ready in self.readiness.items() if not ready)
@@ -95,9 +42,11 @@ class Campaign:
         self.run_dir = options.base_dir / options.campaign_id
         self.home = options.base_dir / f".{options.campaign_id}.home"
         self.env = self._server_env()
+        self._preflight_provider()
         sensitive = tuple(v for name in SENSITIVE_ENV_NAMES if (v := self.env.get(name)))
         self.bundle = BundleWriter(self.run_dir, sensitive)
         self.rows: list[CaseRow] = []
+        self.tool_names: set[str] = set()
         self.session: Any = None
 
     def _server_env(self) -> dict[str, str]:
@@ -120,6 +69,29 @@ class Campaign:
         if not self.options.real_notifications:
             env.update(dict.fromkeys(NOTIFICATION_VARIABLES, ""))
         return env
+
+    def _preflight_provider(self) -> None:
+        """Refuse to start anything when no model provider could answer (what ``baton doctor`` sees)."""
+        from baton.config import load_settings
+        from baton.models import PROVIDERS, resolve_provider
+
+        try:
+            resolve_provider(load_settings(self.env))
+        except BatonError as exc:
+            if self.options.environ.get("COLLAB_PROVIDER"):
+                raise CampaignError(
+                    exc.error_class,
+                    f"{exc.message} Nothing was started.\n"
+                    "  Or run `baton campaign run --loopback-model` to check the wiring without a provider.",
+                ) from None
+            raise CampaignError(
+                "provider_not_configured",
+                "No model provider is configured; nothing was started.\n"
+                f"  Set COLLAB_PROVIDER ({', '.join(PROVIDERS)}) and its key, e.g.\n"
+                "  COLLAB_PROVIDER=moonshot MOONSHOT_API_KEY=... (OPENAI_MODEL optional; `baton doctor` checks),\n"
+                "  or run `baton campaign run --loopback-model` to check the wiring without a provider.",
+                missing=["COLLAB_PROVIDER", "MOONSHOT_API_KEY"],
+            ) from None
 
     async def call(self, case: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Call one tool, record the row and print one progress line."""
@@ -149,12 +121,13 @@ class Campaign:
                 "latency_seconds": latency,
             },
         )
-        mark = (
-            "[green]ok[/green]"
-            if payload.get("success")
-            else f"[yellow]{payload.get('error_class', 'fail')}[/]"
+        ok = bool(payload.get("success"))
+        status = "ok" if ok else str(payload.get("error_class") or "fail")
+        colour = "green" if ok else "yellow"
+        # pad the plain text, not the markup, so the columns stay put whatever the status
+        self.console.print(
+            f"  {len(self.rows):02d} {case:<32} [{colour}]{escape(status):<40}[/{colour}] {latency:>7.3f}s"
         )
-        self.console.print(f"  {len(self.rows):02d} {case:<32} {mark:<40} {latency:>7.3f}s")
         return payload
 
     async def run(self) -> Path:
@@ -186,14 +159,10 @@ class Campaign:
                     "schema_sha256": _sha(json.dumps(schemas, sort_keys=True)),
                 },
             )
-            from baton.campaign.cases import run_cases
-
             outcome = await run_cases(self)
         return self._finish(outcome)
 
     def _protocol(self) -> dict[str, Any]:
-        from baton.campaign.cases import CASES
-
         return {
             "campaign_id": self.options.campaign_id,
             "baton_version": __version__,
@@ -207,13 +176,12 @@ class Campaign:
         }
 
     def _finish(self, outcome: dict[str, Any]) -> Path:
-        from baton.campaign.cases import compute_gates
-
         llm_path = self.run_dir / "llm_receipts.checkpoint.json"
         llm_receipts = json.loads(llm_path.read_text(encoding="utf-8")) if llm_path.is_file() else []
         self.bundle.write_json("llm_receipts.json", llm_receipts)
         chain = _export_chain(self.home)
         self.bundle.write_json("receipts_chain.json", chain["receipts"])
+        self.bundle.write_json("receipts_checkpoints.json", chain["checkpoints"])
         gates = compute_gates(self, outcome, llm_receipts, chain)
         status = classify_status(gates, interactive_human=self.options.interactive_human)
         header = {
@@ -230,6 +198,7 @@ class Campaign:
                 "blockers": [name for name, ok in gates.items() if not ok],
                 "tool_call_count": len(self.rows),
                 "model_call_count": len(llm_receipts),
+                "model_spend": model_spend(llm_receipts),
                 "interactive_human": self.options.interactive_human,
                 "human_timeout_seconds": self.options.human_timeout_seconds
                 if self.options.interactive_human
@@ -242,6 +211,7 @@ class Campaign:
                 "real_notifications_enabled": self.options.real_notifications,
                 "mcp_decisions_allowed": self.env.get("BATON_HITL_ALLOW_MCP_DECISIONS") == "1",
                 "notification_readiness": self.readiness,
+                "stopped": outcome.get("stopped"),
                 "baton_version": __version__,
                 "model": {
                     "provider": self.env.get("COLLAB_PROVIDER"),
@@ -254,6 +224,11 @@ class Campaign:
         manifest = self.bundle.write_manifest(header)
         self.bundle.write_latest(header, manifest, Path.cwd())
         self._print_gates(gates, status)
+        stopped = outcome.get("stopped")
+        if stopped:
+            self.console.print(
+                f"[red]stopped[/red] at {stopped['case']}: {stopped['error_class']}: {escape(stopped['error'])}"
+            )
         return self.run_dir
 
     def _guard_bundle(self) -> None:
@@ -270,6 +245,8 @@ class Campaign:
         from rich.table import Table
 
         table = Table("gate", "holds", title=f"campaign {self.options.campaign_id}: {status}")
+        if not self.console.is_terminal:  # a pipe gets plain, unboxed lines
+            table.box = None
         for name, ok in gates.items():
             table.add_row(name, "[green]yes[/green]" if ok else "[red]no[/red]")
         self.console.print(table)
@@ -325,18 +302,32 @@ def _sha(text: str) -> str:
 
 
 def _export_chain(home: Path) -> dict[str, Any]:
-    """The campaign store's receipts and the chain verdict (read after the server stopped)."""
-    from baton.receipts import ReceiptLog, Redactor
-    from baton.store import Store
+    """The campaign store's receipts, its signed checkpoints and public key, and the chain verdict (read
+    after the server stopped, so its shutdown checkpoint is there)."""
+    from baton.checkpoints import all_checkpoints, trusted_public_keys
+    from baton.config import Settings
+    from baton.receipts_anchor import verify_store
+    from baton.runtime import Runtime
 
-    store = Store(f"sqlite:///{home / 'baton.db'}")
+    runtime = Runtime.open(Settings(baton_home=home))
     try:
-        log = ReceiptLog(store, Redactor())
-        report = log.verify()
-        rows = [r.model_dump() for r in log.list(limit=1_000_000)]
+        report = verify_store(runtime)
+        rows = [r.model_dump() for r in runtime.receipts.list(limit=1_000_000)]
+        keys = trusted_public_keys(runtime.settings)
+        checkpoints = {
+            "public_key": next(iter(keys.values())).hex() if keys else None,
+            "key_id": next(iter(keys), None),
+            "checkpoints": all_checkpoints(runtime),
+        }
     finally:
-        store.dispose()
-    return {"receipts": rows, "ok": report.ok, "count": report.count, "reason": report.reason}
+        runtime.close()
+    return {
+        "receipts": rows,
+        "checkpoints": checkpoints,
+        "ok": report.ok,
+        "count": report.count,
+        "reason": report.reason,
+    }
 
 
 async def run_campaign(options: CampaignOptions, console: Console | None = None) -> Path:
@@ -347,3 +338,17 @@ async def run_campaign(options: CampaignOptions, console: Console | None = None)
 def run_campaign_sync(options: CampaignOptions) -> Path:
     """Blocking form for the CLI."""
     return anyio.run(run_campaign, options)
+
+
+def model_spend(llm_receipts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The campaign's total tokens and cost over its model-call receipts (unpriced calls counted apart)."""
+    tokens = sum(int((row.get("usage") or {}).get("total_tokens") or 0) for row in llm_receipts)
+    priced = [row["cost_usd"] for row in llm_receipts if isinstance(row.get("cost_usd"), int | float)]
+    return {
+        "total_tokens": tokens,
+        "cost_usd": round(sum(priced), 10) if priced or not llm_receipts else None,
+        "unpriced_calls": len(llm_receipts) - len(priced),
+        "price_sources": sorted(
+            {str(row.get("price_source")) for row in llm_receipts if row.get("price_source")}
+        ),
+    }

@@ -19,11 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from baton.errors import GatewayError
-from baton.gateway import state
+from baton.gateway import checks, closure, interpreter, npm_resolve, state
+from baton.gateway.closure import Closure
 from baton.gateway.policy import (
     Artifact,
     Identity,
+    Interpreter,
     Policy,
+    Resolution,
     RuntimeSpec,
     load_policy,
     policy_path,
@@ -47,52 +50,45 @@ OPERATION_BOUNDARIES = {
 }
 
 
-def parse_candidate(candidate: str) -> tuple[str, str, str]:
-    """``npm:@scope/name@1.2.3`` or ``pypi:name==1.2.3`` to (ecosystem, name, version spec)."""
+def parse_candidate(candidate: str) -> tuple[str, str, str | None]:
+    """``npm:NAME[@VERSION|RANGE|TAG]`` or ``pypi:NAME[==VERSION]`` to (ecosystem, name, spec or None).
+
+    A bare name locks the newest version (npm's ``latest`` tag, PyPI's newest release).
+    """
     ecosystem, _, rest = candidate.partition(":")
+    rest = rest.strip()
     if ecosystem == "npm" and rest:
         at = rest.rfind("@")
         name, spec = (rest[:at], rest[at + 1 :]) if at > 0 else (rest, "latest")
-        return "npm", name, spec
-    if ecosystem == "pypi" and "==" in rest:
-        name, _, version = rest.partition("==")
-        return "pypi", name.strip(), version.strip()
+        npm_resolve.check_spec(name, spec or "latest")
+        return "npm", name, spec or "latest"
+    if ecosystem == "pypi" and rest:
+        name, operator, version = rest.partition("==")
+        name, version = name.strip(), version.strip()
+        if (operator and not version) or not closure.PYPI_NAME.fullmatch(name):
+            raise GatewayError(
+                "adapter_candidate_invalid", f"{candidate!r} is not pypi:NAME or pypi:NAME==VERSION."
+            )
+        if version and not closure.PYPI_VERSION.fullmatch(version):
+            raise GatewayError("adapter_candidate_invalid", f"{version!r} is not an exact PyPI version.")
+        return "pypi", name, version or None
     raise GatewayError(
-        "adapter_policy_invalid",
-        f"{candidate!r} is not a package spec (npm:NAME@VERSION or pypi:NAME==VERSION).",
+        "adapter_candidate_invalid",
+        f"{candidate[:200]!r} is not a package spec (npm:NAME[@VERSION|RANGE] or pypi:NAME[==VERSION]).",
     )
 
 
-def resolve_npm_closure(registries: Registries, name: str, spec: str) -> list[Fetched]:
-    """The package and its whole dependency closure, as exact versions, in one flat node_modules."""
+def _satisfies(version: str, spec: str) -> bool:
     import nodesemver
 
-    resolved: dict[str, Fetched] = {}
-    queue: list[tuple[str, str, str]] = [(name, spec, "(root)")]
-    while queue:
-        dep, dep_spec, wanted_by = queue.pop(0)
-        if dep in resolved:
-            if not nodesemver.satisfies(resolved[dep].version, dep_spec, loose=False):
-                raise GatewayError(
-                    "artifact_dependency_conflict",
-                    f"{wanted_by} needs {dep}@{dep_spec} but {resolved[dep].version} is already in the flat set.",
-                    package=dep,
-                )
-            continue
-        if len(resolved) >= MAX_CLOSURE:
-            raise GatewayError("artifact_dependency_conflict", f"The closure exceeds {MAX_CLOSURE} packages.")
-        fetched = registries.fetch_npm(dep, dep_spec)
-        resolved[dep] = fetched
-        queue.extend(
-            (child, child_spec, fetched.key) for child, child_spec in sorted(fetched.dependencies.items())
-        )
-    return list(resolved.values())
+    try:
+        return bool(nodesemver.satisfies(version, spec, loose=False))
+    except (ValueError, TypeError):
+        return False
 
 
 def fetch_pinned(registries: Registries, policy: Policy) -> list[Fetched]:
-    """Fetch exactly the policy's artifacts; every pin and every npm dependency must hold."""
-    import nodesemver
-
+    """Fetch exactly a hand-written (flat) policy's artifacts; every pin and npm dependency must hold."""
     fetched: list[Fetched] = []
     for artifact in policy.artifacts:
         if artifact.ecosystem == "npm":
@@ -109,7 +105,7 @@ def fetch_pinned(registries: Registries, policy: Policy) -> list[Fetched]:
     npm = {f.name: f.version for f in fetched if f.ecosystem == "npm"}
     for item in fetched:
         for dep, spec in item.dependencies.items():
-            if dep not in npm or not nodesemver.satisfies(npm[dep], spec, loose=False):
+            if dep not in npm or not _satisfies(npm[dep], spec):
                 raise GatewayError(
                     "artifact_dependency_unresolvable",
                     f"{item.key} depends on {dep}@{spec}, which the policy does not pin.",
@@ -158,15 +154,18 @@ def write_json(path: Path, value: Any) -> str:
     return sha256_hex(data)
 
 
+RESOLUTION_FILES = {"npm": "package-lock.json", "pypi": "requirements.txt"}
+
+
 def _lock_receipt(
     adapter_id: str,
     run_id: str,
     artifact_set: str,
     rows: list[dict[str, Any]],
-    manifest_sha: str,
-    sbom_sha: str,
+    hashes: dict[str, str],
+    resolution: dict[str, Any],
 ) -> dict[str, Any]:
-    """The lock receipt: the hashes of the tarballs, the manifest and the SBOM."""
+    """The lock receipt: the hashes of the tarballs, the manifest, the SBOM and the resolver's output."""
     return {
         "schema_version": LOCK_RECEIPT_SCHEMA_VERSION,
         "run_id": run_id,
@@ -189,54 +188,126 @@ def _lock_receipt(
             }
             for r in rows
         ],
-        "bundle_manifest_sha256": manifest_sha,
-        "cyclonedx_sbom_sha256": sbom_sha,
+        "bundle_manifest_sha256": hashes["manifest"],
+        "cyclonedx_sbom_sha256": hashes["sbom"],
+        "resolution_files": resolution["files"],
+        "interpreter": resolution.get("interpreter"),
         "replay_allowed": False,
         "promotion_allowed": False,
         **OPERATION_BOUNDARIES,
     }
 
 
+def _key(item: Fetched) -> tuple[str, str, str]:
+    return item.ecosystem, item.name, item.version
+
+
 def write_bundle(
-    directory: Path, adapter_id: str, fetched: list[Fetched], run_id: str, artifact_set: str
+    directory: Path,
+    adapter_id: str,
+    fetched: list[Fetched],
+    run_id: str,
+    artifact_set: str,
+    resolution: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write tarballs, manifest, SBOM and lock receipt into ``directory`` (replacing an older bundle)."""
+    """Write tarballs, resolver output, manifest, SBOM and lock receipt into a staging directory.
+
+    The caller swaps it in with :func:`swap_bundle` only once everything else has succeeded, so a
+    failed lock leaves the previous bundle as it was.
+    """
     from baton.gateway.sbom import build_sbom
 
+    resolution = {"files": {}, **(resolution or {})}
     staging = directory.with_name(directory.name + ".staging")
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "tarballs").mkdir(parents=True)
-    rows = sorted((package_row(item) for item in fetched), key=lambda r: (r["ecosystem"], r["name"]))
-    for item, row in zip(sorted(fetched, key=lambda f: (f.ecosystem, f.name)), rows, strict=True):
+    ordered = sorted({_key(f): f for f in fetched}.values(), key=_key)
+    rows = [package_row(item) for item in ordered]
+    for item, row in zip(ordered, rows, strict=True):
         (staging / row["tarball_path"]).write_bytes(item.content)
+    files: dict[str, str] = {}
+    for name, content in (resolution.pop("contents", None) or {}).items():
+        (staging / name).write_bytes(content)
+        files[name] = hashlib.sha256(content).hexdigest()
+    resolution["files"] = files
     manifest = {
         "schema_version": BUNDLE_SCHEMA_VERSION,
         "adapter_id": adapter_id,
         "artifact_set_sha256": artifact_set,
         "package_count": len(rows),
         "packages": rows,
+        "resolution": resolution,
         "operation_boundaries": OPERATION_BOUNDARIES,
     }
     manifest_sha = write_json(staging / "bundle-manifest.json", manifest)
     sbom_text = build_sbom(adapter_id, rows, artifact_set, datetime.now(UTC))
     (staging / "sbom.cdx.json").write_text(sbom_text, encoding="utf-8")
-    receipt = _lock_receipt(
-        adapter_id, run_id, artifact_set, rows, manifest_sha, sha256_hex(sbom_text.encode("utf-8"))
-    )
+    hashes = {"manifest": manifest_sha, "sbom": sha256_hex(sbom_text.encode("utf-8"))}
+    receipt = _lock_receipt(adapter_id, run_id, artifact_set, rows, hashes, resolution)
     receipt_sha = write_json(staging / "lock-receipt.json", receipt)
-    shutil.rmtree(directory, ignore_errors=True)
+    return {**receipt, "lock_receipt_sha256": receipt_sha, "staging": staging}
+
+
+def swap_bundle(staging: Path, directory: Path) -> None:
+    """Replace the bundle with the staged one (the old one is removed only after the rename)."""
+    old = directory.with_name(directory.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if directory.exists():
+        directory.rename(old)
     staging.rename(directory)
-    return {**receipt, "lock_receipt_sha256": receipt_sha}
+    shutil.rmtree(old, ignore_errors=True)
 
 
-def draft_policy(adapter_id: str, candidate: str, fetched: list[Fetched], arguments: list[str]) -> Policy:
-    """A draft policy: artifacts pinned, runtime locked down, contract still to be observed."""
-    root = fetched[0]
+def _wheel_entry(root: Fetched) -> str:
+    """``module:function`` of the root wheel's console script (its own name first), else its module."""
+    import configparser
+    import io
+    import zipfile
+
+    module = root.name.replace("-", "_")
+    try:
+        with zipfile.ZipFile(io.BytesIO(root.content)) as wheel:
+            names = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
+            text = wheel.read(names[0]).decode("utf-8", "replace") if names else ""
+    except (zipfile.BadZipFile, OSError, KeyError):
+        return module
+    parser = configparser.ConfigParser(interpolation=None, delimiters=("=",))
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return module
+    scripts = dict(parser["console_scripts"]) if parser.has_section("console_scripts") else {}
+    target = scripts.get(root.name) or next(iter(scripts.values()), module)
+    target = target.split("[", 1)[0].strip()
+    return target if checks.MODULE_TARGET.fullmatch(target) else module
+
+
+def _npm_entry(root: Fetched) -> str:
+    """The root package's bin (the one named like the package first), else its directory (main)."""
+    short = root.name.rsplit("/", 1)[-1]
+    script = root.bin.get(short) or next(iter(root.bin.values()), "")
+    script = script.removeprefix("./").strip()
+    if not script or ".." in script.split("/"):
+        return f"node_modules/{root.name}"
+    return f"node_modules/{root.name}/{script}"
+
+
+def draft_policy(
+    adapter_id: str,
+    candidate: str,
+    resolved: Closure,
+    arguments: list[str],
+    pin: dict[str, str] | None,
+    allow_without_scripts: list[str],
+) -> Policy:
+    """A draft policy: closure pinned, interpreter pinned, runtime locked down, contract still to observe."""
+    root = resolved.root
     if root.ecosystem == "npm":
-        script = next(iter(root.bin.values()), "index.js").removeprefix("./")
-        entrypoint = ["node", f"node_modules/{root.name}/{script}"]
+        entrypoint = ["node", _npm_entry(root)]
     else:
-        entrypoint = ["python3", "-m", root.name.replace("-", "_")]
+        entrypoint = ["python3", "-I", "-S", "baton_boot.py", _wheel_entry(root)]
+    files = _resolution_contents(resolved)
     return Policy(
         adapter=Identity(
             id=adapter_id,
@@ -245,9 +316,29 @@ def draft_policy(adapter_id: str, candidate: str, fetched: list[Fetched], argume
             owner="unassigned",
             expires_at=(datetime.now(UTC) + timedelta(days=90)).replace(microsecond=0).isoformat(),
         ),
-        artifacts=[Artifact.model_validate(row) for row in artifact_rows(fetched)],
+        artifacts=[Artifact.model_validate(row) for row in artifact_rows(resolved.fetched)],
         runtime=RuntimeSpec(entrypoint=entrypoint, arguments=arguments),
+        resolution=Resolution(
+            allow_without_install_scripts=sorted(set(allow_without_scripts)),
+            npm_lockfile_sha256=_sha(files.get("package-lock.json")),
+            pypi_requirements_sha256=_sha(files.get("requirements.txt")),
+            skipped_optional=resolved.skipped_optional,
+        ),
+        interpreter=Interpreter.model_validate(pin) if pin else None,
     )
+
+
+def _sha(content: bytes | None) -> str | None:
+    return hashlib.sha256(content).hexdigest() if content is not None else None
+
+
+def _resolution_contents(resolved: Closure) -> dict[str, bytes]:
+    contents = {}
+    if resolved.lockfile is not None:
+        contents["package-lock.json"] = resolved.lockfile
+    if resolved.requirements is not None:
+        contents["requirements.txt"] = resolved.requirements
+    return contents
 
 
 def default_adapter_id(name: str) -> str:
@@ -266,11 +357,17 @@ def registries_for(runtime: Runtime) -> Registries:
 
 
 def lock(
-    runtime: Runtime, target: str, *, adapter_id: str | None = None, arguments: list[str] | None = None
+    runtime: Runtime,
+    target: str,
+    *,
+    adapter_id: str | None = None,
+    arguments: list[str] | None = None,
+    allow_without_install_scripts: list[str] | None = None,
 ) -> dict[str, Any]:
     """Lock an adapter (policy id or path), or draft and lock a package spec such as ``npm:NAME@VER``."""
-    from baton.gateway.stages import fail_closed, identify
+    from baton.gateway.stages import fail_closed, identify, live
 
+    allowed = list(allow_without_install_scripts or [])
     if target.startswith(("npm:", "pypi:")):
         _, name, _ = parse_candidate(target)
         adapter_id = adapter_id or default_adapter_id(name)
@@ -284,10 +381,18 @@ def lock(
             adapter_id,
             path,
             "lock",
-            lambda run_id: _lock_draft(runtime, target, adapter_id, path, arguments or [], run_id),
+            lambda run_id: _lock_draft(runtime, target, adapter_id, path, arguments or [], allowed, run_id),
         )
     path = policy_path(runtime.settings, target)
     known_id, checksum = identify(path)
+    if live(runtime, known_id):
+        raise GatewayError(
+            "adapter_relock_while_live",
+            f"Adapter {known_id} is promoted and keeps serving its current lock. Lock the new version under "
+            "another id (baton gateway lock CANDIDATE --id NEW), verify, replay and promote it, then "
+            f"demote {known_id}.",
+            adapter_id=known_id,
+        )
     return fail_closed(
         runtime,
         known_id,
@@ -298,32 +403,131 @@ def lock(
     )
 
 
-def _lock_draft(
-    runtime: Runtime, target: str, adapter_id: str, path: Path, arguments: list[str], run_id: str
-) -> dict[str, Any]:
+def resolve_candidate(
+    runtime: Runtime, target: str, allow_without_scripts: list[str]
+) -> tuple[Closure, dict[str, str] | None]:
+    """The candidate's checked closure and the pin of the interpreter that will run it."""
     ecosystem, name, spec = parse_candidate(target)
     with closing(registries_for(runtime)) as registries:
         if ecosystem == "npm":
-            fetched = resolve_npm_closure(registries, name, spec)
+            resolved = closure.resolve_npm(registries, name, spec or "latest", allow_without_scripts)
+            pin = interpreter.observe("node")
         else:
-            fetched = [registries.fetch_pypi(name, spec)]
-    policy = draft_policy(adapter_id, target, fetched, arguments)
-    checksum = write_policy(path, policy)
-    return _record_lock(runtime, policy, path, checksum, fetched, run_id)
+            pin = interpreter.observe("python3")
+            assert pin is not None
+            major, minor = pin["version"].split(".")[:2]
+            resolved = closure.resolve_pypi(registries, name, spec, pin["path"], (int(major), int(minor)))
+    return resolved, pin
+
+
+def _lock_draft(
+    runtime: Runtime,
+    target: str,
+    adapter_id: str,
+    path: Path,
+    arguments: list[str],
+    allow_without_scripts: list[str],
+    run_id: str,
+) -> dict[str, Any]:
+    resolved, pin = resolve_candidate(runtime, target, allow_without_scripts)
+    policy = draft_policy(adapter_id, target, resolved, arguments, pin, allow_without_scripts)
+    checks.check_entrypoint(policy)
+    checks.check_arguments(policy)
+    return _record_lock(runtime, policy, path, resolved, run_id, write=True)
+
+
+def _relock_closure(runtime: Runtime, registries: Registries, policy: Policy) -> Closure:
+    """Fetch a drafted policy's closure again, exactly as its resolver output pinned it."""
+    bundle = state.adapter_dir(runtime, policy.id) / "bundle"
+    resolution = policy.resolution
+    if resolution.npm_lockfile_sha256:
+        lockfile = _resolver_file(bundle, "package-lock.json", resolution.npm_lockfile_sha256)
+        root = next(a for a in policy.artifacts if a.ecosystem == "npm")
+        root_name = (
+            parse_candidate(policy.adapter.candidate)[1]
+            if policy.adapter.candidate.startswith("npm:")
+            else root.name
+        )
+        resolved = closure.npm_closure(
+            registries, lockfile, root_name, resolution.allow_without_install_scripts
+        )
+    else:
+        assert resolution.pypi_requirements_sha256 is not None
+        requirements = _resolver_file(bundle, "requirements.txt", resolution.pypi_requirements_sha256)
+        fetched = [
+            closure.fetch_wheel(registries, a.name, a.version, a.sha256 or "", a.filename or "")
+            for a in policy.artifacts
+            if a.ecosystem == "pypi"
+        ]
+        resolved = Closure(ecosystem="pypi", root=fetched[0], fetched=fetched, requirements=requirements)
+    pinned = {(a.ecosystem, a.name, a.version, a.sha512) for a in policy.artifacts}
+    found = {(f.ecosystem, f.name, f.version, f.sha512_hex) for f in resolved.fetched}
+    if pinned != found:
+        raise GatewayError(
+            "artifact_integrity_mismatch",
+            "The registry now serves a closure that differs from the policy's pins.",
+            differing=sorted(f"{n}@{v}" for _, n, v, _ in pinned ^ found)[:20],
+        )
+    return resolved
+
+
+def _resolver_file(bundle: Path, name: str, expected: str) -> bytes:
+    try:
+        content = (bundle / name).read_bytes()
+    except OSError:
+        raise GatewayError(
+            "artifact_bundle_invalid",
+            f"{name} is missing from the bundle; lock the candidate again under a new id.",
+        ) from None
+    if hashlib.sha256(content).hexdigest() != expected:
+        raise GatewayError("artifact_receipt_chain_invalid", f"{name} differs from the policy's pin.")
+    return content
 
 
 def _lock_policy(runtime: Runtime, path: Path, run_id: str) -> dict[str, Any]:
-    policy, checksum = load_policy(path)
+    policy, _ = load_policy(path)
+    checks.check_entrypoint(policy)
+    checks.check_arguments(policy)
     with closing(registries_for(runtime)) as registries:
-        fetched = fetch_pinned(registries, policy)
-    return _record_lock(runtime, policy, path, checksum, fetched, run_id)
+        if policy.resolution.npm_lockfile_sha256 or policy.resolution.pypi_requirements_sha256:
+            resolved = _relock_closure(runtime, registries, policy)
+        else:
+            fetched = fetch_pinned(registries, policy)
+            resolved = Closure(ecosystem=fetched[0].ecosystem, root=fetched[0], fetched=fetched)
+    pin = None
+    if policy.runtime.sandbox != "docker":
+        pin = interpreter.observe(policy.runtime.entrypoint[0])
+    if pin is not None and (policy.interpreter is None or policy.interpreter.model_dump() != pin):
+        policy = policy.model_copy(update={"interpreter": Interpreter.model_validate(pin)})
+        return _record_lock(runtime, policy, path, resolved, run_id, write=True)
+    return _record_lock(runtime, policy, path, resolved, run_id, write=False)
 
 
 def _record_lock(
-    runtime: Runtime, policy: Policy, path: Path, checksum: str, fetched: list[Fetched], run_id: str
+    runtime: Runtime, policy: Policy, path: Path, resolved: Closure, run_id: str, *, write: bool
 ) -> dict[str, Any]:
+    """Stage the bundle, then (only when all of it succeeded) write the policy, swap the bundle, record."""
     bundle = state.adapter_dir(runtime, policy.id) / "bundle"
-    receipt = write_bundle(bundle, policy.id, fetched, run_id, policy.artifact_set_sha256())
+    pin = policy.interpreter.model_dump() if policy.interpreter else None
+    resolution = {
+        "contents": _resolution_contents(resolved),
+        "skipped_optional": resolved.skipped_optional,
+        "without_install_scripts": resolved.without_install_scripts,
+        "weak_integrity": resolved.weak_integrity,
+        "interpreter": pin,
+    }
+    receipt = write_bundle(
+        bundle, policy.id, resolved.fetched, run_id, policy.artifact_set_sha256(), resolution
+    )
+    staging = receipt.pop("staging")
+    try:
+        if write:
+            checksum = write_policy(path, policy)
+        else:
+            _, checksum = load_policy(path)
+        swap_bundle(staging, bundle)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     payload = {
         "run_id": run_id,
         "policy_checksum": checksum,
@@ -332,6 +536,11 @@ def _record_lock(
         "bundle_manifest_sha256": receipt["bundle_manifest_sha256"],
         "cyclonedx_sbom_sha256": receipt["cyclonedx_sbom_sha256"],
         "packages": {f"{p['name']}@{p['version']}": p["tarball_sha512_hex"] for p in receipt["packages"]},
+        "resolution_files": receipt["resolution_files"],
+        "skipped_optional": resolved.skipped_optional,
+        "without_install_scripts": resolved.without_install_scripts,
+        "weak_integrity": resolved.weak_integrity,
+        "interpreter": pin,
     }
     stored = state.record(
         runtime,

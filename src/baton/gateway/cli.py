@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from baton.errors import BatonError
 
@@ -16,19 +16,26 @@ app = typer.Typer(
 
 
 def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    from baton.cli import fail, open_runtime
+    from baton.terminal import fail, open_runtime, progress
 
-    runtime = open_runtime()
     try:
-        return fn(runtime, *args, **kwargs)
+        runtime = open_runtime()
     except BatonError as exc:
         fail(exc)
+    try:
+        with progress(f"gateway {fn.__name__.replace('_', ' ')}"):
+            return fn(runtime, *args, **kwargs)
+    except BatonError as exc:
+        fail(exc)
+    except Exception as exc:  # never a traceback to the user; the log has it
+        logging.getLogger("baton.gateway").debug("unexpected failure", exc_info=True)
+        fail(BatonError("internal_error", f"The command failed unexpectedly ({type(exc).__name__})."))
     finally:
         runtime.close()
 
 
 def _print(value: Any) -> None:
-    from baton.cli import print_json
+    from baton.terminal import print_json
 
     print_json(value)
 
@@ -36,18 +43,36 @@ def _print(value: Any) -> None:
 @app.command()
 def lock(
     target: Annotated[
-        str, typer.Argument(help="Adapter id, policy path, or a package spec (npm:NAME@VERSION).")
+        str,
+        typer.Argument(
+            help="Adapter id, policy path, or a candidate: npm:NAME[@VERSION|RANGE], pypi:NAME[==VERSION]."
+        ),
     ],
     adapter_id: Annotated[str | None, typer.Option("--id", help="Adapter id for a drafted policy.")] = None,
     argument: Annotated[
         list[str] | None,
         typer.Option("--argument", help="Server argument for a drafted policy (repeatable)."),
     ] = None,
+    allow_without_install_scripts: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-without-install-scripts",
+            help="Accept that this package runs without the install script it declares (repeatable).",
+        ),
+    ] = None,
 ) -> None:
-    """Fetch the exact packages, check their integrity, write the bundle and the lock receipt."""
+    """Resolve the whole closure, fetch and check every package, write the bundle and the lock receipt."""
     from baton.gateway.artifacts import lock as lock_adapter
 
-    _print(_run(lock_adapter, target, adapter_id=adapter_id, arguments=list(argument or [])))
+    _print(
+        _run(
+            lock_adapter,
+            target,
+            adapter_id=adapter_id,
+            arguments=list(argument or []),
+            allow_without_install_scripts=list(allow_without_install_scripts or []),
+        )
+    )
 
 
 @app.command()
@@ -101,17 +126,21 @@ def demote(adapter: Annotated[str, typer.Argument(help="Adapter id or policy pat
 @app.command("list")
 def list_adapters(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Every adapter with its state (drafted, locked, verified, replayed, promoted, blocked)."""
-    from baton.cli import out
     from baton.gateway.stages import list_view
+    from baton.terminal import print_table
 
     rows = _run(list_view)
     if as_json:
         _print(rows)
         return
-    table = Table("adapter", "state", "contract", "reason")
+    cells = []
     for row in rows:
         reason = f"{row['error_class']}: {row['block_reason']}" if row["state"] == "blocked" else ""
-        table.add_row(
-            row["adapter_id"], row["state"], "pinned" if row["contract_pinned"] else "unpinned", reason
+        mounts = "; ".join(
+            f"{m.get('host')} -> {m.get('sandbox')} ({m.get('mode', 'ro')})"
+            for m in row.get("mounts") or []
+            if isinstance(m, dict)
         )
-    out.print(table)
+        pinned = "pinned" if row["contract_pinned"] else "unpinned"
+        cells.append((row["adapter_id"], row["state"], pinned, mounts, reason))
+    print_table(("adapter", "state", "contract", "mounts", "reason"), cells)

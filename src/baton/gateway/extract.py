@@ -15,12 +15,16 @@ import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from baton.errors import GatewayError
 from baton.gateway.policy import Artifact, Policy
 
-MAX_PACKAGE_UNPACKED_BYTES = 40 * 1024 * 1024
-MAX_PACKAGE_FILES = 4_096
+MAX_PACKAGE_UNPACKED_BYTES = 256 * 1024 * 1024  # @azure/mcp-linux-x64 unpacks to 137 MiB
+MAX_PACKAGE_FILES = 8_192
+#: Wheels of compiled libraries (numpy, lxml ...) unpack much larger than npm packages.
+MAX_WHEEL_UNPACKED_BYTES = 256 * 1024 * 1024
+MAX_WHEEL_FILES = 16_384
 
 
 @dataclass(frozen=True)
@@ -32,20 +36,20 @@ class Extracted:
     unpacked_bytes: int
 
 
-def _relative(name: str) -> PurePosixPath | None:
+def _relative(name: str, root: str = "package") -> PurePosixPath | None:
     pure = PurePosixPath(name)
     if pure.is_absolute() or ".." in pure.parts or not pure.parts or name.startswith("/"):
         raise GatewayError("artifact_archive_path_invalid", f"Archive member {name!r} escapes the package.")
-    if pure.parts[0] != "package":
-        raise GatewayError("artifact_archive_root_invalid", f"Archive member {name!r} lies outside package/.")
+    if pure.parts[0] != root:
+        raise GatewayError("artifact_archive_root_invalid", f"Archive member {name!r} lies outside {root}/.")
     return PurePosixPath(*pure.parts[1:]) if len(pure.parts) > 1 else None
 
 
-def _member_target(member: tarfile.TarInfo, destination: Path) -> Path | None:
+def _member_target(member: tarfile.TarInfo, destination: Path, root: str) -> Path | None:
     """Where a member goes, or None for the package root; refuses links and non-files."""
     if member.issym() or member.islnk():
         raise GatewayError("artifact_archive_path_invalid", f"Archive member {member.name!r} is a link.")
-    relative = _relative(member.name)
+    relative = _relative(member.name, root)
     if relative is None:
         return None
     if not (member.isdir() or member.isfile()):
@@ -59,8 +63,14 @@ def _extract_members(
     archive: tarfile.TarFile, name: str, destination: Path, max_files: int, max_bytes: int
 ) -> tuple[int, int]:
     files = size = 0
+    root: str | None = None
     for member in archive:
-        target = _member_target(member, destination)
+        if root is None:
+            # npm strips the first path component whatever its name: "package/" for most tarballs,
+            # the package's own name for @types; every member must share the first one's.
+            first = PurePosixPath(member.name).parts[:1]
+            root = first[0] if first and first[0] not in ("..", "/", ".") else "package"
+        target = _member_target(member, destination, root)
         if target is None:
             continue
         if member.isdir():
@@ -80,6 +90,8 @@ def _extract_members(
             )
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)
+        if member.mode & 0o111:
+            target.chmod(0o755)  # a shipped binary (esbuild, @azure/mcp-linux-x64) stays executable
     return files, size
 
 
@@ -131,25 +143,147 @@ def _checked_bytes(bundle: Path, artifact: Artifact) -> Path:
 
 
 def materialize(policy: Policy, bundle: Path, root: Path) -> Extracted:
-    """Re-check each package against the policy's sha512, extract it safely, and make the tree read-only.
+    """Re-check each package against the policy's sha512, lay it out safely, and make the tree read-only.
 
-    npm packages go to ``node_modules/<name>``, wheels to ``site-packages`` (on the sandbox's PYTHONPATH).
+    npm packages go where the bundle's lockfile puts them (nested where npm nests), or to
+    ``node_modules/<name>`` for a hand-written flat policy; wheels are installed with hashes required
+    into ``site-packages``, which baton's boot file puts on an isolated interpreter's path.
     """
-    root.joinpath("node_modules").mkdir(parents=True)
+    from baton.gateway.interpreter import check_interpreter_pin
+
+    check_interpreter_pin(policy)
+    root.joinpath("node_modules").mkdir(parents=True, exist_ok=True)
     files = size = 0
-    for artifact in policy.artifacts:
-        path = _checked_bytes(bundle, artifact)
-        if artifact.ecosystem == "npm":
-            destination = root / "node_modules" / artifact.name
-            destination.mkdir(parents=True)
+    npm = [a for a in policy.artifacts if a.ecosystem == "npm"]
+    if npm:
+        for artifact, destination in _npm_layout(policy, bundle, root, npm):
+            path = _checked_bytes(bundle, artifact)
+            destination.mkdir(parents=True, exist_ok=True)
             count, unpacked = extract_package(path, destination)
             _check_identity(destination, artifact.name, artifact.version)
-        else:
-            count, unpacked = extract_wheel(path, root / "site-packages", artifact)
+            files, size = files + count, size + unpacked
+    wheels = [a for a in policy.artifacts if a.ecosystem == "pypi"]
+    if wheels and policy.resolution.pypi_requirements_sha256:
+        count, unpacked = install_wheels(policy, bundle, root, wheels)
         files, size = files + count, size + unpacked
+    else:
+        for artifact in wheels:
+            path = _checked_bytes(bundle, artifact)
+            count, unpacked = extract_wheel(path, root / "site-packages", artifact)
+            files, size = files + count, size + unpacked
+    if wheels:
+        (root / "baton_boot.py").write_text(BOOT, encoding="utf-8")
     for item in [root, *root.rglob("*")]:
-        item.chmod(0o755 if item.is_dir() else 0o444)
+        if item.is_dir():
+            item.chmod(0o755)
+        else:
+            item.chmod(0o555 if item.stat().st_mode & 0o100 else 0o444)
     return Extracted(root=root, file_count=files, unpacked_bytes=size)
+
+
+#: The isolated interpreter's boot (``python3 -I -S baton_boot.py TARGET``): no host site-packages,
+#: dist-packages, user site or host ``.pth``; only the bundle's own site directory (and its ``.pth``).
+BOOT = """import site, sys
+site.addsitedir("/work/site-packages")
+target, sys.argv = sys.argv[1], [sys.argv[1], *sys.argv[2:]]
+if ":" in target:
+    import importlib
+    module, _, attribute = target.partition(":")
+    value = importlib.import_module(module)
+    for part in attribute.split("."):
+        value = getattr(value, part)
+    sys.exit(value())
+import runpy
+runpy.run_module(target, run_name="__main__", alter_sys=True)
+"""
+
+
+def _lockfile(policy: Policy, bundle: Path) -> dict[str, Any] | None:
+    expected = policy.resolution.npm_lockfile_sha256
+    if expected is None:
+        return None
+    try:
+        data = (bundle / "package-lock.json").read_bytes()
+    except OSError:
+        raise GatewayError(
+            "artifact_bundle_invalid", "package-lock.json is missing from the bundle."
+        ) from None
+    if hashlib.sha256(data).hexdigest() != expected:
+        raise GatewayError("artifact_tarball_checksum_mismatch", "package-lock.json differs from its pin.")
+    value: dict[str, Any] = json.loads(data)
+    return value
+
+
+def _npm_layout(policy: Policy, bundle: Path, root: Path, npm: list[Artifact]) -> list[tuple[Artifact, Path]]:
+    """(artifact, directory) pairs, parents first: the lockfile's paths, or the flat layout."""
+    from baton.gateway.npm_resolve import LOCK_PATH
+
+    lockfile = _lockfile(policy, bundle)
+    if lockfile is None:
+        return [(a, root / "node_modules" / a.name) for a in npm]
+    by_key = {(a.name, a.version): a for a in npm}
+    skipped = set(policy.resolution.skipped_optional)
+    layout = []
+    for path, entry in sorted((lockfile.get("packages") or {}).items(), key=lambda kv: kv[0].count("/")):
+        if path == "" or path in skipped or not isinstance(entry, dict) or entry.get("inBundle"):
+            continue
+        if not LOCK_PATH.fullmatch(path) or ".." in path.split("/"):
+            raise GatewayError("artifact_archive_path_invalid", f"The lockfile names an odd path {path!r}.")
+        name = str(entry.get("name") or path.rsplit("node_modules/", 1)[-1])
+        artifact = by_key.get((name, str(entry.get("version"))))
+        if artifact is None:
+            raise GatewayError(
+                "artifact_bundle_package_set_mismatch",
+                f"The lockfile installs {name}@{entry.get('version')} at {path}, which the policy does not pin.",
+            )
+        layout.append((artifact, root / path))
+    return layout
+
+
+def install_wheels(policy: Policy, bundle: Path, root: Path, wheels: list[Artifact]) -> tuple[int, int]:
+    """``uv pip install --require-hashes --no-deps --offline`` of the checked wheels into ``site-packages``."""
+    import subprocess
+    import tempfile
+
+    from baton.gateway.closure import uv_binary, uv_env
+
+    for artifact in wheels:
+        path = _checked_bytes(bundle, artifact)
+        try:
+            with zipfile.ZipFile(path) as archive:
+                _wheel_members(archive, path.name, MAX_WHEEL_FILES, MAX_WHEEL_UNPACKED_BYTES)
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise GatewayError(
+                "artifact_tarball_invalid", f"{path.name} is not a readable wheel: {exc}."
+            ) from None
+    python = policy.interpreter.path if policy.interpreter else "python3"
+    with tempfile.TemporaryDirectory(prefix="baton-wheels-") as scratch:
+        requirements = Path(scratch) / "requirements.txt"
+        requirements.write_text(
+            "".join(f"{a.name}=={a.version} --hash=sha256:{a.sha256}\n" for a in wheels), encoding="utf-8"
+        )
+        argv = [
+            uv_binary(), "pip", "install", "--require-hashes", "--no-deps", "--offline", "--no-index",
+            "--find-links", str(bundle / "tarballs"), "--target", str(root / "site-packages"),
+            "--python", python, "--no-config", "--quiet", "--color", "never", "--no-compile",
+            "-r", str(requirements),
+        ]  # fmt: skip
+        try:
+            done = subprocess.run(
+                argv, capture_output=True, env=uv_env(scratch), cwd=scratch, timeout=300, check=False
+            )
+        except subprocess.TimeoutExpired:
+            raise GatewayError("artifact_install_failed", "uv did not install the wheels in time.") from None
+    if done.returncode != 0:
+        tail = done.stderr.decode("utf-8", "replace").strip()[-400:]
+        raise GatewayError("artifact_install_failed", f"The pinned wheels do not install: {tail}")
+    site = root / "site-packages"
+    installed = [p for p in site.rglob("*") if p.is_file() or p.is_symlink()]
+    if any(p.is_symlink() for p in installed):
+        raise GatewayError("artifact_archive_member_type_invalid", "A wheel installed a symlink.")
+    if len(installed) > MAX_WHEEL_FILES * len(wheels):
+        raise GatewayError("artifact_archive_limits_exceeded", "The wheels install too many files.")
+    return len(installed), sum(p.stat().st_size for p in installed)
 
 
 def _normalized(name: str) -> str:

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import anyio
 from anyio.abc import ByteStream, TaskGroup
 
+from baton.gateway import scratch
 from baton.gateway.sandbox import SandboxSpec
 
 log = logging.getLogger("baton.gateway.egress")
@@ -54,7 +54,7 @@ class EgressProxy:
         self.origins = list(origins)
         self.allowed = {normalize(origin) for origin in origins}
         self.adapter_id = adapter_id
-        self.directory = Path(tempfile.mkdtemp(prefix="baton-egress-"))
+        self.directory = scratch.make("egress")
         self.path = self.directory / "egress.sock"
         self.refused: list[str] = []
         self._scope = anyio.CancelScope()

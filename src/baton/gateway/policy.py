@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import tomllib
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -36,12 +36,62 @@ REQUIRED_ISOLATION: dict[str, Any] = {
 }
 
 
-def _drop_all() -> list[Literal["ALL"]]:
-    return ["ALL"]
+#: Host trees a mount may not be, contain or lie in (the system, the kernel's views, root's home).
+SYSTEM_TREES = (
+    "/proc", "/sys", "/dev", "/etc", "/boot", "/root", "/usr", "/bin", "/sbin",
+    "/lib", "/lib32", "/lib64", "/libx32", "/var", "/run", "/snap", "/lost+found",
+)  # fmt: skip
+#: Sandbox paths the sandbox itself uses; a mount may not be, contain or lie under one.
+SANDBOX_RESERVED = (
+    "/work", "/tmp", "/proc", "/dev", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc",  # noqa: S108
+    "/run/baton-egress", "/opt/baton",
+)  # fmt: skip
+#: tmpfs options the sandbox can enforce (mount(8) applies them; nosuid and nodev are always added).
+TMPFS_OPTIONS = re.compile(r"^(?:rw|noexec|exec|nosuid|nodev|size=[1-9][0-9]*[kmg]?|mode=[0-7]{3,4})$")
+
+
+def _overlaps(path: PurePosixPath, trees: tuple[str, ...]) -> str | None:
+    """The first tree that ``path`` is, lies in, or contains."""
+    for tree in map(PurePosixPath, trees):
+        if path == tree or tree in path.parents or path in tree.parents:
+            return str(tree)
+    return None
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Mount(_Strict):
+    """A host directory (or file) given to the server at ``sandbox``, read-only or read-write."""
+
+    host: str = Field(min_length=2, max_length=4096)
+    sandbox: str = Field(min_length=2, max_length=4096)
+    mode: Literal["ro", "rw"] = "ro"
+
+    @field_validator("host", "sandbox")
+    @classmethod
+    def _absolute_and_normal(cls, value: str) -> str:
+        pure = PurePosixPath(value)
+        if not pure.is_absolute() or str(pure) != value or ".." in pure.parts or pure == PurePosixPath("/"):
+            raise ValueError(f"{value!r} is not a normalized absolute path other than /")
+        if re.search(r"[\x00-\x1f\x7f:]", value):
+            raise ValueError(f"{value!r} holds a control character or ':'")
+        return value
+
+    @model_validator(mode="after")
+    def _not_system(self) -> Mount:
+        tree = _overlaps(PurePosixPath(self.host), SYSTEM_TREES)
+        if tree is not None:
+            raise ValueError(f"host path {self.host} overlaps the system tree {tree}")
+        reserved = _overlaps(PurePosixPath(self.sandbox), SANDBOX_RESERVED)
+        if reserved is not None:
+            raise ValueError(f"sandbox path {self.sandbox} shadows the sandbox's own {reserved}")
+        return self
+
+
+def _drop_all() -> list[Literal["ALL"]]:
+    return ["ALL"]
 
 
 class Identity(_Strict):
@@ -111,9 +161,14 @@ class RuntimeSpec(_Strict):
     user: Literal["65534:65534"] = "65534:65534"
     memory_limit: str = "2g"
     pids_limit: int = Field(default=256, gt=0, le=65536)
-    cpu_limit: str = Field(default="1", pattern=r"^[0-9]+(\.[0-9]+)?$")
+    #: A share of CPUs; enforced by a cpu cgroup (bubblewrap) or --cpus (docker), else the start is refused.
+    cpu_limit: str | None = Field(
+        default=None, pattern=r"^(?:0\.[0-9]*[1-9][0-9]*|[1-9][0-9]*(?:\.[0-9]+)?)$"
+    )
     cpu_seconds: int = Field(default=120, gt=0, le=86400)
     tmpfs: str = "/tmp:rw,noexec,nosuid,size=64m"  # noqa: S108 -- the sandbox's own tmpfs, not a host path
+    #: Host directories given to the server (validated again against the host at every start).
+    mounts: list[Mount] = Field(default_factory=list, max_length=16)
     startup_timeout_seconds: int = Field(default=30, gt=0, le=600)
     shutdown_timeout_seconds: int = Field(default=5, gt=0, le=120)
     image: str | None = Field(
@@ -126,6 +181,27 @@ class RuntimeSpec(_Strict):
     def _size(cls, value: str) -> str:
         if not SIZE_PATTERN.fullmatch(value):
             raise ValueError("memory_limit takes a size such as 512m or 2g")
+        return value
+
+    @field_validator("tmpfs")
+    @classmethod
+    def _tmpfs(cls, value: str) -> str:
+        path, sep, options = value.partition(":")
+        if path != "/tmp" or not sep:  # noqa: S108 -- the sandbox's path
+            raise ValueError("tmpfs is '/tmp:OPTIONS'")
+        for option in options.split(","):
+            if not TMPFS_OPTIONS.fullmatch(option):
+                raise ValueError(f"tmpfs option {option!r} cannot be enforced by the sandbox")
+        return value
+
+    @field_validator("mounts")
+    @classmethod
+    def _distinct_mounts(cls, value: list[Mount]) -> list[Mount]:
+        targets = [PurePosixPath(m.sandbox) for m in value]
+        for index, target in enumerate(targets):
+            for other in targets[index + 1 :]:
+                if target == other or target in other.parents or other in target.parents:
+                    raise ValueError(f"mounts at {target} and {other} overlap")
         return value
 
     @field_validator("allowed_origins")
@@ -172,7 +248,7 @@ class Contract(_Strict):
 
     protocol_version: str = Field(min_length=1)
     server_name: str = Field(min_length=1)
-    server_version: str = Field(min_length=1)
+    server_version: str = Field(max_length=256)  # some servers report an empty version; pinned as is
     tool_count: int = Field(ge=0)
     tool_name_set_sha256: str = Field(pattern=SHA256_PATTERN)
     tool_schema_manifest_sha256: str = Field(pattern=SHA256_PATTERN)
@@ -189,8 +265,10 @@ class Tools(_Strict):
     record_arguments: bool = False
     #: How long an approval waits for a human (default: HITL_TIMEOUT_SECONDS).
     approval_timeout_seconds: int | None = Field(default=None, ge=1, le=30 * 86_400)
+    #: Destructive tools the owner explicitly allows without a human approval.
+    allow_destructive_without_approval: list[str] = Field(default_factory=list)
 
-    @field_validator("allowed", "denied", "approval_required")
+    @field_validator("allowed", "denied", "approval_required", "allow_destructive_without_approval")
     @classmethod
     def _names(cls, value: list[str]) -> list[str]:
         if len(set(value)) != len(value):
@@ -201,19 +279,51 @@ class Tools(_Strict):
         return value
 
 
+class Resolution(_Strict):
+    """How lock resolved the closure (its resolver's output, hashed) and what the operator accepted."""
+
+    #: Packages accepted to run without the install script they declare (it never runs).
+    allow_without_install_scripts: list[str] = Field(default_factory=list, max_length=256)
+    #: sha256 of the bundle's package-lock.json (npm) / requirements.txt with hashes (PyPI).
+    npm_lockfile_sha256: str | None = Field(default=None, pattern=SHA256_PATTERN)
+    pypi_requirements_sha256: str | None = Field(default=None, pattern=SHA256_PATTERN)
+    #: Optional packages of the lockfile that do not install on this platform (npm skips them too).
+    skipped_optional: list[str] = Field(default_factory=list, max_length=4096)
+
+    @field_validator("allow_without_install_scripts")
+    @classmethod
+    def _package_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not re.fullmatch(PACKAGE_NAME_PATTERN, name):
+                raise ValueError(f"package name {name!r} is malformed")
+        return value
+
+
+class Interpreter(_Strict):
+    """The host interpreter the sandbox runs the server with, as lock found it."""
+
+    kind: Literal["node", "python"]
+    command: str = Field(min_length=1, max_length=256)
+    path: str = Field(pattern=r"^/[^\x00]{0,4095}$")
+    version: str = Field(min_length=1, max_length=64)
+    sha256: str = Field(pattern=SHA256_PATTERN)
+
+
 class Policy(_Strict):
     """One adapter policy file."""
 
     adapter: Identity
-    artifacts: list[Artifact] = Field(min_length=1, max_length=256)
+    artifacts: list[Artifact] = Field(min_length=1, max_length=4096)
     runtime: RuntimeSpec
     client: ClientSpec = Field(default_factory=ClientSpec)
     contract: Contract | None = None
     tools: Tools = Field(default_factory=Tools)
+    resolution: Resolution = Field(default_factory=Resolution)
+    interpreter: Interpreter | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Policy:
-        keys = [(a.ecosystem, a.name) for a in self.artifacts]
+        keys = [(a.ecosystem, a.name, a.version) for a in self.artifacts]
         if len(set(keys)) != len(keys):
             raise ValueError("an artifact is listed twice")
         if any(a.ecosystem == "pypi" and (a.sha256 is None or a.filename is None) for a in self.artifacts):

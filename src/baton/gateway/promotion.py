@@ -70,6 +70,30 @@ def _check_replay(runtime: Runtime, policy: Policy, checksum: str, row: dict[str
     return receipt
 
 
+#: Client features a server may ask of baton at run time that baton does not forward to its own client.
+UNFORWARDABLE_CAPABILITIES = ("sampling", "elicitation", "tasks")
+
+
+def unforwardable(policy: Policy, receipt: dict[str, Any]) -> list[str]:
+    """What the allowed tools would need from the client that baton cannot give them at run time.
+
+    Declaring sampling or elicitation invites every tool to send those requests, which the runtime
+    would have to refuse; a tool whose ``execution.taskSupport`` is ``required`` cannot run without
+    MCP Tasks. Roots are forwarded (the runtime answers them with the pinned ``client.roots``).
+    """
+    if not policy.tools.allowed:
+        return []
+    needs = [
+        f"the client capability {name!r} (declared in [client])"
+        for name in UNFORWARDABLE_CAPABILITIES
+        if name in policy.client.capabilities
+    ]
+    for name, execution in sorted((receipt.get("tool_execution") or {}).items()):
+        if name in policy.tools.allowed and execution.get("taskSupport") == "required":
+            needs.append(f"MCP Tasks (tool {name} requires them)")
+    return needs
+
+
 def promote(runtime: Runtime, adapter: str) -> dict[str, Any]:
     """Make the adapter live; refuses with ``adapter_promotion_refused`` unless the replay matches."""
     path = policy_path(runtime.settings, adapter)
@@ -81,6 +105,16 @@ def promote(runtime: Runtime, adapter: str) -> dict[str, Any]:
     check_chain(runtime, policy)
     receipt = _check_replay(runtime, policy, checksum, row)
     assert policy.contract is not None
+    needs = unforwardable(policy, receipt)
+    if needs:
+        raise GatewayError(
+            "adapter_capability_unforwardable",
+            f"Adapter {policy.id} cannot be promoted: its allowed tools may need {'; '.join(needs)}, "
+            "which baton does not forward to its own client. Remove the capability (and re-pin) "
+            "or deny those tools.",
+            adapter_id=policy.id,
+            needs=needs,
+        )
     payload = {
         "policy_checksum": checksum,
         "replay_receipt_sha256": row["replay_receipt_sha256"],
@@ -90,6 +124,7 @@ def promote(runtime: Runtime, adapter: str) -> dict[str, Any]:
         "approval_required": list(policy.tools.approval_required),
         "network": policy.runtime.network,
         "allowed_origins": list(policy.runtime.allowed_origins),
+        "mounts": [mount.model_dump() for mount in policy.runtime.mounts],
     }
     stored = state.record(
         runtime,

@@ -22,7 +22,21 @@ from baton.receipts import canonical_json
 
 MAX_PROTOCOL_LINE_BYTES = 2 * 1024 * 1024
 MAX_INTERLEAVED_MESSAGES = 64
-CLIENT_NAME = "baton-gateway-replay"
+#: The one client identity baton shows external servers, in the replay and at run time alike.
+CLIENT_NAME = "baton-gateway"
+
+
+def initialize_params(client: ClientSpec) -> dict[str, Any]:
+    """initialize's params: the pinned protocol version, the declared capabilities, baton's clientInfo.
+
+    The replay and the runtime both send exactly this, so a server whose tool list depends on the
+    client sees the same client twice.
+    """
+    return {
+        "protocolVersion": client.protocol_version,
+        "capabilities": dict(client.capabilities),
+        "clientInfo": {"name": CLIENT_NAME, "version": __version__},
+    }
 
 
 @dataclass
@@ -34,6 +48,7 @@ class Session:
     shutdown_mode: str = "not_started"
     exit_code: int | None = None
     stderr_tail: str = ""
+    stderr: dict[str, Any] = field(default_factory=dict)
 
 
 class JsonRpcPipe:
@@ -131,16 +146,7 @@ class JsonRpcPipe:
 def exchange(pipe: JsonRpcPipe, timeout: float) -> tuple[dict[str, str], Any, dict[str, Any]]:
     """initialize (pinned version and capabilities), notifications/initialized, tools/list."""
     client = pipe.client
-    initialize = pipe.request(
-        1,
-        "initialize",
-        {
-            "protocolVersion": client.protocol_version,
-            "capabilities": client.capabilities,
-            "clientInfo": {"name": CLIENT_NAME, "version": __version__},
-        },
-        timeout,
-    )
+    initialize = pipe.request(1, "initialize", initialize_params(client), timeout)
     info = initialize.get("serverInfo")
     if not isinstance(info, dict):
         raise GatewayError("mcp_protocol_response_invalid", "initialize returned no serverInfo.")
@@ -153,6 +159,7 @@ def exchange(pipe: JsonRpcPipe, timeout: float) -> tuple[dict[str, str], Any, di
         raise GatewayError(
             "mcp_initialize_contract_mismatch",
             f"The server answered protocol {server['protocol_version']}, not the pinned {client.protocol_version}.",
+            answered=server["protocol_version"],
         )
     pipe.send({"jsonrpc": "2.0", "method": "notifications/initialized", "params": {}})
     listed = pipe.request(2, "tools/list", {}, timeout)

@@ -72,7 +72,10 @@ class GatewayProxy(DynamicTools):
         self.load()
 
     def load(self) -> None:
-        """(Re)read the live adapters from the store."""
+        """(Re)read the live adapters from the store (and sweep what dead baton processes left behind)."""
+        from baton.gateway import scratch
+
+        scratch.sweep()
         self.adapters = {
             live.policy.id: Adapter(self.runtime, live, self)
             for live in promotion.live_adapters(self.runtime)
@@ -147,9 +150,9 @@ class GatewayProxy(DynamicTools):
 
     def still_live(self, adapter: Adapter) -> bool:
         """Whether the store still has the adapter live under the policy this server loaded."""
-        from baton.gateway.state import get_adapter
+        from baton.gateway.state import liveness
 
-        row = get_adapter(self.runtime, adapter.id)
+        row = liveness(self.runtime, adapter.id)
         return (
             row is not None
             and promotion.is_live(row)
@@ -275,6 +278,8 @@ class GatewayProxy(DynamicTools):
                 "block_reason": adapter.block.message if adapter.block else None,
                 "upstream_running": adapter.upstream.running(),
                 "upstream_starts": adapter.upstream.starts,
+                "upstream_restarts": adapter.upstream.restarts,
+                **adapter.upstream.stderr,
                 "tools": sorted(f"{adapter.id}{SEPARATOR}{name}" for name in adapter.definitions),
                 "approval_required": sorted(adapter.policy.tools.approval_required),
                 "network": adapter.policy.runtime.network,

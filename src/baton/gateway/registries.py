@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,9 @@ from baton.errors import GatewayError
 MAX_METADATA_BYTES = 64 * 1024 * 1024
 MAX_TARBALL_BYTES = 256 * 1024 * 1024
 NPM_ABBREVIATED = "application/vnd.npm.install-v1+json"
+EXACT_SEMVER = re.compile(
+    r"^(?:0|[1-9][0-9]*)\.(?:0|[1-9][0-9]*)\.(?:0|[1-9][0-9]*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$"
+)
 
 
 @dataclass(frozen=True)
@@ -51,9 +55,17 @@ class Fetched:
 
 def pinned_version(spec: str) -> str | None:
     """``spec`` itself when it is an exact semver version, else None."""
+    return spec if EXACT_SEMVER.fullmatch(spec) else None
+
+
+def max_satisfying(versions: list[str], spec: str) -> str | None:
+    """The newest valid version satisfying ``spec``; non-semver entries never crash it."""
     import nodesemver
 
-    return spec if nodesemver.valid(spec, loose=False) else None
+    try:
+        return nodesemver.max_satisfying(versions, spec, loose=False)  # type: ignore[no-any-return]
+    except (ValueError, TypeError):
+        raise GatewayError("adapter_candidate_invalid", f"{spec!r} is not a version range.") from None
 
 
 def tarball_filename(name: str, version: str) -> str:
@@ -81,6 +93,7 @@ class Registries:
         self.pypi_url = pypi_url.rstrip("/")
         self.cache_dir = cache_dir
         self.client = httpx.Client(timeout=timeout, follow_redirects=True)
+        self._packuments: dict[str, dict[str, Any]] = {}
 
     def close(self) -> None:
         """Close the HTTP client."""
@@ -110,27 +123,52 @@ class Registries:
 
         try:
             value = json.loads(self._get(url, accept=accept))
-        except ValueError:
-            raise GatewayError("artifact_fetch_failed", f"{url} did not return JSON.") from None
+        except (ValueError, RecursionError):
+            raise GatewayError("artifact_metadata_invalid", f"{url} did not return JSON.") from None
         if not isinstance(value, dict):
-            raise GatewayError("artifact_fetch_failed", f"{url} did not return a JSON object.")
+            raise GatewayError("artifact_metadata_invalid", f"{url} did not return a JSON object.")
         return value
+
+    def json_document(self, url: str, accept: str = "application/json") -> dict[str, Any]:
+        """A JSON object from the registry (metadata errors are ``artifact_metadata_invalid``)."""
+        return self._json(url, accept=accept)
+
+    def packument(self, name: str) -> dict[str, Any]:
+        """The abbreviated packument of ``name`` (fetched once per client)."""
+        if name not in self._packuments:
+            self._packuments[name] = self._json(
+                f"{self.npm_url}/{quote(name, safe='@')}", accept=NPM_ABBREVIATED
+            )
+        return self._packuments[name]
+
+    def download(self, url: str, filename: str, check: str, digest: str) -> bytes:
+        """A tarball or wheel from the verified cache, or fetched (the caller checks the bytes)."""
+        content = self._cached(filename, check, digest)
+        if content is None:
+            content = self._get(url, accept="*/*", limit=MAX_TARBALL_BYTES)
+        return content
+
+    def remember(self, filename: str, content: bytes) -> None:
+        """Keep checked bytes in the download cache."""
+        self._store(filename, content)
 
     def npm_manifest(self, name: str, spec: str) -> dict[str, Any]:
         """The version manifest of ``name`` matching an exact version or a semver range."""
-        import nodesemver
-
-        if nodesemver.valid(spec, loose=False):
+        if pinned_version(spec):
             return self._json(f"{self.npm_url}/{quote(name, safe='@')}/{spec}")
-        packument = self._json(f"{self.npm_url}/{quote(name, safe='@')}", accept=NPM_ABBREVIATED)
-        versions = list((packument.get("versions") or {}).keys())
-        tags = packument.get("dist-tags") or {}
-        chosen = tags.get(spec) or nodesemver.max_satisfying(versions, spec or "*", loose=False)
-        if not chosen or chosen not in packument["versions"]:
+        packument = self.packument(name)
+        documents = packument.get("versions")
+        if not isinstance(documents, dict):
+            raise GatewayError("artifact_metadata_invalid", f"The registry lists no versions of {name}.")
+        tags = packument.get("dist-tags")
+        chosen = tags.get(spec) if isinstance(tags, dict) else None
+        if chosen is None:
+            chosen = max_satisfying([v for v in documents if pinned_version(str(v))], spec or "*")
+        if not chosen or not isinstance(documents.get(chosen), dict):
             raise GatewayError(
                 "artifact_dependency_unresolvable", f"No version of {name} satisfies {spec!r}.", package=name
             )
-        manifest: dict[str, Any] = packument["versions"][chosen]
+        manifest: dict[str, Any] = documents[chosen]
         return manifest
 
     def _cached(self, filename: str, check: str, digest: str) -> bytes | None:
@@ -196,7 +234,12 @@ class Registries:
     def fetch_pypi(self, name: str, version: str, *, filename: str | None = None) -> Fetched:
         """Fetch one wheel and check it against the sha256 PyPI publishes for it."""
         release = self._json(f"{self.pypi_url}/pypi/{quote(name)}/{quote(version)}/json")
-        wheels = [u for u in release.get("urls") or [] if u.get("packagetype") == "bdist_wheel"]
+        urls = release.get("urls")
+        wheels = [
+            u
+            for u in (urls if isinstance(urls, list) else [])
+            if isinstance(u, dict) and u.get("packagetype") == "bdist_wheel"
+        ]
         if filename is not None:
             wheels = [u for u in wheels if u.get("filename") == filename]
         else:

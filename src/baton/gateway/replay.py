@@ -8,14 +8,14 @@ with the pins and writes a replay receipt, or a failure receipt with the error c
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from baton.errors import GatewayError
-from baton.gateway import state
+from baton.gateway import scratch, state
+from baton.gateway.checks import check_policy_rules
 from baton.gateway.contract import (
     DEFINITION_FIELDS,
     ToolContract,
@@ -25,14 +25,19 @@ from baton.gateway.contract import (
     tool_contract,
 )
 from baton.gateway.extract import Extracted, materialize
+from baton.gateway.interpreter import check_interpreter_pin
+from baton.gateway.mounts import host_mounts
 from baton.gateway.policy import Policy, Tools, load_policy, policy_path, write_policy
 from baton.gateway.protocol import JsonRpcPipe, Session, exchange, shut_down, stop
-from baton.gateway.sandbox import Sandbox, SandboxSpec, as_nobody, sandbox_for
+from baton.gateway.sandbox import HostMount, Sandbox, SandboxSpec, as_nobody, enforcement, sandbox_for
 from baton.gateway.stages import check_chain, fail_closed, identify, write_receipt_file
+from baton.gateway.stderr import StderrTail, drain_in_thread
 from baton.receipts import utc_now
 from baton.runtime import Runtime
 
 REPLAY_RECEIPT_SCHEMA_VERSION = "baton_gateway_replay_receipt_v1"
+#: MCP versions a draft's first replay accepts when the server negotiates down from the client's.
+KNOWN_PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 STDERR_TAIL_BYTES = 2048
 
 
@@ -47,9 +52,16 @@ class Observation:
     session: Session
     sandbox: str
     sandbox_removed: bool
+    #: name → ``execution`` (taskSupport) of the tools that declare one; promote reads it.
+    tool_execution: dict[str, Any]
 
 
-def sandbox_spec(policy: Policy, workdir: Path, extra_env: dict[str, str] | None = None) -> SandboxSpec:
+def sandbox_spec(
+    policy: Policy,
+    workdir: Path,
+    extra_env: dict[str, str] | None = None,
+    mounts: tuple[HostMount, ...] = (),
+) -> SandboxSpec:
     """The sandbox settings a policy asks for."""
     runtime = policy.runtime
     python = (
@@ -68,46 +80,53 @@ def sandbox_spec(policy: Policy, workdir: Path, extra_env: dict[str, str] | None
         shutdown_timeout_seconds=runtime.shutdown_timeout_seconds,
         image=runtime.image,
         platform=runtime.platform,
+        mounts=mounts,
     )
 
 
 def observe(policy: Policy, sandbox: Sandbox, spec: SandboxSpec, session: Session) -> Observation:
     """Start the server, run the exchange, shut it down; the session records how it ended."""
     timeout = policy.runtime.startup_timeout_seconds
-    with tempfile.TemporaryFile() as stderr:
-        process = sandbox.start(spec, stderr=stderr)
-        try:
-            pipe = JsonRpcPipe(process, policy.client, session)
-            server, tools, capabilities = exchange(pipe, timeout)
-            shut_down(process, session, policy.runtime.shutdown_timeout_seconds)
-        finally:
-            stop(process, session, policy.runtime.shutdown_timeout_seconds)
-            removed = sandbox.cleanup(process)
-            stderr.seek(max(0, stderr.seek(0, 2) - STDERR_TAIL_BYTES))
-            session.stderr_tail = stderr.read().decode("utf-8", errors="replace")
-            for stream in (process.stdin, process.stdout):
-                if stream is not None and not stream.closed:
-                    stream.close()
+    tail = StderrTail()
+    process = sandbox.start(spec, stderr=subprocess.PIPE)
+    assert process.stderr is not None
+    drainer = drain_in_thread(process.stderr, tail)
+    try:
+        pipe = JsonRpcPipe(process, policy.client, session)
+        server, tools, capabilities = exchange(pipe, timeout)
+        shut_down(process, session, policy.runtime.shutdown_timeout_seconds)
+    finally:
+        stop(process, session, policy.runtime.shutdown_timeout_seconds)
+        removed = sandbox.cleanup(process)
+        drainer.join(timeout=policy.runtime.shutdown_timeout_seconds)
+        session.stderr_tail = tail.tail(STDERR_TAIL_BYTES).decode("utf-8", errors="replace")
+        session.stderr = tail.summary()
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
     contract = tool_contract(tools)
     definitions = sorted(
         ({key: tool[key] for key in DEFINITION_FIELDS if key in tool} for tool in tools),
         key=lambda tool: str(tool["name"]),
     )
-    return Observation(server, capabilities, contract, definitions, session, sandbox.name, removed)
+    execution = {
+        str(tool["name"]): tool["execution"] for tool in tools if isinstance(tool.get("execution"), dict)
+    }
+    return Observation(server, capabilities, contract, definitions, session, sandbox.name, removed, execution)
 
 
-def run_in_sandbox(policy: Policy, bundle: Path, session: Session) -> tuple[Observation, Extracted]:
+def run_in_sandbox(
+    policy: Policy, bundle: Path, session: Session, mounts: tuple[HostMount, ...] = ()
+) -> tuple[Observation, Extracted]:
     """Materialize the bundle in a fresh world-readable directory and observe the server once."""
-    root = Path(tempfile.mkdtemp(prefix="baton-replay-"))
+    scratch.sweep()
+    root = scratch.make("replay")
     try:
         extracted = materialize(policy, bundle, root)
         sandbox = sandbox_for(policy.runtime.sandbox)
-        return observe(policy, sandbox, sandbox_spec(policy, root), session), extracted
+        return observe(policy, sandbox, sandbox_spec(policy, root, mounts=mounts), session), extracted
     finally:
-        for path in [root, *root.rglob("*")]:
-            if path.is_dir():
-                path.chmod(0o755)
-        shutil.rmtree(root, ignore_errors=True)
+        scratch.remove(root)
 
 
 def record_contract(path: Path, policy: Policy, observation: Observation) -> Policy:
@@ -145,6 +164,7 @@ def _stage_receipts(
             "non_root_user": policy.runtime.user,
             "host_uid": host_uid,
             "tool_call_allowed": False,
+            **({"enforced": enforcement(policy)} if observation.sandbox == "bubblewrap" else {}),
         },
         "check_mode": {
             "status": "passed",
@@ -200,6 +220,7 @@ def build_receipt(
             "adapter_denied_tool_count": len(policy.tools.denied),
             "process_exit_code": session.exit_code,
             "shutdown_mode": session.shutdown_mode,
+            **session.stderr,
         },
         "client": {
             "protocol_version": policy.client.protocol_version,
@@ -208,6 +229,7 @@ def build_receipt(
             "notifications": session.notifications,
         },
         "tool_definitions": observation.definitions,
+        "tool_execution": observation.tool_execution,
         "tool_call_performed": False,
         "browser_started": False,
         "production_write_performed": False,
@@ -226,7 +248,19 @@ def _apply(
     run_id: str,
 ) -> dict[str, Any]:
     """Observe once, pin a draft when asked, compare, and record the replay receipt."""
-    observation, extracted = run_in_sandbox(policy, state.adapter_dir(runtime, policy.id) / "bundle", session)
+    mounts = host_mounts(policy, runtime.settings.home)
+    bundle = state.adapter_dir(runtime, policy.id) / "bundle"
+    try:
+        observation, extracted = run_in_sandbox(policy, bundle, session, mounts)
+    except GatewayError as exc:
+        answered = exc.details.get("answered")
+        if not (record and policy.contract is None and answered in KNOWN_PROTOCOL_VERSIONS):
+            raise
+        # A draft's first replay: the server speaks an older MCP version; pin what it negotiated.
+        client = policy.client.model_copy(update={"protocol_version": answered})
+        policy = policy.model_copy(update={"client": client})
+        write_policy(path, policy)
+        observation, extracted = run_in_sandbox(policy, bundle, session, mounts)
     if record and policy.contract is None:
         policy = record_contract(path, policy, observation)
     policy, checksum = load_policy(path)
@@ -234,6 +268,7 @@ def _apply(
         raise GatewayError("adapter_contract_unpinned", f"Adapter {policy.id} pins no contract yet.")
     compare(policy.contract, observation.server, observation.tools)
     check_partition(policy.tools, observation.tools)
+    check_policy_rules(policy, observation.definitions)
     receipt = build_receipt(policy, checksum, run_id, evidence, observation, extracted)
     sha = write_receipt_file(runtime, policy.id, f"replay-{run_id}.json", receipt)
     summary = {
@@ -266,6 +301,7 @@ def replay(runtime: Runtime, adapter: str, *, apply: bool = False, record: bool 
     def stage(run_id: str) -> dict[str, Any]:
         policy, _ = load_policy(path)
         evidence = check_chain(runtime, policy)
+        check_interpreter_pin(policy)
         if policy.contract is None and not record:
             raise GatewayError("adapter_contract_unpinned", f"Adapter {policy.id} pins no contract yet.")
         if apply:
@@ -283,6 +319,7 @@ def replay(runtime: Runtime, adapter: str, *, apply: bool = False, record: bool 
             "process_exit_code": session.exit_code,
             "server_requests": session.server_requests,
             "stderr_tail": session.stderr_tail,
+            **session.stderr,
         }
 
     return fail_closed(runtime, adapter_id, path, "replay", stage, policy_checksum=checksum, extra=extra)

@@ -1,40 +1,83 @@
 """Sandboxes for an external MCP server: bubblewrap (default) and Docker behind one interface.
 
-bubblewrap pitfalls this module exists to get right:
+How a bubblewrap sandbox is built (each step exists to make a promise of the policy true):
 
-- bwrap is started as the unprivileged host user 65534 (when baton runs as root). A root-started
-  bwrap with ``--uid 65534`` maps the sandbox's 65534 back to host root, which can read root's files.
-- Always ``--unshare-user --uid 65534 --gid 65534 --cap-drop ALL --unshare-all`` (never
-  ``--share-net``), ``--new-session`` (no TIOCSTI into our terminal), ``--die-with-parent``.
-- ``--tmpfs /tmp`` comes before any bind that must stay visible under it; the root is remounted
-  read-only last.
-- Memory (RLIMIT_DATA), process (RLIMIT_NPROC) and CPU-time (RLIMIT_CPU) limits are rlimits that
-  ``prlimit`` sets before it execs bwrap (no ``preexec_fn``, which is unsafe in a threaded server).
+1. ``prlimit`` sets the rlimits (no ``preexec_fn``, which is unsafe in a threaded server), then execs
+2. ``unshare --user --map-root-user --mount`` as host uid 65534 (when baton runs as root; an
+   unprivileged caller stays itself): a private user and mount namespace that only prepares mounts,
+3. ``/bin/sh`` (:data:`LAUNCHER`) which, as that namespace's root, mounts the policy's tmpfs with its
+   exact options (``noexec`` included: bwrap's own ``--tmpfs`` cannot be noexec, a mount made here
+   is, and the flag is locked for the namespaces below), copies the extracted tree onto a second
+   tmpfs (so no host path shows in the sandbox's ``/proc/self/mountinfo``), joins the adapter's
+   pids cgroup when there is one, and execs
+4. ``bwrap --args 3``: its arguments come from a file, so the sandbox's ``/proc/1/cmdline`` holds no
+   host path either. bwrap unshares every namespace (no ``--share-net``), maps the server to uid/gid
+   65534, drops every capability, starts a new session, dies with its parent, loads the seccomp filter
+   (:mod:`baton.gateway.seccomp`) and executes the server in ``/work`` with a read-only root.
+
+Starting bwrap as host uid 65534 matters: a root-started bwrap with ``--uid 65534`` maps the
+sandbox's 65534 back to host root, which can read root's files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, TYPE_CHECKING, Any, Literal, Protocol
 
 from baton.errors import GatewayError
+from baton.gateway import cgroups, scratch, seccomp
+
+if TYPE_CHECKING:
+    from baton.gateway.policy import Policy
 
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
 SANDBOX_WORKDIR = "/work"
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 SIZE = re.compile(r"size=([0-9]+)([kmg]?)")
+#: (bwrap, euid) pairs for which a probe sandbox has started in this process.
+_VERIFIED: set[tuple[str, int]] = set()
+#: Runs in the preparing namespace: ``$1`` stage, ``$2`` tmpfs options, ``$3`` extracted tree,
+#: ``$4`` cgroup.procs (or empty: no cgroup), ``$5`` bwrap, then the server's argv (bwrap reads its
+#: options from fd 3).
+#: With a cgroup it first waits (at most 5 s) until baton has moved it in: its children are born inside.
+LAUNCHER = r"""set -eu
+stage=$1
+if [ -n "$4" ]; then
+  n=0
+  until grep -qx "$$" "$4"; do
+    n=$((n + 1)); [ "$n" -lt 500 ] || { echo "baton: not moved into the pids cgroup" >&2; exit 125; }
+    sleep 0.01
+  done
+fi
+mount -t tmpfs -o "$2" baton-tmp "$stage/tmp"
+mount -t tmpfs -o nosuid,nodev,mode=0755 baton-work "$stage/work"
+cp -R --preserve=mode "$3/." "$stage/work/"
+bwrap=$5
+shift 5
+exec "$bwrap" --args 3 -- "$@" 3<"$stage/bwrap.args" 4<"$stage/seccomp.bpf"
+"""
+
+
+@dataclass(frozen=True)
+class HostMount:
+    """A host path bound into the sandbox (``rw`` or ``ro``), validated by the policy."""
+
+    host: Path
+    sandbox: str
+    mode: Literal["ro", "rw"] = "ro"
 
 
 @dataclass(frozen=True)
 class SandboxSpec:
-    """What to run and with which limits; ``workdir`` is bound read-only at /work."""
+    """What to run and with which limits; ``workdir`` is copied read-only to /work."""
 
     workdir: Path
     argv: list[str]
@@ -43,7 +86,8 @@ class SandboxSpec:
     memory_limit: str = "2g"
     pids_limit: int = 256
     cpu_seconds: int = 120
-    cpu_limit: str = "1"
+    #: A share of CPUs (e.g. "0.5"): a cpu cgroup under bubblewrap, --cpus under docker; None: no cap.
+    cpu_limit: str | None = None
     tmpfs: str = "/tmp:rw,noexec,nosuid,size=64m"  # noqa: S108 -- the sandbox's own tmpfs
     shutdown_timeout_seconds: int = 5
     image: str | None = None
@@ -51,6 +95,7 @@ class SandboxSpec:
     extra_ro_binds: tuple[tuple[Path, str], ...] = ()
     #: Further tmpfs mounts (a browser's /dev/shm), after /dev.
     extra_tmpfs: tuple[str, ...] = ()
+    mounts: tuple[HostMount, ...] = ()
 
     def tmpfs_path_and_size(self) -> tuple[str, int | None]:
         """The tmpfs mount point and its size in bytes (when the spec states one)."""
@@ -59,6 +104,12 @@ class SandboxSpec:
         if not match:
             return path, None
         return path, int(match.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[match.group(2)]
+
+    def tmpfs_mount_options(self) -> str:
+        """``mount -o`` options for the tmpfs: the policy's, with nosuid and nodev always added."""
+        _, _, options = self.tmpfs.partition(":")
+        wanted = [o for o in options.split(",") if o and o not in ("rw", "nosuid", "nodev")]
+        return ",".join(["nosuid", "nodev", "mode=1777", *wanted])
 
 
 class Sandbox(Protocol):
@@ -69,19 +120,20 @@ class Sandbox(Protocol):
     def unavailable_reason(self) -> str | None:
         """None when the sandbox can run here, else why not."""
 
-    def start(self, spec: SandboxSpec, *, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
+    def start(self, spec: SandboxSpec, *, stderr: IO[bytes] | int) -> subprocess.Popen[bytes]:
         """Start ``spec.argv`` in the sandbox with stdin and stdout as pipes."""
 
     def cleanup(self, process: subprocess.Popen[bytes]) -> bool:
         """Remove what the sandbox left behind; True when nothing remains."""
 
 
-def rlimit_prefix(spec: SandboxSpec) -> list[str]:
-    """``prlimit`` in front of bwrap: the limits are set before exec without Python code in the child.
+def rlimit_prefix(spec: SandboxSpec, *, nproc: bool = True) -> list[str]:
+    """``prlimit`` in front of the sandbox: the limits are set before exec without Python code in the child.
 
     Memory is RLIMIT_DATA, not RLIMIT_AS: V8 reserves many GiB of PROT_NONE address space for
     WebAssembly, which RLIMIT_AS counts (Node then dies) and RLIMIT_DATA (private writable memory)
-    does not.
+    does not. RLIMIT_NPROC is left out (``nproc=False``) when a pids cgroup holds the limit: it counts
+    every process of host uid 65534, so it would make all sandboxes share one budget.
     """
     prlimit = shutil.which("prlimit")
     if prlimit is None:
@@ -91,7 +143,7 @@ def rlimit_prefix(spec: SandboxSpec) -> list[str]:
     return [
         prlimit,
         f"--data={spec.memory_bytes}",
-        f"--nproc={spec.pids_limit}",
+        *([f"--nproc={spec.pids_limit}"] if nproc else []),
         f"--cpu={spec.cpu_seconds}",
         "--core=0",
         "--",
@@ -103,6 +155,23 @@ def as_nobody() -> tuple[int | None, int | None, list[int] | None]:
     if os.geteuid() == 0:
         return SANDBOX_UID, SANDBOX_GID, []
     return None, None, None
+
+
+APPARMOR_USERNS = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+
+
+def userns_restriction(switch: Path = APPARMOR_USERNS) -> str | None:
+    """Ubuntu's AppArmor switch that keeps unprivileged users from creating user namespaces, when on."""
+    try:
+        value = switch.read_text().strip()
+    except OSError:
+        return None
+    if value == "1":
+        return (
+            "kernel.apparmor_restrict_unprivileged_userns=1: unprivileged users cannot create user "
+            "namespaces unless an AppArmor profile allows bwrap and unshare"
+        )
+    return None
 
 
 def _system_binds() -> list[str]:
@@ -120,6 +189,35 @@ def _system_binds() -> list[str]:
     return args
 
 
+@dataclass
+class Prepared:
+    """A bubblewrap start ready to exec: its argv and the staging directory to remove afterwards."""
+
+    argv: list[str]
+    stage: Path
+    cgroup: cgroups.SandboxCgroups | None = None
+
+    def started(self, pid: int) -> None:
+        """The launcher runs as ``pid``: move it into the cgroup (it waits for that before bwrap)."""
+        if self.cgroup is not None:
+            try:
+                self.cgroup.join(pid)
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                raise GatewayError(
+                    "sandbox_unavailable", f"The sandbox could not be put in its pids cgroup: {exc}."
+                ) from None
+
+    def cleanup(self) -> bool:
+        """Remove the staging directory and the cgroup; True when both are gone."""
+        removed = True
+        if self.cgroup is not None:
+            removed = self.cgroup.remove()
+        shutil.rmtree(self.stage, ignore_errors=True)
+        return removed and not self.stage.exists()
+
+
 class BubblewrapSandbox:
     """bubblewrap, started as host uid 65534, in new user/pid/net/ipc/uts/cgroup namespaces."""
 
@@ -127,34 +225,58 @@ class BubblewrapSandbox:
 
     def __init__(self, bwrap: str | None = None) -> None:
         self.bwrap = bwrap or shutil.which("bwrap")
+        self.prepared: dict[int, Prepared] = {}
 
     def unavailable_reason(self) -> str | None:
-        """None when bwrap is installed and can create a user namespace."""
+        """None when a real sandbox (launcher, noexec tmpfs, seccomp) starts here, else why not.
+
+        The probe runs ``true`` through exactly the start path of a server; a success is remembered for
+        this process (per bwrap and uid), a failure is probed again next time.
+        """
         if self.bwrap is None:
             return "bubblewrap (bwrap) is not installed"
-        user, group, groups = as_nobody()
-        probe = subprocess.run(
-            [self.bwrap, "--unshare-user", "--unshare-all", "--ro-bind", "/", "/", "true"],
-            capture_output=True,
-            timeout=10,
-            check=False,
-            user=user,
-            group=group,
-            extra_groups=groups,
-        )
+        if shutil.which("unshare") is None or shutil.which("prlimit") is None:
+            return "util-linux's unshare and prlimit are needed"
+        reason = seccomp.unavailable_reason()
+        if reason:
+            return f"no seccomp filter can be built, so no sandbox starts: {reason}"
+        key = (self.bwrap, os.geteuid())
+        if key in _VERIFIED:
+            return None
+        reason = self._probe()
+        if reason is None:
+            _VERIFIED.add(key)
+        return reason
+
+    def _probe(self) -> str | None:
+        workdir = scratch.make("replay")
+        workdir.chmod(0o755)
+        try:
+            prepared = self.prepare(SandboxSpec(workdir=workdir, argv=["true"]), cgroup=False)
+            user, group, groups = as_nobody()
+            try:
+                probe = subprocess.run(
+                    prepared.argv, capture_output=True, timeout=20, check=False, env={"PATH": SANDBOX_PATH},
+                    user=user, group=group, extra_groups=groups, stdin=subprocess.DEVNULL,
+                )  # fmt: skip
+            finally:
+                prepared.cleanup()
+        except (OSError, subprocess.TimeoutExpired, GatewayError) as exc:
+            return f"the sandbox could not be started: {exc}"
+        finally:
+            scratch.remove(workdir)
         if probe.returncode != 0:
-            return (
-                f"bwrap cannot create a sandbox here: {probe.stderr.decode(errors='replace').strip()[:200]}"
+            detail = probe.stderr.decode(errors="replace").strip()[:300]
+            restricted = userns_restriction()
+            return f"bwrap cannot create a sandbox here: {detail}" + (
+                f" ({restricted})" if restricted else ""
             )
         return None
 
-    def command(self, spec: SandboxSpec) -> list[str]:
-        """The full bwrap command line for ``spec``."""
-        if self.bwrap is None:
-            raise GatewayError("sandbox_unavailable", "bubblewrap (bwrap) is not installed.")
-        tmp_path, tmp_size = spec.tmpfs_path_and_size()
+    def bwrap_args(self, spec: SandboxSpec, stage: Path) -> list[str]:
+        """bwrap's options (read from fd 3): namespaces, mounts, seccomp on fd 4, environment."""
+        tmp_path, _ = spec.tmpfs_path_and_size()
         args = [
-            self.bwrap,
             "--unshare-user",
             "--uid", str(SANDBOX_UID),
             "--gid", str(SANDBOX_GID),
@@ -162,32 +284,93 @@ class BubblewrapSandbox:
             "--unshare-all",
             "--new-session",
             "--die-with-parent",
+            "--seccomp", "4",
             *_system_binds(),
             "--proc", "/proc",
             "--dev", "/dev",
-            *(["--size", str(tmp_size)] if tmp_size else []),
-            "--tmpfs", tmp_path,
-            "--ro-bind", str(spec.workdir), SANDBOX_WORKDIR,
+            "--bind", str(stage / "tmp"), tmp_path,
+            "--ro-bind", str(stage / "work"), SANDBOX_WORKDIR,
         ]  # fmt: skip
         for mount in spec.extra_tmpfs:
             args += ["--tmpfs", mount]
         for source, target in spec.extra_ro_binds:
             args += ["--ro-bind", str(source), target]
+        for host in spec.mounts:
+            args += ["--bind" if host.mode == "rw" else "--ro-bind", str(host.host), host.sandbox]
         args += ["--remount-ro", "/", "--chdir", SANDBOX_WORKDIR, "--clearenv"]
         env = {"HOME": tmp_path, "CI": "1", "PATH": SANDBOX_PATH, **spec.env}
         for name, value in sorted(env.items()):
             args += ["--setenv", name, value]
-        return [*args, "--", *spec.argv]
+        return args
 
-    def start(self, spec: SandboxSpec, *, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
+    def prepare(self, spec: SandboxSpec, *, cgroup: bool = True) -> Prepared:
+        """Write the staging directory (bwrap's arguments, the BPF program, mount points) and the argv.
+
+        The caller starts ``argv`` and then calls :meth:`Prepared.started` with its pid (``cgroup=False``:
+        no pids cgroup, RLIMIT_NPROC instead, for a caller that starts the process out of baton's hands).
+        """
+        if self.bwrap is None:
+            raise GatewayError("sandbox_unavailable", "bubblewrap (bwrap) is not installed.")
+        try:
+            program = seccomp.filter_bpf()
+        except seccomp.SeccompUnavailableError as exc:
+            raise GatewayError("sandbox_unavailable", f"No seccomp filter, so no sandbox: {exc}.") from None
+        stage = scratch.make("sandbox")
+        group: cgroups.SandboxCgroups | None = None
+        try:
+            for name in ("tmp", "work"):
+                (stage / name).mkdir()
+            args = self.bwrap_args(spec, stage)
+            (stage / "bwrap.args").write_bytes(b"".join(arg.encode() + b"\0" for arg in args))
+            (stage / "seccomp.bpf").write_bytes(program)
+            for item in stage.iterdir():
+                item.chmod(0o755 if item.is_dir() else 0o444)
+            stage.chmod(0o755)
+            group = self._cgroups(spec, stage, cgroup)
+            procs = str(group.procs) if group else ""
+            argv = [
+                *rlimit_prefix(spec, nproc=group is None),
+                "unshare", "--user", "--map-root-user", "--mount", "--propagation", "private", "--",
+                "/bin/sh", "-c", LAUNCHER, "baton-sandbox",
+                str(stage), spec.tmpfs_mount_options(), str(spec.workdir), procs, self.bwrap, *spec.argv,
+            ]  # fmt: skip
+        except BaseException:
+            Prepared([], stage, group).cleanup()
+            raise
+        return Prepared(argv, stage, group)
+
+    @staticmethod
+    def _cgroups(spec: SandboxSpec, stage: Path, wanted: bool) -> cgroups.SandboxCgroups | None:
+        """The sandbox's cgroups, or None (RLIMIT_NPROC); refuses a ``cpu_limit`` nothing here enforces."""
+        cpu = float(spec.cpu_limit) if spec.cpu_limit else None
+        group, reason = None, "the caller starts the process itself"
+        if wanted:
+            try:
+                group = cgroups.SandboxCgroups.create(
+                    f"baton-{stage.name}", spec.pids_limit, cpu, spec.memory_bytes
+                )
+                reason = "no pids cgroup can be made here"
+            except OSError as exc:
+                reason = str(exc)
+        if cpu is not None and group is None:
+            raise GatewayError(
+                "sandbox_limit_unenforceable",
+                f"The policy sets cpu_limit = {spec.cpu_limit!r}, which bubblewrap enforces only through a "
+                f"cpu cgroup, and none can be used here ({reason}). Remove cpu_limit (cpu_seconds still "
+                "bounds the CPU time) or run baton where it can make cgroups.",
+            )
+        return group
+
+    def start(self, spec: SandboxSpec, *, stderr: IO[bytes] | int) -> subprocess.Popen[bytes]:
         """Start the server as host uid 65534 with rlimits, stdin/stdout as pipes."""
         reason = self.unavailable_reason()
         if reason:
             raise GatewayError("sandbox_unavailable", f"The bubblewrap sandbox is unavailable: {reason}.")
+        prepared = self.prepare(spec)
         user, group, groups = as_nobody()
         try:
-            return subprocess.Popen(
-                [*rlimit_prefix(spec), *self.command(spec)],
+            process = subprocess.Popen(
+                prepared.argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
@@ -198,82 +381,75 @@ class BubblewrapSandbox:
                 extra_groups=groups,
             )
         except OSError as exc:
+            prepared.cleanup()
             raise GatewayError("mcp_process_start_failed", f"bwrap could not be started: {exc}.") from None
-
-    def cleanup(self, process: subprocess.Popen[bytes]) -> bool:
-        """--die-with-parent and the pid namespace take the whole tree down with bwrap."""
-        return process.poll() is not None
-
-
-class DockerSandbox:
-    """Docker with the reference controller's flags (used where a Docker engine exists)."""
-
-    name = "docker"
-
-    def __init__(self, docker: str | None = None) -> None:
-        self.docker = docker or shutil.which("docker")
-        self.container = f"baton-mcp-replay-{uuid.uuid4().hex[:20]}"
-
-    def unavailable_reason(self) -> str | None:
-        """None when the docker CLI reaches an engine."""
-        if self.docker is None:
-            return "the docker CLI is not installed"
-        probe = subprocess.run([self.docker, "info"], capture_output=True, timeout=20, check=False)
-        if probe.returncode != 0:
-            return "no Docker engine answers (docker info failed)"
-        return None
-
-    def command(self, spec: SandboxSpec) -> list[str]:
-        """``docker run`` with --network none, --read-only, no-new-privileges, cap-drop ALL, user 65534."""
-        if self.docker is None or spec.image is None:
-            raise GatewayError(
-                "sandbox_unavailable", "The docker sandbox needs the docker CLI and a pinned image."
-            )
-        args = [
-            self.docker, "run", "--rm", "--platform", spec.platform, "--name", self.container,
-            "--network", "none", "--read-only", "--security-opt", "no-new-privileges", "--cap-drop", "ALL",
-            "--pids-limit", str(spec.pids_limit), "--memory", spec.memory_limit, "--cpus", spec.cpu_limit,
-            "--user", f"{SANDBOX_UID}:{SANDBOX_GID}", "--env", "HOME=/tmp", "--env", "CI=1",
-            "--tmpfs", spec.tmpfs, "--stop-timeout", str(spec.shutdown_timeout_seconds), "-i",
-            "-v", f"{spec.workdir.resolve()}:{SANDBOX_WORKDIR}:ro", "-w", SANDBOX_WORKDIR,
-        ]  # fmt: skip
-        for name, value in sorted(spec.env.items()):
-            args += ["--env", f"{name}={value}"]
-        return [*args, spec.image, *spec.argv]
-
-    def start(self, spec: SandboxSpec, *, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
-        """Start the container attached to our pipes."""
-        reason = self.unavailable_reason()
-        if reason:
-            raise GatewayError("sandbox_unavailable", f"The docker sandbox is unavailable: {reason}.")
+        self.prepared[process.pid] = prepared
         try:
-            return subprocess.Popen(
-                self.command(spec),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                env={**os.environ, "DOCKER_CLI_HINTS": "false"},
-            )
-        except OSError as exc:
-            raise GatewayError("mcp_process_start_failed", f"docker could not be started: {exc}.") from None
+            prepared.started(process.pid)
+        except GatewayError:
+            process.wait()
+            self.cleanup(process)
+            for stream in (process.stdin, process.stdout, process.stderr):
+                if stream is not None:
+                    stream.close()
+            raise
+        return process
 
     def cleanup(self, process: subprocess.Popen[bytes]) -> bool:
-        """``docker rm -f`` the container, then confirm it is gone."""
-        assert self.docker is not None
-        subprocess.run(
-            [self.docker, "rm", "-f", self.container], capture_output=True, timeout=30, check=False
-        )
-        inspect = subprocess.run(
-            [self.docker, "container", "inspect", self.container],
-            capture_output=True,
-            timeout=30,
-            check=False,
-        )
-        return inspect.returncode != 0
+        """--die-with-parent and the pid namespace take the whole tree down; the stage goes too."""
+        prepared = self.prepared.pop(process.pid, None)
+        removed = prepared.cleanup() if prepared is not None else True
+        return process.poll() is not None and removed
+
+
+def enforcement(policy: Policy) -> dict[str, Any]:
+    """What the bubblewrap sandbox enforced for ``policy`` on this host (the replay receipt records it)."""
+    runtime = policy.runtime
+    return {
+        "seccomp_denied_syscalls": len(seccomp.DENIED),
+        "tmpfs": runtime.tmpfs,
+        "tmp_noexec": "noexec" in runtime.tmpfs.partition(":")[2].split(","),
+        "pids_limit": runtime.pids_limit,
+        "pids_limit_scope": "sandbox" if cgroups.pids_base() else "host_uid",
+        "memory_limit": runtime.memory_limit,
+        "memory_limit_scope": "process_and_sandbox" if cgroups.base_for("memory") else "process",
+        "cpu_seconds_per_process": runtime.cpu_seconds,
+        "cpu_limit": runtime.cpu_limit,
+        "mounts": [mount.model_dump() for mount in runtime.mounts],
+    }
+
+
+def sandbox_report() -> tuple[bool, str]:
+    """``baton doctor``'s sandbox line: can a sandbox start, with seccomp, and how far pids_limit reaches."""
+    sandbox = BubblewrapSandbox()
+    reason = sandbox.unavailable_reason()
+    restricted = userns_restriction()
+    if reason is not None:
+        return False, reason
+    user = "host uid 65534" if os.geteuid() == 0 else f"the calling user (uid {os.geteuid()})"
+    notes = [
+        f"bubblewrap at {sandbox.bwrap}, started as {user}",
+        f"seccomp filter of {len(seccomp.DENIED)} denied calls plus clone namespace flags",
+        "noexec /tmp enforced",
+        f"pids_limit {cgroups.scope()}",
+        "memory_limit "
+        + (
+            "per process and per sandbox (memory cgroup)"
+            if cgroups.base_for("memory")
+            else "per process only"
+        ),
+        "cpu_limit "
+        + ("enforced (cpu cgroup)" if cgroups.cpu_limit_enforceable() else "refused (no cpu cgroup)"),
+    ]
+    if restricted:
+        notes.append(f"note: {restricted}")
+    return True, "; ".join(notes)
 
 
 def sandbox_for(name: str) -> Sandbox:
     """The sandbox a policy names."""
     if name == "docker":
+        from baton.gateway.docker import DockerSandbox
+
         return DockerSandbox()
     return BubblewrapSandbox()

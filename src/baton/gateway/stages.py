@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,7 @@ from baton.receipts import canonical_json, sha256_hex, utc_now
 from baton.runtime import Runtime
 
 T = TypeVar("T")
+log = logging.getLogger("baton.gateway")
 FAILURE_RECEIPT_SCHEMA_VERSION = "baton_gateway_failure_receipt_v1"
 
 
@@ -68,12 +70,34 @@ def fail_closed(
     """Run a stage; on a GatewayError block the adapter, write a failure receipt, and re-raise."""
     run_id = str(uuid.uuid4())
     try:
-        return fn(run_id)
+        try:
+            return fn(run_id)
+        except GatewayError:
+            raise
+        except Exception as unexpected:  # a bug or an unforeseen input: still typed, receipted, no traceback
+            log.debug("gateway stage %s of %s failed unexpectedly", stage, adapter_id, exc_info=True)
+            raise GatewayError(
+                "internal_error", f"The {stage} stage failed unexpectedly ({type(unexpected).__name__})."
+            ) from None
     except GatewayError as exc:
         receipt = failure_receipt(
             adapter_id, stage, exc, run_id, policy_checksum, **(extra() if extra else {})
         )
         sha = write_receipt_file(runtime, adapter_id, f"{stage}-failure-{run_id}.json", receipt)
+        if live(runtime, adapter_id) and stage != "runtime":
+            # A failed re-lock (or re-verify, re-replay) leaves a live adapter serving its current lock.
+            runtime.receipts.append(
+                "gateway_failure",
+                {
+                    "adapter_id": adapter_id,
+                    "stage": stage,
+                    **receipt,
+                    "receipt_sha256": sha,
+                    "adapter_state_unchanged": True,
+                },
+            )
+            exc.details.setdefault("failure_receipt_sha256", sha)
+            raise
         state.record_failure(
             runtime,
             adapter_id,
@@ -84,6 +108,13 @@ def fail_closed(
         )
         exc.details.setdefault("failure_receipt_sha256", sha)
         raise
+
+
+def live(runtime: Runtime, adapter_id: str) -> bool:
+    from baton.gateway.promotion import is_live
+
+    row = state.get_adapter(runtime, adapter_id)
+    return row is not None and row["state"] == "promoted" and is_live(row)
 
 
 def identify(path: Path) -> tuple[str, str | None]:
@@ -195,8 +226,21 @@ def check(runtime: Runtime, adapter: str) -> dict[str, Any]:
     adapter_id, checksum = identify(path)
 
     def stage(run_id: str) -> dict[str, Any]:
+        from baton.gateway.checks import check_policy_rules
+        from baton.gateway.interpreter import check_interpreter_pin
+        from baton.gateway.verifier import VerificationError, recheck_bundle
+
         policy, checksum = load_policy(path)
         evidence = check_chain(runtime, policy)
+        bundle = state.adapter_dir(runtime, policy.id) / "bundle"
+        try:
+            recheck_bundle(
+                bundle, policy_file=path, expected_lock_sha256=evidence["row"]["lock_receipt_sha256"]
+            )
+        except VerificationError as exc:
+            raise GatewayError(str(exc), f"The bundle of {policy.id} no longer verifies: {exc}.") from None
+        check_policy_rules(policy, _replayed_definitions(runtime, policy.id, evidence["row"]))
+        check_interpreter_pin(policy)
         result = {
             "run_id": run_id,
             "adapter_id": policy.id,
@@ -213,6 +257,20 @@ def check(runtime: Runtime, adapter: str) -> dict[str, Any]:
     return fail_closed(runtime, adapter_id, path, "check", stage, policy_checksum=checksum)
 
 
+def _replayed_definitions(runtime: Runtime, adapter_id: str, row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool definitions of the adapter's last replay (its annotations feed the destructive rule)."""
+    sha = row.get("replay_receipt_sha256")
+    directory = state.adapter_dir(runtime, adapter_id) / "receipts"
+    if not sha or not directory.is_dir():
+        return []
+    for file in directory.glob("replay-*.json"):
+        data = file.read_bytes()
+        if sha256_hex(data) == sha:
+            definitions = json.loads(data).get("tool_definitions")
+            return definitions if isinstance(definitions, list) else []
+    return []
+
+
 def list_view(runtime: Runtime) -> list[dict[str, Any]]:
     """Every adapter baton knows (store rows plus policy files not yet locked) with its state."""
     rows = {row["id"]: row for row in state.list_adapters(runtime)}
@@ -222,10 +280,13 @@ def list_view(runtime: Runtime) -> list[dict[str, Any]]:
             rows[file.stem] = {"id": file.stem, "state": "drafted", "policy_path": str(file)}
     result = []
     for adapter_id, row in sorted(rows.items()):
-        pinned = None
+        pinned, mounts = None, None
         try:
             raw, _ = read_policy_document(Path(row["policy_path"]))
             pinned = "contract" in raw
+            mounts = (
+                (raw.get("runtime") or {}).get("mounts") if isinstance(raw.get("runtime"), dict) else None
+            )
         except GatewayError:
             pass
         result.append(
@@ -233,6 +294,7 @@ def list_view(runtime: Runtime) -> list[dict[str, Any]]:
                 "adapter_id": adapter_id,
                 "state": row["state"],
                 "contract_pinned": pinned,
+                "mounts": mounts or [],
                 "block_reason": row.get("block_reason"),
                 "error_class": row.get("error_class"),
                 "policy_path": row["policy_path"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 
 from baton.errors import BatonError
 from baton.receipts import Receipt, utc_now
@@ -25,6 +25,19 @@ def get_adapter(runtime: Runtime, adapter_id: str) -> dict[str, Any] | None:
     """The adapter's row, or None when baton has never seen it."""
     with runtime.store.read() as connection:
         row = connection.execute(select(gateway_adapters).where(gateway_adapters.c.id == adapter_id)).first()
+    return dict(row._mapping) if row else None
+
+
+#: What a proxied call checks on every call (built once: building a statement cost more than running it).
+_LIVENESS = select(
+    gateway_adapters.c.state, gateway_adapters.c.block_reason, gateway_adapters.c.policy_checksum
+).where(gateway_adapters.c.id == bindparam("adapter_id"))
+
+
+def liveness(runtime: Runtime, adapter_id: str) -> dict[str, Any] | None:
+    """The adapter's state, block reason and policy checksum, or None when baton has never seen it."""
+    with runtime.store.read() as connection:
+        row = connection.execute(_LIVENESS, {"adapter_id": adapter_id}).first()
     return dict(row._mapping) if row else None
 
 

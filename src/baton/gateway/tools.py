@@ -51,7 +51,9 @@ def register(registry: ToolRegistry) -> None:
 
     @registry.tool("mcp_list_adapters", NoArgs, read_only=True)
     async def list_adapters(args: NoArgs, ctx: CallContext) -> dict[str, Any]:
-        """List the governed external MCP servers: each adapter's pinned contract (server name and version,
-        tool count, hashes), its state (promoted adapters are live; blocked ones say why) and its tools."""
+        """List the governed external MCP servers.
+
+        Each adapter shows its pinned contract (server name and version, tool count, hashes), its state
+        (promoted adapters are live; blocked ones say why) and its tools."""
         rows = adapters_view(proxy)
         return {"adapters": rows, "count": len(rows)}

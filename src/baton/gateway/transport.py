@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -19,6 +19,7 @@ from anyio.abc import Process
 from mcp.shared.message import SessionMessage
 
 from baton.gateway.sandbox import SANDBOX_PATH, as_nobody
+from baton.gateway.stderr import StderrLog
 
 #: Larger than the replay's cap: a screenshot travels as one base64 line.
 MAX_LINE_BYTES = 32 * 1024 * 1024
@@ -45,24 +46,41 @@ def _parse(line: bytes) -> SessionMessage | Exception:
 
 
 @contextlib.asynccontextmanager
-async def sandboxed_stdio(argv: list[str], stderr: IO[bytes], kill_timeout: float) -> AsyncIterator[Pipe]:
-    """Start ``argv`` (the full prlimit … bwrap … command) as uid 65534 and yield its MCP streams."""
+async def sandboxed_stdio(
+    argv: list[str],
+    stderr: StderrLog,
+    kill_timeout: float,
+    started: Callable[[int], None] | None = None,
+) -> AsyncIterator[Pipe]:
+    """Start ``argv`` (the full prlimit … bwrap … command) as uid 65534 and yield its MCP streams.
+
+    stderr is drained into ``stderr`` (capped); it never blocks the server or grows without end.
+    """
     user, gid, groups = as_nobody()
     process = await anyio.open_process(
         argv,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=stderr,
+        stderr=subprocess.PIPE,
         env={"PATH": SANDBOX_PATH},
         user=user,
         group=gid,
         extra_groups=groups,
     )
+    if started is not None:
+        try:
+            started(process.pid)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await process.wait()
+                await process.aclose()
+            raise
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
     async with anyio.create_task_group() as group:
         group.start_soon(_read_lines, process, read_writer)
+        group.start_soon(_drain_stderr, process, stderr)
         group.start_soon(_write_lines, process, write_reader, read_writer)
         try:
             yield Pipe(read_stream, write_stream, process)
@@ -92,6 +110,14 @@ async def _read_lines(process: Process, sink: Any) -> None:
                 for line in lines:
                     if line.strip():
                         await sink.send(_parse(line))
+
+
+async def _drain_stderr(process: Process, log: StderrLog) -> None:
+    """Copy stderr into the capped log until EOF."""
+    assert process.stderr is not None
+    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        async for chunk in process.stderr:
+            log.write(chunk)
 
 
 async def _write_lines(process: Process, source: Any, read_sink: Any) -> None:

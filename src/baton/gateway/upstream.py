@@ -7,9 +7,8 @@ upstream is restarted on the next call after a backoff; drift blocks the adapter
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import shutil
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -19,13 +18,24 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from baton.errors import GatewayError
-from baton.gateway import state
+from baton.gateway import scratch, state
 from baton.gateway.contract import compare, tool_contract
+from baton.gateway.docker import DockerSandbox
 from baton.gateway.extract import materialize
+from baton.gateway.interpreter import check_interpreter_pin
+from baton.gateway.mounts import host_mounts
 from baton.gateway.network import EgressProxy, bridged_argv
 from baton.gateway.policy import Policy
+from baton.gateway.protocol import initialize_params
 from baton.gateway.replay import sandbox_spec
-from baton.gateway.sandbox import BubblewrapSandbox, DockerSandbox, SandboxSpec, rlimit_prefix, sandbox_for
+from baton.gateway.sandbox import (
+    BubblewrapSandbox,
+    HostMount,
+    Prepared,
+    SandboxSpec,
+    sandbox_for,
+)
+from baton.gateway.stderr import StderrLog
 from baton.gateway.transport import Pipe, sandboxed_stdio
 from baton.runtime import Runtime
 
@@ -48,7 +58,9 @@ class Upstream:
         self.pipe: Pipe | None = None
         self.blocked: GatewayError | None = None
         self.starts = 0
+        self.restarts = 0
         self.failures = 0
+        self.stderr: dict[str, Any] = {}
         self._next_start = 0.0
         self._lock = anyio.Lock()
         self._stop: anyio.Event | None = None
@@ -73,15 +85,24 @@ class Upstream:
                 await group.start(self._supervise, group)
             except GatewayError as exc:
                 self._backoff()
-                if exc.error_class.endswith("_mismatch"):
+                if exc.error_class.endswith("_mismatch") or exc.error_class == "adapter_runtime_drift":
                     self.blocked = exc
-                    self.blocker(exc, {"starts": self.starts})
+                    self.blocker(exc, {"starts": self.starts, **self.stderr})
                 raise
             return self.session
 
     def crashed(self) -> None:
         """A call saw the connection die: stop the session so the next call restarts it."""
         self._backoff()
+        if self._stop is not None:
+            self._stop.set()
+
+    def restart(self) -> None:
+        """A call timed out: kill the upstream now (it may be stuck), the next call starts a fresh one."""
+        self.restarts += 1
+        if self.pipe is not None and self.pipe.alive():
+            with contextlib.suppress(ProcessLookupError):
+                self.pipe.process.kill()
         if self._stop is not None:
             self._stop.set()
 
@@ -111,29 +132,54 @@ class Upstream:
         self._ended = ended = anyio.Event()
         self.starts += 1
         started = False
-        argv = await self._argv(group)
+        prepared: Prepared | None = None
         log_path = state.adapter_dir(self.runtime, self.policy.id) / "upstream-stderr.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        stderr = StderrLog(log_path)
         try:
-            with log_path.open("ab") as stderr:
-                async with (
-                    sandboxed_stdio(argv, stderr, self.policy.runtime.shutdown_timeout_seconds) as pipe,
-                    ClientSession(pipe.read, pipe.write) as session,
-                ):
-                    await self._check_contract(session)
-                    self.pipe, self.session = pipe, session
-                    task_status.started()
-                    started = True
-                    try:
-                        await self._watch(pipe, stop)
-                    finally:
-                        self.pipe = self.session = None
+            argv, prepared = await self._argv(group)
+            async with (
+                sandboxed_stdio(
+                    argv,
+                    stderr,
+                    self.policy.runtime.shutdown_timeout_seconds,
+                    prepared.started if prepared is not None else None,
+                ) as pipe,
+                ClientSession(pipe.read, pipe.write, **self._client_callbacks()) as session,
+            ):
+                await self._check_contract(session)
+                self.pipe, self.session = pipe, session
+                task_status.started()
+                started = True
+                try:
+                    await self._watch(pipe, stop)
+                finally:
+                    self.pipe = self.session = None
         except Exception as exc:  # after the start, nothing may escape into the server's task group
             error = _unwrap(exc)
             if not started:
                 raise error from None
             log.warning("upstream %s ended: %s", self.policy.id, error)
         finally:
+            stderr.close()
+            self.stderr = stderr.tail.summary()
+            if prepared is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(prepared.cleanup)
             ended.set()
+
+    def _client_callbacks(self) -> dict[str, Any]:
+        """Answer roots/list with the pinned roots when the policy declares roots (as the replay does)."""
+        if "roots" not in self.policy.client.capabilities:
+            return {}
+        import mcp_types as types
+
+        roots = types.ListRootsResult.model_validate({"roots": list(self.policy.client.roots)})
+
+        async def list_roots(context: Any) -> Any:
+            return roots
+
+        return {"list_roots_callback": list_roots}
 
     async def _watch(self, pipe: Pipe, stop: anyio.Event) -> None:
         async with anyio.create_task_group() as group:
@@ -148,10 +194,19 @@ class Upstream:
 
     async def _check_contract(self, session: Any) -> None:
         """initialize + tools/list compared with the pins through the replay's contract code."""
+        import mcp_types as types
+
         timeout = self.policy.runtime.startup_timeout_seconds
+        params = types.InitializeRequestParams.model_validate(
+            initialize_params(self.policy.client), by_name=False
+        )
         try:
             with anyio.fail_after(timeout):
-                initialized = await session.initialize()
+                initialized = await session.send_request(
+                    types.InitializeRequest(params=params), types.InitializeResult
+                )
+                session.adopt(initialized)
+                await session.send_notification(types.InitializedNotification())
                 listed = await _all_tools(session)
         except TimeoutError:
             raise GatewayError(
@@ -170,14 +225,20 @@ class Upstream:
         assert self.policy.contract is not None
         compare(self.policy.contract, server, tool_contract(listed))
 
-    async def _argv(self, group: TaskGroup) -> list[str]:
+    async def _argv(self, group: TaskGroup) -> tuple[list[str], Prepared | None]:
         """The sandbox command line; the bundle is extracted (and re-checked) once per serve process."""
+        check_interpreter_pin(self.policy)  # every start: the pinned node/python, or adapter_runtime_drift
+        mounts = host_mounts(self.policy, self.runtime.settings.home)
         if self._root is None:
-            root = Path(tempfile.mkdtemp(prefix="baton-upstream-"))
+            root = scratch.make("upstream")
             bundle = state.adapter_dir(self.runtime, self.policy.id) / "bundle"
-            await anyio.to_thread.run_sync(materialize, self.policy, bundle, root)
+            try:
+                await anyio.to_thread.run_sync(materialize, self.policy, bundle, root)
+            except BaseException:
+                scratch.remove(root)
+                raise
             self._root = root
-        spec = runtime_spec(self.policy, self._root, self.runtime.settings.browser_headless)
+        spec = runtime_spec(self.policy, self._root, self.runtime.settings.browser_headless, mounts)
         if self.policy.runtime.network == "allowlist":
             if self._egress is None:
                 self._egress = EgressProxy(self.policy.runtime.allowed_origins, self.policy.id)
@@ -188,9 +249,10 @@ class Upstream:
         if reason:
             raise GatewayError("sandbox_unavailable", f"The sandbox is unavailable: {reason}.")
         if isinstance(sandbox, BubblewrapSandbox):
-            return [*rlimit_prefix(spec), *sandbox.command(spec)]
+            prepared = await anyio.to_thread.run_sync(sandbox.prepare, spec)
+            return prepared.argv, prepared
         assert isinstance(sandbox, DockerSandbox)
-        return sandbox.command(spec)
+        return sandbox.command(spec), None
 
     async def close(self) -> None:
         """Stop the upstream and remove its extracted tree and egress socket."""
@@ -198,10 +260,7 @@ class Upstream:
         if self._egress is not None:
             await self._egress.close()
         if self._root is not None:
-            for path in [self._root, *self._root.rglob("*")]:
-                if path.is_dir():
-                    path.chmod(0o755)
-            shutil.rmtree(self._root, ignore_errors=True)
+            scratch.remove(self._root)
             self._root = None
 
     async def call(
@@ -217,9 +276,10 @@ class Upstream:
             with anyio.fail_after(timeout):
                 result = await session.call_tool(tool, arguments, progress_callback=progress)
         except TimeoutError:
+            self.restart()
             raise GatewayError(
                 "mcp_upstream_timeout",
-                f"{self.policy.id}__{tool} did not finish within {timeout} s.",
+                f"{self.policy.id}__{tool} did not finish within {timeout} s; the upstream is restarted.",
                 timeout_seconds=timeout,
             ) from None
         except MCPError as exc:
@@ -268,9 +328,11 @@ async def _all_tools(session: Any) -> list[dict[str, Any]]:
     return tools
 
 
-def runtime_spec(policy: Policy, root: Path, headless: bool) -> SandboxSpec:
+def runtime_spec(
+    policy: Policy, root: Path, headless: bool, mounts: tuple[HostMount, ...] = ()
+) -> SandboxSpec:
     """The replay's sandbox spec plus what a browser adapter needs (/dev/shm, ``--headless``)."""
-    spec = sandbox_spec(policy, root)
+    spec = sandbox_spec(policy, root, mounts=mounts)
     if not policy.runtime.browser:
         return spec
     argv = [*spec.argv, *(["--headless"] if headless and "--headless" not in spec.argv else [])]

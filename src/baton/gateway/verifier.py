@@ -119,7 +119,9 @@ def _check_sbom(sbom: dict[str, Any], rows: list[dict[str, Any]]) -> None:
         raise VerificationError("artifact_bundle_sbom_contract_invalid")
 
 
-def _check_policy(policy_file: Path, lock: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+def _check_policy(
+    policy_file: Path, lock: dict[str, Any], rows: list[dict[str, Any]], files: dict[str, str]
+) -> None:
     try:
         policy = tomllib.loads(policy_file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
@@ -134,6 +136,103 @@ def _check_policy(policy_file: Path, lock: dict[str, Any], rows: list[dict[str, 
     bundled = {(r["ecosystem"], r["name"], r["version"], r["tarball_sha512_hex"]) for r in rows}
     if pinned != bundled:
         raise VerificationError("artifact_bundle_package_set_mismatch")
+    found = policy.get("resolution")
+    resolution: dict[str, Any] = found if isinstance(found, dict) else {}
+    for field, name in (
+        ("npm_lockfile_sha256", "package-lock.json"),
+        ("pypi_requirements_sha256", "requirements.txt"),
+    ):
+        if resolution.get(field) != files.get(name):
+            raise VerificationError("artifact_receipt_chain_invalid")
+
+
+RESOLUTION_FILES = ("package-lock.json", "requirements.txt")
+
+
+def _sri_hex(integrity: str, algorithm: str) -> str | None:
+    import base64
+    import binascii
+
+    for token in str(integrity).split():
+        name, _, digest = token.partition("-")
+        if name == algorithm:
+            try:
+                return base64.b64decode(digest, validate=True).hex()
+            except (ValueError, binascii.Error):
+                raise VerificationError("artifact_bundle_invalid") from None
+    return None
+
+
+def _check_lockfile(bundle: Path, data: bytes, rows: list[dict[str, Any]], skipped: list[str]) -> None:
+    """Every package the npm lockfile installs is a bundled tarball whose bytes match its integrity."""
+    try:
+        packages = json.loads(data).get("packages")
+    except (ValueError, AttributeError):
+        raise VerificationError("artifact_bundle_invalid") from None
+    if not isinstance(packages, dict):
+        raise VerificationError("artifact_bundle_invalid")
+    by_key = {(r["name"], r["version"]): r for r in rows if r["ecosystem"] == "npm"}
+    used = set()
+    for path, entry in packages.items():
+        if path == "" or path in skipped or not isinstance(entry, dict) or entry.get("inBundle"):
+            continue
+        name = entry.get("name") or str(path).rsplit("node_modules/", 1)[-1]
+        row = by_key.get((name, entry.get("version")))
+        if row is None:
+            raise VerificationError("artifact_bundle_package_set_mismatch")
+        sha512 = _sri_hex(entry.get("integrity", ""), "sha512")
+        if sha512 is not None:
+            if sha512 != row["tarball_sha512_hex"]:
+                raise VerificationError("artifact_tarball_checksum_mismatch")
+        else:
+            sha1 = _sri_hex(entry.get("integrity", ""), "sha1")
+            content = (bundle / row["tarball_path"]).read_bytes()
+            if sha1 is None or hashlib.sha1(content, usedforsecurity=False).hexdigest() != sha1:
+                raise VerificationError("artifact_tarball_checksum_mismatch")
+        used.add((row["name"], row["version"]))
+    if used != set(by_key):
+        raise VerificationError("artifact_bundle_package_set_mismatch")
+
+
+def _check_requirements(data: bytes, rows: list[dict[str, Any]]) -> None:
+    """The requirements pin exactly the bundled wheels, each by its sha256."""
+    import re
+
+    pinned = set()
+    for line in data.decode("utf-8", "replace").splitlines():
+        match = re.fullmatch(r"([A-Za-z0-9._-]+)==(\S+) --hash=sha256:([0-9a-f]{64})", line.strip())
+        if not match:
+            raise VerificationError("artifact_bundle_invalid")
+        pinned.add(match.groups())
+    bundled = {(r["name"], r["version"], r["tarball_sha256_hex"]) for r in rows if r["ecosystem"] == "pypi"}
+    if pinned != bundled:
+        raise VerificationError("artifact_bundle_package_set_mismatch")
+
+
+def _check_resolution(
+    bundle: Path, manifest: dict[str, Any], lock: dict[str, Any], rows: list[dict[str, Any]]
+) -> dict[str, str]:
+    """The resolver's output files hash as recorded and agree with the bundled packages."""
+    resolution = manifest.get("resolution") or {}
+    files = resolution.get("files") if isinstance(resolution, dict) else None
+    files = files or {}
+    if not isinstance(files, dict) or files != (lock.get("resolution_files") or {}):
+        raise VerificationError("artifact_bundle_invalid")
+    for name, digest in files.items():
+        if name not in RESOLUTION_FILES:
+            raise VerificationError("artifact_bundle_invalid")
+        try:
+            data = (bundle / name).read_bytes()
+        except OSError:
+            raise VerificationError("artifact_bundle_invalid") from None
+        if _sha256(data) != digest:
+            raise VerificationError("artifact_tarball_checksum_mismatch")
+        if name == "package-lock.json":
+            skipped = resolution.get("skipped_optional") or []
+            _check_lockfile(bundle, data, rows, skipped if isinstance(skipped, list) else [])
+        else:
+            _check_requirements(data, rows)
+    return dict(files)
 
 
 def _verify(bundle: Path, policy_file: Path | None, expected_lock_sha256: str | None) -> dict[str, Any]:
@@ -164,8 +263,9 @@ def _verify(bundle: Path, policy_file: Path | None, expected_lock_sha256: str | 
         raise VerificationError("artifact_bundle_package_set_mismatch")
     checked = [_check_tarball(bundle, row) for row in rows]
     _check_sbom(sbom, rows)
+    files = _check_resolution(bundle, manifest, lock, rows)
     if policy_file is not None:
-        _check_policy(policy_file, lock, rows)
+        _check_policy(policy_file, lock, rows, files)
     return {
         "adapter_id": lock.get("adapter_id"),
         "lock_run_id": lock.get("run_id"),
@@ -174,7 +274,19 @@ def _verify(bundle: Path, policy_file: Path | None, expected_lock_sha256: str | 
         "cyclonedx_sbom_sha256": lock["cyclonedx_sbom_sha256"],
         "artifact_set_sha256": lock.get("artifact_set_sha256"),
         "packages": checked,
+        "resolution_files": files,
     }
+
+
+def recheck_bundle(
+    bundle: Path, *, policy_file: Path | None = None, expected_lock_sha256: str | None = None
+) -> None:
+    """Recompute every hash (as ``verify_bundle``) without writing a receipt; raises on the first failure.
+
+    ``baton gateway check`` uses it, so a tarball tampered with after verify fails check; the
+    ``VerificationError``'s message is the error class.
+    """
+    _verify(bundle, policy_file, expected_lock_sha256)
 
 
 def verify_bundle(

@@ -8,13 +8,28 @@ or expired, and an expired request reads as not approved.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Integer,
+    and_,
+    bindparam,
+    cast,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from baton.errors import ArgumentError, HitlError
@@ -42,7 +57,72 @@ log = logging.getLogger("baton.hitl")
 Tick = Callable[[float, float], Awaitable[None]]
 MIN_TICK_SECONDS = 0.1
 
-__all__ = ["Decision", "HitlBroker", "NewRequest", "Tick", "get_broker", "public_view"]
+__all__ = ["Decision", "HitlBroker", "NewRequest", "PendingPage", "Tick", "get_broker", "public_view"]
+
+
+@dataclass(frozen=True)
+class PendingPage:
+    """One page of pending requests, how many are pending in all, and the cursor of the next page."""
+
+    requests: list[dict[str, Any]]
+    total: int
+    next_cursor: str | None
+
+
+#: The pending list's order: urgent first, then the soonest to expire, ties by id.
+PENDING_ORDER = (hitl_requests.c.urgent.desc(), hitl_requests.c.expires_epoch, hitl_requests.c.id)
+
+
+def _pending_query() -> Any:
+    """Pending, unexpired requests in the pending order."""
+    return (
+        select(hitl_requests)
+        .where(hitl_requests.c.status == "pending", hitl_requests.c.expires_epoch > time.time())
+        .order_by(*PENDING_ORDER)
+    )
+
+
+def encode_cursor(row: Any) -> str:
+    """An opaque cursor naming the position of ``row`` in the pending order."""
+    raw = json.dumps([int(bool(row.urgent)), row.expires_epoch, row.id], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[int, float, str]:
+    """The position a cursor names; a cursor baton did not make is ``invalid_arguments``."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        urgent, expires, request_id = json.loads(raw)
+        if urgent not in (0, 1) or not isinstance(expires, int | float) or not isinstance(request_id, str):
+            raise ValueError(cursor)
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise ArgumentError("invalid_arguments", "The cursor is not one this server gave out.") from exc
+    return int(urgent), float(expires), request_id
+
+
+def _after_bound() -> ColumnElement[bool]:
+    """Rows after the cursor's position (bound as ``urgent``, ``expires``, ``after_id``) in the pending order."""
+    c = hitl_requests.c
+    later = or_(
+        c.expires_epoch > bindparam("expires"),
+        and_(c.expires_epoch == bindparam("expires"), c.id > bindparam("after_id")),
+    )
+    urgent = bindparam("urgent", type_=Integer)
+    return or_(
+        and_(urgent == 1, c.urgent.is_(False)),
+        and_(cast(c.urgent, Integer) == urgent, later),
+    )
+
+
+_PENDING = hitl_requests.c.status == "pending"
+_DUE = and_(_PENDING, hitl_requests.c.expires_epoch <= bindparam("now"))
+_ANY_DUE = select(hitl_requests.c.id).where(_DUE).limit(1)
+_ALL_DUE = select(hitl_requests.c.id).where(_DUE)
+_FIRST_PAGE = select(hitl_requests).where(_PENDING).order_by(*PENDING_ORDER).limit(bindparam("limit"))
+_PAGE_AFTER = (
+    select(hitl_requests).where(_PENDING, _after_bound()).order_by(*PENDING_ORDER).limit(bindparam("limit"))
+)
+_PENDING_COUNT = select(func.count()).where(_PENDING)
 
 
 class HitlBroker:
@@ -110,31 +190,48 @@ class HitlBroker:
         return view
 
     def list_pending(self) -> list[dict[str, Any]]:
-        """Pending requests, urgent first, then the ones expiring soonest."""
+        """Every pending request, urgent first, then the ones expiring soonest."""
         self.expire_due()
-        query = (
-            select(hitl_requests)
-            .where(hitl_requests.c.status == "pending", hitl_requests.c.expires_epoch > time.time())
-            .order_by(
-                hitl_requests.c.urgent.desc(), hitl_requests.c.expires_epoch, hitl_requests.c.created_at
-            )
-        )
         with self.runtime.store.read() as connection:
-            rows = connection.execute(query).all()
+            rows = connection.execute(_pending_query()).all()
         return [row_view(row) for row in rows]
+
+    def page_pending(self, limit: int, cursor: str | None = None) -> PendingPage:
+        """One page of pending requests in the same order, after ``cursor``; keyset-paginated on the
+        ``ix_hitl_requests_pending_order`` index, so a page costs the same with 100 or 100,000 pending.
+
+        Expired requests are swept first, so the page reads ``status='pending'`` alone (an expiry
+        condition would steer the planner off the ordering index); one that expired since is dropped.
+        The statements are built once: building them per call cost more than running them.
+        """
+        params: dict[str, Any] = {"now": time.time(), "limit": limit + 1}
+        if cursor is not None:
+            params["urgent"], params["expires"], params["after_id"] = decode_cursor(cursor)
+        page = _PAGE_AFTER if cursor is not None else _FIRST_PAGE
+        with self.runtime.store.read() as connection:
+            due = connection.execute(_ANY_DUE, {"now": params["now"]}).first() is not None
+            if not due:  # the common case: one connection for the whole page
+                rows = connection.execute(page, params).all()
+                total = int(connection.execute(_PENDING_COUNT).scalar_one())
+        if due:
+            self.expire_due()
+            with self.runtime.store.read() as connection:
+                rows = connection.execute(page, params).all()
+                total = int(connection.execute(_PENDING_COUNT).scalar_one())
+        more = len(rows) > limit
+        views = [row_view(row) for row in rows[:limit] if row.expires_epoch > params["now"]]
+        next_cursor = encode_cursor(rows[limit - 1]) if more else None
+        return PendingPage(views, total, next_cursor)
 
     def expire_due(self) -> int:
         """Mark every pending request past its expiry as expired (one receipt each); returns how many."""
         now = time.time()
-        due_query = select(hitl_requests.c.id).where(
-            hitl_requests.c.status == "pending", hitl_requests.c.expires_epoch <= now
-        )
         with self.runtime.store.read() as connection:
-            if connection.execute(due_query.limit(1)).first() is None:
+            if connection.execute(_ANY_DUE, {"now": now}).first() is None:
                 return 0
         expired = 0
         with self.runtime.store.write() as connection:
-            for request_id in connection.execute(due_query).scalars().all():
+            for request_id in connection.execute(_ALL_DUE, {"now": now}).scalars().all():
                 expired += self._expire_in(connection, request_id, now)
         return expired
 

@@ -6,20 +6,18 @@ second) and wakes the waiting tool call.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from baton.errors import BatonError
+from baton.terminal import err, out, print_table
+from baton.terminal import fail as _fail
+from baton.terminal import print_json as _print_json
 
 app = typer.Typer(help="Human-in-the-loop requests: list, decide, watch.", no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
 
 NotesOption = Annotated[str | None, typer.Option("--notes", help="Notes returned to the agent.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
@@ -32,38 +30,36 @@ def _broker() -> Any:
     return get_broker(Runtime.open())
 
 
-def _fail(exc: BatonError) -> None:
-    err.print(f"[red]{exc.error_class}[/red]: {exc.message}")
-    raise typer.Exit(1)
-
-
-def _print_json(value: Any) -> None:
-    out.print_json(json.dumps(value, ensure_ascii=False, default=str))
-
-
-def _table(rows: list[dict[str, Any]]) -> Table:
-    table = Table("request_id", "kind", "urgent", "message", "expires_at")
-    for row in rows:
-        table.add_row(
-            row["request_id"],
-            row["kind"],
-            "yes" if row["urgent"] else "",
-            escape(row["message"]),
-            row["expires_at"],
-        )
-    return table
+def _table(rows: list[dict[str, Any]]) -> None:
+    print_table(
+        ("request_id", "kind", "urgent", "message", "expires_at"),
+        [
+            (
+                row["request_id"],
+                row["kind"],
+                "yes" if row["urgent"] else "",
+                row["message"],
+                row["expires_at"],
+            )
+            for row in rows
+        ],
+    )
 
 
 @app.command("list")
 def list_requests(as_json: JsonOption = False) -> None:
     """List pending requests, urgent first, then the soonest to expire."""
     from baton.hitl.broker import public_view
+    from baton.redaction import redact_output
 
-    rows = [public_view(view) for view in _broker().list_pending()]
+    rows = redact_output([public_view(view) for view in _broker().list_pending()])
     if as_json:
         _print_json(rows)
         return
-    out.print(_table(rows) if rows else "No pending requests.")
+    if rows:
+        _table(rows)
+    else:
+        out.print("No pending requests.")
 
 
 def _decide(request_id: str, **decision: Any) -> None:
@@ -101,12 +97,14 @@ def watch(
     max_seconds: Annotated[float | None, typer.Option(help="Stop after this many seconds.")] = None,
 ) -> None:
     """Print requests as they arrive and leave the pending list, until Ctrl-C."""
+    from baton.redaction import redact_output
+
     broker = _broker()
     seen: dict[str, dict[str, Any]] = {}
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     try:
         while deadline is None or time.monotonic() < deadline:
-            current = {view["request_id"]: view for view in broker.list_pending()}
+            current = {view["request_id"]: redact_output(view) for view in broker.list_pending()}
             for request_id, view in current.items():
                 if request_id not in seen:
                     flag = "[bold red]URGENT[/bold red] " if view["urgent"] else ""

@@ -1,9 +1,19 @@
 """An optional extra channel: ask the MCP client's own user via elicitation (off by default).
 
-Enabled with ``BATON_HITL_ELICITATION=true`` and used only when the client declared form elicitation.
-It runs beside the other channels, never instead of them: a declined, cancelled, failed or malformed
-elicitation leaves the request pending, and only an accepted form with ``approved`` exactly ``true``
-approves.
+Enabled with ``BATON_HITL_ELICITATION=true`` and used only when the client declared elicitation. Two modes:
+
+* ``url`` — when the client declared URL-mode elicitation and ``BATON_PUBLIC_URL`` names the HTTP server a
+  person's browser can reach: the client is asked to open the request's signed single-use inbox link, and
+  the person decides in the browser (``decided_via="link"``).
+* ``form`` — otherwise, when the client declared form elicitation (an empty capability predates modes and
+  means form): the client shows a form; an accepted, well-formed answer is the decision
+  (``decided_via="elicitation"``).
+
+Two eras: on a 2025-11-25 connection the server sends ``elicitation/create`` on the call's own stream (this
+module); on a 2026-07-28 connection there is no back-channel and :mod:`baton.hitl.mrtr` returns an
+``InputRequiredResult`` instead. Either way elicitation runs beside the other channels, never instead of
+them: a declined, cancelled, failed or malformed elicitation leaves the request pending, and only an
+accepted form with ``approved`` exactly ``true`` approves.
 """
 
 from __future__ import annotations
@@ -12,9 +22,12 @@ import json
 import logging
 from typing import Any
 
+import mcp_types as types
+
 from baton.config import Settings
 from baton.errors import BatonError
-from baton.hitl.broker import Decision, HitlBroker
+from baton.hitl.broker import HitlBroker
+from baton.hitl.mrtr import decision_from_answer
 from baton.toolkit import CallContext
 
 log = logging.getLogger("baton.hitl")
@@ -23,15 +36,29 @@ log = logging.getLogger("baton.hitl")
 _REQUEST_SCOPED = "hitl-call"
 
 
-def elicitation_wanted(settings: Settings, ctx: CallContext) -> bool:
-    """Whether to open the elicitation channel for this call."""
-    if not settings.baton_hitl_elicitation or ctx.session is None:
-        return False
+def elicitation_mode(settings: Settings, ctx: CallContext) -> str | None:
+    """``url``, ``form`` or None (no elicitation) for this call."""
+    if not settings.baton_hitl_elicitation:
+        return None
     capability = getattr(ctx.client_capabilities, "elicitation", None)
     if capability is None:
+        return None
+    if capability.url is not None and settings.baton_public_url:
+        return "url"
+    if capability.form is not None or capability.url is None:
+        return "form"
+    return None
+
+
+def elicitation_wanted(settings: Settings, ctx: CallContext) -> bool:
+    """Whether to open the back-channel elicitation for this call (2025-11-25 era only)."""
+    from baton.hitl.mrtr import modern_era
+
+    if ctx.session is None or modern_era(ctx.protocol_version):
         return False
-    # an empty elicitation capability predates modes and means form
-    return capability.form is not None or capability.url is None
+    if settings.baton_http_stateless:  # the client's answer would reach another transport: no back-channel
+        return False
+    return elicitation_mode(settings, ctx) is not None
 
 
 def requested_schema(view: dict[str, Any]) -> dict[str, Any]:
@@ -52,33 +79,61 @@ def requested_schema(view: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": {"response": answer}, "required": ["response"]}
 
 
-async def elicit_decision(broker: HitlBroker, view: dict[str, Any], ctx: CallContext) -> None:
-    """Ask once; record an accepted, well-formed answer as a decision (the first decision still wins)."""
-    text = view["message"]
+def prompt_text(view: dict[str, Any]) -> str:
+    """The message shown to the client's user: the request id, the question and its context."""
+    text = f"[{view['request_id']}] {view['message']}"
     if view["context"]:
         text += "\n\nContext:\n" + json.dumps(view["context"], ensure_ascii=False, indent=2)
-    try:
-        answer = await ctx.session.elicit_form(
-            f"[{view['request_id']}] {text}", requested_schema(view), related_request_id=_REQUEST_SCOPED
+    return text
+
+
+def url_prompt_text(view: dict[str, Any]) -> str:
+    """The message shown beside a URL elicitation."""
+    return f"[{view['request_id']}] Open the baton inbox to decide: {view['message']}"
+
+
+def elicit_request(broker: HitlBroker, view: dict[str, Any], mode: str) -> types.ElicitRequest | None:
+    """The embedded elicitation of an ``InputRequiredResult`` (None when no URL can be signed)."""
+    if mode == "url":
+        link = broker.signed_link(view["request_id"], view["expires_epoch"])
+        if link is None:
+            return None
+        return types.ElicitRequest(
+            params=types.ElicitRequestURLParams(message=url_prompt_text(view), url=link)
         )
-    except Exception:  # a client that fails to elicit simply leaves the other channels
-        log.info("elicitation for %s failed", view["request_id"], exc_info=True)
+    return types.ElicitRequest(
+        params=types.ElicitRequestFormParams(
+            message=prompt_text(view), requested_schema=requested_schema(view)
+        )
+    )
+
+
+def record_answer(broker: HitlBroker, view: dict[str, Any], action: str, content: Any) -> None:
+    """Record an elicited form answer as a decision when it is one (the first decision still wins)."""
+    decision = decision_from_answer(view, action, content)
+    if decision is None:
         return
-    if answer.action != "accept" or not isinstance(answer.content, dict):
-        return
-    content = answer.content
-    notes = content.get("admin_notes")
-    if view["kind"] == "approval":
-        approved = content.get("approved")
-        if not isinstance(approved, bool):
-            return
-        decision = Decision(approved, None, notes if isinstance(notes, str) else None, via="elicitation")
-    else:
-        response = content.get("response")
-        if not isinstance(response, str):
-            return
-        decision = Decision(response=response, via="elicitation")
     try:
         broker.respond(view["request_id"], decision)
     except BatonError as exc:
         log.info("elicited decision for %s not recorded: %s", view["request_id"], exc.error_class)
+
+
+async def elicit_decision(broker: HitlBroker, view: dict[str, Any], ctx: CallContext) -> None:
+    """Ask once over the back-channel; a URL elicitation only points the person at the inbox."""
+    mode = elicitation_mode(broker.runtime.settings, ctx)
+    try:
+        if mode == "url":
+            link = broker.signed_link(view["request_id"], view["expires_epoch"])
+            if link is not None:
+                await ctx.session.elicit_url(
+                    url_prompt_text(view), link, view["request_id"], related_request_id=_REQUEST_SCOPED
+                )
+                return  # the decision arrives through the inbox link, which wakes the waiter
+        answer = await ctx.session.elicit_form(
+            prompt_text(view), requested_schema(view), related_request_id=_REQUEST_SCOPED
+        )
+    except Exception:  # a client that fails to elicit simply leaves the other channels
+        log.info("elicitation for %s failed", view["request_id"], exc_info=True)
+        return
+    record_answer(broker, view, answer.action, answer.content)

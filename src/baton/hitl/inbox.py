@@ -8,7 +8,6 @@ POSTs from another origin are refused; pages are ``no-store`` with a CSP that al
 
 from __future__ import annotations
 
-import hmac
 import json
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,8 @@ from starlette.routing import Route
 
 from baton.errors import BatonError, HitlError
 from baton.hitl.broker import Decision, HitlBroker, get_broker
-from baton.hitl.links import SESSION_TTL_SECONDS, LinkSigner
+from baton.hitl.links import SESSION_TTL_SECONDS, LinkSigner, same
+from baton.hitl.sessions import LoginThrottle, revoke_session, session_revoked
 from baton.runtime import Runtime
 
 COOKIE = "baton_inbox"
@@ -106,14 +106,18 @@ class Inbox:
 
     def binding(self, request: Request) -> str | None:
         """``bearer`` or ``session:<sid>`` when the request is authenticated with the token, else None."""
+        if request.scope.get("state", {}).get("baton_admin") is True:
+            return "bearer"  # the admin token or an OAuth token with baton:admin (server.ADMIN_SCOPE_KEY)
         token = self.token
         if not token:
             return None
         header = request.headers.get("authorization", "")
-        if hmac.compare_digest(header.encode(), f"Bearer {token}".encode()):
+        if same(f"Bearer {token}", header):
             return "bearer"
-        sid = self.signer.verify_session(request.cookies.get(COOKIE))
-        return f"session:{sid}" if sid else None
+        parts = self.signer.session_parts(request.cookies.get(COOKIE))
+        if parts is None or session_revoked(self.runtime, parts[0]):
+            return None
+        return f"session:{parts[0]}"
 
     def same_origin(self, request: Request) -> bool:
         """Whether a POST came from the inbox's own origin (browsers send Origin and Sec-Fetch-Site)."""
@@ -155,9 +159,16 @@ class Inbox:
         token = self.token
         if not self.same_origin(request):
             return self.refusal(HitlError("hitl_csrf_invalid", "Cross-origin login refused."))
+        throttle = LoginThrottle.for_runtime(self.runtime)
+        address = request.client.host if request.client else "unknown"
+        wait = throttle.retry_after(address)
+        if wait:
+            return self._rate_limited(wait)
         supplied = (await self.form(request)).get("token", "")
-        if not token or not hmac.compare_digest(supplied.encode(), token.encode()):
+        if not token or not same(token, supplied):
+            throttle.failed(address)
             return self.page("login.html", 401, enabled=bool(token), failed=True)
+        throttle.succeeded(address)
         response = RedirectResponse("/inbox", status_code=303, headers=HEADERS)
         response.set_cookie(
             COOKIE,
@@ -171,13 +182,16 @@ class Inbox:
         return response
 
     async def logout(self, request: Request) -> Response:
-        """Forget the session cookie."""
+        """End the session: revoked in the store (the cookie is dead everywhere), then forgotten."""
         binding = self.binding(request)
         if binding is not None:
             try:
                 self._check_csrf(binding, "logout", (await self.form(request)).get("csrf"), request)
             except HitlError as exc:
                 return self.refusal(exc)
+            parts = self.signer.session_parts(request.cookies.get(COOKIE))
+            if parts is not None:
+                revoke_session(self.runtime, *parts)
         response = RedirectResponse("/inbox/login", status_code=303, headers=HEADERS)
         response.delete_cookie(COOKIE, path="/inbox")
         return response
@@ -264,6 +278,18 @@ class Inbox:
 
     def _logout_csrf(self, binding: str) -> str:
         return self.signer.csrf(binding, "logout")
+
+    def _rate_limited(self, wait: int) -> Response:
+        page = self.page(
+            "notice.html",
+            429,
+            title="Too many attempts",
+            message=f"Too many failed logins from this address; try again in {wait} seconds.",
+            error_class="http_rate_limited",
+            back=None,
+        )
+        page.headers["Retry-After"] = str(wait)
+        return page
 
     def _login_redirect(self) -> Response:
         return RedirectResponse("/inbox/login", status_code=303, headers=HEADERS)

@@ -1,9 +1,10 @@
 """Signed inbox links, inbox session cookies and per-form CSRF tokens, all HMAC-SHA256 under one secret.
 
-The secret is derived from ``BATON_HTTP_TOKEN`` when one is set (every replica behind the same token
-signs alike, and rotating the token revokes every link); otherwise it is 32 random bytes kept in
-``BATON_HOME/hitl_link_secret`` with file mode 0600, shared by the server and the CLI.
-Each use (link, session, CSRF) has its own key derived from the secret with a label.
+The secret starts from 32 random bytes kept in ``BATON_HOME/hitl_link_secret`` (mode 0600, shared by
+the server and the CLI). When ``BATON_HTTP_TOKEN`` or ``BATON_ADMIN_TOKEN`` is set, the tokens are
+stretched with scrypt (salted with that file) and mixed in, so rotating a token revokes every link and
+session, while a leaked link cannot be brute-forced offline to recover a token: the attacker would
+need the random file too. Each use (link, session, CSRF) has its own key derived with a label.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from baton.runtime import Runtime
 
 SECRET_FILE = "hitl_link_secret"  # noqa: S105 (a file name, not a secret)
 SESSION_TTL_SECONDS = 12 * 3600
-_TOKEN_LABEL = b"baton-hitl-link-secret-v1"
+_TOKEN_LABEL = b"baton-hitl-link-secret-v2"
 
 
 @dataclass(frozen=True)
@@ -36,20 +37,42 @@ class LinkClaim:
     expires_epoch: int
 
 
+def same(expected: str, supplied: str) -> bool:
+    """Constant-time equality of two strings as UTF-8 bytes (``compare_digest`` raises on non-ASCII str)."""
+    return hmac.compare_digest(expected.encode("utf-8"), supplied.encode("utf-8", errors="surrogatepass"))
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only (``"²".isdigit()`` is true, but ``int("²")`` raises)."""
+    return text.isascii() and text.isdigit()
+
+
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
 def load_secret(settings: Settings) -> bytes:
-    """The signing secret: derived from BATON_HTTP_TOKEN, or read (created) in BATON_HOME at mode 0600."""
-    if settings.baton_http_token:
-        return hmac.new(settings.baton_http_token.encode(), _TOKEN_LABEL, hashlib.sha256).digest()
-    path = Path(settings.home) / SECRET_FILE
+    """The signing secret: the home's random secret, with the HTTP tokens (when set) mixed in by a KDF."""
+    home_secret = _home_secret(Path(settings.home) / SECRET_FILE)
+    tokens = [token for token in (settings.baton_http_token, settings.baton_admin_token) if token]
+    if not tokens:
+        return home_secret
+    stretched = hashlib.scrypt(
+        "\n".join(tokens).encode(), salt=home_secret, n=2**14, r=8, p=1, maxmem=64 * 1024 * 1024, dklen=32
+    )
+    return hmac.new(home_secret, _TOKEN_LABEL + stretched, hashlib.sha256).digest()
+
+
+def _home_secret(path: Path) -> bytes:
+    """32 random bytes in ``path`` (created 0600 on first use, reset to 0600 when read)."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         os.chmod(path, 0o600)
-        secret = bytes.fromhex(path.read_text(encoding="ascii").strip())
+        try:
+            secret = bytes.fromhex(path.read_text(encoding="ascii").strip())
+        except ValueError:
+            secret = b""
         if len(secret) < 32:
             raise ConfigError("config_invalid", f"{path} does not hold a 32-byte secret.") from None
         return secret
@@ -92,9 +115,9 @@ class LinkSigner:
 
     def verify_link(self, r: str, e: str, n: str, s: str, *, now: float | None = None) -> LinkClaim:
         """Check a link's signature and expiry (its single use is checked against the store)."""
-        if not (r and e.isdigit() and n and s) or len(n) > 64 or len(r) > 40:
+        if not (r and _digits(e) and n and s) or len(n) > 64 or len(r) > 40 or len(e) > 12:
             raise HitlError("hitl_link_invalid", "This link is malformed.", reason="malformed")
-        if not hmac.compare_digest(self._mac("link", r, e, n), s):
+        if not same(self._mac("link", r, e, n), s):
             raise HitlError("hitl_link_invalid", "This link's signature does not verify.", reason="forged")
         if int(e) <= (time.time() if now is None else now):
             raise HitlError("hitl_link_invalid", "This link has expired.", reason="expired")
@@ -109,13 +132,18 @@ class LinkSigner:
         return f"{sid}.{expires}.{self._mac('session', sid, expires)}"
 
     def verify_session(self, value: str | None) -> str | None:
-        """The session id of a valid, unexpired cookie value, else None."""
+        """The session id of a valid, unexpired cookie value, else None (revocation is the broker's)."""
+        parsed = self.session_parts(value)
+        return parsed[0] if parsed else None
+
+    def session_parts(self, value: str | None) -> tuple[str, int] | None:
+        """``(sid, expires_epoch)`` of a valid, unexpired cookie value, else None."""
         if not value or value.count(".") != 2:
             return None
         sid, expires, mac = value.split(".")
-        if not expires.isdigit() or not hmac.compare_digest(self._mac("session", sid, expires), mac):
+        if not _digits(expires) or len(expires) > 12 or not same(self._mac("session", sid, expires), mac):
             return None
-        return sid if int(expires) > time.time() else None
+        return (sid, int(expires)) if int(expires) > time.time() else None
 
     def csrf(self, binding: str, request_id: str) -> str:
         """The per-form token tied to a session (or link nonce) and the request the form decides."""
@@ -123,5 +151,5 @@ class LinkSigner:
 
     def check_csrf(self, binding: str, request_id: str, supplied: str | None) -> None:
         """Refuse a form whose token is missing or was made for another session, link or request."""
-        if not supplied or not hmac.compare_digest(self.csrf(binding, request_id), supplied):
+        if not supplied or not same(self.csrf(binding, request_id), supplied):
             raise HitlError("hitl_csrf_invalid", "The form's security token is missing or invalid.")

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, StrictBool
+from pydantic import Field, StrictBool, StrictInt
 
 from baton.errors import HitlError
 from baton.hitl.broker import HitlBroker, get_broker
 from baton.hitl.records import MAX_TEXT, MAX_TIMEOUT_SECONDS, Decision, NewRequest, public_view
+from baton.limits import LIST_CONTEXT_BYTES, fits
 from baton.toolkit import CallContext, ToolArgs, ToolRegistry
+
+#: Pending requests per page of ``mcp_list_pending_requests``: the default and the most one call may ask.
+DEFAULT_PAGE = 100
+MAX_PAGE = 500
 
 TimeoutField = Field(
     None,
@@ -42,8 +47,11 @@ class InputArgs(ToolArgs):
     )
     timeout_seconds: int | None = TimeoutField
     urgent: StrictBool = Field(False, description="Listed first and flagged in notifications.")
-    options: list[str] | None = Field(
-        None, min_length=1, description="When given, the answer must be one of these."
+    options: list[Annotated[str, Field(min_length=1, max_length=1000)]] | None = Field(
+        None,
+        min_length=1,
+        max_length=100,
+        description="When given, the answer must be one of these (at most 100).",
     )
 
 
@@ -51,10 +59,21 @@ class NoArgs(ToolArgs):
     """No arguments."""
 
 
+class ListPendingArgs(ToolArgs):
+    """Arguments of ``mcp_list_pending_requests``."""
+
+    limit: StrictInt = Field(
+        DEFAULT_PAGE, ge=1, le=MAX_PAGE, description=f"Requests per page (default {DEFAULT_PAGE})."
+    )
+    cursor: str | None = Field(
+        None, max_length=512, description="next_cursor of the previous page; omit for the first page."
+    )
+
+
 class RespondArgs(ToolArgs):
     """Arguments of ``mcp_respond_to_request``."""
 
-    request_id: str = Field(min_length=1, max_length=40)
+    request_id: str = Field(min_length=1, max_length=40, description="The request to decide.")
     approved: StrictBool | None = Field(None, description="Approvals: true approves, false rejects.")
     response: str | None = Field(None, max_length=MAX_TEXT, description="Input requests: the answer.")
     admin_notes: str | None = Field(None, max_length=MAX_TEXT, description="Notes returned to the agent.")
@@ -63,7 +82,9 @@ class RespondArgs(ToolArgs):
 class RequestIdArgs(ToolArgs):
     """Arguments naming one request."""
 
-    request_id: str = Field(min_length=1, max_length=40)
+    request_id: str = Field(
+        min_length=1, max_length=40, description="The request id (hr_…) the asking call returned."
+    )
 
 
 class WaitArgs(RequestIdArgs):
@@ -130,8 +151,11 @@ async def wait_for_outcome(
     import anyio
 
     from baton.hitl.elicit import elicit_decision, elicitation_wanted
+    from baton.tracing import span
 
     settings = broker.runtime.settings
+    if ctx.task is not None:  # an MCP task (approval, input, wait, or a gateway call awaiting approval)
+        ctx.task.waiting_for(view["request_id"])
     total = view["expires_epoch"] - started
     message = f"Waiting for a human decision on {view['request_id']}"
 
@@ -143,14 +167,99 @@ async def wait_for_outcome(
     async with anyio.create_task_group() as group:
         if elicitation_wanted(settings, ctx):
             group.start_soon(elicit_decision, broker, view, ctx)
-        final = await broker.wait(
-            view["request_id"],
-            window_seconds=window,
-            tick=tick,
-            tick_seconds=settings.baton_hitl_progress_seconds,
-        )
+        with span(
+            "hitl.wait", {"baton.hitl.request_id": view["request_id"], "baton.hitl.kind": view["kind"]}
+        ) as s:
+            final = await broker.wait(
+                view["request_id"],
+                window_seconds=window,
+                tick=tick,
+                tick_seconds=settings.baton_hitl_progress_seconds,
+            )
+            s.set_attribute("baton.hitl.status", str(final.get("status")))
         group.cancel_scope.cancel()
     return outcome(final)
+
+
+async def ask_and_wait(broker: HitlBroker, new: NewRequest, ctx: CallContext) -> dict[str, Any]:
+    """Create a request and wait for its decision; in the 2026-07-28 era, elicit first by MRTR.
+
+    The first leg creates the request and, when elicitation applies, answers ``InputRequiredResult``; the
+    client's retry (same tool, same arguments, the sealed ``requestState``) records the answer and waits.
+    """
+    from baton.hitl.elicit import elicit_request, elicitation_mode
+    from baton.hitl.mrtr import modern_era
+
+    started = time.time()
+    if ctx.request_state is not None:
+        return await resume_round(broker, ctx, started)
+    view = await broker.create(new)
+    if ctx.task is not None:
+        return await wait_as_task(broker, view, ctx, started)
+    mode = elicitation_mode(broker.runtime.settings, ctx) if modern_era(ctx.protocol_version) else None
+    elicit = elicit_request(broker, view, mode) if mode is not None else None
+    if mode is not None and elicit is not None:
+        import mcp_types as types
+
+        from baton.hitl.mrtr import INPUT_KEY, STATE_TTL_SECONDS, new_state
+
+        state = new_state(view["request_id"], mode)
+        until = min(view["expires_epoch"], time.time() + STATE_TTL_SECONDS)
+        broker.waiters.open_round(view["request_id"], state.nonce, until)
+        interim = types.InputRequiredResult(input_requests={INPUT_KEY: elicit}, request_state=state.encode())
+        return {
+            "success": True,
+            "request_id": view["request_id"],
+            "input_required": mode,
+            "mcp_input_required": interim.model_dump(by_alias=True, exclude_none=True, mode="json"),
+        }
+    return await wait_for_outcome(broker, view, ctx, None, started)
+
+
+async def wait_as_task(
+    broker: HitlBroker, view: dict[str, Any], ctx: CallContext, started: float
+) -> dict[str, Any]:
+    """Wait inside an MCP task: the elicitation goes to the task's ``inputRequests``, answered by tasks/update.
+
+    A URL elicitation is always offered when it applies; a form only to a caller with decision authority,
+    since its answer comes back over an MCP method (see :mod:`baton.hitl.tasks_input`).
+    """
+    from baton.hitl.elicit import elicit_request, elicitation_mode
+    from baton.hitl.mrtr import INPUT_KEY
+
+    mode = elicitation_mode(broker.runtime.settings, ctx)
+    if mode == "form" and ctx.decider is None:
+        mode = None
+    elicit = elicit_request(broker, view, mode) if mode is not None else None
+    if elicit is not None:
+        key = f"{INPUT_KEY}-{view['request_id']}"
+        ctx.task.needs_input({key: elicit.model_dump(by_alias=True, exclude_none=True, mode="json")})
+    return await wait_for_outcome(broker, view, ctx, None, started)
+
+
+async def resume_round(broker: HitlBroker, ctx: CallContext, started: float) -> dict[str, Any]:
+    """The retry of an MRTR round: spend the state, record an accepted form answer, then wait as usual."""
+    from baton.hitl.elicit import record_answer
+    from baton.hitl.mrtr import INPUT_KEY, consume_state
+
+    assert ctx.request_state is not None
+    state = consume_state(broker.runtime, ctx.request_state)
+    view = broker.get(state.request_id)
+    slot = broker.waiters.enter(state.request_id)  # this retry is the waiting call: not waiter_gone
+    try:
+        answer = (ctx.input_responses or {}).get(INPUT_KEY)
+        if answer is not None and state.mode == "form" and view["status"] == "pending":
+            record_answer(broker, view, str(getattr(answer, "action", "")), getattr(answer, "content", None))
+            view = broker.get(state.request_id)
+        return await wait_for_outcome(broker, view, ctx, None, started)
+    finally:
+        broker.waiters.leave(state.request_id, slot)
+
+
+def listed(row: dict[str, Any]) -> dict[str, Any]:
+    """A pending request as listed: a large context is left out and flagged, so a list stays small."""
+    truncated = row.get("context") is not None and not fits(row["context"], LIST_CONTEXT_BYTES)
+    return {**row, "context": None if truncated else row.get("context"), "context_truncated": truncated}
 
 
 def not_authorized(request_id: str) -> HitlError:
@@ -177,30 +286,31 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
 
     @registry.tool("mcp_request_admin_approval", ApprovalArgs)
     async def request_approval(args: ApprovalArgs, ctx: CallContext) -> dict[str, Any]:
-        """Ask a human administrator to approve something and wait for the decision. Only an explicit
-        approval yields approved=true; on timeout: success=false, timeout=true, approved=false. If this call
-        is cut off, the request stays open: resume with mcp_wait_for_request(request_id)."""
-        started = time.time()
-        view = await broker.create(
-            NewRequest("approval", args.request_message, args.context, args.timeout_seconds, args.urgent)
-        )
-        return await wait_for_outcome(broker, view, ctx, None, started)
+        """Ask a human administrator to approve something and wait for the decision.
+
+        Only an explicit approval yields approved=true; on timeout: success=false, timeout=true,
+        approved=false. If this call is cut off, the request stays open: resume with
+        mcp_wait_for_request(request_id)."""
+        new = NewRequest("approval", args.request_message, args.context, args.timeout_seconds, args.urgent)
+        return await ask_and_wait(broker, new, ctx)
 
     @registry.tool("mcp_request_admin_input", InputArgs)
     async def request_input(args: InputArgs, ctx: CallContext) -> dict[str, Any]:
-        """Ask a human administrator a question and wait for the answer (one of options, when given).
-        On timeout: success=false, timeout=true. Resume a cut-off call with mcp_wait_for_request."""
-        started = time.time()
+        """Ask a human administrator a question and wait for the answer.
+
+        The answer is one of options, when given. On timeout: success=false, timeout=true. Resume a
+        cut-off call with mcp_wait_for_request."""
         new = NewRequest(
             "input", args.question, args.context, args.timeout_seconds, args.urgent, args.options
         )
-        view = await broker.create(new)
-        return await wait_for_outcome(broker, view, ctx, None, started)
+        return await ask_and_wait(broker, new, ctx)
 
     @registry.tool("mcp_wait_for_request", WaitArgs)
     async def wait_for_request(args: WaitArgs, ctx: CallContext) -> dict[str, Any]:
-        """Resume waiting on a request by id (after a cut-off call). Returns the decision as the original
-        call would; if timeout_seconds passes first, success=false with error_class hitl_still_pending."""
+        """Resume waiting on a request by id after a cut-off call.
+
+        Returns the decision as the original call would; if timeout_seconds passes first,
+        success=false with error_class hitl_still_pending."""
         view = broker.get(args.request_id)
         return await wait_for_outcome(broker, view, ctx, args.timeout_seconds, time.time())
 
@@ -208,16 +318,33 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
 def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
     """The tools a responder (or the agent, looking) uses to list, decide and inspect."""
 
-    @registry.tool("mcp_list_pending_requests", NoArgs, read_only=True)
-    async def list_pending(args: NoArgs, ctx: CallContext) -> dict[str, Any]:
-        """List the requests waiting for a human decision, urgent first, then the soonest to expire."""
-        rows = [public_view(view) for view in broker.list_pending()]
-        return {"requests": rows, "count": len(rows)}
+    @registry.tool("mcp_list_pending_requests", ListPendingArgs, read_only=True)
+    async def list_pending(args: ListPendingArgs, ctx: CallContext) -> dict[str, Any]:
+        """List the requests waiting for a human decision, one page at a time.
+
+        Urgent ones come first, then the soonest to expire; total says how many are pending and next_cursor
+        fetches the next page. A context larger than 8 KiB is left out (context: null,
+        context_truncated: true); mcp_get_request_status has it."""
+        if args.limit <= DEFAULT_PAGE:  # a bounded page on an index: well under a millisecond
+            page = broker.page_pending(args.limit, args.cursor)
+        else:
+            import anyio
+
+            page = await anyio.to_thread.run_sync(broker.page_pending, args.limit, args.cursor)
+        rows = [listed(public_view(view)) for view in page.requests]
+        return {
+            "requests": rows,
+            "count": len(rows),
+            "total": page.total,
+            "truncated": page.next_cursor is not None,
+            "next_cursor": page.next_cursor,
+        }
 
     @registry.tool("mcp_respond_to_request", RespondArgs)
     async def respond(args: RespondArgs, ctx: CallContext) -> dict[str, Any]:
-        """Decide a pending request: approved=true/false for approvals, response for input requests.
-        By default a person decides (inbox, CLI, elicitation) and this tool is refused with
+        """Decide a pending request (a person's or an authorized operator's tool).
+
+        approved=true/false for approvals, response for input requests. By default a person decides (inbox, CLI, elicitation) and this tool is refused with
         hitl_decider_not_authorized; BATON_HITL_ALLOW_MCP_DECISIONS=1 or the HTTP admin credential
         lets MCP callers decide. The first decision wins; later ones fail with hitl_request_already_decided."""
         if ctx.decider is None:
@@ -229,5 +356,7 @@ def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
 
     @registry.tool("mcp_get_request_status", RequestIdArgs, read_only=True)
     async def get_status(args: RequestIdArgs, ctx: CallContext) -> dict[str, Any]:
-        """A request's state now: pending, approved, rejected, answered or expired, with its decision."""
+        """Report a request's state now, with its decision.
+
+        The state is pending, approved, rejected, answered or expired."""
         return status_view(broker.get(args.request_id))

@@ -31,6 +31,9 @@ HEARTBEAT_SECONDS = 5.0
 #: A waiter whose heartbeat is older than this is presumed dead (its process was killed).
 STALE_WAITER_SECONDS = 3 * HEARTBEAT_SECONDS
 _CHUNK = 500
+#: ``waiter_instance`` of a request between the legs of a multi-round-trip call (``waiter_seen_epoch`` is
+#: then the round's deadline, not a heartbeat).
+ROUND_WAITER = "mrtr:"
 
 
 @dataclass
@@ -97,9 +100,20 @@ class Waiters:
             return True
         if instance is None or instance == self.runtime.instance_id:
             return False
+        if instance.startswith(ROUND_WAITER):  # an open MRTR round: the client's retry is the waiter
+            return seen_epoch is not None and time.time() < seen_epoch
         if seen_epoch is None or time.time() - seen_epoch > STALE_WAITER_SECONDS:
             return False
         return process_alive(instance)
+
+    def open_round(self, request_id: str, nonce: str, until_epoch: float) -> None:
+        """Count the client of an open MRTR round as waiting until its state expires (or it retries)."""
+        with self.runtime.store.write() as connection:
+            connection.execute(
+                update(hitl_requests)
+                .where(hitl_requests.c.id == request_id)
+                .values(waiter_instance=ROUND_WAITER + nonce[:16], waiter_seen_epoch=until_epoch)
+            )
 
     def _mark(self, request_id: str, instance: str) -> None:
         with self.runtime.store.write() as connection:

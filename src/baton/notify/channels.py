@@ -7,7 +7,8 @@ plugins carry the real services (``mailto``/``mailtos``, ``sendgrid``, ``tgram``
 and Discord webhook URLs). Endpoints those plugins cannot reach (a Slack- or Discord-compatible
 webhook on another host, ``BATON_TELEGRAM_API_URL``, ``BATON_SENDGRID_API_URL``, any generic
 webhook) go through apprise's generic ``json://`` plugin with the service's own payload shape.
-The email channel lives in :mod:`baton.notify.mail`. Nothing here imports apprise or touches
+The email channel lives in :mod:`baton.notify.mail`; every channel's readiness in
+:mod:`baton.notify.readiness`. Nothing here imports apprise or touches
 the network.
 """
 
@@ -258,24 +259,6 @@ def webhook_target(settings: Settings, payload: dict[str, Any], url: str | None)
     split = urlsplit(endpoint)
     secrets = present(endpoint, split.path.strip("/"), split.query, split.password)
     return Target("webhook", "webhook", url_hint(endpoint), service, body, title, "text", secrets, payload)
-
-
-def readiness(settings: Settings) -> list[Readiness]:
-    """Every channel's readiness, in CHANNELS order."""
-    from baton.notify.mail import email_readiness
-
-    email = email_readiness(settings)
-    if email.ready and not settings.hitl_admin_email:
-        email = Readiness(
-            "email", True, email.provider, (), f"{email.detail}; HITL_ADMIN_EMAIL unset, no announcements"
-        )
-    return [
-        email,
-        telegram_readiness(settings),
-        webhook_readiness("slack", settings.slack_webhook_url, "SLACK_WEBHOOK_URL", SLACK_HOSTS),
-        webhook_readiness("discord", settings.discord_webhook_url, "DISCORD_WEBHOOK_URL", DISCORD_HOSTS),
-        webhook_readiness("webhook", settings.hitl_webhook_url, "HITL_WEBHOOK_URL", frozenset()),
-    ]
 
 
 def present(*values: str | None) -> tuple[str, ...]:

@@ -48,8 +48,48 @@ def smtp_security(settings: Settings) -> tuple[str, int]:
     return mode, port
 
 
+def known_mail_server(address: str | None) -> tuple[str, str, int | None, str | None] | None:
+    """The SMTP server apprise's table of well-known mail domains gives ``address``, if any.
+
+    Returns ``(provider name, smtp host, port, mode)``; apprise's own table
+    (``apprise.plugins.email.templates.EMAIL_TEMPLATES``) is read, not copied.
+    """
+    if not address or not EMAIL_PATTERN.match(address):
+        return None
+    from apprise.plugins.email.templates import EMAIL_TEMPLATES
+
+    for name, pattern, defaults in EMAIL_TEMPLATES:
+        if pattern.match(address) and defaults.get("smtp_host"):
+            mode = str(defaults.get("secure_mode") or "") or None
+            port = defaults.get("port")
+            return str(name), str(defaults["smtp_host"]), port if isinstance(port, int) else None, mode
+    return None
+
+
+def with_known_server(settings: Settings) -> Settings:
+    """The reference runner's rule: without SMTP_HOST, a login at a mail provider apprise knows names the server."""
+    if settings.smtp_host or settings.sendgrid_api_key or not settings.smtp_username:
+        return settings
+    known = known_mail_server(settings.smtp_username)
+    if known is None:
+        return settings
+    _name, host, port, mode = known
+    update: dict[str, object] = {"smtp_host": host}
+    if settings.smtp_port is None and port:
+        update["smtp_port"] = port
+    if not settings.baton_smtp_security and mode in SMTP_DEFAULT_PORTS:
+        update["baton_smtp_security"] = mode
+    return settings.model_copy(update=update)
+
+
 def email_readiness(settings: Settings) -> Readiness:
     """Email through SendGrid (when SENDGRID_API_KEY is set) or SMTP."""
+    derived = with_known_server(settings)
+    if derived is not settings:
+        ready = email_readiness(derived)
+        known = known_mail_server(settings.smtp_username)
+        origin = f"; server from apprise's table for {known[0]}, as SMTP_HOST was unset" if known else ""
+        return Readiness(ready.channel, ready.ready, ready.provider, ready.missing, ready.detail + origin)
     if settings.sendgrid_api_key:
         missing = () if settings.smtp_from_email else ("SMTP_FROM_EMAIL",)
         endpoint = "BATON_SENDGRID_API_URL" if settings.baton_sendgrid_api_url else "api.sendgrid.com"
@@ -73,6 +113,7 @@ def email_readiness(settings: Settings) -> Readiness:
 
 def email_target(settings: Settings, to_email: str, subject: str, body: str) -> Target:
     """An email to ``to_email``: SendGrid when its key is set, otherwise SMTP."""
+    settings = with_known_server(settings)
     readiness = email_readiness(settings)
     if readiness.missing:
         raise not_configured("email", readiness.missing)

@@ -19,8 +19,10 @@ from baton.errors import ArgumentError, BatonError, NotificationError
 from baton.notify import channels, mail
 from baton.notify.channels import Readiness, Target
 from baton.notify.delivery import DeliveryPolicy, Outcome, deliver
+from baton.notify.readiness import readiness
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
+from baton.tracing import span
 
 log = logging.getLogger("baton.notify")
 
@@ -38,7 +40,7 @@ class Notifier:
 
     def channels(self) -> list[Readiness]:
         """Every channel's readiness (no secrets)."""
-        return channels.readiness(self.runtime.settings)
+        return readiness(self.runtime.settings)
 
     async def send_email(
         self, to_email: str, subject: str, body: str, *, purpose: str = "tool"
@@ -125,7 +127,10 @@ class Notifier:
             if exc.error_class == "notification_not_configured":
                 self._receipt_refusal(channel, exc, purpose)
             raise
-        outcome = await deliver(target, self.policy, self.runtime.redactor)
+        attributes = {"baton.notify.channel": channel, "baton.notify.provider": target.provider}
+        with span(f"notify {channel}", {**attributes, "baton.notify.purpose": purpose}) as current:
+            outcome = await deliver(target, self.policy, self.runtime.redactor)
+            current.set_attribute("baton.notify.delivered", outcome.delivered)
         seq = self._receipt(target, outcome, purpose)
         if not outcome.delivered:
             raise NotificationError(
@@ -247,8 +252,12 @@ def announcement_text(request: dict[str, Any], link: str | None) -> tuple[str, s
     """The subject line and plain-text body announcing a request."""
     kind = "Approval" if request.get("kind") == "approval" else "Input"
     urgent = "URGENT: " if request.get("urgent") else ""
-    title = f"[baton] {urgent}{kind} requested: {_one_line(str(request.get('message', '')), 80)}"
-    lines = [str(request.get("message", "")), "", f"Request: {request.get('request_id')}"]
+    message = str(request.get("message", ""))
+    headline = _one_line(message, 80)
+    title = f"[baton] {urgent}{kind} requested: {headline}"
+    # the title already says a short one-line message; the body repeats it only when the title cut it
+    lines = [] if headline == message else [message, ""]
+    lines.append(f"Request: {request.get('request_id')}")
     if request.get("expires_at"):
         lines.append(f"Expires: {request['expires_at']}")
     if request.get("options"):

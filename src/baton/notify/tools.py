@@ -22,9 +22,13 @@ class EmailArgs(ToolArgs):
 class TelegramArgs(ToolArgs):
     """Arguments of ``mcp_send_telegram_message``."""
 
-    message: str = Field(min_length=1, max_length=4096)
-    chat_id: str | None = Field(None, description="The chat; default TELEGRAM_DEFAULT_CHAT_ID.")
-    parse_mode: str | None = Field(None, description="HTML, Markdown or MarkdownV2; default plain text.")
+    message: str = Field(min_length=1, max_length=4096, description="The message text.")
+    chat_id: str | None = Field(
+        None, max_length=64, description="The chat; default TELEGRAM_DEFAULT_CHAT_ID."
+    )
+    parse_mode: str | None = Field(
+        None, max_length=16, description="HTML, Markdown or MarkdownV2; default plain text."
+    )
 
     @field_validator("chat_id", mode="before")
     @classmethod
@@ -35,14 +39,14 @@ class TelegramArgs(ToolArgs):
 class MessageArgs(ToolArgs):
     """Arguments of the Slack and Discord tools."""
 
-    message: str = Field(min_length=1)
+    message: str = Field(min_length=1, description="The message text.")
 
 
 class WebhookArgs(ToolArgs):
     """Arguments of ``mcp_send_webhook``."""
 
     payload: dict[str, Any] = Field(description="The JSON object to POST, exactly as given.")
-    url: str | None = Field(None, description="An http(s) URL; default HITL_WEBHOOK_URL.")
+    url: str | None = Field(None, max_length=2048, description="An http(s) URL; default HITL_WEBHOOK_URL.")
 
 
 class NoArgs(ToolArgs):
@@ -57,13 +61,17 @@ def register(registry: ToolRegistry) -> None:
 
     @registry.tool("mcp_send_email", EmailArgs)
     async def send_email(args: EmailArgs, ctx: CallContext) -> dict[str, Any]:
-        """Send a plain-text email through SMTP or SendGrid; unconfigured channels answer
-        notification_not_configured with the missing variables and send nothing."""
+        """Send a plain-text email through SMTP or SendGrid.
+
+        An unconfigured channel answers notification_not_configured with the missing variables and
+        sends nothing."""
         return await notifier.send_email(args.to_email, args.subject, args.body)
 
     @registry.tool("mcp_send_telegram_message", TelegramArgs)
     async def send_telegram(args: TelegramArgs, ctx: CallContext) -> dict[str, Any]:
-        """Send a Telegram message to chat_id (default TELEGRAM_DEFAULT_CHAT_ID) through the Bot API."""
+        """Send a Telegram message through the Bot API.
+
+        It goes to chat_id, by default TELEGRAM_DEFAULT_CHAT_ID."""
         return await notifier.send_telegram(args.message, args.chat_id, args.parse_mode)
 
     @registry.tool("mcp_send_slack_message", MessageArgs)
@@ -78,11 +86,15 @@ def register(registry: ToolRegistry) -> None:
 
     @registry.tool("mcp_send_webhook", WebhookArgs)
     async def send_webhook(args: WebhookArgs, ctx: CallContext) -> dict[str, Any]:
-        """POST a JSON object to url (default HITL_WEBHOOK_URL)."""
+        """POST a JSON object to a webhook.
+
+        It goes to url, by default HITL_WEBHOOK_URL."""
         return await notifier.send_webhook(args.payload, args.url)
 
     @registry.tool("mcp_notification_channels", NoArgs, read_only=True)
     async def notification_channels(args: NoArgs, ctx: CallContext) -> dict[str, Any]:
-        """Readiness of each notification channel (provider and missing variables; never a secret)."""
+        """Report the readiness of each notification channel.
+
+        Each shows its provider and missing variables, never a secret."""
         rows = [r.as_dict() for r in notifier.channels()]
         return {"channels": rows, "ready": [r["channel"] for r in rows if r["ready"]]}

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from sqlalchemy import Connection, func, insert, select, update
 
+from baton.budgets import Limits, Spend
 from baton.errors import BatonError, SubagentError
 from baton.leases import RENEW_SECONDS, lease_until, owner_is_gone
 from baton.models import ChatTurn, ModelClient, ModelReply
@@ -47,6 +48,8 @@ class SpawnRequest:
     parent_context: dict[str, Any] | None = None
     minimal_slice: list[str] | None = None
     business_rules: str | None = None
+    max_total_tokens: int | None = None
+    max_cost_usd: float | None = None
 
 
 class SubagentRunner:
@@ -116,6 +119,9 @@ class SubagentRunner:
             return
         await asyncio.sleep(0.5)  # let the client's initialize and tools/list go first
         await asyncio.to_thread(self.models.model)
+        from baton.pricing import warm
+
+        await asyncio.to_thread(warm)
 
     async def maintain(self) -> None:
         """For the server's lifetime: renew leases, fail orphans, notice cancels made by other processes."""
@@ -153,18 +159,31 @@ class SubagentRunner:
     async def spawn(self, request: SpawnRequest) -> dict[str, Any]:
         """Prepare the context, persist the subagent, then run its first turn now or in the background."""
         self.models.config()  # provider_not_configured before anything is stored
+        self.models.daily.check()  # budget_exceeded before anything is stored or sent
+        # nothing is used as given: a credential in the task never reaches the store, nor any model (the
+        # preparation call, and every turn, which is sent the stored conversation)
+        redact = self.runtime.redactor.text
+        request = replace(
+            request,
+            task=redact(request.task),
+            role=redact(request.role),
+            business_rules=redact(request.business_rules) if request.business_rules is not None else None,
+        )
         filtered = self.privacy.apply(request.parent_context)
-        prep_tokens = 0
+        prep: ModelReply | None = None
         if request.context_strategy == "minimal":
             prepared = render_context(select_slice(filtered.value, request.minimal_slice))
         elif request.context_strategy == "full":
             prepared = render_context(filtered.value)
         elif filtered.value:
-            prepared, prep_tokens = await self._prepare_with_model(request, filtered.value)
+            prep = await self._prepare_with_model(request, filtered.value)
+            prepared = prep.text.strip()
             assert_no_leak(prepared, filtered.removed_values)
         else:
             prepared = ""
+        prep_tokens = prep.total_tokens if prep else 0
         subagent_id = f"sa_{uuid.uuid4().hex[:20]}"
+        prepared = redact(prepared)
         now = utc_now()
         status: Status = "running" if request.mode == "sync" else "queued"
         with self.runtime.store.write() as connection:
@@ -179,8 +198,12 @@ class SubagentRunner:
                     filtered_fields=filtered.filtered_fields,
                     prep_tokens=prep_tokens,
                     status=status,
-                    input_tokens=0,
-                    output_tokens=0,
+                    input_tokens=prep.input_tokens if prep else 0,
+                    output_tokens=prep.output_tokens if prep else 0,
+                    cost_usd=(prep.cost_usd or 0.0) if prep else 0.0,
+                    unpriced_calls=1 if prep and prep.cost_usd is None else 0,
+                    max_total_tokens=request.max_total_tokens,
+                    max_cost_usd=request.max_cost_usd,
                     owner=self.runtime.instance_id,
                     lease_expires_at=lease_until(),
                     created_at=now,
@@ -211,11 +234,20 @@ class SubagentRunner:
         }
         if request.mode == "async":
             self._start_task(subagent_id, self._run_first_turn(subagent_id))
-            return {**base, "success": True, "status": "queued", "result": None, "usage": _usage(0, 0)}
+            spent = {"usage": _usage(prep.input_tokens, prep.output_tokens) if prep else _usage(0, 0)}
+            cost = {"cost_usd": (prep.cost_usd if prep else 0.0)}
+            return {**base, "success": True, "status": "queued", "result": None, **spent, **cost}
         task = self._start_task(subagent_id, self._run_first_turn(subagent_id))
         await asyncio.wait({task})
         state = self.status(subagent_id)
-        outcome = {**base, "status": state["status"], "result": state["result"], "usage": state["usage"]}
+        outcome = {
+            **base,
+            "status": state["status"],
+            "result": state["result"],
+            "usage": state["usage"],
+            "cost_usd": state["cost_usd"],
+            "unpriced_calls": state["unpriced_calls"],
+        }
         if state["status"] != "completed":
             return {
                 **outcome,
@@ -225,15 +257,14 @@ class SubagentRunner:
             }
         return {**outcome, "success": True}
 
-    async def _prepare_with_model(self, request: SpawnRequest, filtered: dict[str, Any]) -> tuple[str, int]:
+    async def _prepare_with_model(self, request: SpawnRequest, filtered: dict[str, Any]) -> ModelReply:
         prompt = preparation_prompt(request.task, request.business_rules, filtered)
-        reply = await self.models.complete(
+        return await self.models.complete(
             PREPARATION_SYSTEM_PROMPT,
             [ChatTurn("user", prompt)],
             purpose="context_preparation",
             subagent_id=None,
         )
-        return reply.text.strip(), reply.total_tokens
 
     def _start_task(self, subagent_id: str, work: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(work, name=f"subagent-{subagent_id}")
@@ -256,6 +287,7 @@ class SubagentRunner:
         row, turns = self._load(subagent_id)
         system = subagent_system_prompt(row.role, row.prepared_context)
         try:
+            check_subagent_budget(row)
             reply = await self.models.complete(
                 system, turns, purpose="subagent_turn", subagent_id=subagent_id
             )
@@ -276,6 +308,7 @@ class SubagentRunner:
                 subagent_id, "failed", error="The subagent failed unexpectedly.", error_class="internal_error"
             )
             return None
+        text = self.runtime.redactor.text(reply.text)  # a reply that echoes a credential is stored redacted
         now = utc_now()
         with self.runtime.store.write() as connection:
             changed = connection.execute(
@@ -283,11 +316,13 @@ class SubagentRunner:
                 .where(subagents.c.id == subagent_id, subagents.c.status == "running")
                 .values(
                     status="completed",
-                    result=reply.text,
+                    result=text,
                     updated_at=now,
                     finished_at=now,
                     input_tokens=subagents.c.input_tokens + reply.input_tokens,
                     output_tokens=subagents.c.output_tokens + reply.output_tokens,
+                    cost_usd=subagents.c.cost_usd + (reply.cost_usd or 0.0),
+                    unpriced_calls=subagents.c.unpriced_calls + (1 if reply.cost_usd is None else 0),
                 )
             ).rowcount
             if changed:
@@ -296,7 +331,7 @@ class SubagentRunner:
                     subagent_id,
                     len(turns),
                     "assistant",
-                    reply.text,
+                    text,
                     latency=reply.receipt["latency_seconds"],
                 )
         return reply if changed else None
@@ -307,7 +342,13 @@ class SubagentRunner:
             changed = connection.execute(
                 update(subagents)
                 .where(subagents.c.id == subagent_id, subagents.c.status.in_(ACTIVE))
-                .values(status=status, error=error, error_class=error_class, updated_at=now, finished_at=now)
+                .values(
+                    status=status,
+                    error=self.runtime.redactor.text(error),
+                    error_class=error_class,
+                    updated_at=now,
+                    finished_at=now,
+                )
             ).rowcount
             if changed:
                 self.runtime.receipts.append_in(
@@ -331,8 +372,10 @@ class SubagentRunner:
                 raise SubagentError(
                     "subagent_already_terminal", f"The subagent is {row.status}.", status=row.status
                 )
+            check_subagent_budget(row, subagent_id=subagent_id)
+            self.models.daily.check()
             position = _message_count(connection, subagent_id)
-            _add_message(connection, subagent_id, position, "user", message)
+            _add_message(connection, subagent_id, position, "user", self.runtime.redactor.text(message))
             connection.execute(
                 update(subagents)
                 .where(subagents.c.id == subagent_id)
@@ -358,6 +401,9 @@ class SubagentRunner:
             "turn": state["turns"],
             "status": "completed",
             "usage": _usage(reply.input_tokens, reply.output_tokens),
+            "cost_usd": reply.cost_usd,
+            "subagent_usage": state["usage"],
+            "subagent_cost_usd": state["cost_usd"],
         }
 
     # queries ---------------------------------------------------------------------------------------
@@ -390,6 +436,9 @@ class SubagentRunner:
             "error_class": row.error_class,
             "turns": sum(1 for t in turns if t.role == "assistant"),
             "usage": _usage(row.input_tokens, row.output_tokens),
+            "cost_usd": _cost(row),
+            "unpriced_calls": row.unpriced_calls,
+            "budget": {"max_total_tokens": row.max_total_tokens, "max_cost_usd": row.max_cost_usd},
             "prep_tokens": row.prep_tokens,
             "filtered_fields": row.filtered_fields,
             "created_at": row.created_at,
@@ -403,8 +452,10 @@ class SubagentRunner:
         _row, turns = self._load(subagent_id)
         return [{"role": t.role, "content": t.content} for t in turns]
 
-    def list(self, status: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
-        """Subagents, newest first, optionally of one status."""
+    def list(
+        self, status: str | None = None, limit: int = 200, after: tuple[str, str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Subagents, newest first, optionally of one status; ``after`` = (created_at, id) of the last one seen."""
         query = (
             select(
                 subagents.c.id,
@@ -416,11 +467,17 @@ class SubagentRunner:
                 subagents.c.updated_at,
                 subagents.c.task,
             )
-            .order_by(subagents.c.created_at.desc())
+            .order_by(subagents.c.created_at.desc(), subagents.c.id.desc())
             .limit(limit)
         )
         if status:
             query = query.where(subagents.c.status == status)
+        if after is not None:
+            created, last_id = after
+            query = query.where(
+                (subagents.c.created_at < created)
+                | ((subagents.c.created_at == created) & (subagents.c.id < last_id))
+            )
         with self.runtime.store.read() as connection:
             rows = connection.execute(query).all()
         return [
@@ -483,6 +540,18 @@ class SubagentRunner:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.models.aclose()
+
+
+def check_subagent_budget(row: Any, **details: Any) -> None:
+    """Refuse (``budget_exceeded``) the next model call of a subagent whose own budget is spent."""
+    spent = Spend(int(row.input_tokens), int(row.output_tokens), float(row.cost_usd))
+    Limits(row.max_total_tokens, row.max_cost_usd).check(spent, budget="subagent", **details)
+
+
+def _cost(row: Any) -> float | None:
+    """The subagent's cost so far; None when no call of it could be priced."""
+    cost = float(row.cost_usd)
+    return None if row.unpriced_calls and cost == 0.0 else round(cost, 10)
 
 
 def _usage(input_tokens: int, output_tokens: int) -> dict[str, int]:

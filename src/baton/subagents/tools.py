@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from baton.limits import DEFAULT_PAGE, MAX_PAGE
+from baton.paging import decode_cursor, encode_cursor
 from baton.subagents.context import ContextStrategy
 from baton.subagents.runner import SpawnRequest, SubagentRunner
 from baton.toolkit import CallContext, ToolArgs, ToolRegistry
@@ -16,7 +18,10 @@ class SpawnArgs(ToolArgs):
 
     task: str = Field(min_length=1, description="What the subagent must do.")
     role: str = Field(
-        "assistant", min_length=1, description="The subagent's role, e.g. 'refund policy specialist'."
+        "assistant",
+        min_length=1,
+        max_length=200,
+        description="The subagent's role, e.g. 'refund policy specialist'.",
     )
     mode: Literal["sync", "async"] = Field(
         "sync", description="sync waits for the first answer; async returns at once."
@@ -27,28 +32,40 @@ class SpawnArgs(ToolArgs):
         "business_rules; full: the whole filtered context.",
     )
     parent_context: dict[str, Any] | None = Field(None, description="The parent's context, a JSON object.")
-    minimal_slice: list[str] | None = Field(
-        None, description="Dotted key paths kept by the minimal strategy."
+    minimal_slice: list[Annotated[str, Field(max_length=200)]] | None = Field(
+        None, max_length=200, description="Dotted key paths kept by the minimal strategy."
     )
     business_rules: str | None = Field(None, description="Rules the llm_generated preparation must follow.")
+    max_total_tokens: int | None = Field(
+        None, ge=1, description="Token budget of the whole subagent (preparation + every turn)."
+    )
+    max_cost_usd: float | None = Field(
+        None, gt=0, description="Cost budget of the whole subagent in US dollars."
+    )
 
 
 class SubagentIdArgs(ToolArgs):
     """Arguments naming one subagent."""
 
-    subagent_id: str = Field(min_length=1)
+    subagent_id: str = Field(min_length=1, max_length=64, description="The id mcp_spawn_subagent returned.")
 
 
 class MessageArgs(SubagentIdArgs):
     """Arguments of ``mcp_send_message_to_subagent``."""
 
-    message: str = Field(min_length=1)
+    message: str = Field(min_length=1, description="The next message for the subagent.")
 
 
 class ListArgs(ToolArgs):
     """Arguments of ``mcp_list_subagents``."""
 
-    status: Literal["queued", "running", "completed", "failed", "cancelled"] | None = None
+    status: Literal["queued", "running", "completed", "failed", "cancelled"] | None = Field(
+        None, description="Only subagents in this status; all when omitted."
+    )
+    limit: int = Field(DEFAULT_PAGE, ge=1, le=MAX_PAGE, description="Subagents per page (at most 200).")
+    cursor: str | None = Field(
+        None, max_length=200, description="next_cursor of the previous page, to continue the list."
+    )
 
 
 def register(registry: ToolRegistry) -> None:
@@ -67,27 +84,47 @@ def register(registry: ToolRegistry) -> None:
 
     @registry.tool("mcp_spawn_subagent", SpawnArgs)
     async def spawn(args: SpawnArgs, ctx: CallContext) -> dict[str, Any]:
-        """Delegate a task to a subagent model, with a privacy-filtered context prepared by the chosen
-        strategy; sync returns the first answer, async returns an id to poll."""
+        """Delegate a task to a subagent model.
+
+        The context is privacy-filtered, then prepared by the chosen strategy; sync returns the first
+        answer, async returns an id to poll with mcp_get_subagent_status."""
         return await runner.spawn(SpawnRequest(**args.model_dump()))
 
     @registry.tool("mcp_send_message_to_subagent", MessageArgs)
     async def send_message(args: MessageArgs, ctx: CallContext) -> dict[str, Any]:
-        """Send another message to a subagent; it answers with its whole conversation in view."""
+        """Send another message to a subagent.
+
+        It answers with its whole conversation in view."""
         return await runner.send_message(args.subagent_id, args.message)
 
     @registry.tool("mcp_get_subagent_status", SubagentIdArgs, read_only=True)
     async def get_status(args: SubagentIdArgs, ctx: CallContext) -> dict[str, Any]:
-        """A subagent's status (queued, running, completed, failed, cancelled), result, turns and usage."""
+        """Report a subagent's status, result, turns and usage.
+
+        The status is queued, running, completed, failed or cancelled."""
         return runner.status(args.subagent_id)
 
     @registry.tool("mcp_cancel_subagent", SubagentIdArgs)
     async def cancel(args: SubagentIdArgs, ctx: CallContext) -> dict[str, Any]:
-        """Cancel a queued or running subagent; its in-flight model call is cancelled."""
+        """Cancel a queued or running subagent.
+
+        Its in-flight model call is cancelled too."""
         return runner.cancel(args.subagent_id)
 
     @registry.tool("mcp_list_subagents", ListArgs, read_only=True)
     async def list_subagents(args: ListArgs, ctx: CallContext) -> dict[str, Any]:
-        """List subagents, newest first, optionally filtered by status."""
-        rows = runner.list(args.status)
-        return {"subagents": rows, "count": len(rows)}
+        """List subagents, newest first, optionally filtered by status.
+
+        One page at a time: when more remain, truncated is true and next_cursor continues the list."""
+        import anyio
+
+        after = decode_cursor(args.cursor)
+        rows = await anyio.to_thread.run_sync(lambda: runner.list(args.status, args.limit + 1, after))
+        page = rows[: args.limit]
+        more = len(rows) > args.limit
+        return {
+            "subagents": page,
+            "count": len(page),
+            "truncated": more,
+            "next_cursor": encode_cursor(page[-1]["created_at"], page[-1]["subagent_id"]) if more else None,
+        }

@@ -76,6 +76,7 @@ def make_live(
     approval_required: list[str] | None = None,
     record_arguments: bool = False,
     approval_timeout_seconds: int | None = None,
+    allow_destructive_without_approval: list[str] | None = None,
 ) -> Path:
     """Lock, verify, replay (pinning the contract), set the tools, replay again and promote."""
     policy = parse_policy(draft)
@@ -93,6 +94,7 @@ def make_live(
             "approval_required": list(approval_required or []),
             "record_arguments": record_arguments,
             "approval_timeout_seconds": approval_timeout_seconds,
+            "allow_destructive_without_approval": list(allow_destructive_without_approval or []),
         }
     )
     write_policy(path, pinned.model_copy(update={"tools": tools}))

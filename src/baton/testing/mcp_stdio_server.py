@@ -4,8 +4,10 @@ It runs under any ``python3`` (inside a sandbox too) and is packaged as an npm-s
 :func:`package_files`, so tests can lock, verify and replay it like a real upstream.
 
 - ``BATON_TEST_MCP_TOOLS``: JSON list of tool definitions (or ``BATON_TEST_MCP_TOOLS_FILE``: a path).
+- ``BATON_TEST_MCP_PROTOCOL``: answer initialize with this protocol version (an older server).
 - ``BATON_TEST_MCP_MODE``: ``normal`` (default), ``silent`` (never answers), ``huge_line`` (answers
-  initialize with a 3 MiB line), ``ignore_eof`` (keeps running after stdin closes), ``non_json``,
+  initialize with a ``BATON_TEST_MCP_LINE_MB`` (default 3) MiB line), ``stderr_flood`` (writes
+  ``BATON_TEST_MCP_FLOOD_MB`` (default 100) MiB to stderr before answering initialize), ``ignore_eof`` (keeps running after stdin closes), ``non_json``,
   ``wrong_id``, ``error``, ``roots_first`` (asks ``roots/list`` and announces ``tools/list_changed``
   before answering tools/list; lists one more tool when the client granted roots), ``proxy_drift``
   (lists one more tool when ``HTTP_PROXY`` is set: the contract differs at run time from the replay),
@@ -14,6 +16,7 @@ It runs under any ``python3`` (inside a sandbox too) and is packaged as an npm-s
 - ``tools/call``: ``echo`` (text back, with a progress notification when asked), ``transfer`` (says what
   it was given), ``crash`` (the process dies mid-call), ``slow`` (waits ``seconds``; a
   ``notifications/cancelled`` for it is counted), ``cancellations`` (how many were counted), ``calls`` (JSON counts of calls per tool),
+  ``hang`` (blocks the server for good), ``read`` / ``write`` (a file at ``path``), ``flood`` (``megabytes`` MiB to stderr), ``whoami`` (the params of the client's initialize),
   ``fetch`` (GET ``url`` through ``HTTP_PROXY`` when set), anything else: "called NAME".
 """
 
@@ -70,6 +73,15 @@ def text_result(request_id: Any, text: str, is_error: bool = False) -> None:
     send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
+def flood(megabytes: int) -> None:
+    """Write ``megabytes`` MiB to stderr, the last line saying it is the end."""
+    block = b"e" * ((1 << 20) - 1) + b"\n"
+    for _ in range(megabytes):
+        sys.stderr.buffer.write(block)
+    sys.stderr.buffer.write(b"END OF FLOOD\n")
+    sys.stderr.flush()
+
+
 def fetch(url: str) -> str:
     """GET ``url`` (through HTTP_PROXY when set); the status and the first bytes of the body."""
     import urllib.error
@@ -113,12 +125,33 @@ def call_tool(request: dict[str, Any], state: dict[str, Any]) -> None:
                 text_result(request_id, "slept")
 
         threading.Thread(target=later, daemon=True).start()
+    elif name == "hang":
+        while True:  # a stuck server: the main loop never reads stdin again
+            time.sleep(3600)
+    elif name == "read":
+        try:
+            text_result(request_id, Path(str(arguments.get("path"))).read_text(encoding="utf-8"))
+        except OSError as exc:
+            text_result(request_id, f"{type(exc).__name__}: {exc.strerror}", is_error=True)
+    elif name == "write":
+        try:
+            Path(str(arguments.get("path"))).write_text(str(arguments.get("text")), encoding="utf-8")
+            text_result(request_id, "written")
+        except OSError as exc:
+            text_result(request_id, f"{type(exc).__name__}: {exc.strerror}", is_error=True)
+    elif name == "flood":
+        flood(int(arguments.get("megabytes", 10)))
+        text_result(request_id, "flooded")
+    elif name == "whoami":
+        text_result(request_id, json.dumps(state.get("client"), sort_keys=True))
     elif name == "cancellations":
         text_result(request_id, str(len(state.setdefault("cancelled", set()))))
     elif name == "calls":
         text_result(request_id, json.dumps(counts, sort_keys=True))
     elif name == "fetch":
         text_result(request_id, fetch(str(arguments.get("url"))))
+    elif name == "meta":  # the request's _meta as the gateway sent it (trace context propagation)
+        text_result(request_id, json.dumps(params.get("_meta") or {}, sort_keys=True))
     else:
         text_result(request_id, f"called {name}")
 
@@ -128,15 +161,21 @@ def answer(request: dict[str, Any], mode: str, state: dict[str, Any]) -> None:
     method, request_id = request.get("method"), request.get("id")
     if method == "initialize":
         state["client_capabilities"] = request.get("params", {}).get("capabilities", {})
+        state["client"] = request.get("params", {})
         result = {
-            "protocolVersion": request.get("params", {}).get("protocolVersion"),
+            "protocolVersion": os.environ.get("BATON_TEST_MCP_PROTOCOL")
+            or request.get("params", {}).get("protocolVersion"),
             "capabilities": {"tools": {"listChanged": mode == "roots_first"}},
             "serverInfo": {"name": SERVER_NAME, "version": SERVER_VERSION},
         }
         if mode == "proxy_drift_initialize" and os.environ.get("HTTP_PROXY"):
             result["serverInfo"] = {"name": SERVER_NAME, "version": SERVER_VERSION + "-drifted"}
         if mode == "huge_line":
-            result["instructions"] = "x" * (3 * 1024 * 1024)
+            result["instructions"] = "x" * int(
+                float(os.environ.get("BATON_TEST_MCP_LINE_MB", "3")) * (1 << 20)
+            )
+        if mode == "stderr_flood":
+            flood(int(os.environ.get("BATON_TEST_MCP_FLOOD_MB", "100")))
         if mode == "non_json":
             sys.stdout.write("this is not json\n")
             sys.stdout.flush()

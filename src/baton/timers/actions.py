@@ -38,7 +38,7 @@ async def run_action(runtime: Runtime, raw_action: dict[str, Any]) -> Outcome:
             return await _spawn(runtime, action)
         return Outcome("succeeded")
     except BatonError as exc:
-        return Outcome.failed(exc.error_class, exc.message)
+        return Outcome.failed(exc.error_class, exc.message, **_pick(exc.details, "reason", "limit"))
     except Exception:
         log.exception("timer action failed")
         return Outcome.failed("internal_error", "The timer's action failed unexpectedly; see the server log.")
@@ -74,10 +74,12 @@ async def _notify(runtime: Runtime, action: NotifyAction) -> Outcome:
 
 async def _spawn(runtime: Runtime, action: SpawnSubagentAction) -> Outcome:
     from baton.subagents.runner import SpawnRequest
+    from baton.timers.caps import SpawnRate
 
     runner = runtime.services.get("subagents")
     if runner is None:
         return Outcome.failed("internal_error", "The subagent service is not running in this server.")
+    SpawnRate.for_runtime(runtime).take()
     result = await runner.spawn(SpawnRequest(task=action.task, role=action.role, mode="async"))
     if not result.get("success"):
         return Outcome.failed(

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from baton.errors import BatonError
+from baton.terminal import fail, print_table
+from baton.terminal import print_json as _print_json
 
 app = typer.Typer(help="Inspect and cancel timers.", no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
 
 
 def _service() -> Any:
@@ -23,34 +20,34 @@ def _service() -> Any:
     return TimerService(Runtime.open())
 
 
-def _print_json(value: Any) -> None:
-    out.print_json(json.dumps(value, ensure_ascii=False, default=str))
-
-
 @app.command("list")
 def list_timers(
     status: Annotated[str | None, typer.Option(help="Only active, completed or cancelled timers.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List timers in the order they were set."""
-    rows = _service().list(status)
+    from baton.redaction import redact_output
+
+    rows = redact_output(_service().list(status))
     if as_json:
         _print_json(rows)
         return
-    table = Table("id", "name", "status", "schedule", "next fire", "fired", "last outcome")
+    cells = []
     for row in rows:
         last = row["last_firing"] or {}
         schedule = row["schedule"] if row["schedule"] == "once" else f"every {row['interval_seconds']:g}s"
-        table.add_row(
-            row["timer_id"],
-            row["name"],
-            row["status"],
-            schedule,
-            row["next_fire_at"] or "-",
-            str(row["fire_count"]),
-            (last.get("outcome") or "-") + (" (missed)" if last.get("missed") else ""),
+        cells.append(
+            (
+                row["timer_id"],
+                row["name"],
+                row["status"],
+                schedule,
+                row["next_fire_at"] or "-",
+                str(row["fire_count"]),
+                (last.get("outcome") or "-") + (" (missed)" if last.get("missed") else ""),
+            )
         )
-    out.print(table)
+    print_table(("id", "name", "status", "schedule", "next fire", "fired", "last outcome"), cells)
 
 
 @app.command("cancel")
@@ -59,5 +56,4 @@ def cancel_timer(timer_id: str) -> None:
     try:
         _print_json(_service().cancel(timer_id))
     except BatonError as exc:
-        err.print(f"[red]{exc.error_class}[/red]: {exc.message}")
-        raise typer.Exit(1) from None
+        fail(exc)

@@ -16,13 +16,15 @@ import anyio
 
 from baton.runtime import Runtime
 from baton.timers.actions import Outcome, run_action
-from baton.timers.schedule import now_utc, parse_time
+from baton.timers.schedule import now_utc
 from baton.timers.service import Claim, TimerService
 
 log = logging.getLogger("baton.timers")
 
 #: How often the store is re-read for timers set, changed or cancelled by other processes.
 RESCAN_SECONDS = 1.0
+#: Firings claimed in one transaction (each still a conditional UPDATE of its own).
+CLAIM_BATCH = 500
 
 
 class Scheduler:
@@ -35,6 +37,9 @@ class Scheduler:
         self.started_at = now_utc()
         self._wake = asyncio.Event()
         self._firings: set[asyncio.Task[None]] = set()
+        #: Finished firings waiting to be recorded; written together, one transaction per loop turn.
+        self._finished: list[tuple[Claim, Outcome]] = []
+        self._flush_scheduled = False
         self.service.listeners.append(self.wake)
 
     def wake(self) -> None:
@@ -61,17 +66,13 @@ class Scheduler:
     def tick(self) -> int:
         """Claim every firing due now and start its action; returns how many this process claimed."""
         now = now_utc()
-        claimed = 0
-        for timer_id, due_at in self.service.due(now):
-            missed = parse_time(due_at) < self.started_at
-            claim = self.service.claim(timer_id, due_at, now, missed=missed)
-            if claim is None:
-                continue
-            claimed += 1
-            task = asyncio.get_running_loop().create_task(self._fire(claim), name=f"timer-{timer_id}")
+        claims = self.service.claim_due(now, limit=CLAIM_BATCH, missed_before=self.started_at)
+        loop = asyncio.get_running_loop()
+        for claim in claims:
+            task = loop.create_task(self._fire(claim), name=f"timer-{claim.timer_id}")
             self._firings.add(task)
             task.add_done_callback(self._firings.discard)
-        return claimed
+        return len(claims)
 
     async def _sleep(self) -> None:
         try:
@@ -96,10 +97,19 @@ class Scheduler:
         self._record(claim, outcome)
 
     def _record(self, claim: Claim, outcome: Outcome) -> None:
+        """Queue the firing's outcome; the queue is written once this loop turn's firings are done."""
+        self._finished.append((claim, outcome))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        finished, self._finished = self._finished, []
         try:
-            self.service.record(claim, outcome)
+            self.service.record_many(finished)
         except Exception:
-            log.exception("could not record the firing of timer %s", claim.timer_id)
+            log.exception("could not record %d timer firings", len(finished))
 
     async def aclose(self) -> None:
         """Cancel in-flight firings (each still writes its receipt)."""
@@ -108,3 +118,4 @@ class Scheduler:
             task.cancel()
         with anyio.CancelScope(shield=True):  # the server is shutting down: let each receipt be written
             await asyncio.gather(*tasks, return_exceptions=True)
+        self._flush()

@@ -23,6 +23,7 @@ from baton.runtime import Runtime
 from baton.schema import timers
 from baton.timers import mirror
 from baton.timers.actions import Outcome
+from baton.timers.caps import check_active, check_interval, minimum_interval
 from baton.timers.schedule import (
     MIN_INTERVAL_SECONDS,
     format_time,
@@ -82,8 +83,10 @@ class TimerService:
         """Validate and persist a timer; returns its id and first due time."""
         now = now_utc()
         schedule = parse_schedule(request.fire_at, request.delay_seconds, request.interval_seconds, now)
-        action = parse_action(request.action).model_dump()
-        name = request.name.strip()
+        redactor = self.runtime.redactor  # a credential in a timer never reaches the store or the mirror
+        action = redactor.value(parse_action(request.action).model_dump())
+        check_interval(self.runtime.settings, action["kind"], schedule.interval_seconds)
+        name = redactor.text(request.name.strip())
         if not name:
             raise ArgumentError("invalid_arguments", "The timer needs a non-empty name.")
         timer_id = f"tm_{uuid.uuid4().hex[:20]}"
@@ -104,6 +107,7 @@ class TimerService:
             "created_by": self.runtime.instance_id,
         }
         with self.runtime.store.write() as connection:
+            check_active(connection, self.runtime.settings)
             connection.execute(insert(timers).values(**row))
             self.runtime.receipts.append_in(
                 connection,
@@ -128,11 +132,21 @@ class TimerService:
             raise TimerError("timer_not_found", f"No timer has id {timer_id!r}.", timer_id=timer_id)
         return present(row._mapping)
 
-    def list(self, status: str | None = None) -> list[dict[str, Any]]:
-        """Every timer (optionally of one status) in the order they were set."""
+    def list(
+        self, status: str | None = None, limit: int | None = None, after: tuple[str, str] | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        """Timers (optionally of one status) in the order they were set; ``after`` = (created_at, id) of the
+        last one seen, ``limit`` rows at most."""
         query = select(timers).order_by(timers.c.created_at, timers.c.id)
         if status is not None:
             query = query.where(timers.c.status == status)
+        if after is not None:
+            created, last_id = after
+            query = query.where(
+                (timers.c.created_at > created) | ((timers.c.created_at == created) & (timers.c.id > last_id))
+            )
+        if limit is not None:
+            query = query.limit(limit)
         with self.runtime.store.read() as connection:
             return [present(row._mapping) for row in connection.execute(query)]
 
@@ -160,17 +174,6 @@ class TimerService:
 
     # firing ---------------------------------------------------------------------------------------
 
-    def due(self, now: datetime, limit: int = 100) -> builtins.list[tuple[str, str]]:
-        """``(timer_id, due_at)`` of active timers due at ``now``, earliest first."""
-        query = (
-            select(timers.c.id, timers.c.next_fire_at)
-            .where(timers.c.status == "active", timers.c.next_fire_at <= format_time(now))
-            .order_by(timers.c.next_fire_at)
-            .limit(limit)
-        )
-        with self.runtime.store.read() as connection:
-            return [(row.id, row.next_fire_at) for row in connection.execute(query)]
-
     def earliest(self) -> datetime | None:
         """The earliest due time of any active timer."""
         query = (
@@ -190,44 +193,96 @@ class TimerService:
             ).first()
             if row is None:
                 return None
-            next_fire_at, skipped, status = None, 0, "completed"
-            if row.interval_seconds:
-                upcoming, skipped = next_after(parse_time(due_at), row.interval_seconds, now)
-                next_fire_at, status = format_time(upcoming), "active"
-            stamp = format_time(now)
-            won = connection.execute(
-                update(timers)
-                .where(timers.c.id == timer_id, timers.c.status == "active", timers.c.next_fire_at == due_at)
-                .values(
-                    status=status,
-                    next_fire_at=next_fire_at,
-                    fire_count=timers.c.fire_count + 1,
-                    updated_at=stamp,
-                    last_due_at=due_at,
-                    last_fired_at=stamp,
-                    last_fired_by=self.runtime.instance_id,
-                    last_missed=missed,
-                    last_outcome="running",
-                    last_error_class=None,
-                )
-            ).rowcount
-            if won != 1:
-                return None
-            return Claim(
-                timer_id,
-                row.name,
-                dict(row.action),
-                due_at,
-                stamp,
-                missed,
-                skipped,
-                row.fire_count + 1,
-                next_fire_at,
+            return self._claim_row(connection, row, due_at, now, format_time(now), missed)
+
+    def claim_due(
+        self, now: datetime, *, limit: int, missed_before: datetime | None = None
+    ) -> builtins.list[Claim]:
+        """Claim up to ``limit`` firings due at ``now`` in one transaction. On PostgreSQL the due rows
+        are locked with SKIP LOCKED, so replicas scanning at once claim disjoint sets instead of
+        queueing behind each other's locks; each firing is still its own conditional UPDATE."""
+        stamp = format_time(now)
+        query = (
+            select(timers)
+            .where(timers.c.status == "active", timers.c.next_fire_at <= stamp)
+            .order_by(timers.c.next_fire_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        claims: builtins.list[Claim] = []
+        with self.runtime.store.write() as connection:
+            for row in connection.execute(query).all():
+                missed = missed_before is not None and parse_time(row.next_fire_at) < missed_before
+                claim = self._claim_row(connection, row, row.next_fire_at, now, stamp, missed)
+                if claim is not None:
+                    claims.append(claim)
+        return claims
+
+    def _claim_row(
+        self, connection: Any, row: Any, due_at: str, now: datetime, stamp: str, missed: bool
+    ) -> Claim | None:
+        """The conditional UPDATE that takes one firing: it matches only while the timer is still active
+        and still due at exactly ``due_at``."""
+        next_fire_at, skipped, status = None, 0, "completed"
+        if row.interval_seconds:
+            # timers stored before a cap (or adopted from a mirror) still repeat no faster than it allows
+            period = max(
+                row.interval_seconds, minimum_interval(self.runtime.settings, str(row.action.get("kind")))
             )
+            upcoming, skipped = next_after(parse_time(due_at), period, now)
+            next_fire_at, status = format_time(upcoming), "active"
+        won = connection.execute(
+            update(timers)
+            .where(timers.c.id == row.id, timers.c.status == "active", timers.c.next_fire_at == due_at)
+            .values(
+                status=status,
+                next_fire_at=next_fire_at,
+                fire_count=timers.c.fire_count + 1,
+                updated_at=stamp,
+                last_due_at=due_at,
+                last_fired_at=stamp,
+                last_fired_by=self.runtime.instance_id,
+                last_missed=missed,
+                last_outcome="running",
+                last_error_class=None,
+            )
+        ).rowcount
+        if won != 1:
+            return None
+        return Claim(
+            row.id,
+            row.name,
+            dict(row.action),
+            due_at,
+            stamp,
+            missed,
+            skipped,
+            row.fire_count + 1,
+            next_fire_at,
+        )
 
     def record(self, claim: Claim, outcome: Outcome) -> None:
         """Store a firing's outcome on its timer and append its ``timer_fired`` receipt, together."""
-        payload = {
+        self.record_many([(claim, outcome)])
+
+    def record_many(self, firings: builtins.list[tuple[Claim, Outcome]]) -> None:
+        """Store many firings' outcomes and their ``timer_fired`` receipts in one transaction."""
+        if not firings:
+            return
+        with self.runtime.store.write() as connection:
+            for claim, outcome in firings:
+                connection.execute(
+                    update(timers)
+                    .where(timers.c.id == claim.timer_id, timers.c.last_due_at == claim.due_at)
+                    .values(last_outcome=outcome.outcome, last_error_class=outcome.error_class)
+                )
+                self.runtime.receipts.append_in(
+                    connection, "timer_fired", self._fired_payload(claim, outcome)
+                )
+        self.sync_mirror()
+
+    def _fired_payload(self, claim: Claim, outcome: Outcome) -> dict[str, Any]:
+        return {
             "timer_id": claim.timer_id,
             "name": claim.name,
             "action_kind": claim.action.get("kind"),
@@ -243,14 +298,6 @@ class TimerService:
             "error": outcome.error,
             "detail": outcome.detail,
         }
-        with self.runtime.store.write() as connection:
-            connection.execute(
-                update(timers)
-                .where(timers.c.id == claim.timer_id, timers.c.last_due_at == claim.due_at)
-                .values(last_outcome=outcome.outcome, last_error_class=outcome.error_class)
-            )
-            self.runtime.receipts.append_in(connection, "timer_fired", payload)
-        self.sync_mirror()
 
     # the mirror ------------------------------------------------------------------------------------
 

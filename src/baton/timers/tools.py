@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import anyio
 from pydantic import Field
 
+from baton.paging import decode_cursor, encode_cursor
 from baton.timers.scheduler import Scheduler
 from baton.timers.service import TimerRequest, TimerService
 from baton.toolkit import CallContext, ToolArgs, ToolRegistry
@@ -21,12 +23,15 @@ class SetTimerArgs(ToolArgs):
 
     name: str = Field(min_length=1, max_length=200, description="A label for the timer.")
     fire_at: str | None = Field(
-        None, description="One-shot at this ISO 8601 date-time with a time zone (e.g. 2026-01-31T09:00:00Z)."
+        None,
+        max_length=64,
+        description="One-shot at this ISO 8601 date-time with a time zone (e.g. 2026-01-31T09:00:00Z).",
     )
     delay_seconds: float | None = Field(None, description="One-shot this many seconds from now (> 0).")
     interval_seconds: float | None = Field(
         None,
-        description="Repeat every this many seconds (>= 0.1); the first firing is one interval from now.",
+        description="Repeat every this many seconds (at least 0.1 for record, 10 for notify, 60 for "
+        "spawn_subagent by default); the first firing is one interval from now.",
     )
     action: dict[str, Any] = Field(description=ACTION_HELP)
 
@@ -37,12 +42,16 @@ class ListTimersArgs(ToolArgs):
     status: Literal["active", "completed", "cancelled"] | None = Field(
         None, description="Only timers with this status (default: all)."
     )
+    limit: int = Field(500, ge=1, le=1000, description="Timers per page (at most 1000).")
+    cursor: str | None = Field(
+        None, max_length=200, description="next_cursor of the previous page, to continue the list."
+    )
 
 
 class TimerIdArgs(ToolArgs):
     """Arguments naming one timer."""
 
-    timer_id: str = Field(min_length=1)
+    timer_id: str = Field(min_length=1, max_length=64, description="The id mcp_set_timer returned.")
 
 
 def register(registry: ToolRegistry) -> None:
@@ -54,17 +63,32 @@ def register(registry: ToolRegistry) -> None:
 
     @registry.tool("mcp_set_timer", SetTimerArgs)
     async def set_timer(args: SetTimerArgs, ctx: CallContext) -> dict[str, Any]:
-        """Set a persistent timer (one-shot with fire_at or delay_seconds, repeating with interval_seconds)
-        that notifies, spawns an async subagent or only records; returns timer_id and next_fire_at."""
+        """Set a persistent timer that notifies, spawns an async subagent or only records.
+
+        One-shot with fire_at or delay_seconds, repeating with interval_seconds; returns timer_id and
+        next_fire_at. Timers survive restarts."""
         return service.set(TimerRequest(**args.model_dump()))
 
     @registry.tool("mcp_list_timers", ListTimersArgs, read_only=True)
     async def list_timers(args: ListTimersArgs, ctx: CallContext) -> dict[str, Any]:
-        """List timers in the order they were set, with status, next_fire_at and the last firing."""
-        rows = service.list(args.status)
-        return {"timers": rows, "count": len(rows)}
+        """List timers in the order they were set.
+
+        Each shows its status, next_fire_at and its last firing; when more remain than limit, truncated is
+        true and next_cursor continues the list."""
+        after = decode_cursor(args.cursor)
+        rows = await anyio.to_thread.run_sync(lambda: service.list(args.status, args.limit + 1, after))
+        page = rows[: args.limit]
+        more = len(rows) > args.limit
+        return {
+            "timers": page,
+            "count": len(page),
+            "truncated": more,
+            "next_cursor": encode_cursor(page[-1]["created_at"], page[-1]["timer_id"]) if more else None,
+        }
 
     @registry.tool("mcp_cancel_timer", TimerIdArgs)
     async def cancel_timer(args: TimerIdArgs, ctx: CallContext) -> dict[str, Any]:
-        """Cancel an active timer for good; it never fires again."""
+        """Cancel an active timer for good.
+
+        It never fires again."""
         return service.cancel(args.timer_id)

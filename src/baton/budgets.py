@@ -1,0 +1,152 @@
+"""Token and cost budgets: per spawn (``max_total_tokens``, ``max_cost_usd``) and per server per UTC day.
+
+The daily spend lives in one ``model_spend`` row per UTC day, updated in the same transaction as the
+``model_call`` receipt, so every replica on one store shares it and a budget check reads one row by its
+primary key (summing receipts would parse every payload of the day on every call).
+
+A budget is checked before a model is called: a call is refused once what was spent reaches the limit
+(any call spends at least one token). A call that crosses the limit while it runs finishes and is
+recorded; the next one is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from baton.config import Settings
+from baton.errors import BudgetError
+from baton.schema import model_spend
+from baton.store import Store
+
+
+@dataclass(frozen=True)
+class Spend:
+    """Tokens and dollars spent (``cost_usd`` counts priced calls only)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    calls: int = 0
+    unpriced_calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def as_dict(self) -> dict[str, Any]:
+        """The spend as a result or receipt field."""
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.total_tokens,
+            "cost_usd": round(self.cost_usd, 10),
+            "calls": self.calls,
+            "unpriced_calls": self.unpriced_calls,
+        }
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A token and a dollar limit; None means unlimited."""
+
+    max_total_tokens: int | None = None
+    max_cost_usd: float | None = None
+
+    def check(self, spent: Spend, *, budget: str, **details: Any) -> None:
+        """Raise ``budget_exceeded`` when ``spent`` has reached either limit."""
+        reached = []
+        if self.max_total_tokens is not None and spent.total_tokens >= self.max_total_tokens:
+            reached.append(f"{spent.total_tokens} of {self.max_total_tokens} tokens")
+        if self.max_cost_usd is not None and spent.cost_usd >= self.max_cost_usd:
+            reached.append(f"${spent.cost_usd:.6f} of ${self.max_cost_usd:.6f}")
+        if reached:
+            raise BudgetError(
+                "budget_exceeded",
+                f"The {budget} budget is spent ({'; '.join(reached)}); the model was not called.",
+                budget=budget,
+                spent=spent.as_dict(),
+                limit={"max_total_tokens": self.max_total_tokens, "max_cost_usd": self.max_cost_usd},
+                **details,
+            )
+
+
+def utc_day(now: datetime | None = None) -> str:
+    """The UTC day a spend counts in, ``YYYY-MM-DD``."""
+    return (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%d")
+
+
+class DailyBudget:
+    """The server's daily budget (``BATON_BUDGET_DAILY_TOKENS`` / ``BATON_BUDGET_DAILY_USD``) and its ledger."""
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.limits = Limits(settings.baton_budget_daily_tokens, settings.baton_budget_daily_usd)
+        self._ensured_day: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        """Whether either daily limit is set."""
+        return self.limits.max_total_tokens is not None or self.limits.max_cost_usd is not None
+
+    def spent(self, day: str | None = None) -> Spend:
+        """What was spent on ``day`` (default: today, UTC), by every replica."""
+        day = day or utc_day()
+        with self.store.read() as connection:
+            row = connection.execute(select(model_spend).where(model_spend.c.day == day)).first()
+        if row is None:
+            return Spend()
+        return Spend(
+            int(row.input_tokens),
+            int(row.output_tokens),
+            float(row.cost_usd),
+            int(row.calls),
+            int(row.unpriced_calls),
+        )
+
+    def check(self) -> None:
+        """Refuse (``budget_exceeded``) when today's spend has reached a daily limit."""
+        if self.enabled:
+            day = utc_day()
+            self.limits.check(self.spent(day), budget="daily", day=day)
+
+    def prepare(self) -> str:
+        """Make sure today's ledger row exists (its own transaction, so a race between replicas is harmless)."""
+        day = utc_day()
+        if self._ensured_day == day:
+            return day
+        with self.store.read() as connection:
+            exists = connection.execute(select(model_spend.c.day).where(model_spend.c.day == day)).first()
+        if exists is None:
+            try:
+                with self.store.write() as connection:
+                    connection.execute(
+                        insert(model_spend).values(
+                            day=day, calls=0, input_tokens=0, output_tokens=0, cost_usd=0.0, unpriced_calls=0
+                        )
+                    )
+            except IntegrityError:
+                pass  # another process created it first
+        self._ensured_day = day
+        return day
+
+    def record_in(
+        self, connection: Connection, day: str, input_tokens: int, output_tokens: int, cost_usd: float | None
+    ) -> None:
+        """Add one call to ``day``'s ledger inside the caller's transaction (the receipt's)."""
+        connection.execute(
+            update(model_spend)
+            .where(model_spend.c.day == day)
+            .values(
+                calls=model_spend.c.calls + 1,
+                input_tokens=model_spend.c.input_tokens + input_tokens,
+                output_tokens=model_spend.c.output_tokens + output_tokens,
+                cost_usd=model_spend.c.cost_usd + (cost_usd or 0.0),
+                unpriced_calls=model_spend.c.unpriced_calls + (1 if cost_usd is None else 0),
+            )
+        )

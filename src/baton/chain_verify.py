@@ -1,0 +1,326 @@
+"""Independent verifier of a receipt chain and its signed checkpoints. Imports only the standard library.
+
+One walk serves ``baton receipts verify`` (rows streamed from the store), ``baton campaign verify`` and
+an exported chain checked by someone who holds nothing but the public key::
+
+    python -m baton.chain_verify EXPORT_DIR --public-key checkpoint.pub
+
+Ed25519 signatures are checked with ``cryptography`` when it is importable, else with the pure-Python
+verifier of RFC 8032 below (slower, same answers), so the module never needs more than the standard
+library. Canonical JSON is the one of SPEC.md section 4, restated here so the file stands alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+GENESIS_SHA256 = "0" * 64
+#: What a checkpoint signature covers (with seq, sha256, at and key_id), so it can mean nothing else.
+CHECKPOINT_DOMAIN = "baton.receipts.checkpoint.v1"
+CHAIN_BROKEN = "receipt_chain_broken"
+CHECKPOINT_INVALID = "receipt_checkpoint_invalid"
+CHECKPOINT_MISMATCH = "receipt_checkpoint_mismatch"
+
+#: One receipt as the walk reads it: seq, kind, at, payload (stored text or a parsed value), prev, sha256.
+Row = tuple[Any, Any, Any, Any, Any, Any]
+
+
+def canonical(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))``."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    """The outcome of recomputing the chain and checking its checkpoints."""
+
+    ok: bool
+    count: int
+    head_sha256: str
+    first_bad_seq: int | None = None
+    reason: str | None = None
+    error_class: str | None = None
+    #: Signed checkpoints that verified, and the highest seq they anchor (0: none).
+    checkpoints: int = 0
+    anchored_seq: int = 0
+
+
+def public_key_id(public_key: bytes) -> str:
+    """A checkpoint key's id: the first 16 hex digits of sha256 of its 32 raw bytes."""
+    return hashlib.sha256(public_key).hexdigest()[:16]
+
+
+def checkpoint_message(seq: int, sha256: str, at: str, key_id: str) -> bytes:
+    """The bytes a checkpoint's Ed25519 signature covers."""
+    body = {"domain": CHECKPOINT_DOMAIN, "seq": seq, "sha256": sha256, "at": at, "key_id": key_id}
+    return canonical(body).encode("utf-8")
+
+
+def read_public_key(path: Path) -> bytes:
+    """A public key file as baton writes it: the 32 raw bytes in hex on one line."""
+    raw = bytes.fromhex(path.read_text(encoding="ascii").strip())
+    if len(raw) != 32:
+        raise ValueError(f"{path} does not hold a 32-byte Ed25519 public key")
+    return raw
+
+
+# Ed25519 verification (RFC 8032 section 6, verification only; public inputs, so timing does not matter)
+
+_P = 2**255 - 19
+_L = 2**252 + 27742317777372353535851937790883648493
+_D = -121665 * pow(121666, _P - 2, _P) % _P
+_SQRT_M1 = pow(2, (_P - 1) // 4, _P)
+_Point = tuple[int, int, int, int]
+
+
+def _recover_x(y: int, sign: int) -> int | None:
+    if y >= _P:
+        return None
+    x2 = (y * y - 1) * pow(_D * y * y + 1, _P - 2, _P)
+    if x2 % _P == 0:
+        return None if sign else 0
+    x = pow(x2, (_P + 3) // 8, _P)
+    if (x * x - x2) % _P:
+        x = x * _SQRT_M1 % _P
+    if (x * x - x2) % _P:
+        return None
+    return _P - x if (x & 1) != sign else x
+
+
+def _add(a: _Point, b: _Point) -> _Point:
+    p1 = (a[1] - a[0]) * (b[1] - b[0]) % _P
+    p2 = (a[1] + a[0]) * (b[1] + b[0]) % _P
+    p3 = 2 * a[3] * b[3] * _D % _P
+    p4 = 2 * a[2] * b[2] % _P
+    e, f, g, h = p2 - p1, p4 - p3, p4 + p3, p2 + p1
+    return (e * f % _P, g * h % _P, f * g % _P, e * h % _P)
+
+
+def _mul(scalar: int, point: _Point) -> _Point:
+    result: _Point = (0, 1, 1, 0)
+    while scalar:
+        if scalar & 1:
+            result = _add(result, point)
+        point = _add(point, point)
+        scalar >>= 1
+    return result
+
+
+def _decompress(data: bytes) -> _Point | None:
+    y = int.from_bytes(data, "little")
+    sign, y = y >> 255, y & ((1 << 255) - 1)
+    x = _recover_x(y, sign)
+    return None if x is None else (x, y, 1, x * y % _P)
+
+
+_GY = 4 * pow(5, _P - 2, _P) % _P
+_GX = _recover_x(_GY, 0)
+assert _GX is not None
+_G: _Point = (_GX, _GY, 1, _GX * _GY % _P)
+
+
+def ed25519_verify_pure(public_key: bytes, message: bytes, signature: bytes) -> bool:
+    """RFC 8032 Ed25519 verification in pure Python."""
+    if len(public_key) != 32 or len(signature) != 64:
+        return False
+    a, r = _decompress(public_key), _decompress(signature[:32])
+    s = int.from_bytes(signature[32:], "little")
+    if a is None or r is None or s >= _L:
+        return False
+    h = int.from_bytes(hashlib.sha512(signature[:32] + public_key + message).digest(), "little") % _L
+    left, right = _mul(s, _G), _add(r, _mul(h, a))
+    return (left[0] * right[2] - right[0] * left[2]) % _P == 0 and (
+        left[1] * right[2] - right[1] * left[2]
+    ) % _P == 0
+
+
+def ed25519_verify(public_key: bytes, message: bytes, signature: bytes) -> bool:
+    """Ed25519 verification: ``cryptography`` when importable, else the pure-Python verifier."""
+    try:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    except ImportError:
+        return ed25519_verify_pure(public_key, message, signature)
+    try:
+        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+# the walk
+
+
+def _checkpoint_problem(checkpoint: Mapping[str, Any], public_keys: Mapping[str, bytes]) -> str | None:
+    try:
+        seq, sha256, at = checkpoint["seq"], checkpoint["sha256"], checkpoint["at"]
+        key_id, signature = checkpoint["key_id"], bytes.fromhex(checkpoint["signature"])
+    except (KeyError, TypeError, ValueError):
+        return "a checkpoint is malformed"
+    if not isinstance(seq, int) or isinstance(seq, bool) or not isinstance(sha256, str):
+        return "a checkpoint is malformed"
+    key = public_keys.get(key_id)
+    if key is None:
+        known = ", ".join(sorted(public_keys)) or "none"
+        return (
+            f"the checkpoint at seq {seq} is signed by key {key_id}, which is not trusted (trusted: {known})"
+        )
+    if not ed25519_verify(key, checkpoint_message(seq, sha256, str(at), str(key_id)), signature):
+        return f"the checkpoint at seq {seq} has a signature that does not verify"
+    return None
+
+
+def _fail(
+    count: int, prev: str, seq: int | None, reason: str, error_class: str = CHAIN_BROKEN
+) -> ChainReport:
+    return ChainReport(False, count, prev, seq, reason, error_class)
+
+
+def verify_rows(
+    rows: Iterable[Row],
+    *,
+    head: tuple[int, str] | None = None,
+    checkpoints: Iterable[Mapping[str, Any]] = (),
+    public_keys: Mapping[str, bytes] | None = None,
+) -> ChainReport:
+    """Recompute every hash, link and seq of ``rows`` (in chain order, read once, streamed), compare the
+    last one with ``head`` (seq, sha256), and check every checkpoint's signature and that the chain still
+    holds each checkpointed head at its seq."""
+    anchors: dict[int, str] = {}
+    for checkpoint in checkpoints:
+        problem = (
+            _checkpoint_problem(checkpoint, public_keys or {})
+            if isinstance(checkpoint, Mapping)
+            else "a checkpoint is malformed"
+        )
+        if problem:
+            seq = checkpoint.get("seq") if isinstance(checkpoint, Mapping) else None
+            return _fail(0, GENESIS_SHA256, seq, problem, CHECKPOINT_INVALID)
+        seq, sha256 = checkpoint["seq"], checkpoint["sha256"]
+        if anchors.setdefault(seq, sha256) != sha256:
+            return _fail(
+                0, GENESIS_SHA256, seq, "two signed checkpoints disagree at this seq", CHECKPOINT_MISMATCH
+            )
+    prev, count = GENESIS_SHA256, 0
+    for seq, kind, at, payload, prev_sha256, sha256 in rows:
+        expected = count + 1
+        if seq != expected or isinstance(seq, bool):
+            bad = seq if isinstance(seq, int) else expected
+            return _fail(count, prev, bad, f"sequence gap: expected {expected}, found {seq}")
+        if isinstance(payload, str):
+            try:
+                text = canonical(json.loads(payload))
+            except ValueError:
+                return _fail(count, prev, seq, "the payload is not valid JSON")
+            if text != payload:
+                return _fail(
+                    count,
+                    prev,
+                    seq,
+                    "the stored payload is not the canonical JSON of its value (duplicate keys?)",
+                )
+        else:
+            text = canonical(payload)
+        if prev_sha256 != prev:
+            return _fail(count, prev, seq, "prev_sha256 does not match the previous receipt")
+        body = (
+            f'{{"at":{canonical(at)},"kind":{canonical(kind)},"payload":{text},'
+            f'"prev_sha256":{canonical(prev_sha256)},"seq":{seq}}}'
+        )
+        digest = hashlib.sha256(body.encode("utf-8")).hexdigest()
+        if digest != sha256:
+            return _fail(count, prev, seq, "sha256 does not match the receipt's content")
+        anchored = anchors.get(seq)
+        if anchored is not None and anchored != digest:
+            reason = "the chain differs from the signed checkpoint at this seq (rewritten history)"
+            return _fail(count, prev, seq, reason, CHECKPOINT_MISMATCH)
+        prev, count = digest, seq
+    if anchors and max(anchors) > count:
+        reason = f"a signed checkpoint covers seq {max(anchors)} but the chain ends at seq {count} (receipts removed)"
+        return _fail(count, prev, max(anchors), reason, CHECKPOINT_MISMATCH)
+    if head is not None and (head[1] != prev or head[0] != count):
+        return _fail(count, prev, None, "the chain head does not match the last receipt")
+    return ChainReport(True, count, prev, checkpoints=len(anchors), anchored_seq=max(anchors, default=0))
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("duplicate key")
+    return dict(pairs)
+
+
+def parse_strict(text: str) -> Any:
+    """JSON with duplicate object keys refused (they would hash as one key and hide the other)."""
+    return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+
+
+def dict_rows(rows: Iterable[Mapping[str, Any]]) -> Iterator[Row]:
+    """Exported receipts (``{seq, kind, at, payload, prev_sha256, sha256}``) as walk rows."""
+    for row in rows:
+        if not isinstance(row, Mapping):
+            row = {}  # not a receipt: fails as a sequence gap at its position
+        yield (
+            row.get("seq"),
+            row.get("kind"),
+            row.get("at"),
+            row.get("payload"),
+            row.get("prev_sha256"),
+            row.get("sha256"),
+        )
+
+
+def read_jsonl(path: Path) -> Iterator[Any]:
+    """Each non-empty line of a JSON Lines file, parsed strictly (streamed)."""
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                yield parse_strict(line)
+
+
+def verify_export(directory: Path, public_key: bytes) -> ChainReport:
+    """Check an export (``receipts.jsonl`` and ``checkpoints.jsonl``) with nothing but the public key."""
+    keys = {public_key_id(public_key): public_key}
+    checkpoints_path = directory / "checkpoints.jsonl"
+    try:
+        checkpoints = list(read_jsonl(checkpoints_path)) if checkpoints_path.is_file() else []
+    except (OSError, ValueError) as exc:
+        return _fail(0, GENESIS_SHA256, None, f"checkpoints.jsonl is unreadable ({exc})", CHECKPOINT_INVALID)
+    try:
+        return verify_rows(
+            dict_rows(read_jsonl(directory / "receipts.jsonl")), checkpoints=checkpoints, public_keys=keys
+        )
+    except (OSError, ValueError) as exc:
+        return _fail(0, GENESIS_SHA256, None, f"receipts.jsonl is unreadable ({exc})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m baton.chain_verify DIR --public-key FILE``: exit 0 when the export verifies."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 3 or args[1] != "--public-key":
+        sys.stderr.write("usage: python -m baton.chain_verify EXPORT_DIR --public-key checkpoint.pub\n")
+        return 2
+    try:
+        key = read_public_key(Path(args[2]))
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"{CHECKPOINT_INVALID}: the public key could not be read ({exc})\n")
+        return 1
+    report = verify_export(Path(args[0]), key)
+    if not report.ok:
+        sys.stderr.write(f"{report.error_class}: at seq {report.first_bad_seq}: {report.reason}\n")
+        return 1
+    sys.stdout.write(
+        f"ok: {report.count} receipts, head {report.head_sha256}; {report.checkpoints} signed checkpoints "
+        f"verified, anchored up to seq {report.anchored_seq}\n"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

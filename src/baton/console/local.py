@@ -1,0 +1,92 @@
+"""``baton console``: the operator console on loopback over the local store, with no MCP server.
+
+It serves the inbox and the console (same routes, same authentication as ``baton serve --http``).
+The login token is BATON_ADMIN_TOKEN (or BATON_HTTP_TOKEN) when set; otherwise a random token is
+made for this run only and shown once on the terminal that started it (like a notebook server's
+token): it is not configuration, is never written anywhere, and dies with the process.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from typing import Any
+
+import anyio
+
+from baton.addresses import is_loopback
+from baton.errors import BatonError, ConfigError
+
+DEFAULT_BIND = "127.0.0.1:8766"
+
+
+def run_console(bind: str = DEFAULT_BIND) -> int:
+    """Serve the console until Ctrl-C; returns the exit code."""
+    from baton.config import load_settings
+    from baton.server import parse_bind
+
+    try:
+        host, port = parse_bind(bind)
+        if not is_loopback(host):
+            raise ConfigError(
+                "http_bind_refused",
+                f"baton console listens on loopback only, not {host}; a shared console is served by "
+                "baton serve --http behind its tokens.",
+            )
+        settings = load_settings()
+        one_run_token = None
+        if not (settings.baton_admin_token or settings.baton_http_token):
+            one_run_token = secrets.token_urlsafe(24)
+            settings.baton_admin_token = one_run_token
+        anyio.run(_serve, settings, host, port, one_run_token)
+    except BatonError as exc:
+        sys.stderr.write(f"{exc.error_class}: {exc.message}\n")
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+def build_app(runtime: Any) -> Any:
+    """The inbox and console routes over ``runtime`` (no MCP endpoint)."""
+    from starlette.applications import Starlette
+
+    from baton.console import web
+    from baton.hitl import inbox
+
+    return Starlette(routes=[*inbox.routes(runtime), *web.routes(runtime)])
+
+
+async def _serve(settings: Any, host: str, port: int, one_run_token: str | None) -> None:
+    import uvicorn
+
+    from baton.runtime import Runtime
+    from baton.server import announce_listening
+
+    runtime = Runtime.open(settings)
+    from baton.http_guards import guarded
+
+    app = guarded(build_app(runtime), settings, host, port)  # body limits, Host/Origin checks, proxies
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="off", log_config=None, proxy_headers=False
+    )
+
+    class AnnouncingServer(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                announce_listening(self, host, ("/inbox/console", "/inbox"))
+                if one_run_token:
+                    sys.stderr.write(
+                        f"log in with this one-run token (not stored anywhere): {one_run_token}\n"
+                    )
+                else:
+                    sys.stderr.write(
+                        "log in with BATON_ADMIN_TOKEN (or BATON_HTTP_TOKEN when no admin token is set)\n"
+                    )
+                sys.stderr.flush()
+
+    try:
+        await AnnouncingServer(config).serve()
+    finally:
+        runtime.close()

@@ -1,0 +1,221 @@
+"""The console's routes under ``/inbox/console``, behind the inbox's authentication.
+
+Nothing about access is reimplemented here: the inbox's :class:`~baton.hitl.inbox.Inbox` decides
+who is logged in (token session cookie, ``Path=/inbox``, or a bearer header), checks every form's
+CSRF token and origin, and renders with its security headers (no script, no remote resource).
+Decisions go through the inbox's own decide handler, so the console is one more view of the same
+person's path (``decided_via = "inbox"``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from baton.console import charts, views
+from baton.errors import BatonError, HitlError
+from baton.hitl.broker import get_broker
+from baton.hitl.inbox import HEADERS, Inbox
+from baton.runtime import Runtime
+
+BASE = "/inbox/console"
+PAGES = (
+    ("requests", "Requests"),
+    ("subagents", "Subagents"),
+    ("timers", "Timers"),
+    ("adapters", "Adapters"),
+    ("receipts", "Receipts"),
+    ("charts", "Charts"),
+)
+
+
+class Console:
+    """The console's handlers; authentication, CSRF and headers are the inbox's."""
+
+    def __init__(self, runtime: Runtime, inbox: Inbox) -> None:
+        self.runtime = runtime
+        self.inbox = inbox
+        self.env = inbox.env.overlay()
+        from jinja2 import ChoiceLoader, FileSystemLoader
+
+        assert inbox.env.loader is not None
+        self.env.loader = ChoiceLoader(
+            [FileSystemLoader(Path(__file__).parent / "templates"), inbox.env.loader]
+        )
+
+    def page(self, template: str, page: str, binding: str, **values: Any) -> HTMLResponse:
+        """A console page with the inbox's security headers."""
+        html = self.env.get_template(template).render(
+            pages=PAGES,
+            current=page,
+            base=BASE,
+            logout_csrf=self.inbox.signer.csrf(binding, "logout"),
+            **values,
+        )
+        return HTMLResponse(html, headers=HEADERS)
+
+    def csrf(self, binding: str, scope: str) -> str:
+        """The CSRF token of one console form (tied to the session and what the form acts on)."""
+        return self.inbox.signer.csrf(binding, scope)
+
+    # pages ----------------------------------------------------------------------------------------
+
+    async def home(self, request: Request) -> Response:
+        """The console opens on the requests page."""
+        return RedirectResponse(f"{BASE}/requests", status_code=303, headers=HEADERS)
+
+    async def requests(self, request: Request) -> Response:
+        """Pending requests to decide, and the decided ones with who, how, notes, wait and receipt."""
+        binding = self.inbox.binding(request)
+        if binding is None:
+            return self.inbox._login_redirect()
+        data = views.requests(self.runtime)
+        forms = {r["request_id"]: self.csrf(binding, r["request_id"]) for r in data["pending"]}
+        return self.page("console_requests.html", "requests", binding, forms=forms, **data)
+
+    async def decide(self, request: Request) -> Response:
+        """The inbox's decide handler (auth, CSRF, origin, broker), then back to the console."""
+        response = await self.inbox.decide(request)
+        if response.status_code == 303:
+            return RedirectResponse(f"{BASE}/requests", status_code=303, headers=HEADERS)
+        return response
+
+    async def subagents(self, request: Request) -> Response:
+        """Every subagent with status, role, strategy, turns, tokens and latency."""
+        binding = self.inbox.binding(request)
+        if binding is None:
+            return self.inbox._login_redirect()
+        status = request.query_params.get("status") or None
+        rows = views.subagents(self.runtime, status)
+        forms = {r["subagent_id"]: self.csrf(binding, f"cancel-subagent:{r['subagent_id']}") for r in rows}
+        return self.page(
+            "console_subagents.html", "subagents", binding, rows=rows, forms=forms, status=status
+        )
+
+    async def subagent(self, request: Request) -> Response:
+        """One subagent: prepared context and conversation (stored redacted), and cancel."""
+        binding = self.inbox.binding(request)
+        if binding is None:
+            return self.inbox._login_redirect()
+        subagent_id = request.path_params["subagent_id"]
+        try:
+            detail = views.subagent(self.runtime, subagent_id)
+        except BatonError as exc:
+            return self.inbox.refusal(exc, back=f"{BASE}/subagents")
+        form = self.csrf(binding, f"cancel-subagent:{subagent_id}")
+        return self.page("console_subagent.html", "subagents", binding, s=detail, form=form)
+
+    async def cancel_subagent(self, request: Request) -> Response:
+        """Cancel a subagent (its running model call is cancelled too)."""
+        subagent_id = request.path_params["subagent_id"]
+        return await self._act(
+            request,
+            f"cancel-subagent:{subagent_id}",
+            lambda: views.subagent_runner(self.runtime).cancel(subagent_id),
+            f"{BASE}/subagents/{subagent_id}",
+        )
+
+    async def timers(self, request: Request) -> Response:
+        """Timers: next and last firing, missed flag, cancel."""
+        binding = self.inbox.binding(request)
+        if binding is None:
+            return self.inbox._login_redirect()
+        rows = views.timers(self.runtime)
+        forms = {r["timer_id"]: self.csrf(binding, f"cancel-timer:{r['timer_id']}") for r in rows}
+        return self.page("console_timers.html", "timers", binding, rows=rows, forms=forms)
+
+    async def cancel_timer(self, request: Request) -> Response:
+        """Cancel a timer for good."""
+        timer_id = request.path_params["timer_id"]
+        return await self._act(
+            request,
+            f"cancel-timer:{timer_id}",
+            lambda: views.timer_service(self.runtime).cancel(timer_id),
+            f"{BASE}/timers",
+        )
+
+    async def adapters(self, request: Request) -> Response:
+        """Adapters: state, pins, tool partition, last replay, block reason, drift."""
+        binding = self.inbox.binding(request)
+        if binding is None:
+            return self.inbox._login_redirect()
+        return self.page("console_adapters.html", "adapters", binding, rows=views.adapters(self.runtime))
+
+    async def receipts(self, request: Request) -> Response:
+        """The chain's verdict and checkpoints, and receipts filtered by kind and time."""
+        binding = self.inbox.binding(request)
+        if binding is None:
+            return self.inbox._login_redirect()
+        params = request.query_params
+        kind = params.get("kind") or None
+        since, until = params.get("since") or None, params.get("until") or None
+        return self.page(
+            "console_receipts.html",
+            "receipts",
+            binding,
+            chain=views.chain(self.runtime),
+            kinds=views.receipt_kinds(self.runtime),
+            rows=views.receipts(self.runtime, kind, _instant(since), _instant(until)),
+            kind=kind,
+            since=since or "",
+            until=until or "",
+        )
+
+    async def charts(self, request: Request) -> Response:
+        """Model tokens and latency over time, tool calls by outcome, approval wait times."""
+        binding = self.inbox.binding(request)
+        if binding is None:
+            return self.inbox._login_redirect()
+        decided = views.requests(self.runtime)["decided"]
+        return self.page(
+            "console_charts.html", "charts", binding, charts=charts.all_charts(self.runtime, decided)
+        )
+
+    async def _act(self, request: Request, scope: str, action: Any, back: str) -> Response:
+        binding = self.inbox.binding(request)
+        if binding is None:
+            return self.inbox.refusal(HitlError("hitl_unauthorized", "Log in with the inbox token first."))
+        try:
+            fields = await self.inbox.form(request)
+            self.inbox._check_csrf(binding, scope, fields.get("csrf"), request)
+            action()
+        except BatonError as exc:
+            return self.inbox.refusal(exc, back=back)
+        return RedirectResponse(back, status_code=303, headers=HEADERS)
+
+
+def _instant(value: str | None) -> str | None:
+    """A ``datetime-local`` field (``2026-12-03T14:05``, taken as UTC) as the ISO form receipts use."""
+    if not value:
+        return None
+    from datetime import UTC, datetime
+
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat()
+
+
+def routes(runtime: Runtime) -> list[Route]:
+    """The console's routes for ``baton serve --http`` and ``baton console``."""
+    console = Console(runtime, Inbox(runtime, get_broker(runtime)))
+    return [
+        Route(BASE, console.home, methods=["GET"]),
+        Route(f"{BASE}/requests", console.requests, methods=["GET"]),
+        Route(f"{BASE}/requests/{{request_id}}/decide", console.decide, methods=["POST"]),
+        Route(f"{BASE}/subagents", console.subagents, methods=["GET"]),
+        Route(f"{BASE}/subagents/{{subagent_id}}", console.subagent, methods=["GET"]),
+        Route(f"{BASE}/subagents/{{subagent_id}}/cancel", console.cancel_subagent, methods=["POST"]),
+        Route(f"{BASE}/timers", console.timers, methods=["GET"]),
+        Route(f"{BASE}/timers/{{timer_id}}/cancel", console.cancel_timer, methods=["POST"]),
+        Route(f"{BASE}/adapters", console.adapters, methods=["GET"]),
+        Route(f"{BASE}/receipts", console.receipts, methods=["GET"]),
+        Route(f"{BASE}/charts", console.charts, methods=["GET"]),
+    ]

@@ -1,0 +1,276 @@
+"""ASGI guards in front of every HTTP route of ``baton serve --http`` (``/mcp``, ``/inbox…``).
+
+* :class:`BodyLimit` refuses a body larger than its route allows with 413: at once when
+  ``Content-Length`` says so, otherwise as soon as the bytes read pass the limit; nothing past the
+  limit is buffered, and the route never sees a truncated body.
+* :class:`HostGuard` protects a loopback bind from DNS rebinding: the ``Host`` must name the bind (or
+  ``localhost``, ``127.0.0.1``, ``[::1]``, or ``BATON_PUBLIC_URL``) else 421; a browser ``Origin``
+  must be one of those too, else 403.
+* :class:`TrustedProxy` takes the scheme from ``X-Forwarded-Proto`` only when the direct peer is a
+  configured trusted proxy (``BATON_TRUSTED_PROXIES``), so cookies get ``Secure`` behind TLS.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Any
+from urllib.parse import urlsplit
+
+Scope = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
+
+#: Default of ``BATON_MAX_MESSAGE_BYTES`` (``/mcp`` and any route without its own limit).
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+#: The limit of every ``/inbox`` route (forms: a token, a CSRF token, notes, an answer).
+INBOX_BODY_BYTES = 64 * 1024
+
+
+async def send_refusal(
+    send: Any,
+    status: int,
+    error_class: str,
+    message: str,
+    headers: Iterable[tuple[bytes, bytes]] = (),
+    **details: Any,
+) -> None:
+    """A JSON refusal ``{success: false, error, error_class}`` with ``status``."""
+    body = json.dumps({**details, "success": False, "error": message, "error_class": error_class}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope.get("headers") or []:
+        if key.lower() == name:
+            return bytes(value)
+    return None
+
+
+class BodyLimit:
+    """Refuses request bodies over the route's limit with 413 ``http_body_too_large``."""
+
+    def __init__(self, app: ASGIApp, default_limit: int, prefix_limits: dict[str, int] | None = None) -> None:
+        self.app = app
+        self.default_limit = default_limit
+        self.prefix_limits = prefix_limits or {}
+
+    def limit_for(self, path: str) -> int:
+        """The longest matching prefix's limit, else the default."""
+        matches = [prefix for prefix in self.prefix_limits if path.startswith(prefix)]
+        return self.prefix_limits[max(matches, key=len)] if matches else self.default_limit
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        """Check Content-Length, then count the bytes as the route reads them."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.limit_for(scope.get("path", ""))
+        declared = _header(scope, b"content-length")
+        if declared is not None and (not declared.strip().isdigit() or int(declared) > limit):
+            await self._refuse(send, limit)
+            return
+        state = {"read": 0, "refused": False, "started": False}
+
+        async def limited_receive() -> dict[str, Any]:
+            if state["refused"]:
+                return {"type": "http.disconnect"}
+            message: dict[str, Any] = await receive()
+            if message["type"] == "http.request":
+                state["read"] += len(message.get("body", b""))
+                if state["read"] > limit:
+                    state["refused"] = True
+                    if not state["started"]:
+                        state["started"] = True
+                        await self._refuse(send, limit)
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def guarded_send(message: dict[str, Any]) -> None:
+            if state["refused"]:
+                return  # the 413 is already out; the route's own answer is dropped
+            if message["type"] == "http.response.start":
+                state["started"] = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, guarded_send)
+        except Exception:
+            if not state["refused"]:
+                raise
+
+    @staticmethod
+    async def _refuse(send: Any, limit: int) -> None:
+        await send_refusal(
+            send,
+            413,
+            "http_body_too_large",
+            f"The request body is larger than this route allows ({limit} bytes).",
+            limit_bytes=limit,
+        )
+
+
+def _norm_host(host: str) -> str:
+    """``host`` as it appears in a Host header (IPv6 in brackets), lower case."""
+    host = host.strip().lower()
+    return f"[{host.strip('[]')}]" if ":" in host.strip("[]") else host
+
+
+class HostGuard:
+    """DNS-rebinding protection for a loopback bind: only our own names as Host and Origin."""
+
+    def __init__(self, app: ASGIApp, bind_host: str, port: int, public_url: str | None = None) -> None:
+        self.app = app
+        self.port = port  # 0: the port is chosen at bind time, so any port of our own names is ours
+        self.names = {_norm_host(bind_host), "127.0.0.1", "localhost", "[::1]"}
+        self.public: set[str] = set()
+        self.public_origins: set[str] = set()
+        if public_url:
+            public = urlsplit(public_url)
+            if public.netloc:
+                self.public.add(public.netloc.lower())
+                self.public_origins.add(f"{public.scheme}://{public.netloc}".lower())
+
+    def host_ok(self, host: str) -> bool:
+        """Whether a ``Host`` value (``name[:port]``) names this server."""
+        if host in self.public:
+            return True
+        name, sep, port = host.rpartition(":") if not host.endswith("]") else (host, "", "")
+        if not sep:
+            name, port = host, "80"
+        if not port.isdigit():
+            return False
+        return name in self.names and (self.port == 0 or int(port) == self.port)
+
+    def origin_ok(self, origin: str) -> bool:
+        """Whether a browser ``Origin`` is this server (``null`` is left to the inbox's CSRF token)."""
+        if origin == "null" or origin in self.public_origins:
+            return True
+        scheme, sep, rest = origin.partition("://")
+        return bool(sep) and scheme == "http" and self.host_ok(rest)
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        """421 for a foreign Host, 403 for a foreign Origin."""
+        if scope["type"] == "http":
+            host = (_header(scope, b"host") or b"").decode("latin-1").strip().lower()
+            if not self.host_ok(host):
+                await send_refusal(
+                    send, 421, "http_host_refused", "This server answers only to its own host name."
+                )
+                return
+            origin = _header(scope, b"origin")
+            if origin is not None and not self.origin_ok(origin.decode("latin-1").strip().lower()):
+                await send_refusal(
+                    send, 403, "http_host_refused", "Requests from another origin are refused."
+                )
+                return
+        await self.app(scope, receive, send)
+
+
+#: Off loopback, a bearer token must be at least this long and estimate at least this many bits.
+MIN_TOKEN_CHARS = 32
+MIN_TOKEN_BITS = 128
+
+
+def token_bits(token: str) -> float:
+    """A rough strength estimate: length × log2(alphabet), the alphabet judged from the character classes
+    used (hex-only counts 16); a token of few distinct characters is judged by those instead."""
+    import math
+    import string
+
+    if not token:
+        return 0.0
+    if all(char in string.hexdigits.lower() for char in token) or all(
+        char in string.hexdigits.upper() for char in token
+    ):
+        alphabet = 16
+    else:
+        alphabet = 0
+        alphabet += 26 if any(char.islower() for char in token) else 0
+        alphabet += 26 if any(char.isupper() for char in token) else 0
+        alphabet += 10 if any(char.isdigit() for char in token) else 0
+        alphabet += 32 if any(not char.isalnum() for char in token) else 0
+    alphabet = min(alphabet, max(2, len(set(token)) * 2))
+    return len(token) * math.log2(max(alphabet, 2))
+
+
+def weak_token(name: str, token: str) -> str | None:
+    """Why ``token`` is too weak to guard a non-loopback bind, or None."""
+    if len(token) < MIN_TOKEN_CHARS:
+        return f"{name} has {len(token)} characters; off loopback it needs at least {MIN_TOKEN_CHARS}"
+    if token_bits(token) < MIN_TOKEN_BITS:
+        return (
+            f"{name} looks guessable (about {token_bits(token):.0f} bits; at least {MIN_TOKEN_BITS} needed)"
+        )
+    return None
+
+
+def parse_proxies(value: str | None) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """``BATON_TRUSTED_PROXIES``: comma-separated addresses or CIDR networks."""
+    from baton.errors import ConfigError
+
+    networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+    for item in (value or "").split(","):
+        if item.strip():
+            try:
+                networks.append(ipaddress.ip_network(item.strip(), strict=False))
+            except ValueError:
+                raise ConfigError(
+                    "config_invalid",
+                    f"BATON_TRUSTED_PROXIES: {item.strip()!r} is not an address or network.",
+                    variable="BATON_TRUSTED_PROXIES",
+                ) from None
+    return networks
+
+
+class TrustedProxy:
+    """Believes ``X-Forwarded-Proto`` (``http``/``https``) only from a configured proxy address."""
+
+    def __init__(self, app: ASGIApp, proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> None:
+        self.app = app
+        self.proxies = proxies
+
+    def trusted(self, scope: Scope) -> bool:
+        """Whether the direct peer is one of the trusted proxies."""
+        client = scope.get("client")
+        if not client or not self.proxies:
+            return False
+        try:
+            address = ipaddress.ip_address(client[0])
+        except ValueError:
+            return False
+        return any(address in network for network in self.proxies)
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        """Set the scope's scheme (and client address) from the proxy's headers; ignore them from anyone else."""
+        if scope["type"] == "http" and self.trusted(scope):
+            proto = (_header(scope, b"x-forwarded-proto") or b"").decode("latin-1")
+            last = proto.split(",")[-1].strip().lower()
+            if last in ("http", "https"):
+                scope["scheme"] = last
+            forwarded = (_header(scope, b"x-forwarded-for") or b"").decode("latin-1").split(",")[-1].strip()
+            if forwarded:
+                scope["client"] = (forwarded, 0)
+        await self.app(scope, receive, send)
+
+
+def guarded(app: ASGIApp, settings: Any, host: str, port: int) -> ASGIApp:
+    """``app`` behind the body limit, the loopback host check and the trusted-proxy scheme (outermost first)."""
+    from baton.addresses import is_loopback
+
+    inner: ASGIApp = TrustedProxy(app, parse_proxies(settings.baton_trusted_proxies))
+    if is_loopback(host):
+        inner = HostGuard(inner, host, port, settings.baton_public_url)
+    return BodyLimit(inner, settings.baton_max_message_bytes, {"/inbox": INBOX_BODY_BYTES})

@@ -1,0 +1,185 @@
+"""The stdin side of ``baton serve``: every line gets an answer, even one the MCP SDK cannot parse.
+
+The SDK's stdio transport drops a line it cannot validate (a 250-level nesting, a lone surrogate, a
+5000-digit integer, plain garbage) without replying, so the client waits forever. This reader screens
+each line with the SDK's own parser first; a line that fails is answered here, on the same write
+stream, with a JSON-RPC error (``-32700`` when it is not JSON at all, ``-32602`` when it is a request
+the server cannot accept, ``-32600`` when it is not a request), and is not passed on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import sys
+from collections.abc import AsyncIterator
+from io import TextIOWrapper
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.shared.message import SessionMessage
+
+log = logging.getLogger("baton.server")
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+#: Integers longer than this are not turned into ints while looking for a bad line's id.
+MAX_INT_DIGITS = 4000
+
+
+class _KeptOpen(TextIOWrapper):
+    """A text layer over stdin whose close never closes the process's stdin buffer."""
+
+    def close(self) -> None:
+        """Detach instead of closing."""
+        with contextlib.suppress(ValueError):
+            self.detach()
+
+
+def _claim_stdin() -> Any:
+    """The protocol's stdin on a private descriptor, with fd 0 pointed at /dev/null (as the SDK's own
+    transport does), so a child process that inherits stdin can never read the client's messages."""
+    try:
+        import fcntl
+
+        private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    except (ImportError, OSError):
+        return sys.stdin.buffer
+    try:
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+    except OSError:
+        pass  # stdin stays shared, exactly as before
+    return os.fdopen(private, "rb")
+
+
+class _TooLong:
+    """Stands in for an integer too long to convert."""
+
+
+def _bounded_int(text: str) -> Any:
+    return int(text) if len(text.lstrip("-")) <= MAX_INT_DIGITS else _TooLong()
+
+
+class ScreenedStdin:
+    """An async line iterator for ``stdio_server(stdin=…)`` that answers unparseable lines itself.
+
+    A line longer than ``max_chars`` (``BATON_MAX_MESSAGE_BYTES``) is read through and dropped without
+    being parsed or kept, and answered ``-32600`` (with its id when the id appears near its start).
+    """
+
+    def __init__(self, max_chars: int = 4 * 1024 * 1024, source: Any = None) -> None:
+        self._source = source or _KeptOpen(_claim_stdin(), encoding="utf-8", errors="replace")
+        self.max_chars = max_chars
+        self._replies: Any = None
+        self._attached = anyio.Event()
+
+    def attach(self, write_stream: Any) -> None:
+        """The stream the server writes its messages to (answers go out in order with them)."""
+        self._replies = write_stream
+        self._attached.set()
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        await self._attached.wait()
+        while True:
+            line, oversized = await anyio.to_thread.run_sync(_read_line, self._source, self.max_chars)
+            if oversized:
+                await self._send(
+                    _leading_id(line),
+                    INVALID_REQUEST,
+                    f"Invalid request: the message is larger than {self.max_chars} bytes (BATON_MAX_MESSAGE_BYTES).",
+                )
+                continue
+            if not line:
+                return
+            if not line.strip():
+                continue
+            try:
+                types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except Exception as exc:
+                await self._answer(line, exc)
+                continue
+            yield line
+
+    async def _answer(self, line: str, exc: Exception) -> None:
+        """Reply to a line the SDK refused, when JSON-RPC allows a reply."""
+        reason = _reason(exc)
+        try:
+            parsed = json.loads(line, parse_int=_bounded_int)
+        except (ValueError, RecursionError):
+            await self._send(None, PARSE_ERROR, f"Parse error: {reason}")
+            return
+        if not isinstance(parsed, dict):
+            await self._send(None, INVALID_REQUEST, "Invalid request: a message must be a JSON object.")
+            return
+        request_id = _usable_id(parsed.get("id"))
+        if "id" not in parsed or ("method" not in parsed and ("result" in parsed or "error" in parsed)):
+            log.warning("dropped an unreadable notification or response: %s", reason)
+            return  # JSON-RPC answers neither notifications nor responses
+        if parsed.get("jsonrpc") != "2.0" or not isinstance(parsed.get("method"), str) or request_id is None:
+            await self._send(request_id, INVALID_REQUEST, f"Invalid request: {reason}")
+            return
+        await self._send(request_id, INVALID_PARAMS, f"Invalid params: {reason}")
+
+    async def _send(self, request_id: str | int | None, code: int, message: str) -> None:
+        error = types.JSONRPCError(
+            jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message[:500])
+        )
+        await self._replies.send(SessionMessage(error))
+
+
+def _read_line(source: Any, limit: int) -> tuple[str, bool]:
+    """One line, or (its first 4 KiB, True) when it is longer than ``limit`` (the rest is read and dropped)."""
+    line = source.readline(limit + 1)
+    if len(line) <= limit or line.endswith("\n"):
+        return line, False
+    head = line[:4096]
+    while line and not line.endswith("\n"):
+        line = source.readline(1024 * 1024)
+    return head, True
+
+
+_ID = re.compile(r'"id"\s*:\s*("(?:[^"\\]{0,200})"|-?\d{1,18})\s*[,}]')
+
+
+def _leading_id(head: str) -> str | int | None:
+    """The id of a request cut short, when it appears in its first bytes."""
+    match = _ID.search(head)
+    return _usable_id(json.loads(match.group(1))) if match else None
+
+
+def _usable_id(value: Any) -> str | int | None:
+    """A request id we can echo: a printable string or a bounded int (never a bool)."""
+    if isinstance(value, (bool, _TooLong)):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and len(value) <= 200:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        return value
+    return None
+
+
+def _reason(exc: Exception) -> str:
+    """The parser's complaint without the offending input."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first = errors(include_url=False, include_input=False)[0]
+            where = ".".join(str(part) for part in first.get("loc", ()))
+            return f"{first.get('msg', 'invalid message')}" + (f" (at {where})" if where else "")
+        except Exception:  # noqa: S110 (fall back to the exception's class name below)
+            pass
+    return type(exc).__name__

@@ -1,0 +1,352 @@
+"""The Tasks extension (``io.modelcontextprotocol/tasks``, 2026-07-28 revision) for baton's long-running tools.
+
+When a 2026-07-28 client declares the extension on a ``tools/call``, baton answers the long-running tools
+(approval and input requests, waiting on a request, sync ``mcp_spawn_subagent``,
+``mcp_send_message_to_subagent``, governed adapter tools that need an approval) with a ``CreateTaskResult`` and runs the call in the background. The
+client polls ``tasks/get``, answers ``inputRequests`` with ``tasks/update`` and may ``tasks/cancel``.
+
+Task state lives in the store (``mcp_tasks``), so ``tasks/get`` answers from any replica and after a
+restart. A task that waits for a human is also derived from its request: when the request is decided or
+expires, any replica completes the task from it, even if the process that ran the call is gone.
+Cancelling a task stops the waiting, never decides: the request stays open to the inbox and the CLI, and
+nothing is approved.
+
+The 2025-11-25 task methods (task-augmented requests, ``tasks/result``, ``tasks/list``) are not served:
+legacy-era clients keep progress notifications and ``mcp_wait_for_request``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from mcp.server.extension import Extension, MethodBinding
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from baton.runtime import Runtime
+    from baton.server import RegistryLoader
+
+log = logging.getLogger("baton.tasks")
+
+EXTENSION_ID = "io.modelcontextprotocol/tasks"
+TERMINAL = ("completed", "failed", "cancelled")
+TASK_TTL_SECONDS = 7 * 86_400
+POLL_INTERVAL_MS = 1000
+#: Tools that become tasks for a declaring client (sync spawns only; see :func:`wants_task`).
+TASK_TOOLS = frozenset(
+    {
+        "mcp_request_admin_approval",
+        "mcp_request_admin_input",
+        "mcp_wait_for_request",
+        "mcp_spawn_subagent",
+        "mcp_send_message_to_subagent",
+    }
+)
+
+
+#: Tools whose result is the human request's outcome, so any replica can finish their task from it.
+HITL_TOOLS = frozenset({"mcp_request_admin_approval", "mcp_request_admin_input", "mcp_wait_for_request"})
+
+
+class TaskIdParams(BaseModel):
+    """``tasks/get`` and ``tasks/cancel`` params."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="allow")
+    task_id: str = Field(alias="taskId", min_length=1, max_length=64)
+
+
+class UpdateParams(TaskIdParams):
+    """``tasks/update`` params."""
+
+    input_responses: dict[str, Any] = Field(alias="inputResponses")
+
+
+class TaskStore:
+    """The durable task rows; a terminal status is never overwritten (the first terminal state wins)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def create(self, tool: str) -> dict[str, Any]:
+        """A new ``working`` task, committed before its id is returned to anyone."""
+        from sqlalchemy import insert
+
+        from baton.hitl.records import iso
+        from baton.schema import mcp_tasks
+
+        now = time.time()
+        task_id = f"task_{uuid.uuid4().hex}"
+        with self.runtime.store.write() as connection:
+            connection.execute(
+                insert(mcp_tasks).values(
+                    id=task_id,
+                    tool=tool,
+                    status="working",
+                    owner=self.runtime.instance_id,
+                    created_at=iso(now),
+                    last_updated_at=iso(now),
+                    expires_epoch=now + TASK_TTL_SECONDS,
+                )
+            )
+        row = self.get(task_id)
+        assert row is not None
+        return row
+
+    def get(self, task_id: str) -> dict[str, Any] | None:
+        """The task's row as a dict, or None."""
+        from sqlalchemy import select
+
+        from baton.schema import mcp_tasks
+
+        with self.runtime.store.read() as connection:
+            row = connection.execute(select(mcp_tasks).where(mcp_tasks.c.id == task_id)).first()
+        return dict(row._mapping) if row is not None else None
+
+    def set(self, task_id: str, **values: Any) -> bool:
+        """Update a non-terminal task; False when it already ended (the update is dropped)."""
+        from sqlalchemy import update
+
+        from baton.hitl.records import iso
+        from baton.schema import mcp_tasks
+
+        with self.runtime.store.write() as connection:
+            result = connection.execute(
+                update(mcp_tasks)
+                .where(mcp_tasks.c.id == task_id, mcp_tasks.c.status.not_in(TERMINAL))
+                .values(**values, last_updated_at=iso(time.time()))
+            )
+        return bool(result.rowcount == 1)
+
+
+def wire(row: dict[str, Any]) -> dict[str, Any]:
+    """A row as the extension's ``DetailedTask``."""
+    task: dict[str, Any] = {
+        "taskId": row["id"],
+        "status": row["status"],
+        "createdAt": row["created_at"],
+        "lastUpdatedAt": row["last_updated_at"],
+        "ttlMs": TASK_TTL_SECONDS * 1000,
+        "pollIntervalMs": POLL_INTERVAL_MS,
+    }
+    if row["status_message"]:
+        task["statusMessage"] = row["status_message"]
+    if row["status"] == "input_required":
+        task["inputRequests"] = row["input_requests"] or {}
+    if row["status"] == "completed":
+        task["result"] = row["result"]
+    if row["status"] == "failed":
+        task["error"] = row["error"]
+    return task
+
+
+class TaskHandle:
+    """What a tool running as a task may tell it: the request it waits on, input it needs from the client."""
+
+    def __init__(self, store: TaskStore, task_id: str) -> None:
+        self.store = store
+        self.task_id = task_id
+
+    def waiting_for(self, request_id: str) -> None:
+        """The task now waits on this human-in-the-loop request."""
+        self.store.set(
+            self.task_id, request_id=request_id, status_message=f"Waiting for a human ({request_id})."
+        )
+
+    def needs_input(self, input_requests: dict[str, Any]) -> None:
+        """Surface client requests (an elicitation) on ``tasks/get`` until ``tasks/update`` answers them."""
+        self.store.set(self.task_id, status="input_required", input_requests=input_requests)
+
+
+def client_declared(ctx: Any) -> bool:
+    """Whether this request's client capabilities name the tasks extension (its own ``_meta`` first)."""
+    from mcp_types import CLIENT_CAPABILITIES_META_KEY
+
+    meta = getattr(ctx, "meta", None)
+    declared = meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
+    if isinstance(declared, dict):
+        return EXTENSION_ID in (declared.get("extensions") or {})
+    capabilities = getattr(getattr(ctx, "session", None), "client_capabilities", None)
+    extensions = getattr(capabilities, "extensions", None) or {}
+    return EXTENSION_ID in extensions
+
+
+def _task_capable(ctx: Any, request_state: str | None) -> bool:
+    """A 2026-07-28 client that declared tasks on this request, with no MRTR round open."""
+    from baton.hitl.mrtr import modern_era
+
+    return (
+        request_state is None and modern_era(getattr(ctx, "protocol_version", None)) and client_declared(ctx)
+    )
+
+
+def wants_task(name: str, arguments: dict[str, Any] | None, ctx: Any, request_state: str | None) -> bool:
+    """The server's choice for built-in tools: a long-running one, for a task-capable client."""
+    if name not in TASK_TOOLS or not _task_capable(ctx, request_state):
+        return False
+    return not (name == "mcp_spawn_subagent" and (arguments or {}).get("mode") == "async")
+
+
+def _missing_capability() -> Exception:
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import MISSING_REQUIRED_CLIENT_CAPABILITY
+
+    return MCPError(
+        code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message="Missing required client capability",
+        data={"requiredCapabilities": {"extensions": {EXTENSION_ID: {}}}},
+    )
+
+
+def _not_found(task_id: str) -> Exception:
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS
+
+    return MCPError(code=INVALID_PARAMS, message=f"Failed to retrieve task: Task not found ({task_id})")
+
+
+class TasksExtension(Extension):
+    """Serves the extension's methods and turns long-running tool calls into tasks."""
+
+    identifier = EXTENSION_ID
+
+    def __init__(self, loader: RegistryLoader, call_tool: Callable[..., Any]) -> None:
+        self.loader = loader
+        self._call_tool = call_tool
+        self._running: dict[str, asyncio.Task[Any]] = {}
+
+    def methods(self) -> list[MethodBinding]:
+        """``tasks/get``, ``tasks/update`` and ``tasks/cancel``."""
+        return [
+            MethodBinding("tasks/get", TaskIdParams, self.get),
+            MethodBinding("tasks/update", UpdateParams, self.update),
+            MethodBinding("tasks/cancel", TaskIdParams, self.cancel),
+        ]
+
+    async def _store(self) -> TaskStore:
+        registry = await self.loader.get()
+        store = registry.runtime.services.get("mcp_tasks")
+        if not isinstance(store, TaskStore):
+            store = registry.runtime.services["mcp_tasks"] = TaskStore(registry.runtime)
+        return store
+
+    async def _row(self, ctx: Any, task_id: str) -> tuple[TaskStore, dict[str, Any]]:
+        if not client_declared(ctx):
+            raise _missing_capability()
+        store = await self._store()
+        row = store.get(task_id)
+        if row is None:
+            raise _not_found(task_id)
+        return store, row
+
+    # tools/call ------------------------------------------------------------------------------------
+
+    async def intercept_tool_call(self, params: Any, ctx: Any, call_next: Any) -> Any:
+        """Answer a long-running call with a durable task and run the call in the background."""
+        as_task = wants_task(params.name, params.arguments, ctx, params.request_state) or (
+            _task_capable(ctx, params.request_state) and await self._approval_gated(params.name)
+        )
+        if not as_task:
+            return await call_next(ctx)
+        store = await self._store()
+        row = store.create(params.name)
+        handle = TaskHandle(store, row["id"])
+        work = asyncio.get_running_loop().create_task(self._run(store, handle, params, ctx), name="mcp-task")
+        self._running[row["id"]] = work
+        work.add_done_callback(lambda _: self._running.pop(row["id"], None))
+        return {"resultType": "task", **wire(row)}
+
+    async def _approval_gated(self, name: str) -> bool:
+        """Whether ``name`` is a governed adapter's tool that waits for a human approval."""
+        registry = await self.loader.get()
+        proxy = registry.runtime.services.get("gateway_proxy")
+        split = proxy.split(name) if proxy is not None else None
+        return split is not None and split[1] in split[0].policy.tools.approval_required
+
+    async def _run(self, store: TaskStore, handle: TaskHandle, params: Any, ctx: Any) -> None:
+        try:
+            result = await self._call_tool(ctx, params, handle)
+            dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+            store.set(
+                handle.task_id, status="completed", result=dumped, input_requests=None, status_message=None
+            )
+        except asyncio.CancelledError:
+            store.set(handle.task_id, status="cancelled", status_message="Cancelled; nothing was decided.")
+            raise
+        except Exception:
+            log.exception("task %s failed", handle.task_id)
+            error = {"code": -32603, "message": "Internal error"}
+            store.set(handle.task_id, status="failed", error=error, status_message="The call failed.")
+
+    # extension methods -----------------------------------------------------------------------------
+
+    async def get(self, ctx: Any, params: TaskIdParams) -> dict[str, Any]:
+        """``tasks/get``: the task's state, completed from its human request when another process ran it."""
+        store, row = await self._row(ctx, params.task_id)
+        if row["status"] not in TERMINAL:
+            row = self._derive(store, row)
+        return {"resultType": "complete", **wire(row)}
+
+    def _derive(self, store: TaskStore, row: dict[str, Any]) -> dict[str, Any]:
+        """Complete a task waiting on a human from the request's own state (any replica, after a crash)."""
+        from baton.errors import BatonError
+        from baton.server import tool_result
+
+        if row["expires_epoch"] <= time.time():
+            store.set(row["id"], status="failed", error={"code": -32603, "message": "Task has expired"})
+        elif row["request_id"] and row["id"] not in self._running and row["tool"] in HITL_TOOLS:
+            from baton.hitl.broker import get_broker
+            from baton.hitl.tools import outcome
+
+            view = get_broker(store.runtime).get(row["request_id"])
+            if view["status"] != "pending":
+                try:
+                    result = outcome(view)
+                except BatonError as exc:
+                    result = exc.to_result()
+                dumped = tool_result(result).model_dump(by_alias=True, mode="json", exclude_none=True)
+                store.set(row["id"], status="completed", result=dumped, input_requests=None)
+        return store.get(row["id"]) or row
+
+    async def update(self, ctx: Any, params: UpdateParams) -> dict[str, Any]:
+        """``tasks/update``: answers to outstanding ``inputRequests``; unknown or stale keys are ignored."""
+        store, row = await self._row(ctx, params.task_id)
+        outstanding = row["input_requests"] or {}
+        answered = {key: value for key, value in params.input_responses.items() if key in outstanding}
+        if row["status"] != "input_required" or not answered:
+            return {"resultType": "complete"}
+        from baton.hitl.tasks_input import apply_task_answers
+
+        await apply_task_answers(await self.loader.get(), ctx, row, outstanding, answered)
+        store.set(row["id"], status="working", input_requests=None)
+        return {"resultType": "complete"}
+
+    async def cancel(self, ctx: Any, params: TaskIdParams) -> dict[str, Any]:
+        """``tasks/cancel``: stop the work (a human's request stays open and undecided)."""
+        store, row = await self._row(ctx, params.task_id)
+        if row["status"] not in TERMINAL:
+            store.set(row["id"], status="cancelled", status_message="Cancelled; nothing was decided.")
+            work = self._running.get(row["id"])
+            if work is not None:
+                work.cancel()
+        return {"resultType": "complete"}
+
+
+def install(server: Any, loader: RegistryLoader, call_tool: Callable[..., Any]) -> None:
+    """Apply the extension to the low-level server, as ``MCPServer(extensions=...)`` would."""
+    from mcp.server.extension import compose_tool_call_handler
+
+    extension = TasksExtension(loader, call_tool)
+    for method in extension.methods():
+        server.add_request_handler(method.method, method.params_type, method.handler)
+    entry = server.get_request_handler("tools/call")
+    import mcp_types as types
+
+    server.add_request_handler(
+        "tools/call", types.CallToolRequestParams, compose_tool_call_handler([extension], entry.handler)
+    )
+    server.extensions[EXTENSION_ID] = extension.settings()

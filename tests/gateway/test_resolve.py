@@ -1,0 +1,407 @@
+"""Resolution by the ecosystems' own resolvers (npm's lockfile, uv), checked by baton; typed lock failures."""
+
+from __future__ import annotations
+
+import copy
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from baton.config import load_settings
+from baton.errors import GatewayError
+from baton.gateway import artifacts, stages
+from baton.gateway.artifacts import parse_candidate
+from baton.gateway.extract import materialize
+from baton.gateway.policy import load_policy
+from baton.gateway.replay import replay
+from baton.runtime import Runtime
+from baton.testing.npm_registry import NpmRegistryServer, build_python_wheel, build_tarball, integrity_of
+from tests.needs import require
+
+DATA = Path(__file__).parent / "data"
+needs_npm = pytest.mark.needs("node")
+
+#: A stdio MCP server in plain node: one tool whose name says which content-type versions it loaded.
+NODE_SERVER = r"""
+const left = require("left"), right = require("right");
+const tool = `ct_${left.ct.replace(/\./g, "_")}__${right.ct.replace(/\./g, "_")}`;
+let buffer = "";
+process.stdin.on("data", (chunk) => {
+  buffer += chunk;
+  let at;
+  while ((at = buffer.indexOf("\n")) >= 0) {
+    const line = buffer.slice(0, at); buffer = buffer.slice(at + 1);
+    if (!line.trim()) continue;
+    const message = JSON.parse(line);
+    const reply = (result) => process.stdout.write(JSON.stringify({jsonrpc: "2.0", id: message.id, result}) + "\n");
+    if (message.method === "initialize") {
+      reply({protocolVersion: message.params.protocolVersion, capabilities: {tools: {}},
+             serverInfo: {name: "nested-demo", version: "0.1.0"}});
+    } else if (message.method === "tools/list") {
+      reply({tools: [{name: tool, inputSchema: {type: "object"}, annotations: {readOnlyHint: true}}]});
+    }
+  }
+});
+process.stdin.on("end", () => process.exit(0));
+"""
+
+
+def package(name: str, version: str, files: dict[str, str] | None = None, **manifest: Any) -> bytes:
+    """An npm tarball whose package.json names ``name@version``."""
+    document = {"name": name, "version": version, **manifest}
+    contents = {
+        "package/package.json": json.dumps(document),
+        **{f"package/{k}": v for k, v in (files or {}).items()},
+    }
+    return build_tarball(contents)
+
+
+def publish_nested_tree(registry: NpmRegistryServer) -> None:
+    """left wants content-type ^1, right ^2 (npm nests one of them); content-type has non-semver versions."""
+    exports = {"index.js": 'module.exports = {ct: require("content-type/package.json").version};'}
+    registry.publish("content-type", "1.0.5", package("content-type", "1.0.5"))
+    registry.publish("content-type", "2.0.0", package("content-type", "2.0.0"))
+    registry.publish("content-type", "1.0.0beta", package("content-type", "1.0.0beta"), latest=False)
+    registry.publish("left", "1.0.0", package("left", "1.0.0", exports), dependencies={"content-type": "^1"})
+    registry.publish(
+        "right", "1.0.0", package("right", "1.0.0", exports), dependencies={"content-type": "^2"}
+    )
+    top = package("@demo/top", "0.1.0", {"server.js": NODE_SERVER}, bin={"top": "server.js"})
+    registry.publish(
+        "@demo/top", "0.1.0", top, dependencies={"left": "^1", "right": "^1"}, bin={"top": "server.js"}
+    )
+
+
+def failure(runtime: Runtime, adapter_id: str) -> dict[str, Any]:
+    """The failure receipt the last failed stage wrote."""
+    directory = runtime.settings.home / "gateway" / adapter_id / "receipts"
+    newest = max(directory.glob("*-failure-*.json"), key=lambda p: p.stat().st_mtime_ns)
+    value: dict[str, Any] = json.loads(newest.read_bytes())
+    return value
+
+
+def lock_fails(runtime: Runtime, candidate: str, error_class: str, **options: Any) -> GatewayError:
+    """Lock ``candidate`` and expect the typed failure, with its failure receipt."""
+    with pytest.raises(GatewayError) as info:
+        artifacts.lock(runtime, candidate, **options)
+    assert info.value.error_class == error_class, info.value.message
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("candidate", "parsed"),
+    [
+        ("npm:left", ("npm", "left", "latest")),
+        ("npm:left@1.0.0", ("npm", "left", "1.0.0")),
+        ("npm:left@^1.2 || >=3", ("npm", "left", "^1.2 || >=3")),
+        ("npm:@scope/name", ("npm", "@scope/name", "latest")),
+        ("npm:@scope/name@~2.1", ("npm", "@scope/name", "~2.1")),
+        ("npm:@scope/name@next", ("npm", "@scope/name", "next")),
+        ("pypi:mcp-server-time", ("pypi", "mcp-server-time", None)),
+        ("pypi:mcp-server-time==2025.9.25", ("pypi", "mcp-server-time", "2025.9.25")),
+    ],
+)
+def test_candidates_parse_names_versions_ranges_and_scopes(
+    candidate: str, parsed: tuple[str, str, str | None]
+) -> None:
+    assert parse_candidate(candidate) == parsed
+
+
+@pytest.mark.parametrize(
+    "candidate",
+    [
+        "left",
+        "npm:",
+        "npm:left@file:../x",
+        "npm:left@git+https://example.invalid/x.git",
+        "npm:left@http://127.0.0.1/x.tgz",
+        "npm:../evil",
+        "npm:left@npm:other@1",
+        "npm:Left Pad",
+        "pypi:",
+        "pypi:name>=1",
+        "pypi:name==",
+        "pypi:../x",
+        "cargo:serde",
+        "npm:@scope/",
+    ],
+)
+def test_malformed_candidates_are_typed_failures(candidate: str) -> None:
+    with pytest.raises(GatewayError) as info:
+        parse_candidate(candidate)
+    assert info.value.error_class == "adapter_candidate_invalid"
+
+
+@needs_npm
+def test_npm_resolves_a_nested_tree_with_non_semver_versions_and_replay_nests_it(
+    runtime: Runtime, registry: NpmRegistryServer, tmp_path: Path
+) -> None:
+    publish_nested_tree(registry)
+    locked = artifacts.lock(runtime, "npm:@demo/top")
+    assert set(locked["packages"]) == {
+        "@demo/top@0.1.0", "left@1.0.0", "right@1.0.0", "content-type@1.0.5", "content-type@2.0.0",
+    }  # fmt: skip
+    policy, _ = load_policy(Path(locked["policy_path"]))
+    assert policy.resolution.npm_lockfile_sha256 == locked["resolution_files"]["package-lock.json"]
+    assert policy.runtime.entrypoint == ["node", "node_modules/@demo/top/server.js"]
+    assert policy.interpreter is not None and policy.interpreter.kind == "node"
+    bundle = runtime.settings.home / "gateway" / "demo-top" / "bundle"
+    lockfile = json.loads((bundle / "package-lock.json").read_text())
+    nested = [p for p in lockfile["packages"] if p.count("node_modules/") == 2]
+    assert len(nested) == 1 and nested[0].endswith("node_modules/content-type")
+    assert stages.verify(runtime, "demo-top")["status"] == "completed_verified"
+    tree = materialize(policy, bundle, tmp_path / "tree")
+    assert tree.file_count == 8
+    nested_version = json.loads((tmp_path / "tree" / nested[0] / "package.json").read_text())["version"]
+    top_version = json.loads((tmp_path / "tree/node_modules/content-type/package.json").read_text())[
+        "version"
+    ]
+    assert {nested_version, top_version} == {"1.0.5", "2.0.0"}
+    require("bwrap")
+    observed = replay(runtime, "demo-top", apply=True, record=True)["protocol_observation"]
+    assert observed["adapter_allowed_tools"] == [] and observed["tool_count"] == 1
+    pinned, _ = load_policy(Path(locked["policy_path"]))
+    assert pinned.tools.denied == ["ct_1_0_5__2_0_0"]
+
+
+@needs_npm
+def test_a_real_packument_with_non_semver_versions_locks_the_newest(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    """express's recorded registry document (1.0.0beta, 3.0.0alpha1 ...) served through the loopback."""
+    for name in ("express", "content-type"):
+        document = json.loads((DATA / f"npm-{name}.json").read_text())
+        for version, manifest in document["versions"].items():
+            dependencies = {"content-type": "~1.0.4"} if name == "express" else {}
+            tarball = package(name, version, {"index.js": ""})
+            filename = registry.publish(name, version, tarball, dependencies=dependencies, latest=False)
+            served = copy.deepcopy(manifest) | {"dependencies": dependencies}
+            served["dist"] = {
+                "tarball": f"{registry.url}/-/tarballs/{filename}",
+                "integrity": integrity_of(tarball),
+            }
+            document["versions"][version] = served
+        registry.serve_raw(name, document)
+    locked = artifacts.lock(runtime, "npm:express")
+    assert set(locked["packages"]) == {"express@5.3.0", "content-type@1.0.5"}
+    assert stages.verify(runtime, "express")["status"] == "completed_verified"
+    older = artifacts.lock(runtime, "npm:express@^4", adapter_id="older")
+    assert set(older["packages"]) == {"express@4.21.2", "content-type@1.0.5"}
+    # npm itself cannot install a non-semver version: a typed failure, never a crash
+    lock_fails(runtime, "npm:express@1.0.0beta", "artifact_dependency_unresolvable", adapter_id="beta")
+
+
+@needs_npm
+def test_install_scripts_are_refused_unless_the_policy_accepts_running_without_them(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    native = package("native", "1.0.0", scripts={"postinstall": "node build.js"})
+    registry.publish(
+        "native", "1.0.0", native, scripts={"postinstall": "node build.js"}, hasInstallScript=True
+    )
+    registry.publish("app", "1.0.0", package("app", "1.0.0", {"index.js": ""}), dependencies={"native": "1"})
+    error = lock_fails(runtime, "npm:app", "artifact_install_script_refused")
+    assert error.details["packages"] == ["native@1.0.0"]
+    assert failure(runtime, "app")["error_class"] == "artifact_install_script_refused"
+    locked = artifacts.lock(runtime, "npm:app", allow_without_install_scripts=["native"])
+    assert locked["without_install_scripts"] == ["native@1.0.0"]
+    policy, _ = load_policy(Path(locked["policy_path"]))
+    assert policy.resolution.allow_without_install_scripts == ["native"]
+
+
+@needs_npm
+def test_a_binding_gyp_counts_as_an_install_script_even_when_the_registry_hides_it(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    registry.publish("gyp", "1.0.0", package("gyp", "1.0.0", {"binding.gyp": "{}"}))
+    lock_fails(runtime, "npm:gyp", "artifact_install_script_refused")
+
+
+@needs_npm
+def test_a_registry_whose_integrity_lies_fails_closed(runtime: Runtime, registry: NpmRegistryServer) -> None:
+    registry.publish("liar", "1.0.0", package("liar", "1.0.0"), integrity=integrity_of(b"other bytes"))
+    lock_fails(runtime, "npm:liar", "artifact_integrity_mismatch")
+    assert not (runtime.settings.home / "adapters" / "liar.toml").exists()
+
+
+@needs_npm
+def test_unresolvable_ranges_and_unknown_packages_are_typed(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    registry.publish("dep", "1.0.0", package("dep", "1.0.0"))
+    registry.publish("wants-three", "1.0.0", package("wants-three", "1.0.0"), dependencies={"dep": "^3"})
+    lock_fails(runtime, "npm:wants-three", "artifact_dependency_unresolvable")
+    lock_fails(runtime, "npm:dep@^7", "artifact_dependency_unresolvable")
+    lock_fails(runtime, "npm:nobody-published-this", "artifact_registry_error")
+
+
+@needs_npm
+def test_registry_errors_and_malformed_documents_are_typed(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    registry.fail("broken", 500)
+    lock_fails(runtime, "npm:broken", "artifact_registry_error")
+    registry.serve_raw("garbled", b"{not json")
+    lock_fails(runtime, "npm:garbled", "artifact_metadata_invalid")
+    registry.serve_raw("odd", {"name": "odd", "dist-tags": {"latest": "x.y"}, "versions": {"x.y": "no"}})
+    with pytest.raises(GatewayError) as info:
+        artifacts.lock(runtime, "npm:odd")
+    assert info.value.error_class in ("artifact_metadata_invalid", "artifact_dependency_unresolvable")
+
+
+@needs_npm
+def test_optional_packages_for_other_platforms_are_skipped_required_ones_refused(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    registry.publish("mac-only", "1.0.0", package("mac-only", "1.0.0"), os=["darwin"])
+    registry.publish(
+        "portable", "1.0.0", package("portable", "1.0.0"), optionalDependencies={"mac-only": "1.0.0"}
+    )
+    locked = artifacts.lock(runtime, "npm:portable")
+    assert set(locked["packages"]) == {"portable@1.0.0"}
+    assert locked["skipped_optional"] == ["node_modules/mac-only"]
+    assert stages.verify(runtime, "portable")["status"] == "completed_verified"
+    registry.publish("needs-mac", "1.0.0", package("needs-mac", "1.0.0"), dependencies={"mac-only": "1.0.0"})
+    lock_fails(runtime, "npm:needs-mac", "artifact_platform_unsupported")
+
+
+def pypi_runtime(runtime: Runtime, registry: NpmRegistryServer) -> Runtime:
+    settings = load_settings(
+        {
+            "BATON_HOME": str(runtime.settings.home),
+            "BATON_NPM_REGISTRY": registry.url,
+            "BATON_PYPI_URL": registry.url,
+        }
+    )
+    return Runtime.open(settings)
+
+
+#: The wheel's server: the test MCP server whose one tool says what the isolated interpreter can import.
+PROBE = """
+import importlib.util, json, os, sys
+found = lambda name: importlib.util.find_spec(name) is not None
+name = "dep_%s__host_yaml_%s__host_jwt_%s__usersite_%s" % (
+    found("dep_a"), found("yaml"), found("jwt"), any("dist-packages" in p or "site-packages" in p and "/work/" not in p for p in sys.path))
+os.environ["BATON_TEST_MCP_TOOLS"] = json.dumps([{"name": name, "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}])
+def main():
+    import baton_probe.server as server
+    server.main()
+"""
+
+
+def publish_probe(registry: NpmRegistryServer) -> None:
+    from baton.testing import mcp_stdio_server
+
+    server = Path(mcp_stdio_server.__file__).read_text(encoding="utf-8")
+    modules = {"baton_probe/__init__.py": PROBE, "baton_probe/server.py": server}
+    filename, wheel = build_python_wheel(
+        "baton-probe",
+        "1.0.0",
+        modules,
+        requires=["dep-a>=1"],
+        console_scripts={"baton-probe": "baton_probe:main"},
+    )
+    registry.publish_wheel("baton-probe", "1.0.0", filename, wheel)
+    for version in ("1.0", "1.1"):
+        filename, wheel = build_python_wheel("dep-a", version, {"dep_a.py": f"VERSION = {version!r}\n"})
+        registry.publish_wheel("dep-a", version, filename, wheel)
+
+
+def test_pypi_resolves_the_whole_closure_with_uv_and_pins_every_wheel(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    publish_probe(registry)
+    pypi = pypi_runtime(runtime, registry)
+    try:
+        locked = artifacts.lock(pypi, "pypi:baton-probe")
+        assert set(locked["packages"]) == {"baton-probe@1.0.0", "dep-a@1.1"}
+        policy, _ = load_policy(Path(locked["policy_path"]))
+        assert policy.runtime.entrypoint == ["python3", "-I", "-S", "baton_boot.py", "baton_probe:main"]
+        assert all(a.sha256 and a.filename for a in policy.artifacts)
+        assert policy.interpreter is not None and policy.interpreter.kind == "python"
+        requirements = (runtime.settings.home / "gateway/baton-probe/bundle/requirements.txt").read_text()
+        assert requirements.count("--hash=sha256:") == 2
+        assert stages.verify(pypi, "baton-probe")["status"] == "completed_verified"
+    finally:
+        pypi.close()
+
+
+def test_the_sandboxed_python_sees_only_the_bundle_not_the_host_site(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    require("bwrap")
+    if not any(Path("/usr/lib/python3/dist-packages").glob("yaml")):
+        pytest.skip("the host has no yaml in dist-packages to hide")
+    publish_probe(registry)
+    pypi = pypi_runtime(runtime, registry)
+    try:
+        artifacts.lock(pypi, "pypi:baton-probe")
+        stages.verify(pypi, "baton-probe")
+        observed = replay(pypi, "baton-probe", apply=True, record=True)
+        policy, _ = load_policy(runtime.settings.home / "adapters" / "baton-probe.toml")
+        assert observed["protocol_observation"]["tool_count"] == 1
+        assert policy.tools.denied == ["dep_True__host_yaml_False__host_jwt_False__usersite_False"]
+    finally:
+        pypi.close()
+
+
+def test_a_release_without_a_wheel_for_this_platform_is_typed(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    filename, wheel = build_python_wheel("winonly", "1.0", {"winonly.py": ""}, tag="cp311-cp311-win_amd64")
+    registry.publish_wheel("winonly", "1.0", filename, wheel)
+    pypi = pypi_runtime(runtime, registry)
+    try:
+        lock_fails(pypi, "pypi:winonly", "artifact_no_wheel_for_platform")
+        assert failure(pypi, "winonly")["error_class"] == "artifact_no_wheel_for_platform"
+    finally:
+        pypi.close()
+
+
+def test_a_lying_index_and_an_unknown_project_are_typed(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    filename, wheel = build_python_wheel("liar", "1.0", {"liar.py": ""})
+    registry.publish_wheel("liar", "1.0", filename, wheel, sha256="0" * 64)
+    pypi = pypi_runtime(runtime, registry)
+    try:
+        with pytest.raises(GatewayError) as info:
+            artifacts.lock(pypi, "pypi:liar")
+        assert info.value.error_class in ("artifact_integrity_mismatch", "artifact_metadata_invalid")
+        lock_fails(pypi, "pypi:nobody-published-this", "artifact_dependency_unresolvable")
+    finally:
+        pypi.close()
+
+
+@needs_npm
+def test_a_tarball_whose_root_directory_is_not_package_extracts_like_npm(
+    runtime: Runtime, registry: NpmRegistryServer, tmp_path: Path
+) -> None:
+    """@types tarballs use their own name as the root directory; npm strips it like package/."""
+    manifest = json.dumps({"name": "@types/thing", "version": "1.0.0"})
+    binary = tarfile.TarInfo("thing/bin/tool")
+    binary.size, binary.mode = 2, 0o755
+    tarball = build_tarball({"thing/package.json": manifest, "thing/index.d.ts": ""}, [(binary, b"#!")])
+    registry.publish("@types/thing", "1.0.0", tarball)
+    registry.publish(
+        "typed", "1.0.0", package("typed", "1.0.0", {"index.js": ""}), dependencies={"@types/thing": "1"}
+    )
+    locked = artifacts.lock(runtime, "npm:typed")
+    policy, _ = load_policy(Path(locked["policy_path"]))
+    materialize(policy, runtime.settings.home / "gateway/typed/bundle", tmp_path / "tree")
+    assert (tmp_path / "tree/node_modules/@types/thing/index.d.ts").stat().st_mode & 0o777 == 0o444
+    assert (tmp_path / "tree/node_modules/@types/thing/bin/tool").stat().st_mode & 0o777 == 0o555
+
+
+def test_a_package_larger_than_the_unpacked_limit_is_refused(tmp_path: Path) -> None:
+    """The byte limit holds on the declared sizes, before anything large is read."""
+    from baton.gateway.extract import extract_package
+
+    tarball = tmp_path / "big.tgz"
+    tarball.write_bytes(build_tarball({"package/package.json": "{}", "package/a.bin": b"x" * 4096}))
+    with pytest.raises(GatewayError) as info:
+        extract_package(tarball, tmp_path / "out", max_bytes=4000)
+    assert info.value.error_class == "artifact_archive_limits_exceeded"

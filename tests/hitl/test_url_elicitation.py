@@ -1,0 +1,109 @@
+"""URL-mode elicitation: the client is asked to open the request's signed single-use inbox link.
+
+The person decides in the browser (here: httpx playing the browser against a real ``baton serve --http``);
+the waiting tool call, in either era, completes with that decision.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+import httpx
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.hitl.helpers import HttpServer
+
+pytestmark = pytest.mark.anyio
+
+
+def decide_in_browser(url: str, action: str) -> str:
+    """Open the link, read the form's CSRF token, post the decision; returns the page's text."""
+    with httpx.Client(timeout=10) as browser:
+        page = browser.get(url)
+        assert page.status_code == 200, page.text
+        csrf = page.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+        fields = {key: values[0] for key, values in parse_qs(urlsplit(url).query).items()}
+        posted = browser.post(
+            f"{url.split('?', 1)[0]}", data={**fields, "csrf": csrf, "action": action, "admin_notes": "seen"}
+        )
+        assert posted.status_code == 200, posted.text
+        return posted.text
+
+
+class Browser:
+    """An elicitation callback that consents to open the URL and decides there (after answering, like a person)."""
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+        self.asked: list[Any] = []
+        self.decided = anyio.Event()
+
+    async def __call__(self, context: Any, params: Any) -> types.ElicitResult:
+        self.asked.append(params)
+        if params.mode != "url":
+            return types.ElicitResult(action="decline")
+
+        async def later() -> None:
+            await anyio.to_thread.run_sync(decide_in_browser, params.url, self.action)
+            self.decided.set()
+
+        self.group.start_soon(later)
+        return types.ElicitResult(action="accept")
+
+    group: Any = None
+
+
+@pytest.mark.parametrize(("mode", "era"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+async def test_the_person_decides_in_the_browser_and_the_call_completes(
+    baton_env: dict[str, str], tmp_path: Path, mode: str, era: str
+) -> None:
+    inbox = HttpServer(baton_env, tmp_path / "inbox.log")
+    try:
+        env = {**baton_env, "BATON_HITL_ELICITATION": "true", "BATON_PUBLIC_URL": inbox.base_url}
+        browser = Browser("approve")
+        params = StdioServerParameters(command=sys.executable, args=["-m", "baton", "serve"], env=env)
+        async with anyio.create_task_group() as group:
+            browser.group = group
+            async with Client(params, elicitation_callback=browser, mode=mode) as client:  # type: ignore[arg-type]
+                assert client.protocol_version == era
+                result = await client.call_tool(
+                    "mcp_request_admin_approval",
+                    {"request_message": "Rotate the keys", "timeout_seconds": 60},
+                )
+                content = result.structured_content
+                assert content is not None
+                status = await client.call_tool(
+                    "mcp_get_request_status", {"request_id": content["request_id"]}
+                )
+        assert content["success"] is True and content["approved"] is True and content["admin_notes"] == "seen"
+        assert status.structured_content is not None and status.structured_content["decided_via"] == "link"
+        asked = browser.asked[0]
+        assert asked.mode == "url" and asked.url.startswith(f"{inbox.base_url}/inbox/link?")
+        assert "Rotate the keys" in asked.message
+        async with httpx.AsyncClient() as reuse:  # the link was single-use
+            assert (await reuse.get(asked.url)).status_code == 403
+    finally:
+        inbox.stop()
+
+
+async def test_without_a_public_url_the_form_is_used(baton_env: dict[str, str]) -> None:
+    env = {**baton_env, "BATON_HITL_ELICITATION": "true"}
+    seen: list[Any] = []
+
+    async def person(context: Any, params: Any) -> types.ElicitResult:
+        seen.append(params)
+        return types.ElicitResult(action="accept", content={"approved": False})
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "baton", "serve"], env=env)
+    async with Client(params, elicitation_callback=person) as client:
+        result = await client.call_tool(
+            "mcp_request_admin_approval", {"request_message": "x", "timeout_seconds": 30}
+        )
+    assert seen[0].mode == "form"
+    assert result.structured_content is not None and result.structured_content["decision"] == "rejected"

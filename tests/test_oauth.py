@@ -1,0 +1,297 @@
+"""OAuth 2.1 resource server on --http, against a real issuer on loopback that signs tokens in the test."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.conftest import BLANKED, SRC
+from tests.oauth_issuer import Issuer, ec_key, rsa_key
+from tests.servers import free_port, http_server
+
+pytestmark = pytest.mark.anyio
+
+
+@dataclass
+class Deployment:
+    issuer: Issuer
+    base: str
+
+    @property
+    def audience(self) -> str:
+        return f"{self.base}/mcp"
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """One issuer and one ``baton serve --http`` trusting it, for the module."""
+    tmp = tmp_path_factory.mktemp("oauth")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with Issuer() as issuer:
+        env = {k: v for k, v in os.environ.items() if k not in BLANKED}
+        env.update(
+            BATON_HOME=str(tmp / "home"),
+            PYTHONPATH=str(SRC) + os.pathsep + env.get("PYTHONPATH", ""),
+            BATON_OAUTH_ISSUER=issuer.url,
+            BATON_OAUTH_AUDIENCE=f"{base}/mcp",
+            BATON_PUBLIC_URL=base,
+        )
+        with http_server(env, f"127.0.0.1:{port}", tmp):
+            yield Deployment(issuer, base)
+
+
+@asynccontextmanager
+async def mcp_client(deployment: Deployment, token: str) -> AsyncIterator[Client]:
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+        transport = streamable_http_client(deployment.audience, http_client=http)
+        async with Client(transport) as client:
+            yield client
+
+
+async def post_mcp(deployment: Deployment, token: str | None) -> httpx.Response:
+    headers = {"Accept": "application/json, text/event-stream"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    async with httpx.AsyncClient() as http:
+        return await http.post(deployment.audience, json={}, headers=headers)
+
+
+async def test_no_token_gets_401_pointing_at_the_protected_resource_metadata(deployment: Deployment) -> None:
+    refused = await post_mcp(deployment, None)
+    assert refused.status_code == 401
+    assert refused.json()["error_class"] == "http_unauthorized"
+    metadata_url = f"{deployment.base}/.well-known/oauth-protected-resource/mcp"
+    assert f'resource_metadata="{metadata_url}"' in refused.headers["www-authenticate"]
+    async with httpx.AsyncClient() as http:
+        for url in (metadata_url, f"{deployment.base}/.well-known/oauth-protected-resource"):
+            metadata = (await http.get(url)).json()
+            assert metadata["resource"] == deployment.audience
+            assert metadata["authorization_servers"] == [deployment.issuer.url]
+            assert set(metadata["scopes_supported"]) == {"baton:agent", "baton:admin"}
+        assert (await http.get(f"{deployment.base}/metrics")).status_code == 401
+
+
+async def test_an_agent_token_calls_tools_and_reads_metrics(deployment: Deployment) -> None:
+    token = deployment.issuer.token(deployment.audience)
+    async with mcp_client(deployment, token) as client:
+        result = await client.call_tool("mcp_ping", {})
+        assert result.structured_content["success"] is True
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+        assert (await http.get(f"{deployment.base}/metrics")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["expired", "not_yet_valid", "wrong_audience", "wrong_issuer", "unknown_key", "hmac", "garbage"],
+)
+async def test_tokens_failing_a_check_are_refused(deployment: Deployment, case: str) -> None:
+    issuer, audience = deployment.issuer, deployment.audience
+    import time
+
+    import jwt
+
+    tokens: dict[str, Any] = {
+        "expired": lambda: issuer.token(audience, expires_in=-120),
+        "not_yet_valid": lambda: issuer.token(audience, not_before=int(time.time()) + 600),
+        "wrong_audience": lambda: issuer.token("http://127.0.0.1:1/mcp"),
+        "wrong_issuer": lambda: issuer.token(audience, issuer="http://127.0.0.1:2"),
+        "unknown_key": lambda: issuer.token(audience, key=rsa_key()),  # signed by a key it never published
+        "hmac": lambda: jwt.encode(
+            {"iss": issuer.url, "aud": audience, "exp": int(time.time()) + 60, "scope": "baton:agent"},
+            "x" * 32,
+            algorithm="HS256",
+            headers={"kid": issuer.keys[0].kid},
+        ),
+        "garbage": lambda: "not.a.jwt",
+    }
+    response = await post_mcp(deployment, tokens[case]())
+    assert response.status_code == 401, case
+    assert "resource_metadata=" in response.headers["www-authenticate"]
+
+
+async def test_a_token_without_a_baton_scope_gets_403(deployment: Deployment) -> None:
+    response = await post_mcp(
+        deployment, deployment.issuer.token(deployment.audience, scope="openid profile")
+    )
+    assert response.status_code == 403
+    assert response.json()["error_class"] == "http_insufficient_scope"
+    assert 'error="insufficient_scope"' in response.headers["www-authenticate"]
+
+
+async def test_a_rotated_signing_key_is_fetched_when_a_token_names_it(deployment: Deployment) -> None:
+    issuer = deployment.issuer
+    old = issuer.keys[0]
+    assert (await post_mcp(deployment, issuer.token(deployment.audience))).status_code != 401
+    fetches = issuer.jwks_fetches
+    new = ec_key()
+    issuer.rotate(new)
+    try:
+        token = issuer.token(deployment.audience, key=new)
+        async with mcp_client(deployment, token) as client:
+            assert (await client.call_tool("mcp_ping", {})).structured_content["success"] is True
+        assert issuer.jwks_fetches == fetches + 1  # one refetch for the unknown kid, then cached
+    finally:
+        issuer.rotate(old)
+
+
+async def test_the_admin_scope_decides_an_approval_and_the_agent_scope_may_not(
+    deployment: Deployment,
+) -> None:
+    issuer, audience = deployment.issuer, deployment.audience
+    agent, admin = issuer.token(audience), issuer.token(audience, scope="baton:admin")
+    outcome: dict[str, Any] = {}
+
+    async def ask() -> None:
+        async with mcp_client(deployment, agent) as client:
+            result = await client.call_tool(
+                "mcp_request_admin_approval", {"request_message": "Deploy?", "timeout_seconds": 60}
+            )
+            outcome.update(result.structured_content)
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask)
+            async with (
+                mcp_client(deployment, agent) as agent_client,
+                mcp_client(deployment, admin) as admin_client,
+            ):
+                pending: list[dict[str, Any]] = []
+                while not pending:
+                    listed = await admin_client.call_tool("mcp_list_pending_requests", {})
+                    pending = [r for r in listed.structured_content["requests"] if r["message"] == "Deploy?"]
+                    await anyio.sleep(0.05)
+                request_id = pending[0]["request_id"]
+                denied = await agent_client.call_tool(
+                    "mcp_respond_to_request", {"request_id": request_id, "approved": True}
+                )
+                assert denied.structured_content["error_class"] == "hitl_decider_not_authorized"
+                decided = await admin_client.call_tool(
+                    "mcp_respond_to_request",
+                    {"request_id": request_id, "approved": True, "admin_notes": "ok"},
+                )
+                assert decided.structured_content["success"] is True, decided.structured_content
+    assert outcome["approved"] is True and outcome["decision"] == "approved"
+    async with mcp_client(deployment, agent) as client:
+        status = await client.call_tool("mcp_get_request_status", {"request_id": request_id})
+    assert status.structured_content["decided_via"] == "mcp_admin"
+
+
+async def test_the_inbox_opens_for_an_admin_token_only(deployment: Deployment) -> None:
+    issuer, audience = deployment.issuer, deployment.audience
+    async with httpx.AsyncClient(follow_redirects=False) as http:
+        admin = await http.get(
+            f"{deployment.base}/inbox",
+            headers={"Authorization": f"Bearer {issuer.token(audience, scope='baton:admin')}"},
+        )
+        agent = await http.get(
+            f"{deployment.base}/inbox", headers={"Authorization": f"Bearer {issuer.token(audience)}"}
+        )
+    assert admin.status_code == 200
+    assert agent.status_code in (302, 303, 307)  # to the login form: an agent token is not a person
+
+
+def test_oauth_without_an_audience_refuses_to_start(baton_env: dict[str, str], tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {**baton_env, "BATON_OAUTH_ISSUER": "https://issuer.example"}
+    done = subprocess.run(
+        [sys.executable, "-m", "baton", "serve", "--http", f"127.0.0.1:{free_port()}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "config_invalid" in done.stderr and "BATON_OAUTH_AUDIENCE" in done.stderr
+
+
+async def test_a_flood_of_made_up_key_ids_does_not_flood_the_issuer() -> None:
+    from baton.oauth import REFETCH_BURST, JwtVerifier
+
+    audience = "http://127.0.0.1:9/mcp"
+    with Issuer() as issuer:
+        verifier = JwtVerifier(issuer.url, audience)
+        assert await verifier.verify_token(issuer.token(audience)) is not None
+        for _ in range(20):
+            assert await verifier.verify_token(issuer.token(audience, key=rsa_key())) is None
+        access = await verifier.verify_token(issuer.token(audience, scope="baton:admin baton:agent"))
+    assert issuer.jwks_fetches <= 1 + REFETCH_BURST
+    assert access is not None and access.scopes == ["baton:admin", "baton:agent"]
+    assert access.resource == audience and access.subject == "user-1"
+
+
+async def test_a_session_stays_with_the_principal_that_opened_it(deployment: Deployment) -> None:
+    issuer, audience = deployment.issuer, deployment.audience
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+
+    def bearer(subject: str) -> dict[str, str]:
+        return {**headers, "Authorization": f"Bearer {issuer.token(audience, sub=subject)}"}
+
+    async with httpx.AsyncClient() as http:
+        opened = await http.post(audience, json=initialize, headers=bearer("alice"))
+        assert opened.status_code == 200, opened.text
+        session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+        stolen = await http.post(audience, json=listing, headers={**bearer("mallory"), **session})
+        own = await http.post(audience, json=listing, headers={**bearer("alice"), **session})  # a fresh token
+    assert stolen.status_code == 404
+    assert own.status_code == 200, own.text
+
+
+async def test_cached_keys_outlive_an_issuer_outage_but_unknown_keys_do_not() -> None:
+    from baton.oauth import JwtVerifier
+
+    audience = "http://127.0.0.1:9/mcp"
+    with Issuer() as issuer:
+        verifier = JwtVerifier(issuer.url, audience, jwks_ttl_seconds=0)  # every check refreshes
+        assert await verifier.verify_token(issuer.token(audience)) is not None
+        known, unknown = issuer.token(audience), issuer.token(audience, key=ec_key())
+    # the issuer is gone now
+    assert await verifier.verify_token(known) is not None
+    assert await verifier.verify_token(unknown) is None
+
+
+async def test_static_tokens_keep_working_next_to_oauth(baton_env: dict[str, str], tmp_path: Path) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    static = "static-agent-token-0123456789"
+    with Issuer() as issuer:
+        env = {
+            **baton_env,
+            "BATON_OAUTH_ISSUER": issuer.url,
+            "BATON_OAUTH_AUDIENCE": f"{base}/mcp",
+            "BATON_HTTP_TOKEN": static,
+        }
+        with http_server(env, f"127.0.0.1:{port}", tmp_path):
+            async with httpx.AsyncClient() as http:
+
+                async def metrics(token: str) -> int:
+                    response = await http.get(f"{base}/metrics", headers={"Authorization": f"Bearer {token}"})
+                    return response.status_code
+
+                assert await metrics(static) == 200
+                assert await metrics(issuer.token(f"{base}/mcp")) == 200
+                assert await metrics(static + "x") == 401

@@ -1,0 +1,209 @@
+"""The Tasks extension (``io.modelcontextprotocol/tasks``, 2026-07-28) with the official ``mcp.Client``.
+
+The client side is :class:`tests.tasks_client.TasksClient`, a ``ClientExtension`` that claims the
+extension's ``resultType: "task"`` and polls it, following the spec's example flow::
+
+    {"jsonrpc": "2.0", "id": 2, "result": {"resultType": "task", "taskId": "786512e2-…", "status": "working",
+     "createdAt": "…", "lastUpdatedAt": "…", "ttlMs": 3600000, "pollIntervalMs": 5000}}
+    {"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"taskId": "786512e2-…"}}
+    {"jsonrpc": "2.0", "id": 6, "method": "tasks/update",
+     "params": {"taskId": "786512e2-…", "inputResponses": {"name": {"action": "accept", "content": {…}}}}}
+    {"jsonrpc": "2.0", "id": 6, "result": {"resultType": "complete"}}
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.extension import advertise
+from mcp.shared.exceptions import MCPError
+
+from tests.hitl.helpers import HttpServer, run_cli
+from tests.tasks_client import EXTENSION_ID, CreateTaskResult, TasksClient, task_request
+
+pytestmark = pytest.mark.anyio
+
+APPROVE = {"request_message": "Ship it", "timeout_seconds": 60}
+
+
+async def no_elicitation(context: Any, params: Any) -> Any:
+    raise AssertionError("a task elicits through inputRequests, never over a back-channel")
+
+
+@asynccontextmanager
+async def tasks_client(env: dict[str, str], tasks: TasksClient, **options: Any) -> AsyncIterator[Client]:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "baton", "serve"], env=env)
+    async with Client(params, extensions=[tasks], **options) as client:
+        assert client.server_capabilities.extensions and EXTENSION_ID in client.server_capabilities.extensions
+        yield client
+
+
+async def until_status(session: Any, task_id: str, *statuses: str) -> dict[str, Any]:
+    with anyio.fail_after(20):
+        while (state := await task_request(session, "tasks/get", {"taskId": task_id}))[
+            "status"
+        ] not in statuses:
+            await anyio.sleep(0.05)
+    return state
+
+
+async def waiting_request(session: Any, task_id: str) -> tuple[dict[str, Any], str]:
+    """The task's state once it waits on a human request, and that request's id."""
+    with anyio.fail_after(20):
+        while "statusMessage" not in (state := await task_request(session, "tasks/get", {"taskId": task_id})):
+            await anyio.sleep(0.05)
+    return state, state["statusMessage"].split("(", 1)[1].rstrip(").")
+
+
+async def test_an_approval_runs_as_a_task_and_its_form_input_is_answered_by_tasks_update(
+    baton_env: dict[str, str],
+) -> None:
+    env = {**baton_env, "BATON_HITL_ELICITATION": "true", "BATON_HITL_ALLOW_MCP_DECISIONS": "1"}
+    asked: list[Any] = []
+
+    async def person(request: Any) -> dict[str, Any]:
+        asked.append(request)
+        return {"action": "accept", "content": {"approved": True, "admin_notes": "via task"}}
+
+    tasks = TasksClient(person)
+    async with tasks_client(env, tasks, elicitation_callback=no_elicitation) as client:
+        result = await client.call_tool("mcp_request_admin_approval", APPROVE)
+        content = result.structured_content
+        assert content is not None and content["approved"] is True and content["admin_notes"] == "via task"
+        status = await client.call_tool("mcp_get_request_status", {"request_id": content["request_id"]})
+    assert len(tasks.created) == 1 and asked[0]["method"] == "elicitation/create"
+    assert asked[0]["params"]["mode"] == "form"
+    assert any(state["status"] == "input_required" for state in tasks.states)
+    assert tasks.states[-1]["status"] == "completed" and tasks.states[-1]["resultType"] == "complete"
+    assert status.structured_content is not None and status.structured_content["decided_via"] == "mcp"
+
+
+async def test_without_decision_authority_the_task_asks_no_form_and_a_person_decides(
+    baton_env: dict[str, str],
+) -> None:
+    env = {**baton_env, "BATON_HITL_ELICITATION": "true"}
+    async with tasks_client(env, TasksClient(), elicitation_callback=no_elicitation) as client:
+        created = await client.session.call_tool("mcp_request_admin_approval", APPROVE, allow_claimed=True)
+        assert isinstance(created, CreateTaskResult) and created.status == "working"
+        state, request_id = await waiting_request(client.session, created.task_id)
+        assert state["status"] == "working" and "inputRequests" not in state
+        forged = {
+            "taskId": created.task_id,
+            "inputResponses": {"x": {"action": "accept", "content": {"approved": True}}},
+        }
+        assert (await task_request(client.session, "tasks/update", forged))["resultType"] == "complete"
+        assert (await until_status(client.session, created.task_id, "working"))["status"] == "working"
+        decided = await anyio.to_thread.run_sync(run_cli, env, "hitl", "reject", request_id)
+        assert decided.returncode == 0, decided.stderr
+        done = await until_status(client.session, created.task_id, "completed")
+    assert done["result"]["structuredContent"]["approved"] is False
+    assert done["result"]["structuredContent"]["decision"] == "rejected"
+
+
+async def test_cancelling_a_task_that_waits_for_a_human_never_approves(baton_env: dict[str, str]) -> None:
+    async with tasks_client(baton_env, TasksClient()) as client:
+        created = await client.session.call_tool("mcp_request_admin_approval", APPROVE, allow_claimed=True)
+        assert isinstance(created, CreateTaskResult)
+        _, request_id = await waiting_request(client.session, created.task_id)
+        ack = await task_request(client.session, "tasks/cancel", {"taskId": created.task_id})
+        assert ack["resultType"] == "complete"
+        cancelled = await until_status(client.session, created.task_id, "cancelled")
+        assert "result" not in cancelled
+        pending = await client.call_tool("mcp_get_request_status", {"request_id": request_id})
+        assert pending.structured_content is not None and pending.structured_content["status"] == "pending"
+        late = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "approve", request_id)
+        assert late.returncode == 0, late.stderr
+        after = await until_status(client.session, created.task_id, "cancelled", "completed")
+        status = await client.call_tool("mcp_get_request_status", {"request_id": request_id})
+    assert after["status"] == "cancelled"  # a terminal state is never overwritten
+    assert status.structured_content is not None and status.structured_content["waiter_gone"] is True
+
+
+async def test_a_sync_subagent_runs_as_a_task_and_an_async_one_does_not(model_env: dict[str, str]) -> None:
+    tasks = TasksClient()
+    async with tasks_client(model_env, tasks) as client:
+        result = await client.call_tool("mcp_spawn_subagent", {"task": "Say hello"})
+        assert result.structured_content is not None and result.structured_content["status"] == "completed"
+        spawned = result.structured_content["subagent_id"]
+        reply = await client.call_tool(
+            "mcp_send_message_to_subagent", {"subagent_id": spawned, "message": "More"}
+        )
+        assert reply.structured_content is not None and reply.structured_content["turn"] == 2
+        queued = await client.call_tool("mcp_spawn_subagent", {"task": "Later", "mode": "async"})
+        assert queued.structured_content is not None and queued.structured_content["status"] == "queued"
+    assert len(tasks.created) == 2
+
+
+async def test_a_client_that_does_not_declare_tasks_gets_plain_results_and_no_task_methods(
+    baton_env: dict[str, str],
+) -> None:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "baton", "serve"], env=baton_env)
+    async with Client(params, extensions=[advertise("org.example/other")]) as client:
+        with pytest.raises(MCPError) as refused:
+            await task_request(client.session, "tasks/get", {"taskId": "task_x"})
+        assert refused.value.error.code == -32021
+        result = await client.call_tool(
+            "mcp_request_admin_approval", {"request_message": "x", "timeout_seconds": 1}
+        )
+    assert (
+        result.structured_content is not None and result.structured_content["error_class"] == "hitl_timeout"
+    )
+
+
+async def test_any_replica_answers_for_a_task_even_after_its_process_died(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {**baton_env, "BATON_HTTP_STATELESS": "true"}
+    first = HttpServer(env, tmp_path / "a.log")
+    second = HttpServer(env, tmp_path / "b.log")
+    try:
+        async with Client(f"{first.base_url}/mcp", extensions=[TasksClient()]) as a:
+            created = await a.session.call_tool("mcp_request_admin_approval", APPROVE, allow_claimed=True)
+            assert isinstance(created, CreateTaskResult)
+            _, request_id = await waiting_request(a.session, created.task_id)
+        first.stop()  # the process running the call is gone
+        decided = await anyio.to_thread.run_sync(run_cli, env, "hitl", "approve", request_id)
+        assert decided.returncode == 0, decided.stderr
+        async with Client(f"{second.base_url}/mcp", extensions=[TasksClient()]) as b:
+            done = await until_status(b.session, created.task_id, "completed")
+            with pytest.raises(MCPError, match="Task not found"):
+                await task_request(b.session, "tasks/get", {"taskId": "task_unknown"})
+    finally:
+        first.stop()
+        second.stop()
+    assert done["result"]["structuredContent"]["approved"] is True
+
+
+async def test_a_task_offers_the_inbox_link_as_a_url_input_request_and_the_browser_decides(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    from tests.hitl.test_url_elicitation import decide_in_browser
+
+    inbox = HttpServer(baton_env, tmp_path / "inbox.log")
+    try:
+        env = {**baton_env, "BATON_HITL_ELICITATION": "true", "BATON_PUBLIC_URL": inbox.base_url}
+        asked: list[Any] = []
+
+        async def person(request: Any) -> dict[str, Any]:
+            asked.append(request)
+            await anyio.to_thread.run_sync(decide_in_browser, request["params"]["url"], "reject")
+            return {"action": "accept"}
+
+        async with tasks_client(env, TasksClient(person), elicitation_callback=no_elicitation) as client:
+            result = await client.call_tool("mcp_request_admin_approval", APPROVE)
+            content = result.structured_content
+            assert content is not None
+            status = await client.call_tool("mcp_get_request_status", {"request_id": content["request_id"]})
+    finally:
+        inbox.stop()
+    assert asked[0]["params"]["mode"] == "url" and asked[0]["params"]["url"].startswith(inbox.base_url)
+    assert content["approved"] is False and content["decision"] == "rejected"
+    assert status.structured_content is not None and status.structured_content["decided_via"] == "link"
+    assert status.structured_content["waiter_gone"] is False

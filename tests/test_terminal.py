@@ -1,0 +1,74 @@
+"""Output on a pipe: plain, stable, never wrapped or cut; help shows flags as flags."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+from rich.console import Console
+
+from tests.test_cli import baton, seed_receipts
+
+
+def test_receipts_verify_on_a_pipe_is_one_line_per_fact(baton_env: dict[str, str]) -> None:
+    seed_receipts(baton_env, 2)
+    done = baton({**baton_env, "COLUMNS": "40"}, "receipts", "verify")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "ok: 2 receipts"
+    assert lines[1].startswith("head: ") and len(lines[1]) == len("head: ") + 64
+    assert lines[2].startswith("not anchored: ")  # seeded directly, so no signed checkpoint yet
+    assert len(lines) == 3
+
+
+def test_a_piped_listing_is_plain_and_never_cut(baton_env: dict[str, str]) -> None:
+    seed_receipts(baton_env, 3)
+    done = baton({**baton_env, "COLUMNS": "40"}, "receipts", "list", "--limit", "3")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["seq", "kind", "at", "sha256", "payload"]
+    assert len(lines) == 4
+    assert not any(ch in done.stdout for ch in "…│┃━─\x1b")
+    assert all(line == line.rstrip() for line in lines)
+    listed = json.loads(baton(baton_env, "receipts", "list", "--json").stdout)
+    assert [row["seq"] for row in listed] == [1, 2, 3]
+
+
+def test_help_renders_flags_without_a_value(baton_env: dict[str, str]) -> None:
+    for args in (("--help",), ("doctor", "--help"), ("gateway", "list", "--help")):
+        done = baton(baton_env, *args)
+        assert done.returncode == 0, done.stderr
+        assert "--help" in done.stdout
+        assert "<bool>" not in done.stdout
+
+
+def test_progress_draws_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    from baton import terminal
+
+    piped = Console(file=io.StringIO(), force_terminal=False)
+    monkeypatch.setattr(terminal, "err", piped)
+    with terminal.progress("verifying") as bar:
+        assert bar is None
+    assert piped.file.getvalue() == ""
+
+    screen = io.StringIO()
+    monkeypatch.setattr(terminal, "err", Console(file=screen, force_terminal=True, width=80))
+    with terminal.progress("verifying", total=2) as bar:
+        assert bar is not None
+        bar.advance(bar.task_ids[0])
+        bar.refresh()
+    assert "verifying" in screen.getvalue()
+
+
+def test_listing_cells_are_text_not_markup(baton_env: dict[str, str]) -> None:
+    code = (
+        "from baton.runtime import Runtime\n"
+        "Runtime.open().receipts.append('test', {'note': '[bold]x[/bold] [false]'})\n"
+    )
+    subprocess.run([sys.executable, "-c", code], env=baton_env, check=True, timeout=60)
+    done = baton(baton_env, "receipts", "list")
+    assert done.returncode == 0, done.stderr
+    assert "[bold]x[/bold] [false]" in done.stdout
