@@ -13,6 +13,7 @@ import pytest
 from baton.config import Settings
 from baton.errors import TimerError
 from baton.runtime import Runtime
+from baton.timers.schedule import MIN_INTERVAL_SECONDS
 from baton.timers.service import TimerRequest, TimerService
 
 RECORD = {"kind": "record"}
@@ -41,7 +42,10 @@ def test_list_is_in_setting_order_and_filters_by_status(service: TimerService) -
 def test_cancel_records_when_and_refuses_with_the_timer_named(service: TimerService) -> None:
     timer = service.set(TimerRequest(name="x", action=RECORD, delay_seconds=60))
     cancelled = service.cancel(timer["timer_id"])
+    assert cancelled["success"] is True
     assert cancelled["status"] == "cancelled" and cancelled["next_fire_at"] is None
+    receipts = [r.payload for r in service.runtime.receipts.list(kind="timer_cancelled")]
+    assert receipts == [{"timer_id": timer["timer_id"], "name": "x"}]
     assert cancelled["cancelled_at"] and cancelled["cancelled_at"] >= timer["created_at"]
     with pytest.raises(TimerError) as again:
         service.cancel(timer["timer_id"])
@@ -106,6 +110,7 @@ def test_a_fresh_store_adopts_only_well_formed_mirror_entries(service: TimerServ
     valid = [
         entry(),
         entry(id="tm_interval", schedule="interval", interval_seconds=60),
+        entry(id="tm_shortest", schedule="interval", interval_seconds=MIN_INTERVAL_SECONDS),
         entry(
             id="tm_offset",
             first_fire_at="2999-01-01T11:00:00+02:00",
