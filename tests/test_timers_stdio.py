@@ -18,7 +18,7 @@ from baton.config import load_settings
 from baton.runtime import Runtime
 from baton.testing import FakeLLMServer
 from baton.timers.service import TimerRequest, TimerService
-from tests.conftest import FAKE_MOONSHOT_KEY, call, stdio_session
+from tests.conftest import call, stdio_session
 
 pytestmark = pytest.mark.anyio
 
@@ -159,20 +159,26 @@ async def test_a_timer_due_while_the_server_was_down_fires_at_start_marked_misse
 
 
 async def test_the_timer_mirror_never_holds_a_secret(baton_env: dict[str, str], tmp_path: Path) -> None:
-    """TIMER_STORAGE_PATH is a file on disk: configured secrets and credential shapes are redacted in it."""
+    """TIMER_STORAGE_PATH is a file on disk: credential shapes are redacted in it, and so is a value that only
+    became a configured secret after the timer was stored (the mirror is rewritten redacted at start)."""
     mirror = tmp_path / "state" / "timers.json"
-    env = {**baton_env, "TIMER_STORAGE_PATH": str(mirror), "MOONSHOT_API_KEY": FAKE_MOONSHOT_KEY}
+    env = {**baton_env, "TIMER_STORAGE_PATH": str(mirror)}
+    later_secret = "hunter2-correct-horse-battery"
     shaped = "ghp-" + "A1b2C3d4E5f6G7h8I9j0"
-    message = f"rotate {FAKE_MOONSHOT_KEY} and {shaped} tonight"
-    action = {"kind": "notify", "channel": "webhook", "message": message}
+    action = {"kind": "notify", "channel": "webhook", "message": f"rotate {later_secret} and {shaped}"}
     async with stdio_session(env) as session:
         timer = await call(
             session, "mcp_set_timer", {"name": "rotate", "delay_seconds": 3600, "action": action}
         )
         assert timer["success"] is True, timer
+    assert shaped not in mirror.read_text()
+    async with stdio_session({**env, "SMTP_PASSWORD": later_secret}) as session:
+        assert timer["timer_id"] in {
+            t["timer_id"] for t in (await call(session, "mcp_list_timers"))["timers"]
+        }
     text = mirror.read_text()
     assert timer["timer_id"] in text and "rotate" in text
-    assert FAKE_MOONSHOT_KEY not in text and shaped not in text
+    assert later_secret not in text and shaped not in text
     assert "[REDACTED]" in text
 
 
