@@ -15,6 +15,7 @@ from mcp.client.stdio import stdio_client
 
 from baton.config import ENVIRONMENT_VARIABLES
 from baton.testing import FakeLLMServer
+from tests.needs import require
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -22,6 +23,13 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 BLANKED = list(ENVIRONMENT_VARIABLES)
 
 FAKE_MOONSHOT_KEY = "sk-test-moonshot-0123456789abcdef"
+
+
+@pytest.hookimpl(tryfirst=True)  # before the fixtures (module-scoped ones build whole gateways)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """``@pytest.mark.needs(tool, ...)``: fail under CI, skip elsewhere, when a tool is missing."""
+    for mark in item.iter_markers("needs"):
+        require(*mark.args)
 
 
 @pytest.fixture
@@ -81,12 +89,9 @@ async def call(session: Any, tool: str, arguments: dict[str, Any] | None = None)
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[Any]:
     """One throwaway PostgreSQL server on 127.0.0.1 for the session (CI must have one; elsewhere skip)."""
-    from baton.testing.postgres import TemporaryPostgres, find_bin_dir
+    from baton.testing.postgres import TemporaryPostgres
 
-    if find_bin_dir() is None:
-        if os.environ.get("CI"):
-            pytest.fail("PostgreSQL is not installed; .ci/run installs it")
-        pytest.skip("PostgreSQL binaries are not installed")
+    require("postgresql")
     with TemporaryPostgres() as server:
         yield server
 

@@ -58,3 +58,28 @@ def http_server(env: dict[str, str], bind: str, tmp_path: Path) -> Iterator[subp
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@contextmanager
+def uvicorn_in_thread(app: object) -> Iterator[str]:
+    """Serve an ASGI ``app`` with uvicorn on 127.0.0.1 (an ephemeral port) in a thread; yields its base URL."""
+    import threading
+
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))  # type: ignore[arg-type]
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.01)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()

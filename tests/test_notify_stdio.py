@@ -167,3 +167,23 @@ def test_doctor_prints_channel_readiness_without_secrets(baton_env: dict[str, st
     assert all(rows[f"notify: {c}"]["ok"] for c in ("email", "telegram", "slack", "discord", "webhook"))
     assert "SMTP 127.0.0.1" in rows["notify: email"]["detail"]
     assert_no_secret("doctor", doctor.stdout + doctor.stderr, secret_values(env))
+
+
+async def test_outbound_slack_discord_and_telegram_text_is_redacted_on_the_wire(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A configured secret or a credential-shaped string in a message never leaves the machine."""
+    with SMTPReceiver(username=SMTP_USERNAME, password=SMTP_PASSWORD) as smtp, WebhookReceiver() as web:
+        env = {**baton_env, **configured_env(smtp, web, tmp_path / "home")}
+        shaped = "sk-" + "live0123456789abcdefXYZ"
+        message = f"the SMTP password is {SMTP_PASSWORD}, the key {shaped}"
+        async with session_logging_to(env, tmp_path / "server.log") as session:
+            for tool in ("mcp_send_slack_message", "mcp_send_discord_message", "mcp_send_telegram_message"):
+                sent = await call(session, tool, {"message": message})
+                assert sent["success"] is True, (tool, sent)
+        posts = web.wait_for(3)
+    assert len(posts) == 3
+    for post in posts:
+        body = post.raw.decode()
+        assert SMTP_PASSWORD not in body and shaped not in body, (post.path, body)
+        assert body.count("[REDACTED]") == 2, (post.path, body)

@@ -11,7 +11,10 @@ import anyio
 import pytest
 from mcp import Client
 
+from baton.config import load_settings
+from baton.runtime import Runtime
 from baton.testing import Behavior, FakeLLMServer
+from baton.timers.service import TimerService
 from tests.conftest import FAKE_MOONSHOT_KEY
 from tests.servers import free_port, http_server
 
@@ -112,23 +115,38 @@ async def test_a_killed_replicas_subagent_is_failed_by_the_other(
 
 
 async def test_a_timer_fires_once_across_replicas(replica_env: dict[str, str], tmp_path: Path) -> None:
+    """Each due time is fired once: counted from the receipts after both replicas have stopped, so no
+    later firing can still come (no waiting window)."""
     port_a, port_b = free_port(), free_port()
     with (
         http_server(replica_env, f"127.0.0.1:{port_a}", tmp_path),
         http_server(replica_env, f"127.0.0.1:{port_b}", tmp_path),
     ):
-        async with Client(f"http://127.0.0.1:{port_a}/mcp") as a:
-            timer = await structured(
+        async with (
+            Client(f"http://127.0.0.1:{port_a}/mcp") as a,
+            Client(f"http://127.0.0.1:{port_b}/mcp") as b,
+        ):
+            once = await structured(
                 a, "mcp_set_timer", {"name": "once", "delay_seconds": 1, "action": {"kind": "record"}}
             )
-            with anyio.fail_after(15):
+            every = await structured(
+                b, "mcp_set_timer", {"name": "every", "interval_seconds": 0.2, "action": {"kind": "record"}}
+            )
+            with anyio.fail_after(30):
                 while True:
-                    listed = await structured(a, "mcp_list_timers", {})
-                    row = next(t for t in listed["timers"] if t["timer_id"] == timer["timer_id"])
-                    if row["fire_count"]:
+                    rows = {t["timer_id"]: t for t in (await structured(a, "mcp_list_timers", {}))["timers"]}
+                    if rows[once["timer_id"]]["fire_count"] and rows[every["timer_id"]]["fire_count"] >= 10:
                         break
                     await anyio.sleep(0.1)
-            await anyio.sleep(2.5)  # both replicas have scanned again by now
-            listed = await structured(a, "mcp_list_timers", {})
-    row = next(t for t in listed["timers"] if t["timer_id"] == timer["timer_id"])
-    assert row["fire_count"] == 1
+            assert (await structured(a, "mcp_cancel_timer", {"timer_id": every["timer_id"]}))["success"]
+    runtime = Runtime.open(load_settings(replica_env))
+    try:
+        fired = [r.payload for r in runtime.receipts.list(kind="timer_fired", limit=100_000)]
+        final = {t["timer_id"]: t for t in TimerService(runtime).list()}
+    finally:
+        runtime.close()
+    assert [f["timer_id"] for f in fired].count(once["timer_id"]) == 1
+    shared = [f for f in fired if f["timer_id"] == every["timer_id"]]
+    assert len(shared) == final[every["timer_id"]]["fire_count"]
+    assert len({f["due_at"] for f in shared}) == len(shared)
+    assert sorted(f["sequence"] for f in shared) == list(range(1, len(shared) + 1))

@@ -97,12 +97,24 @@ async def test_llm_generated_preparation_that_leaks_a_removed_value_fails_closed
     assert runner.list() == []
 
 
-async def test_async_subagents_run_concurrently(runner: SubagentRunner, fake_llm: FakeLLMServer) -> None:
-    fake_llm.default = Behavior(delay_seconds=0.3)
-    spawned = [await runner.spawn(SpawnRequest(task=f"task {n}", mode="async")) for n in range(20)]
-    async with asyncio.timeout(5):  # 20 sequential calls would take 6 s
-        while any(runner.status(s["subagent_id"])["status"] != "completed" for s in spawned):
-            await asyncio.sleep(0.05)
+async def test_async_subagents_run_concurrently(tmp_path: Path, fake_llm: FakeLLMServer) -> None:
+    """All 20 model calls are in flight at once: the model server holds every answer until it saw 20."""
+    runtime = make_runtime(tmp_path, fake_llm, collab_model_timeout_seconds=60)
+    runner = SubagentRunner(runtime)
+    try:
+        fake_llm.hold()
+        spawned = [await runner.spawn(SpawnRequest(task=f"task {n}", mode="async")) for n in range(20)]
+        overlapped = await asyncio.to_thread(fake_llm.wait_for_in_flight, 20, 60)
+        fake_llm.release()
+        assert overlapped, f"only {fake_llm.max_in_flight} model calls were ever in flight at once"
+        async with asyncio.timeout(60):
+            while any(runner.status(s["subagent_id"])["status"] != "completed" for s in spawned):
+                await asyncio.sleep(0.05)
+        assert fake_llm.max_in_flight == 20
+    finally:
+        fake_llm.release()
+        await runner.aclose()
+        runtime.close()
 
 
 async def test_full_strategy_gives_the_whole_filtered_context(runner: SubagentRunner) -> None:

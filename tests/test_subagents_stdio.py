@@ -193,3 +193,33 @@ async def test_a_killed_server_leaves_no_subagent_running_forever(
                 await anyio.sleep(0.1)
     assert status["status"] == "failed"
     assert status["error_class"] == "interrupted_by_restart"
+
+
+async def test_a_cancel_from_the_cli_in_another_process_stops_the_running_model_call(
+    model_env: dict[str, str], fake_llm: FakeLLMServer
+) -> None:
+    """`baton subagents cancel` only writes the store; the serving process notices and hangs up the call."""
+    import subprocess
+    import sys
+
+    fake_llm.when("very long analysis", Behavior(delay_seconds=120))
+    async with stdio_session(model_env) as session:
+        spawned = await call(session, "mcp_spawn_subagent", {"task": "a very long analysis", "mode": "async"})
+        subagent_id = spawned["subagent_id"]
+        with anyio.fail_after(20):
+            while not any("very long analysis" in json.dumps(r.body) for r in fake_llm.requests):
+                await anyio.sleep(0.02)
+        done = subprocess.run(
+            [sys.executable, "-m", "baton", "subagents", "cancel", subagent_id],
+            env=model_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        with anyio.fail_after(20):  # the loopback model server saw the client hang up
+            while not any(r.aborted for r in fake_llm.requests):
+                await anyio.sleep(0.05)
+        status = await call(session, "mcp_get_subagent_status", {"subagent_id": subagent_id})
+    assert status["status"] == "cancelled" and status["error_class"] == "subagent_cancelled"

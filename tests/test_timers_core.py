@@ -14,12 +14,15 @@ from typing import Any
 import anyio
 import pytest
 
-from baton.config import Settings
+from baton.config import Settings, load_settings
 from baton.errors import BatonError, NotificationError
+from baton.notify.service import Notifier
 from baton.runtime import Runtime
+from baton.testing.webhooks import WebhookReceiver
 from baton.timers.schedule import format_time, next_after, now_utc
 from baton.timers.scheduler import Scheduler
 from baton.timers.service import TimerRequest, TimerService
+from tests.notify_support import FAST, SLACK_PATH
 
 RECORD = {"kind": "record"}
 
@@ -49,7 +52,7 @@ async def running(runtime: Runtime) -> AsyncIterator[Scheduler]:
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def until(predicate: Callable[[], Any], seconds: float = 5.0) -> Any:
+async def until(predicate: Callable[[], Any], seconds: float = 30.0) -> Any:
     """Poll ``predicate`` until it is truthy (fails after ``seconds``)."""
     with anyio.fail_after(seconds):
         while not (value := predicate()):
@@ -197,7 +200,8 @@ async def test_a_cancelled_timer_never_fires(runtime: Runtime) -> None:
 
 
 class StubNotifier:
-    """The notifier interface (``async send(channel, message) -> dict``) answering from a script."""
+    """The notifier interface (``async send(channel, message) -> dict``) answering from a script: only for what
+    no loopback peer can make the real notifier do (raise); delivery outcomes use a real webhook below."""
 
     def __init__(self, answer: dict[str, Any] | Exception) -> None:
         self.answer = answer
@@ -215,12 +219,6 @@ class StubNotifier:
     ("notifier", "outcome", "error_class"),
     [
         (None, "failed", "notification_not_configured"),
-        (StubNotifier({"success": True, "channel": "slack", "provider": "apprise"}), "succeeded", None),
-        (
-            StubNotifier({"success": False, "error": "no", "error_class": "notification_delivery_failed"}),
-            "failed",
-            "notification_delivery_failed",
-        ),
         (
             StubNotifier(NotificationError("notification_not_configured", "missing")),
             "failed",
@@ -244,6 +242,75 @@ async def test_notify_firings_record_the_notifiers_outcome_and_never_crash(
     assert receipt["outcome"] == outcome and receipt["error_class"] == error_class
     if notifier is not None:
         assert notifier.sent == [("slack", "build finished")]
+
+
+def open_slack_runtime(home: Path, database_url: str, web: WebhookReceiver, **env: str) -> Runtime:
+    """A runtime whose notifier is the real one, posting Slack messages to a loopback webhook receiver."""
+    settings = {
+        "BATON_HOME": str(home),
+        "BATON_DATABASE_URL": database_url,
+        "SLACK_WEBHOOK_URL": web.url(SLACK_PATH),
+        **FAST,
+        **env,
+    }
+    rt = Runtime.open(load_settings(settings))
+    rt.services["notifier"] = Notifier(rt)
+    return rt
+
+
+@pytest.fixture
+def slack_runtime(tmp_path: Path, database_url: str, web: WebhookReceiver) -> Iterator[Runtime]:
+    rt = open_slack_runtime(tmp_path / "home", database_url, web)
+    yield rt
+    rt.close()
+
+
+@pytest.fixture
+def web() -> Iterator[WebhookReceiver]:
+    with WebhookReceiver() as receiver:
+        yield receiver
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("status", "outcome"), [(200, "succeeded"), (500, "failed")])
+async def test_a_notify_firing_records_what_the_real_webhook_answered(
+    slack_runtime: Runtime, web: WebhookReceiver, status: int, outcome: str
+) -> None:
+    web.status = status
+    async with running(slack_runtime) as scheduler:
+        action = {"kind": "notify", "channel": "slack", "message": "build finished"}
+        timer = scheduler.service.set(TimerRequest(name="n", action=action, delay_seconds=0.1))
+        (receipt,) = await until(lambda: fired(slack_runtime, timer["timer_id"]))
+        survivor = scheduler.service.set(TimerRequest(name="after", action=RECORD, delay_seconds=0.1))
+        await until(lambda: fired(slack_runtime, survivor["timer_id"]))
+    assert receipt["outcome"] == outcome
+    assert receipt["error_class"] == (None if status == 200 else "notification_delivery_failed")
+    posts = [r for r in web.requests if r.path == SLACK_PATH]
+    assert [p.json for p in posts] == [{"text": "build finished"}] * (1 if status == 200 else 2)
+
+
+@pytest.mark.anyio
+async def test_a_firing_whose_webhook_hangs_is_cut_off_by_shutdown_and_still_writes_its_receipt(
+    tmp_path: Path, database_url: str, web: WebhookReceiver
+) -> None:
+    web.hang()  # and a delivery timeout far longer than the test: only the shutdown ends the firing
+    slack_runtime = open_slack_runtime(
+        tmp_path / "home", database_url, web, BATON_NOTIFY_TIMEOUT_SECONDS="120"
+    )
+    try:
+        await _cut_off_by_shutdown(slack_runtime, web)
+    finally:
+        slack_runtime.close()
+
+
+async def _cut_off_by_shutdown(slack_runtime: Runtime, web: WebhookReceiver) -> None:
+    async with running(slack_runtime) as scheduler:
+        action = {"kind": "notify", "channel": "slack", "message": "slow"}
+        timer = scheduler.service.set(TimerRequest(name="slow", action=action, delay_seconds=0.1))
+        await until(lambda: web.requests)  # the webhook holds the request open
+        assert scheduler.service.get(timer["timer_id"])["last_firing"]["outcome"] == "running"
+    (receipt,) = fired(slack_runtime, timer["timer_id"])
+    assert receipt["outcome"] == "failed" and receipt["error_class"] == "interrupted_by_restart"
 
 
 @pytest.mark.anyio
@@ -286,25 +353,3 @@ def test_the_mirror_follows_the_store_and_a_fresh_store_adopts_it(runtime: Runti
         assert adopted.get(gone["timer_id"])["status"] == "cancelled"
     finally:
         fresh.close()
-
-
-class HangingNotifier(StubNotifier):
-    """A notifier whose delivery never finishes."""
-
-    async def send(self, channel: str, message: str) -> dict[str, Any]:
-        self.sent.append((channel, message))
-        await asyncio.Event().wait()
-        raise AssertionError("unreachable")
-
-
-@pytest.mark.anyio
-async def test_a_firing_cut_off_by_shutdown_still_writes_its_receipt(runtime: Runtime) -> None:
-    notifier = HangingNotifier({})
-    runtime.services["notifier"] = notifier
-    async with running(runtime) as scheduler:
-        action = {"kind": "notify", "channel": "email", "message": "slow"}
-        timer = scheduler.service.set(TimerRequest(name="slow", action=action, delay_seconds=0.1))
-        await until(lambda: notifier.sent)
-        assert scheduler.service.get(timer["timer_id"])["last_firing"]["outcome"] == "running"
-    (receipt,) = fired(runtime, timer["timer_id"])
-    assert receipt["outcome"] == "failed" and receipt["error_class"] == "interrupted_by_restart"

@@ -14,7 +14,10 @@ from typing import Any
 import anyio
 import pytest
 
+from baton.config import load_settings
+from baton.runtime import Runtime
 from baton.testing import FakeLLMServer
+from baton.timers.service import TimerRequest, TimerService
 from tests.conftest import call, stdio_session
 
 pytestmark = pytest.mark.anyio
@@ -126,16 +129,18 @@ async def test_tools_set_fire_list_cancel_and_refuse_bad_input(
 async def test_a_timer_due_while_the_server_was_down_fires_at_start_marked_missed(
     baton_env: dict[str, str],
 ) -> None:
-    async with stdio_session(baton_env) as session:
-        once = await call(session, "mcp_set_timer", {"name": "once", "delay_seconds": 1.0, "action": RECORD})
-        every = await call(
-            session, "mcp_set_timer", {"name": "every", "interval_seconds": 1.0, "action": RECORD}
-        )
-        assert once["success"] and every["success"]
-    assert fired_receipts(baton_env) == [], "the server fired before it was stopped"
-    # the server is stopped: wait until both are overdue, the interval by more than one repetition
+    # the timers are set in the store while no server runs, so none can fire before it is "down"
+    runtime = Runtime.open(load_settings(baton_env))
+    try:
+        service = TimerService(runtime)
+        once = service.set(TimerRequest(name="once", action=RECORD, delay_seconds=1.0))
+        every = service.set(TimerRequest(name="every", action=RECORD, interval_seconds=1.0))
+    finally:
+        runtime.close()
+    # wait until both are overdue, the interval by more than one repetition
     overdue = datetime.fromisoformat(every["next_fire_at"]) + timedelta(seconds=1.3)
     await anyio.sleep(max((overdue - datetime.now(UTC)).total_seconds(), 0))
+    assert fired_receipts(baton_env) == []
 
     async with stdio_session(baton_env) as session:
         await until_fired(session, once["timer_id"])
@@ -151,6 +156,30 @@ async def test_a_timer_due_while_the_server_was_down_fires_at_start_marked_misse
         datetime.fromisoformat(second["due_at"]) - datetime.fromisoformat(first["due_at"])
     ).total_seconds()
     assert grid == pytest.approx(1.0 * (first["skipped"] + 1), abs=1e-3)
+
+
+async def test_the_timer_mirror_never_holds_a_secret(baton_env: dict[str, str], tmp_path: Path) -> None:
+    """TIMER_STORAGE_PATH is a file on disk: credential shapes are redacted in it, and so is a value that only
+    became a configured secret after the timer was stored (the mirror is rewritten redacted at start)."""
+    mirror = tmp_path / "state" / "timers.json"
+    env = {**baton_env, "TIMER_STORAGE_PATH": str(mirror)}
+    later_secret = "hunter2-correct-horse-battery"
+    shaped = "ghp-" + "A1b2C3d4E5f6G7h8I9j0"
+    action = {"kind": "notify", "channel": "webhook", "message": f"rotate {later_secret} and {shaped}"}
+    async with stdio_session(env) as session:
+        timer = await call(
+            session, "mcp_set_timer", {"name": "rotate", "delay_seconds": 3600, "action": action}
+        )
+        assert timer["success"] is True, timer
+    assert shaped not in mirror.read_text()
+    async with stdio_session({**env, "SMTP_PASSWORD": later_secret}) as session:
+        assert timer["timer_id"] in {
+            t["timer_id"] for t in (await call(session, "mcp_list_timers"))["timers"]
+        }
+    text = mirror.read_text()
+    assert timer["timer_id"] in text and "rotate" in text
+    assert later_secret not in text and shaped not in text
+    assert "[REDACTED]" in text
 
 
 async def test_two_servers_on_one_store_fire_each_due_time_once(baton_env: dict[str, str]) -> None:

@@ -13,7 +13,6 @@ from mcp.client import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from baton.config import load_settings
-from baton.gateway.sandbox import BubblewrapSandbox
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
@@ -23,10 +22,7 @@ from tests.servers import free_port, http_server
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(
-        BubblewrapSandbox().unavailable_reason() is not None,
-        reason=f"bubblewrap: {BubblewrapSandbox().unavailable_reason()}",
-    ),
+    pytest.mark.needs("bwrap"),
 ]
 
 

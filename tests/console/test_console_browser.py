@@ -34,7 +34,7 @@ PAGES = ("requests", "subagents", "timers", "adapters", "receipts", "charts")
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not at /usr/bin/chromium"),
+    pytest.mark.needs("chromium"),
 ]
 
 

@@ -32,10 +32,7 @@ from baton.testing.npm_registry import NpmRegistryServer, build_tarball
 from .test_replay import edit_policy, fails_with, ready
 from .test_sandbox import world_readable_dir
 
-pytestmark = pytest.mark.skipif(
-    BubblewrapSandbox().unavailable_reason() is not None,
-    reason=f"bubblewrap: {BubblewrapSandbox().unavailable_reason()}",
-)
+pytestmark = pytest.mark.needs("bwrap")
 
 FORK_BOMB = r"""
 import errno, json, os, sys, time

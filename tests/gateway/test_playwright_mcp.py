@@ -11,7 +11,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from baton.config import load_settings
@@ -22,6 +21,7 @@ from baton.gateway.replay import sandbox_spec
 from baton.gateway.sandbox import BubblewrapSandbox
 from baton.runtime import Runtime
 from tests.conftest import BLANKED, SRC
+from tests.needs import require
 
 PACKAGE = "@playwright/mcp"
 VERSION = "0.0.83"
@@ -48,7 +48,7 @@ socket.on("error", e => { result.connect = e.code; done(); });
 function done() { console.log(JSON.stringify(result)); process.exit(0); }
 """
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+pytestmark = pytest.mark.needs("node", "bwrap", "npm-registry")
 
 
 def cache_dir(rootpath: Path) -> Path:
@@ -57,13 +57,7 @@ def cache_dir(rootpath: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> dict[str, str]:
-    reason = BubblewrapSandbox().unavailable_reason()
-    if reason:
-        pytest.skip(f"bubblewrap unavailable: {reason}")
-    try:
-        httpx.head("https://registry.npmjs.org/", timeout=10)
-    except httpx.HTTPError as exc:
-        pytest.skip(f"the npm registry is unreachable: {exc}")
+    require("node", "bwrap", "npm-registry")  # module-scoped: checked before the marks of the first test
     environment = {k: v for k, v in os.environ.items() if k not in BLANKED}
     environment["BATON_HOME"] = str(tmp_path_factory.mktemp("playwright") / "home")
     environment["BATON_ARTIFACT_CACHE"] = str(cache_dir(pytestconfig.rootpath))

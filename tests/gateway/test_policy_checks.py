@@ -19,14 +19,11 @@ from baton.gateway import artifacts, stages, state
 from baton.gateway.checks import destructive_reason
 from baton.gateway.policy import load_policy, parse_policy, write_policy
 from baton.gateway.replay import replay
-from baton.gateway.sandbox import BubblewrapSandbox
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import TEST_SERVER, document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
 
-needs_bwrap = pytest.mark.skipif(
-    BubblewrapSandbox().unavailable_reason() is not None, reason="bubblewrap unavailable"
-)
+needs_bwrap = pytest.mark.needs("bwrap")
 
 
 def edit(path: Path, change: Any) -> None:

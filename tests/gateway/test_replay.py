@@ -19,17 +19,13 @@ from baton.errors import GatewayError
 from baton.gateway import artifacts, stages, state
 from baton.gateway.extract import MAX_PACKAGE_FILES
 from baton.gateway.replay import replay
-from baton.gateway.sandbox import BubblewrapSandbox
 from baton.runtime import Runtime
 from baton.testing.mcp_stdio_server import DEFAULT_TOOLS, package_files, wheel_files
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball, build_wheel
 
 from .conftest import TEST_SERVER, install_policy, policy_document, publish_server
 
-pytestmark = pytest.mark.skipif(
-    BubblewrapSandbox().unavailable_reason() is not None,
-    reason=f"bubblewrap: {BubblewrapSandbox().unavailable_reason()}",
-)
+pytestmark = pytest.mark.needs("bwrap")
 
 
 def edit_policy(path: Path, mutate: Callable[[dict[str, Any]], None]) -> None:

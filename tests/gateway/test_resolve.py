@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -18,12 +17,12 @@ from baton.gateway.artifacts import parse_candidate
 from baton.gateway.extract import materialize
 from baton.gateway.policy import load_policy
 from baton.gateway.replay import replay
-from baton.gateway.sandbox import BubblewrapSandbox
 from baton.runtime import Runtime
 from baton.testing.npm_registry import NpmRegistryServer, build_python_wheel, build_tarball, integrity_of
+from tests.needs import require
 
 DATA = Path(__file__).parent / "data"
-needs_npm = pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
+needs_npm = pytest.mark.needs("node")
 
 #: A stdio MCP server in plain node: one tool whose name says which content-type versions it loaded.
 NODE_SERVER = r"""
@@ -161,8 +160,7 @@ def test_npm_resolves_a_nested_tree_with_non_semver_versions_and_replay_nests_it
         "version"
     ]
     assert {nested_version, top_version} == {"1.0.5", "2.0.0"}
-    if BubblewrapSandbox().unavailable_reason():
-        pytest.skip("bubblewrap unavailable")
+    require("bwrap")
     observed = replay(runtime, "demo-top", apply=True, record=True)["protocol_observation"]
     assert observed["adapter_allowed_tools"] == [] and observed["tool_count"] == 1
     pinned, _ = load_policy(Path(locked["policy_path"]))
@@ -334,8 +332,7 @@ def test_pypi_resolves_the_whole_closure_with_uv_and_pins_every_wheel(
 def test_the_sandboxed_python_sees_only_the_bundle_not_the_host_site(
     runtime: Runtime, registry: NpmRegistryServer
 ) -> None:
-    if BubblewrapSandbox().unavailable_reason():
-        pytest.skip("bubblewrap unavailable")
+    require("bwrap")
     if not any(Path("/usr/lib/python3/dist-packages").glob("yaml")):
         pytest.skip("the host has no yaml in dist-packages to hide")
     publish_probe(registry)

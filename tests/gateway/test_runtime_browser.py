@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import tomllib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,7 +18,7 @@ from .test_playwright_mcp import env as playwright_env  # noqa: F401 -- the modu
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed"),
+    pytest.mark.needs("chromium", "node", "bwrap", "npm-registry"),
 ]
 ALLOWED = ["browser_navigate", "browser_snapshot", "browser_take_screenshot", "browser_close"]
 ARGUMENTS = [

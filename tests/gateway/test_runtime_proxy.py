@@ -16,7 +16,6 @@ import pytest
 from baton.config import load_settings
 from baton.errors import GatewayError
 from baton.gateway.promotion import demote, promote
-from baton.gateway.sandbox import BubblewrapSandbox
 from baton.gateway.stages import list_view
 from baton.gateway.stderr import STDERR_CAP_BYTES
 from baton.runtime import Runtime
@@ -26,10 +25,7 @@ from tests.conftest import BLANKED, SRC, call, stdio_session
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(
-        BubblewrapSandbox().unavailable_reason() is not None,
-        reason=f"bubblewrap: {BubblewrapSandbox().unavailable_reason()}",
-    ),
+    pytest.mark.needs("bwrap"),
 ]
 
 TOOLS = [
@@ -44,6 +40,10 @@ TOOLS = [
     tool("flood", megabytes="integer"),
     tool("delete_everything"),
 ]
+
+
+#: Adapters whose upstream drifts at run time in one way each (the drifty adapter's is the tool list).
+DRIFTS = {"defdrift": "proxy_drift_definition", "initdrift": "proxy_drift_initialize"}
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +69,10 @@ def shared() -> Iterator[dict[str, Path]]:
 def env(
     tmp_path_factory: pytest.TempPathFactory, pages: dict[str, str], shared: dict[str, Path]
 ) -> Iterator[dict[str, str]]:
-    """Live adapters: ``demo`` (the test server), ``drifty`` (drifts at run time), ``net`` (egress
-    allowlist), ``files`` (a read-only and a read-write host mount)."""
+    """Live adapters: ``demo`` (the test server), ``net`` (egress allowlist), ``files`` (a read-only and a
+    read-write host mount) and three that drift at run time (their upstream answers differently once it
+    runs behind baton's egress proxy): ``drifty`` (one more tool), ``defdrift`` (a changed description)
+    and ``initdrift`` (another server version)."""
     home = tmp_path_factory.mktemp("runtime") / "home"
     environment = {k: v for k, v in os.environ.items() if k not in BLANKED}
     environment.update(BATON_HOME=str(home), HITL_TIMEOUT_SECONDS="30", BATON_HITL_PROGRESS_SECONDS="1")
@@ -107,6 +109,16 @@ def env(
                 allowed_origins=["http://127.0.0.1:9"],
             )
             make_live(runtime, drifty, allowed=["echo"])
+            for adapter_id, mode in DRIFTS.items():
+                drifted = document(
+                    adapter_id,
+                    tarball,
+                    [tool("echo", text="string")],
+                    env={"BATON_TEST_MCP_MODE": mode},
+                    network="allowlist",
+                    allowed_origins=["http://127.0.0.1:9"],
+                )
+                make_live(runtime, drifted, allowed=["echo"])
             net = document(
                 "net",
                 tarball,
@@ -311,39 +323,85 @@ async def test_the_runtime_client_is_the_replay_client(session: Any) -> None:
     assert seen == initialize_params(ClientSpec())
 
 
-async def test_drift_at_the_upstream_start_blocks_the_adapter(session: Any) -> None:
-    first = await call(session, "drifty__echo", {"text": "x"})
-    assert first["error_class"] == "mcp_tool_contract_mismatch"
-    assert (await call(session, "drifty__echo", {"text": "x"}))["error_class"] == "mcp_tool_contract_mismatch"
+@pytest.mark.parametrize(
+    ("adapter_id", "error_class"),
+    [
+        ("drifty", "mcp_tool_contract_mismatch"),
+        ("defdrift", "mcp_tool_definition_mismatch"),
+        ("initdrift", "mcp_initialize_contract_mismatch"),
+    ],
+)
+async def test_drift_at_the_upstream_start_blocks_the_adapter_for_good(
+    env: dict[str, str], session: Any, adapter_id: str, error_class: str
+) -> None:
+    """Tool list, definition and initialize drift each block at run time (tool poisoning never runs)."""
+    first = await call(session, f"{adapter_id}__echo", {"text": "x"})
+    assert first["error_class"] == error_class
     adapters = {a["adapter_id"]: a for a in (await call(session, "mcp_list_adapters"))["adapters"]}
-    assert adapters["drifty"]["state"] == "blocked"
-    assert "drifted" in adapters["drifty"]["block_reason"]
+    assert adapters[adapter_id]["state"] == "blocked", adapters[adapter_id]
+    assert adapters[adapter_id]["block_reason"]
+    assert (await call(session, f"{adapter_id}__echo", {"text": "x"}))["error_class"] in (
+        error_class,
+        "adapter_not_promoted",
+    )
+    runtime = Runtime.open(load_settings(env))
+    try:  # the block is in the store, so every other server process refuses the adapter too
+        rows = {row["adapter_id"]: row for row in list_view(runtime)}
+        assert rows[adapter_id]["state"] == "blocked"
+        assert rows["demo"]["state"] == "promoted"
+    finally:
+        runtime.close()
     demo = adapters["demo"]
     assert demo["state"] == "promoted" and demo["contract"]["server_name"] == "baton-test-mcp"
     assert demo["tool_count"] == len(TOOLS)
 
 
-async def test_every_proxied_call_is_a_receipt(env: dict[str, str], session: Any) -> None:
-    await call(session, "demo__echo", {"text": "receipt"})
+def gateway_calls(env: dict[str, str]) -> list[dict[str, Any]]:
+    """Every ``gateway_call`` receipt in the store so far."""
     runtime = Runtime.open(load_settings(env))
     try:
-        calls = [r.payload for r in runtime.receipts.list(kind="gateway_call", limit=1000)]
+        return [r.payload for r in runtime.receipts.list(kind="gateway_call", limit=10000)]
     finally:
         runtime.close()
+
+
+async def test_every_proxied_call_is_a_receipt(env: dict[str, str], session: Any) -> None:
+    await call(session, "demo__echo", {"text": "receipt"})
+    assert (await call(session, "demo__delete_everything"))["error_class"] == "tool_denied"
+    async with anyio.create_task_group() as group:
+        group.start_soon(call, session, "demo__transfer", {"to": "bob", "amount": 5})
+        await _decide(session, True)
+    calls = gateway_calls(env)
     echo = [c for c in calls if c["tool"] == "echo" and c.get("arguments") == {"text": "receipt"}]
     assert echo and echo[-1]["success"] and echo[-1]["duration_seconds"] >= 0
     transfers = [c for c in calls if c["tool"] == "transfer" and c["success"]]
-    assert transfers[0]["approval"]["decision_receipt_sha256"]
-    assert any(c["error_class"] == "tool_denied" for c in calls)
+    assert transfers[-1]["approval"]["decision_receipt_sha256"]
+    assert transfers[-1]["arguments"] == {"amount": 5, "to": "bob"}
+    assert any(c["error_class"] == "tool_denied" and c["tool"] == "delete_everything" for c in calls)
+
+
+async def test_arguments_are_not_recorded_unless_the_policy_says_so(
+    env: dict[str, str], session: Any, pages: dict[str, str]
+) -> None:
+    """``net`` keeps the default record_arguments = false: its receipts hold a digest, never the arguments."""
+    url = pages["allowed"] + "/?token=kept-out-of-receipts"
+    assert (await call(session, "net__fetch", {"url": url}))["text"].startswith("200 ")
+    net = [c for c in gateway_calls(env) if c["adapter_id"] == "net"]
+    assert net and all("arguments" not in c and c["arguments_sha256"] for c in net), net
+    assert all("kept-out-of-receipts" not in json.dumps(c) for c in net)
 
 
 async def test_a_demoted_adapter_stops_answering_at_once(env: dict[str, str], session: Any) -> None:
+    # the server loads its adapters on first use: make sure this one was live when it did
+    assert (await call(session, "demo__echo", {"text": "before"}))["success"]
     runtime = Runtime.open(load_settings(env))
     try:
         demote(runtime, "demo")
-        assert (await call(session, "demo__echo", {"text": "x"}))["error_class"] == "adapter_not_promoted"
-        assert "demo__echo" not in {t.name for t in (await session.list_tools()).tools}
-        promote(runtime, "demo")
+        try:
+            assert (await call(session, "demo__echo", {"text": "x"}))["error_class"] == "adapter_not_promoted"
+            assert "demo__echo" not in {t.name for t in (await session.list_tools()).tools}
+        finally:  # the other tests of this module need demo live, whatever happened here
+            promote(runtime, "demo")
         assert (await call(session, "demo__echo", {"text": "x"}))["success"]
     finally:
         runtime.close()
@@ -355,15 +413,17 @@ def test_promotion_needs_a_replay_under_the_current_policy(env: dict[str, str]) 
         path = Path(env["BATON_HOME"]) / "adapters" / "demo.toml"
         original = path.read_text()
         path.write_text(original.replace("record_arguments = true", "record_arguments = false"))
-        with pytest.raises(GatewayError) as refused:
-            promote(runtime, "demo")
+        try:
+            with pytest.raises(GatewayError) as refused:
+                promote(runtime, "demo")
+        finally:
+            path.write_text(original)
         assert refused.value.error_class == "adapter_promotion_refused"
-        path.write_text(original)
         assert promote(runtime, "demo")["state"] == "promoted"
         assert demote(runtime, "demo")["state"] == "replayed"
         assert promote(runtime, "demo")["state"] == "promoted"
         rows = {row["adapter_id"]: row for row in list_view(runtime)}
-        assert rows["demo"]["state"] == "promoted" and rows["drifty"]["state"] == "blocked"
+        assert rows["demo"]["state"] == "promoted"
         assert json.loads(json.dumps(runtime.receipts.list(kind="gateway_demote")[0].payload))
     finally:
         runtime.close()

@@ -1,23 +1,26 @@
-"""The web inbox in-process through Starlette's TestClient: auth, CSRF, origin checks and signed links."""
+"""The web inbox served by uvicorn on 127.0.0.1, spoken to over real HTTP: auth, CSRF, origin checks, cookies
+and signed links (the broker and store are in this process, so the tests can read what was decided)."""
 
 from __future__ import annotations
 
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
+import httpx
 import pytest
 from starlette.applications import Starlette
-from starlette.testclient import TestClient
 
 from baton.config import load_settings
 from baton.hitl.broker import HitlBroker, NewRequest, get_broker
 from baton.hitl.inbox import routes
 from baton.hitl.links import SECRET_FILE, LinkSigner
 from baton.runtime import Runtime
+from tests.servers import uvicorn_in_thread
 
 TOKEN = "inbox-test-token-0123456789"
 
@@ -29,8 +32,36 @@ def token_runtime(baton_env: dict[str, str]) -> Iterator[Runtime]:
     rt.close()
 
 
-def _client(runtime: Runtime) -> TestClient:
-    return TestClient(Starlette(routes=routes(runtime)), follow_redirects=False)
+Clients = Callable[[], httpx.Client]
+
+
+@contextmanager
+def _serving(runtime: Runtime) -> Iterator[tuple[str, Clients]]:
+    """The inbox on a real loopback server; yields its base URL and a factory of fresh (cookie-less) clients."""
+    clients: list[httpx.Client] = []
+    with uvicorn_in_thread(Starlette(routes=routes(runtime))) as base_url:
+
+        def client() -> httpx.Client:
+            clients.append(httpx.Client(base_url=base_url, follow_redirects=False, timeout=30))
+            return clients[-1]
+
+        try:
+            yield base_url, client
+        finally:
+            for opened in clients:
+                opened.close()
+
+
+@pytest.fixture
+def token_inbox(token_runtime: Runtime) -> Iterator[tuple[str, Clients]]:
+    with _serving(token_runtime) as served:
+        yield served
+
+
+@pytest.fixture
+def inbox(runtime: Runtime) -> Iterator[tuple[str, Clients]]:
+    with _serving(runtime) as served:
+        yield served
 
 
 def _create(broker: HitlBroker, new: NewRequest) -> str:
@@ -48,11 +79,14 @@ def _query(link: str) -> dict[str, str]:
     return {key: values[0] for key, values in parse_qs(urlsplit(link).query).items()}
 
 
-def test_the_list_needs_a_login_and_shows_urgent_requests_first(token_runtime: Runtime) -> None:
+def test_the_list_needs_a_login_and_shows_urgent_requests_first(
+    token_runtime: Runtime, token_inbox: tuple[str, Clients]
+) -> None:
+    _, _client = token_inbox
     broker = get_broker(token_runtime)
     calm = _create(broker, NewRequest("approval", "Calm one", timeout_seconds=60))
     urgent = _create(broker, NewRequest("input", "Urgent one", {"amount": 80}, 120, urgent=True))
-    client = _client(token_runtime)
+    client = _client()
     assert client.get("/inbox").headers["location"] == "/inbox/login"
     assert client.get("/inbox?token=" + TOKEN).status_code == 303  # a token in the URL is never accepted
     assert client.post("/inbox/login", data={"token": "wrong"}).status_code == 401
@@ -63,16 +97,19 @@ def test_the_list_needs_a_login_and_shows_urgent_requests_first(token_runtime: R
     page = client.get("/inbox")
     assert page.status_code == 200 and "script-src" not in page.headers["content-security-policy"]
     assert page.text.index(urgent) < page.text.index(calm)
-    bearer = _client(token_runtime)  # a fresh client: no cookie, the header alone
+    bearer = _client()  # a fresh client: no cookie, the header alone
     assert bearer.get("/inbox", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
 
 
-def test_forms_need_their_csrf_token_and_the_same_origin(token_runtime: Runtime) -> None:
+def test_forms_need_their_csrf_token_and_the_same_origin(
+    token_runtime: Runtime, token_inbox: tuple[str, Clients]
+) -> None:
+    _, _client = token_inbox
     broker = get_broker(token_runtime)
     request_id = _create(
         broker, NewRequest("approval", "Approve <b>this</b>?", {"nested": {"a": [1, 2]}}, 60)
     )
-    client = _client(token_runtime)
+    client = _client()
     client.post("/inbox/login", data={"token": TOKEN})
     page = client.get(f"/inbox/requests/{request_id}")
     assert "Approve &lt;b&gt;this&lt;/b&gt;?" in page.text and "<li>1</li>" in page.text
@@ -108,18 +145,21 @@ def test_forms_need_their_csrf_token_and_the_same_origin(token_runtime: Runtime)
     assert again.status_code == 409 and "hitl_request_already_decided" in again.text
 
 
-def test_signed_links_are_bound_expiring_and_single_use(token_runtime: Runtime) -> None:
+def test_signed_links_are_bound_expiring_and_single_use(
+    token_runtime: Runtime, token_inbox: tuple[str, Clients]
+) -> None:
+    base_url, _client = token_inbox
     broker = get_broker(token_runtime)
     first = _create(broker, NewRequest("input", "Pick one", timeout_seconds=60, options=["eu", "us"]))
     second = _create(broker, NewRequest("approval", "Other", timeout_seconds=60))
     signer = LinkSigner.for_runtime(token_runtime)
-    link = signer.link("http://testserver", first, time.time() + 60)
-    client = _client(token_runtime)  # no session: the link alone grants access to its one request
+    link = signer.link(base_url, first, time.time() + 60)
+    client = _client()  # no session: the link alone grants access to its one request
     forged = {**_query(link), "s": _query(link)["s"][:-2] + "AA"}
     assert client.get("/inbox/link", params=forged).status_code == 403
     rebound = {**_query(link), "r": second}
     assert client.get("/inbox/link", params=rebound).status_code == 403
-    expired = _query(signer.link("http://testserver", first, time.time() - 1))
+    expired = _query(signer.link(base_url, first, time.time() - 1))
     refused = client.get("/inbox/link", params=expired)
     assert refused.status_code == 403 and "expired" in refused.text
     page = client.get(link)
@@ -137,14 +177,15 @@ def test_signed_links_are_bound_expiring_and_single_use(token_runtime: Runtime) 
 
 
 def test_without_a_token_only_links_work_and_the_secret_file_is_private(
-    baton_env: dict[str, str], runtime: Runtime
+    baton_env: dict[str, str], runtime: Runtime, inbox: tuple[str, Clients]
 ) -> None:
+    base_url, _client = inbox
     broker = get_broker(runtime)
     request_id = _create(broker, NewRequest("approval", "Tokenless", timeout_seconds=60))
-    client = _client(runtime)
+    client = _client()
     assert "BATON_HTTP_TOKEN" in client.get("/inbox/login").text
     assert client.post("/inbox/login", data={"token": ""}).status_code == 401
-    link = LinkSigner.for_runtime(runtime).link("http://testserver", request_id, time.time() + 60)
+    link = LinkSigner.for_runtime(runtime).link(base_url, request_id, time.time() + 60)
     page = client.get(link)
     assert (
         client.post(

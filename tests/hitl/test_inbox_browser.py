@@ -32,10 +32,7 @@ TOKEN = "browser-test-token-0123456789"
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(),
-        reason="Debian's chromium is not at /usr/bin/chromium (apt-get install chromium)",
-    ),
+    pytest.mark.needs("chromium"),
 ]
 
 

@@ -221,3 +221,27 @@ async def test_cli_approve_in_another_process_wakes_the_waiting_call(baton_env: 
     )
     again = run_cli(baton_env, "hitl", "reject", request_id)
     assert again.returncode == 1 and "hitl_request_already_decided" in again.stderr
+
+
+async def test_a_decision_that_is_not_a_json_boolean_never_approves(baton_env: dict[str, str]) -> None:
+    """``approved`` is a strict boolean at the MCP edge: "yes", "true", 1 are refused, nothing is decided."""
+    async with stdio_session(baton_env) as session, anyio.create_task_group() as group:
+
+        async def ask() -> None:
+            await call(
+                session,
+                "mcp_request_admin_approval",
+                {"request_message": "Wire money?", "timeout_seconds": 5},
+            )
+
+        group.start_soon(ask)
+        request_id = (await pending_requests(session))[0]["request_id"]
+        for malformed in ("yes", "true", 1, "1", "on"):
+            refused = await call(
+                session, "mcp_respond_to_request", {"request_id": request_id, "approved": malformed}
+            )
+            assert refused["success"] is False, (malformed, refused)
+            assert refused["error_class"] == "invalid_arguments", (malformed, refused)
+        status = await call(session, "mcp_get_request_status", {"request_id": request_id})
+        assert status["status"] == "pending" and status["decided"] is False and not status["approved"]
+        await call(session, "mcp_respond_to_request", {"request_id": request_id, "approved": False})

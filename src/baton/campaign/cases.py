@@ -72,9 +72,10 @@ CASES = [
     "email_notification_preflight",
     "im_notification_preflight",
     "slack_notification_preflight",
+    "timer_set_cancel",
+    "timer_cancel",
     "timer_set",
     "timer_list",
-    "timer_cancel",
     "adapters_list",
 ]
 TASK = "Decide whether the refund meets the supplied policy and explain."
@@ -267,31 +268,59 @@ async def _notification_cases(c: Campaign) -> dict[str, Any]:
 
 
 async def _timer_cases(c: Campaign) -> dict[str, Any]:
+    """Set a timer and cancel it before its time, then set one due after it and wait for that one to fire.
+
+    Timers fire in due order, so once the second has fired the first one's due time has passed: a
+    cancelled timer that was going to fire would have fired by then (the gate reads the receipts).
+    """
+    record = {"kind": "record"}
+    doomed = await c.call(
+        "timer_set_cancel",
+        "mcp_set_timer",
+        {"name": "campaign-cancel", "delay_seconds": 1, "action": record},
+    )
+    cancelled = await c.call("timer_cancel", "mcp_cancel_timer", {"timer_id": doomed.get("timer_id")})
     fired = await c.call(
         "timer_set",
         "mcp_set_timer",
-        {"name": "campaign-record", "delay_seconds": 1, "action": {"kind": "record"}},
+        {"name": "campaign-record", "delay_seconds": 2, "action": record},
     )
     listed: dict[str, Any] = {}
-    for attempt in range(40):
+    for attempt in range(60):
         listed = await c.call(f"timer_list_{attempt + 1}", "mcp_list_timers", {})
-        timer = _find_timer(listed, fired.get("timer_id"))
-        if timer and (
-            timer.get("fire_count") or timer.get("last_fired_at") or timer.get("status") == "fired"
+        timer = _find_timer(listed, fired.get("timer_id")) or {}
+        if timer.get("fire_count") and (timer.get("last_firing") or {}).get("outcome") not in (
+            None,
+            "running",
         ):
             break
         await asyncio.sleep(0.25)
-    later = await c.call(
-        "timer_set_later",
-        "mcp_set_timer",
-        {"name": "campaign-cancel", "delay_seconds": 3600, "action": {"kind": "record"}},
-    )
-    cancelled = await c.call("timer_cancel", "mcp_cancel_timer", {"timer_id": later.get("timer_id")})
     return {
         "timer_set": fired,
         "timer_listed": _find_timer(listed, fired.get("timer_id")),
+        "timer_doomed": doomed,
+        "timer_doomed_listed": _find_timer(listed, doomed.get("timer_id")),
         "timer_cancelled": cancelled,
     }
+
+
+def timers_fired_and_cancelled(outcome: dict[str, Any], receipts: list[dict[str, Any]]) -> bool:
+    """A timer fired (its ``timer_fired`` receipt, succeeded) and one cancelled before its time never did."""
+    fired_id = (outcome.get("timer_set") or {}).get("timer_id")
+    doomed_id = (outcome.get("timer_doomed") or {}).get("timer_id")
+    firings = [r.get("payload") or {} for r in receipts if r.get("kind") == "timer_fired"]
+    cancels = [r.get("payload") or {} for r in receipts if r.get("kind") == "timer_cancelled"]
+    doomed = outcome.get("timer_doomed_listed") or {}
+    return bool(
+        fired_id
+        and doomed_id
+        and any(f.get("timer_id") == fired_id and f.get("outcome") == "succeeded" for f in firings)
+        and (outcome.get("timer_cancelled") or {}).get("success") is True
+        and any(c.get("timer_id") == doomed_id for c in cancels)
+        and not any(f.get("timer_id") == doomed_id for f in firings)
+        and doomed.get("status") == "cancelled"
+        and doomed.get("fire_count") == 0
+    )
 
 
 def _find_timer(listed: dict[str, Any], timer_id: Any) -> dict[str, Any] | None:
@@ -345,10 +374,7 @@ def compute_gates(
         "no_secret_in_bundle": _no_secret(c),
     }
     if "timer_set" in outcome:
-        gates["timers_fire_and_cancel"] = (
-            bool(outcome.get("timer_listed"))
-            and (outcome.get("timer_cancelled") or {}).get("success") is True
-        )
+        gates["timers_fire_and_cancel"] = timers_fired_and_cancelled(outcome, chain.get("receipts") or [])
     if "adapters" in outcome:
         gates["adapters_listed_with_contracts"] = _adapters_pinned(outcome.get("adapters") or {})
     return gates

@@ -4,7 +4,8 @@ It answers ``POST /v1/chat/completions`` (and ``/chat/completions``) with ids an
 records every request body, and can be told to be slow, fail with a status, send malformed
 JSON or hang, either for every request or for requests whose text contains a marker.
 It notices when a client hangs up during a slow answer, so tests can prove a cancel
-reached the wire.
+reached the wire. It counts the requests in flight (and the most ever at once), and can hold every
+answer until released, so a test proves concurrency by overlap instead of by elapsed time.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import select
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -51,6 +53,35 @@ class FakeLLMServer:
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _httpd: LoopbackHTTPServer | None = None
+    #: Chat-completion requests being answered now, and the most there ever were at once.
+    in_flight: int = 0
+    max_in_flight: int = 0
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+    _released: threading.Event = field(default_factory=lambda: _set(threading.Event()))
+
+    def hold(self) -> None:
+        """Keep every chat-completion answer waiting (after it is counted in flight) until :meth:`release`."""
+        self._released.clear()
+
+    def release(self) -> None:
+        """Let held and later answers go."""
+        self._released.set()
+
+    def wait_for_in_flight(self, count: int, timeout: float = 10.0) -> bool:
+        """Wait until at least ``count`` requests are in flight at once; False when ``timeout`` passes first."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self.in_flight >= count, timeout)
+
+    def _enter(self) -> None:
+        with self._changed:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self._changed.notify_all()
+
+    def _leave(self) -> None:
+        with self._changed:
+            self.in_flight -= 1
+            self._changed.notify_all()
 
     @property
     def base_url(self) -> str:
@@ -68,7 +99,8 @@ class FakeLLMServer:
         return self
 
     def stop(self) -> None:
-        """Stop listening."""
+        """Stop listening (held answers are released first)."""
+        self.release()
         if self._httpd is not None:
             self._httpd.close()
             self._httpd = None
@@ -116,6 +148,11 @@ class FakeLLMServer:
         }
 
 
+def _set(event: threading.Event) -> threading.Event:
+    event.set()
+    return event
+
+
 def _message_text(message: dict[str, Any]) -> str:
     content = message.get("content")
     if isinstance(content, str):
@@ -151,6 +188,17 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 self._send(404, b'{"error":{"message":"not found"}}')
                 return
             behavior = server.behavior_for(body)
+            server._enter()
+            try:
+                self._answer(record, body, behavior)
+            finally:
+                server._leave()
+
+        def _answer(self, record: RecordedRequest, body: dict[str, Any], behavior: Behavior) -> None:
+            while not server._released.wait(0.05):
+                if self._hung_up():
+                    record.aborted = True
+                    return
             if behavior.delay_seconds and not self._wait_unless_hung_up(behavior.delay_seconds):
                 record.aborted = True
                 return
@@ -162,6 +210,17 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(200, json.dumps(server.answer(body, behavior)).encode())
 
+        def _hung_up(self) -> bool:
+            """Whether the client closed the connection (without waiting)."""
+            poller = select.poll()
+            poller.register(self.connection, select.POLLIN)
+            if not poller.poll(0):
+                return False
+            try:
+                return bool(self.connection.recv(1, socket.MSG_PEEK) == b"")
+            except OSError:
+                return True
+
         def _wait_unless_hung_up(self, seconds: float) -> bool:
             """Sleep up to ``seconds``; False as soon as the client closes the connection."""
             deadline = time.monotonic() + seconds
@@ -170,8 +229,6 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             while (remaining := deadline - time.monotonic()) > 0:
                 if poller.poll(min(remaining, 0.05) * 1000):
                     try:
-                        import socket
-
                         if self.connection.recv(1, socket.MSG_PEEK) == b"":
                             return False
                     except OSError:

@@ -135,6 +135,7 @@ def _make_handler(receiver: WebhookReceiver) -> type[BaseHTTPRequestHandler]:
             status = receiver._record(request)
             if status is None:
                 receiver._released.wait()
+                self.close_connection = True  # a released client sees the connection end, not a wait
                 return
             payload = receiver.body if status < 300 else b'{"ok":false,"error":"receiver failure"}'
             try:

@@ -1,0 +1,112 @@
+"""``baton serve`` with one capability deliberately broken, for proving that each campaign gate can fail.
+
+Run as ``python tests/campaign_breakers.py CAPABILITY`` (the campaign's ``server_command``): it patches
+one thing inside this server process, then serves over stdio like ``baton serve``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import sys
+from typing import Any
+
+
+def _scheduler() -> None:
+    """Timers are accepted, listed and cancelled, but nothing ever fires."""
+    from baton.timers.scheduler import Scheduler
+
+    async def never_fires(self: Scheduler) -> None:
+        await asyncio.Event().wait()
+
+    Scheduler.run = never_fires  # type: ignore[method-assign]
+
+
+def _privacy() -> None:
+    """The privacy filter keeps everything, private keys included."""
+    from baton.subagents.context import FilteredContext, PrivacyFilter
+
+    PrivacyFilter.apply = lambda self, context: FilteredContext(value=dict(context or {}))  # type: ignore[method-assign]
+
+
+def _hitl_expiry() -> None:
+    """Requests never expire: a timeout leaves the request pending instead of a conservative no."""
+    from baton.hitl.broker import HitlBroker
+
+    HitlBroker.expire_due = lambda self: 0  # type: ignore[method-assign]
+
+
+def _receipt_chain() -> None:
+    """Receipts are written with a digest that does not cover their content."""
+    import baton.receipts
+
+    real = baton.receipts.receipt_digest
+    baton.receipts.receipt_digest = lambda *args: real(*args)[::-1]  # type: ignore[assignment]
+
+
+def _secret_in_files() -> None:
+    """The timer mirror (a file in the campaign's directory) is written with the provider key in it."""
+    from baton.timers import mirror
+
+    real = mirror.write
+
+    def leaky(path: Any, timers: list[dict[str, Any]]) -> None:
+        real(path, [*timers, {"debug": os.environ.get("MOONSHOT_API_KEY", "")}])
+
+    mirror.write = leaky
+
+
+def _catalog() -> None:
+    """The server never registers mcp_cancel_subagent."""
+    from baton.toolkit import ToolRegistry
+
+    real = ToolRegistry.add
+
+    def add(self: ToolRegistry, spec: Any) -> None:
+        if spec.name != "mcp_cancel_subagent":
+            real(self, spec)
+
+    ToolRegistry.add = add  # type: ignore[method-assign]
+
+
+def _adapters() -> None:
+    """mcp_list_adapters fails."""
+    from baton.errors import BatonError
+    from baton.toolkit import ToolRegistry
+
+    real = ToolRegistry.add
+
+    def add(self: ToolRegistry, spec: Any) -> None:
+        if spec.name == "mcp_list_adapters":
+
+            async def broken(args: Any, ctx: Any) -> dict[str, Any]:
+                raise BatonError("internal_error", "The adapter listing is broken on purpose.")
+
+            spec = dataclasses.replace(spec, handler=broken)
+        real(self, spec)
+
+    ToolRegistry.add = add  # type: ignore[method-assign]
+
+
+BREAKERS = {
+    "scheduler": _scheduler,
+    "privacy": _privacy,
+    "hitl_expiry": _hitl_expiry,
+    "receipt_chain": _receipt_chain,
+    "secret_in_files": _secret_in_files,
+    "catalog": _catalog,
+    "adapters": _adapters,
+}
+
+
+def main() -> None:
+    BREAKERS[sys.argv[1]]()
+    sys.argv = ["baton", "serve"]
+    from baton.launcher import main as baton_main
+
+    baton_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Opt-in mutation testing with mutmut (never run by CI): mutate one module, run the tests that hold its
+# promises against every mutant, print the score and the survivors. See docs/testing.md.
+#
+#   tools/mutation.sh MODULE [TEST_PATH ...]     e.g. tools/mutation.sh redaction
+#
+# MODULE is a path under src/baton without .py (hitl/broker, timers/service, receipts, gateway/proxy,
+# gateway/upstream, redaction); without TEST_PATHs the module's default tests below are used.
+# The run happens in a copy of the tracked files (under ${MUTATION_DIR:-/tmp/baton-mutation}/MODULE),
+# so the work tree is never touched; run `mutmut show NAME` in that directory to read a survivor.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+module=${1:?usage: tools/mutation.sh MODULE [TEST_PATH ...]}
+shift
+if [ $# -eq 0 ]; then
+  case "$module" in
+    redaction) set -- tests/test_redaction_edges.py tests/test_redaction.py tests/test_receipts.py ;;
+    receipts) set -- tests/test_receipts.py tests/test_concurrency.py tests/test_store_databases.py ;;
+    hitl/broker) set -- tests/hitl/test_broker.py tests/test_concurrency.py ;;
+    timers/service) set -- tests/test_timers_core.py tests/test_timers_service.py tests/test_concurrency.py ;;
+    gateway/proxy | gateway/upstream) set -- tests/gateway/test_runtime_proxy.py ;;
+    *) echo "no default tests for $module; name them" >&2; exit 2 ;;
+  esac
+fi
+[ -f "src/baton/$module.py" ] || { echo "no module src/baton/$module.py" >&2; exit 2; }
+python=${PYTHON:-$root/.venv/bin/python}
+"$python" -m mutmut --version >/dev/null 2>&1 || {
+  echo "mutmut is not installed: $python -m pip install -e '.[mutation]'" >&2
+  exit 2
+}
+
+work=${MUTATION_DIR:-/tmp/baton-mutation}/${module//\//_}
+rm -rf "$work"
+mkdir -p "$work"
+git ls-files -z | tar --null -cf - -T - | tar -xf - -C "$work"
+quoted=$(printf '"%s", ' "$@")
+cat >>"$work/pyproject.toml" <<TOML
+
+[tool.mutmut]
+source_paths = ["src/baton"]
+only_mutate = ["src/baton/$module.py"]
+pytest_add_cli_args_test_selection = [${quoted%, }]
+pytest_add_cli_args = ["-p", "no:randomly", "-q"]
+also_copy = ["tests", "bench"]
+TOML
+cd "$work"
+"$python" -m mutmut run >mutmut-run.log 2>&1 || { tail -40 mutmut-run.log >&2; exit 1; }
+"$python" -m mutmut results --all true >results.txt 2>&1 || "$python" -m mutmut results >results.txt 2>&1
+total=$(grep -c ': ' results.txt || true)
+killed=$(grep -c ': killed' results.txt || true)
+survived=$(grep -c ': survived' results.txt || true)
+echo "module src/baton/$module.py, tests: $*"
+echo "mutants: $total, killed: $killed, survived: $survived, other (timeout, suspicious, no tests): $((total - killed - survived))"
+grep -v ': killed' results.txt || true
+echo "(work directory: $work)"
