@@ -13,7 +13,7 @@ from baton.canonical import canonical_json, sha256_hex, utc_now
 from baton.chain_verify import GENESIS_SHA256, ChainReport, dict_rows, verify_rows
 from baton.redaction import CREDENTIAL_PATTERN, MIN_SUBSTRING_SECRET, REDACTED, Redactor
 from baton.schema import receipt_head, receipts
-from baton.store import Store
+from baton.store import DriverTransaction, Store
 
 #: Canonical JSON and redaction live in their own light modules; receipts re-exports them as one API.
 __all__ = [
@@ -66,21 +66,24 @@ _INSERT_HEAD = insert(receipt_head)
 _SQLITE_SQL: dict[int, tuple[str, tuple[str, ...]]] = {}
 
 
-def _execute(connection: Connection, statement: Any, params: dict[str, Any]) -> Any:
+def _execute(connection: Connection | DriverTransaction, statement: Any, params: dict[str, Any]) -> Any:
     """Run one append statement: through SQLAlchemy, or on SQLite straight on the driver's cursor with the
     SQL SQLAlchemy compiled once (its per-call execution machinery cost twice SQLite's own work)."""
-    if connection.dialect.name != "sqlite":
+    if isinstance(connection, DriverTransaction):
+        driver = connection.driver
+    elif connection.dialect.name != "sqlite":
         return connection.execute(statement, params)
+    else:
+        driver = connection.connection.driver_connection
     sql = _SQLITE_SQL.get(id(statement))
     if sql is None:
         compiled = statement.compile(dialect=connection.dialect, column_keys=list(params))
         sql = _SQLITE_SQL[id(statement)] = (compiled.string, tuple(compiled.positiontup or ()))
-    driver = connection.connection.driver_connection
     assert driver is not None
     return driver.execute(sql[0], tuple(params[name] for name in sql[1]))
 
 
-def _chain_head(connection: Connection) -> tuple[int, str] | None:
+def _chain_head(connection: Connection | DriverTransaction) -> tuple[int, str] | None:
     """The chain's tip (seq, sha256), locked for this transaction where the database can lock a row."""
     head = _execute(connection, _SELECT_HEAD, {"head_id": 1}).fetchone()  # a Result or a sqlite3 cursor
     return (int(head[0]), str(head[1])) if head else None
@@ -94,11 +97,16 @@ class ReceiptLog:
         self.redactor = redactor
 
     def append(self, kind: str, payload: dict[str, Any]) -> Receipt:
-        """Redact, guard and append one receipt in its own transaction."""
+        """Redact, guard and append one receipt in its own transaction (on SQLite, held on the driver)."""
+        if self.store.is_sqlite:
+            with self.store.write_driver() as transaction:
+                return self.append_in(transaction, kind, payload)
         with self.store.write() as connection:
             return self.append_in(connection, kind, payload)
 
-    def append_in(self, connection: Connection, kind: str, payload: dict[str, Any]) -> Receipt:
+    def append_in(
+        self, connection: Connection | DriverTransaction, kind: str, payload: dict[str, Any]
+    ) -> Receipt:
         """Append inside the caller's transaction, so a receipt and the state it records commit together."""
         clean = self.redactor.value(payload)
         serialized = canonical_json(clean)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
@@ -86,6 +87,14 @@ def create_store_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
 
 
+@dataclass(frozen=True)
+class DriverTransaction:
+    """A SQLite write transaction held straight on the driver's connection (see :meth:`Store.write_driver`)."""
+
+    dialect: Any
+    driver: Any
+
+
 class Store:
     """One database: transactions for writers, plain connections for readers."""
 
@@ -114,6 +123,26 @@ class Store:
         """A write transaction: committed on success, rolled back on any error."""
         with self.engine.begin() as connection:
             yield connection
+
+    @contextmanager
+    def write_driver(self) -> Iterator[DriverTransaction]:
+        """SQLite only: ``BEGIN IMMEDIATE`` … ``COMMIT`` on a pooled driver connection, for a hot write whose
+        statements already run on the driver (the receipt append): SQLAlchemy's begin/commit machinery
+        cost more than SQLite's own work. Rolled back on any error, like :meth:`write`."""
+        assert self.is_sqlite, "write_driver is for SQLite stores"
+        pooled = self.engine.raw_connection()
+        try:
+            driver = pooled.driver_connection
+            assert driver is not None
+            driver.execute("BEGIN IMMEDIATE")
+            try:
+                yield DriverTransaction(self.engine.dialect, driver)
+                driver.execute("COMMIT")
+            except BaseException:
+                driver.execute("ROLLBACK")
+                raise
+        finally:
+            pooled.close()
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
