@@ -50,6 +50,11 @@ def process_alive(owner: str) -> bool:
     pid = owner_pid(owner)
     if host != socket.gethostname() or pid is None:
         return True
+    return pid_alive(pid)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with ``pid`` exists on this host (one we may not signal exists too)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

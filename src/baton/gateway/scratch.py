@@ -15,6 +15,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from baton.leases import pid_alive
+
 KINDS = ("sandbox", "upstream", "replay", "egress")
 NAME = re.compile(r"^baton-(sandbox|upstream|replay|egress)-([0-9]+)-")
 
@@ -23,16 +25,6 @@ def make(kind: str) -> Path:
     """A fresh 0700 directory ``baton-{kind}-{pid}-…`` in the temp dir."""
     assert kind in KINDS
     return Path(tempfile.mkdtemp(prefix=f"baton-{kind}-{os.getpid()}-"))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def remove(path: Path) -> None:
@@ -53,7 +45,7 @@ def sweep() -> list[str]:
     with contextlib.suppress(OSError):
         for path in directory.iterdir():
             match = NAME.match(path.name)
-            if match is None or _alive(int(match.group(2))) or not path.is_dir():
+            if match is None or pid_alive(int(match.group(2))) or not path.is_dir():
                 continue
             remove(path)
             removed.append(path.name)
@@ -64,7 +56,7 @@ def sweep() -> list[str]:
         with contextlib.suppress(OSError):
             for group in base.glob("baton-baton-sandbox-*"):
                 match = NAME.match(group.name.removeprefix("baton-"))
-                if match is not None and not _alive(int(match.group(2))):
+                if match is not None and not pid_alive(int(match.group(2))):
                     SandboxCgroups(group).remove()
                     removed.append(group.name)
     return removed
