@@ -405,3 +405,107 @@ def test_a_package_larger_than_the_unpacked_limit_is_refused(tmp_path: Path) -> 
     with pytest.raises(GatewayError) as info:
         extract_package(tarball, tmp_path / "out", max_bytes=4000)
     assert info.value.error_class == "artifact_archive_limits_exceeded"
+
+
+@needs_npm
+def test_an_npm_constraint_overrides_a_range_anywhere_in_the_tree(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    publish_nested_tree(registry)
+    locked = artifacts.lock(runtime, "npm:@demo/top", constraints=["content-type@2.0.0"])
+    assert set(locked["packages"]) == {"@demo/top@0.1.0", "left@1.0.0", "right@1.0.0", "content-type@2.0.0"}
+    policy, _ = load_policy(Path(locked["policy_path"]))
+    assert policy.resolution.constraints == ["content-type@2.0.0"]
+    assert stages.verify(runtime, "demo-top")["status"] == "completed_verified"
+
+
+def test_a_pypi_constraint_narrows_the_closure_and_is_pinned_in_the_policy(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    publish_probe(registry)
+    pypi = pypi_runtime(runtime, registry)
+    try:
+        locked = artifacts.lock(pypi, "pypi:baton-probe", constraints=["dep_a < 1.1"])
+        assert set(locked["packages"]) == {"baton-probe@1.0.0", "dep-a@1.0"}
+        policy, _ = load_policy(Path(locked["policy_path"]))
+        assert policy.resolution.constraints == ["dep-a<1.1"]
+        assert stages.verify(pypi, "baton-probe")["status"] == "completed_verified"
+        # constraints belong to the draft: the policy is locked again from its pinned resolver output
+        lock_fails(pypi, "baton-probe", "adapter_candidate_invalid", constraints=["dep-a<1.1"])
+        lock_fails(
+            pypi,
+            "pypi:baton-probe",
+            "artifact_dependency_unresolvable",
+            adapter_id="none",
+            constraints=["dep-a>2"],
+        )
+    finally:
+        pypi.close()
+
+
+@pytest.mark.parametrize(
+    ("candidate", "constraints"),
+    [
+        ("pypi:x", ["dep-a @ https://example.invalid/dep_a.whl"]),
+        ("pypi:x", ["dep-a[extra]<2"]),
+        ("pypi:x", ["dep-a<2; python_version < '3'"]),
+        ("pypi:x", ["dep-a"]),
+        ("pypi:x", ["not a requirement!"]),
+        ("pypi:x", ["dep-a<2", "dep_a>1"]),
+        ("pypi:x", ["dep-a<2\n--index-url http://evil.invalid"]),
+        ("npm:x", ["content-type"]),
+        ("npm:x", ["content-type@file:../x"]),
+        ("npm:x", ["content-type@^1", "content-type@^2"]),
+        ("npm:x", [f"p{i}@1" for i in range(65)]),
+    ],
+)
+def test_malformed_constraints_are_refused_before_anything_runs(
+    runtime: Runtime, candidate: str, constraints: list[str]
+) -> None:
+    lock_fails(runtime, candidate, "adapter_candidate_invalid", constraints=constraints)
+    assert not (runtime.settings.home / "adapters" / "x.toml").exists()
+
+
+#: A server whose one tool says whether its wheel's console script runs in the sandbox and sees the CA store.
+CLI_PROBE = """
+import json, os, shutil, subprocess
+def cli():
+    print("cli-ran")
+def main():
+    ran = subprocess.run(["probe-cli"], capture_output=True, text=True, check=False).stdout.strip()
+    where = shutil.which("probe-cli")
+    certs = os.path.isdir("/etc/ssl/certs")
+    ls = (shutil.which("ls") or "none").replace("/", "_")
+    name = "%s__%s__certs_%s__ls%s" % (ran.replace("-", "_"), (where or "none").replace("/", "_"), certs, ls)
+    os.environ["BATON_TEST_MCP_TOOLS"] = json.dumps([{"name": name, "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}])
+    import baton_cli_probe.server as server
+    server.main()
+"""
+
+
+def test_console_scripts_of_the_wheels_run_in_the_sandbox_through_the_isolated_boot(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    require("bwrap")
+    from baton.testing import mcp_stdio_server
+
+    server = Path(mcp_stdio_server.__file__).read_text(encoding="utf-8")
+    modules = {"baton_cli_probe/__init__.py": CLI_PROBE, "baton_cli_probe/server.py": server}
+    scripts = {
+        "baton-cli-probe": "baton_cli_probe:main",
+        "probe-cli": "baton_cli_probe:cli",
+        "ls": "x:y",
+    }
+    filename, wheel = build_python_wheel("baton-cli-probe", "1.0.0", modules, console_scripts=scripts)
+    registry.publish_wheel("baton-cli-probe", "1.0.0", filename, wheel)
+    pypi = pypi_runtime(runtime, registry)
+    try:
+        artifacts.lock(pypi, "pypi:baton-cli-probe")
+        stages.verify(pypi, "baton-cli-probe")
+        observed = replay(pypi, "baton-cli-probe", apply=True, record=True)
+        assert observed["protocol_observation"]["tool_count"] == 1
+        policy, _ = load_policy(runtime.settings.home / "adapters" / "baton-cli-probe.toml")
+        # the launcher ran; a wheel's "ls" script is on PATH after the system's, so it shadows nothing
+        assert policy.tools.denied == ["cli_ran___work_bin_probe-cli__certs_True__ls_usr_bin_ls"]
+    finally:
+        pypi.close()

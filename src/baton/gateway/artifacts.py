@@ -21,6 +21,7 @@ from typing import Any
 from baton.errors import GatewayError
 from baton.gateway import checks, closure, interpreter, npm_resolve, state
 from baton.gateway.closure import Closure
+from baton.gateway.constraints import normalize as normalize_constraints
 from baton.gateway.policy import (
     Artifact,
     Identity,
@@ -300,6 +301,7 @@ def draft_policy(
     arguments: list[str],
     pin: dict[str, str] | None,
     allow_without_scripts: list[str],
+    constraints: list[str] | None = None,
 ) -> Policy:
     """A draft policy: closure pinned, interpreter pinned, runtime locked down, contract still to observe."""
     root = resolved.root
@@ -320,6 +322,7 @@ def draft_policy(
         runtime=RuntimeSpec(entrypoint=entrypoint, arguments=arguments),
         resolution=Resolution(
             allow_without_install_scripts=sorted(set(allow_without_scripts)),
+            constraints=list(constraints or []),
             npm_lockfile_sha256=_sha(files.get("package-lock.json")),
             pypi_requirements_sha256=_sha(files.get("requirements.txt")),
             skipped_optional=resolved.skipped_optional,
@@ -363,13 +366,19 @@ def lock(
     adapter_id: str | None = None,
     arguments: list[str] | None = None,
     allow_without_install_scripts: list[str] | None = None,
+    constraints: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Lock an adapter (policy id or path), or draft and lock a package spec such as ``npm:NAME@VER``."""
+    """Lock an adapter (policy id or path), or draft and lock a package spec such as ``npm:NAME@VER``.
+
+    ``constraints`` (drafts only) narrow what the ecosystem's resolver may pick; see
+    :mod:`baton.gateway.constraints`.
+    """
     from baton.gateway.stages import fail_closed, identify, live
 
     allowed = list(allow_without_install_scripts or [])
     if target.startswith(("npm:", "pypi:")):
-        _, name, _ = parse_candidate(target)
+        ecosystem, name, _ = parse_candidate(target)
+        narrowed = normalize_constraints(ecosystem, list(constraints or []))
         adapter_id = adapter_id or default_adapter_id(name)
         path = policy_path(runtime.settings, adapter_id)
         if path.exists():
@@ -381,7 +390,15 @@ def lock(
             adapter_id,
             path,
             "lock",
-            lambda run_id: _lock_draft(runtime, target, adapter_id, path, arguments or [], allowed, run_id),
+            lambda run_id: _lock_draft(
+                runtime, target, adapter_id, path, arguments or [], allowed, narrowed, run_id
+            ),
+        )
+    if constraints:
+        raise GatewayError(
+            "adapter_candidate_invalid",
+            "Constraints apply when a candidate is drafted (lock npm:NAME or pypi:NAME --constraint ...); "
+            "a drafted policy is locked again exactly as its resolver's output pinned it.",
         )
     path = policy_path(runtime.settings, target)
     known_id, checksum = identify(path)
@@ -404,19 +421,23 @@ def lock(
 
 
 def resolve_candidate(
-    runtime: Runtime, target: str, allow_without_scripts: list[str]
+    runtime: Runtime, target: str, allow_without_scripts: list[str], constraints: list[str] | None = None
 ) -> tuple[Closure, dict[str, str] | None]:
     """The candidate's checked closure and the pin of the interpreter that will run it."""
     ecosystem, name, spec = parse_candidate(target)
     with closing(registries_for(runtime)) as registries:
         if ecosystem == "npm":
-            resolved = closure.resolve_npm(registries, name, spec or "latest", allow_without_scripts)
+            resolved = closure.resolve_npm(
+                registries, name, spec or "latest", allow_without_scripts, constraints
+            )
             pin = interpreter.observe("node")
         else:
             pin = interpreter.observe("python3")
             assert pin is not None
             major, minor = pin["version"].split(".")[:2]
-            resolved = closure.resolve_pypi(registries, name, spec, pin["path"], (int(major), int(minor)))
+            resolved = closure.resolve_pypi(
+                registries, name, spec, pin["path"], (int(major), int(minor)), constraints
+            )
     return resolved, pin
 
 
@@ -427,10 +448,11 @@ def _lock_draft(
     path: Path,
     arguments: list[str],
     allow_without_scripts: list[str],
+    constraints: list[str],
     run_id: str,
 ) -> dict[str, Any]:
-    resolved, pin = resolve_candidate(runtime, target, allow_without_scripts)
-    policy = draft_policy(adapter_id, target, resolved, arguments, pin, allow_without_scripts)
+    resolved, pin = resolve_candidate(runtime, target, allow_without_scripts, constraints)
+    policy = draft_policy(adapter_id, target, resolved, arguments, pin, allow_without_scripts, constraints)
     checks.check_entrypoint(policy)
     checks.check_arguments(policy)
     return _record_lock(runtime, policy, path, resolved, run_id, write=True)

@@ -60,6 +60,13 @@ def lock(
             help="Accept that this package runs without the install script it declares (repeatable).",
         ),
     ] = None,
+    constraint: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--constraint",
+            help="Narrow the resolver's choice: 'mcp<2' (PyPI) or 'content-type@^1' (npm) (repeatable).",
+        ),
+    ] = None,
 ) -> None:
     """Resolve the whole closure, fetch and check every package, write the bundle and the lock receipt."""
     from baton.gateway.artifacts import lock as lock_adapter
@@ -71,6 +78,7 @@ def lock(
             adapter_id=adapter_id,
             arguments=list(argument or []),
             allow_without_install_scripts=list(allow_without_install_scripts or []),
+            constraints=list(constraint or []),
         )
     )
 

@@ -20,6 +20,7 @@ from urllib.parse import quote, urljoin
 
 from baton.errors import GatewayError
 from baton.gateway import npm_resolve
+from baton.gateway.constraints import npm_overrides
 from baton.gateway.registries import Fetched, Registries, tarball_filename
 
 PYPI_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$")
@@ -125,9 +126,16 @@ def npm_closure(
     )
 
 
-def resolve_npm(registries: Registries, name: str, spec: str, allow_without_scripts: list[str]) -> Closure:
+def resolve_npm(
+    registries: Registries,
+    name: str,
+    spec: str,
+    allow_without_scripts: list[str],
+    constraints: list[str] | None = None,
+) -> Closure:
     """npm resolves ``name@spec``; baton fetches and checks the closure."""
-    lockfile = npm_resolve.npm_lockfile(name, spec, registries.npm_url)
+    overrides = npm_overrides(constraints or [])
+    lockfile = npm_resolve.npm_lockfile(name, spec, registries.npm_url, overrides)
     return npm_closure(registries, lockfile, name, allow_without_scripts)
 
 
@@ -177,14 +185,20 @@ def _uv_error(stderr: str) -> GatewayError:
     return GatewayError("artifact_dependency_unresolvable", f"uv cannot resolve the closure: {tail}")
 
 
-def uv_compile(requirement: str, index_url: str, python: str) -> dict[str, tuple[str, set[str]]]:
-    """``uv pip compile --generate-hashes`` of one requirement; {name: (version, sha256 set)}."""
+def uv_compile(
+    requirement: str, index_url: str, python: str, constraints: list[str] | None = None
+) -> dict[str, tuple[str, set[str]]]:
+    """``uv pip compile --generate-hashes`` of one requirement under constraints; {name: (version, sha256s)}."""
     with tempfile.TemporaryDirectory(prefix="baton-uv-lock-") as scratch:
         argv = [
             uv_binary(), "pip", "compile", "-", "--generate-hashes", "--only-binary", ":all:",
             "--python", python, "--index-url", index_url, "--no-header", "--no-annotate",
             "--quiet", "--no-config", "--color", "never",
         ]  # fmt: skip
+        if constraints:
+            constraints_file = Path(scratch) / "constraints.txt"
+            constraints_file.write_text("\n".join(constraints) + "\n", encoding="utf-8")
+            argv += ["--constraint", str(constraints_file)]
         try:
             done = subprocess.run(
                 argv,
@@ -324,7 +338,12 @@ def fetch_wheel(registries: Registries, dist: str, version: str, digest: str, fi
 
 
 def resolve_pypi(
-    registries: Registries, name: str, version: str | None, python: str, python_version: tuple[int, int]
+    registries: Registries,
+    name: str,
+    version: str | None,
+    python: str,
+    python_version: tuple[int, int],
+    constraints: list[str] | None = None,
 ) -> Closure:
     """uv resolves the closure; baton picks one wheel per package, downloads and checks it."""
     if not PYPI_NAME.fullmatch(name) or (version is not None and not PYPI_VERSION.fullmatch(version)):
@@ -332,7 +351,7 @@ def resolve_pypi(
             "adapter_candidate_invalid", f"{name!r} {version!r} is not a PyPI name and version."
         )
     requirement = f"{name}=={version}" if version else name
-    pins = uv_compile(requirement, f"{registries.pypi_url}/simple", python)
+    pins = uv_compile(requirement, f"{registries.pypi_url}/simple", python, constraints)
     ranking = {tag: i for i, tag in enumerate(target_tags(python_version))}
     fetched: list[Fetched] = []
     lines = []

@@ -173,6 +173,7 @@ def materialize(policy: Policy, bundle: Path, root: Path) -> Extracted:
             files, size = files + count, size + unpacked
     if wheels:
         (root / "baton_boot.py").write_text(BOOT, encoding="utf-8")
+        write_console_launchers(root, policy.runtime.entrypoint[0])
     for item in [root, *root.rglob("*")]:
         if item.is_dir():
             item.chmod(0o755)
@@ -238,6 +239,47 @@ def _npm_layout(policy: Policy, bundle: Path, root: Path, npm: list[Artifact]) -
             )
         layout.append((artifact, root / path))
     return layout
+
+
+CONSOLE_SCRIPT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+CONSOLE_SCRIPT_TARGET = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,200}:[A-Za-z_][A-Za-z0-9_.]{0,100}$")
+
+
+def write_console_launchers(root: Path, python: str) -> list[str]:
+    """``bin/NAME`` for each console script the installed wheels declare, run by the isolated interpreter.
+
+    Servers that run their own package's command (semgrep-mcp runs ``semgrep``) find it on the sandbox's
+    PATH. A launcher starts the same isolated boot as the server itself, never the host's site, and is
+    written from the wheel's ``entry_points.txt`` (checked names and targets only; nothing else runs).
+    """
+    import configparser
+    import shlex
+
+    launchers: dict[str, str] = {}
+    for entry_points in sorted((root / "site-packages").glob("*.dist-info/entry_points.txt")):
+        parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+        parser.optionxform = str  # type: ignore[assignment,method-assign]
+        try:
+            parser.read_string(entry_points.read_text(encoding="utf-8"))
+        except (configparser.Error, UnicodeDecodeError):
+            continue
+        if not parser.has_section("console_scripts"):
+            continue
+        for name, value in parser.items("console_scripts"):
+            target = value.split("[", 1)[0].replace(" ", "")
+            if CONSOLE_SCRIPT_NAME.fullmatch(name) and CONSOLE_SCRIPT_TARGET.fullmatch(target):
+                launchers.setdefault(name, target)
+    if not launchers:
+        return []
+    directory = root / "bin"
+    directory.mkdir(exist_ok=True)
+    for name, target in launchers.items():
+        (directory / name).write_text(
+            f'#!/bin/sh\nexec {shlex.quote(python)} -I -S /work/baton_boot.py {target} "$@"\n',
+            encoding="utf-8",
+        )
+        (directory / name).chmod(0o755)
+    return sorted(launchers)
 
 
 def install_wheels(policy: Policy, bundle: Path, root: Path, wheels: list[Artifact]) -> tuple[int, int]:

@@ -159,15 +159,22 @@ def _npm_error(stderr: str) -> GatewayError:
     return GatewayError("artifact_dependency_unresolvable", f"npm could not resolve the tree: {tail}")
 
 
-def npm_lockfile(name: str, spec: str, registry: str) -> bytes:
-    """Run ``npm install --package-lock-only --ignore-scripts`` for ``name@spec``; the lockfile bytes."""
+def npm_lockfile(name: str, spec: str, registry: str, overrides: dict[str, str] | None = None) -> bytes:
+    """Run ``npm install --package-lock-only --ignore-scripts`` for ``name@spec``; the lockfile bytes.
+
+    ``overrides`` (npm's own field) pins packages anywhere in the tree to the operator's ranges.
+    """
     check_spec(name, spec)
     npm = shutil.which("npm")
     if npm is None:
         raise GatewayError("artifact_resolver_unavailable", "npm is needed to resolve npm candidates.")
     with tempfile.TemporaryDirectory(prefix="baton-npm-lock-") as scratch:
         work = Path(scratch)
-        manifest = {"name": "baton-lock", "version": "0.0.0", "private": True, "dependencies": {name: spec}}
+        manifest: dict[str, Any] = {
+            "name": "baton-lock", "version": "0.0.0", "private": True, "dependencies": {name: spec},
+        }  # fmt: skip
+        if overrides:
+            manifest["overrides"] = overrides
         (work / "package.json").write_text(json.dumps(manifest), encoding="utf-8")
         (work / "npmrc").write_text("", encoding="utf-8")
         env = {k: v for k, v in os.environ.items() if not k.lower().startswith("npm_config_")}

@@ -10,12 +10,21 @@ import re
 import tomllib
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from baton.config import SENSITIVE_ENV_NAMES, Settings
 from baton.errors import GatewayError
+from baton.gateway.constraints import CONSTRAINT_PATTERN, MAX_CONSTRAINT_LENGTH, MAX_CONSTRAINTS
 from baton.receipts import canonical_json, sha256_hex
 
 ADAPTER_ID_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$"
@@ -284,6 +293,11 @@ class Resolution(_Strict):
 
     #: Packages accepted to run without the install script they declare (it never runs).
     allow_without_install_scripts: list[str] = Field(default_factory=list, max_length=256)
+    #: The operator's narrowing of the resolver's choice (``mcp<2``, ``content-type@^1``); see
+    #: :mod:`baton.gateway.constraints`.
+    constraints: list[
+        Annotated[str, StringConstraints(pattern=CONSTRAINT_PATTERN, max_length=MAX_CONSTRAINT_LENGTH)]
+    ] = Field(default_factory=list, max_length=MAX_CONSTRAINTS)
     #: sha256 of the bundle's package-lock.json (npm) / requirements.txt with hashes (PyPI).
     npm_lockfile_sha256: str | None = Field(default=None, pattern=SHA256_PATTERN)
     pypi_requirements_sha256: str | None = Field(default=None, pattern=SHA256_PATTERN)

@@ -40,7 +40,12 @@ if TYPE_CHECKING:
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
 SANDBOX_WORKDIR = "/work"
-SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+#: The PATH of processes baton starts on the host (bwrap itself, probes).
+HOST_PATH = "/usr/local/bin:/usr/bin:/bin"
+#: The PATH inside the sandbox: the host's system directories, then ``/work/bin`` with the console-script
+#: launchers of an adapter's wheels (extract.write_console_launchers), last so none can shadow a system
+#: command such as the pinned ``python3``.
+SANDBOX_PATH = f"{HOST_PATH}:/work/bin"
 SIZE = re.compile(r"size=([0-9]+)([kmg]?)")
 #: (bwrap, euid) pairs for which a probe sandbox has started in this process.
 _VERIFIED: set[tuple[str, int]] = set()
@@ -175,7 +180,11 @@ def userns_restriction(switch: Path = APPARMOR_USERNS) -> str | None:
 
 
 def _system_binds() -> list[str]:
-    """Read-only /usr plus the merged-usr links (or binds) and the loader cache."""
+    """Read-only /usr plus the merged-usr links (or binds), the loader cache and the public CA certificates.
+
+    The CA store is public data that TLS clients refuse to start without (semgrep's core, for one), even
+    when the sandbox has no network.
+    """
     args = ["--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
         path = Path(top)
@@ -183,7 +192,7 @@ def _system_binds() -> list[str]:
             args += ["--symlink", os.readlink(path), top]
         elif path.is_dir():
             args += ["--ro-bind", top, top]
-    for name in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/alternatives"):
+    for name in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/alternatives", "/etc/ssl/certs"):
         if Path(name).exists():
             args += ["--ro-bind", name, name]
     return args
@@ -256,7 +265,7 @@ class BubblewrapSandbox:
             user, group, groups = as_nobody()
             try:
                 probe = subprocess.run(
-                    prepared.argv, capture_output=True, timeout=20, check=False, env={"PATH": SANDBOX_PATH},
+                    prepared.argv, capture_output=True, timeout=20, check=False, env={"PATH": HOST_PATH},
                     user=user, group=group, extra_groups=groups, stdin=subprocess.DEVNULL,
                 )  # fmt: skip
             finally:
@@ -374,7 +383,7 @@ class BubblewrapSandbox:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
-                env={"PATH": SANDBOX_PATH},
+                env={"PATH": HOST_PATH},
                 close_fds=True,
                 user=user,
                 group=group,

@@ -18,7 +18,7 @@ import mcp_types as types
 from anyio.abc import Process
 from mcp.shared.message import SessionMessage
 
-from baton.gateway.sandbox import SANDBOX_PATH, as_nobody
+from baton.gateway.sandbox import HOST_PATH, as_nobody
 from baton.gateway.stderr import StderrLog
 
 #: Larger than the replay's cap: a screenshot travels as one base64 line.
@@ -62,7 +62,7 @@ async def sandboxed_stdio(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={"PATH": SANDBOX_PATH},
+        env={"PATH": HOST_PATH},
         user=user,
         group=gid,
         extra_groups=groups,

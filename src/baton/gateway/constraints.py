@@ -1,0 +1,79 @@
+"""Operator constraints on a closure the ecosystem's resolver picks.
+
+A package's own ranges sometimes admit a newer release of a dependency that no longer works with it
+(``mcp>=1`` admitting an ``mcp`` without an API the server calls). A constraint narrows what the resolver
+may pick without adding a package: PyPI constraints are PEP 508 requirements passed to uv as a constraints
+file, npm constraints are ``NAME@RANGE`` written as npm ``overrides``. They are recorded in the policy
+(``resolution.constraints``), so they are covered by its hash and shown with it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from baton.errors import GatewayError
+from baton.gateway import npm_resolve
+
+MAX_CONSTRAINTS = 64
+MAX_CONSTRAINT_LENGTH = 200
+#: What a recorded constraint may look like at all (each ecosystem's own parser checks it further).
+CONSTRAINT_PATTERN = r"^[A-Za-z0-9@][^\x00-\x1f\x7f]{0,199}$"
+
+
+def normalize(ecosystem: str, constraints: list[str]) -> list[str]:
+    """Each constraint checked for ``ecosystem`` and written in one canonical form; sorted, no repeats."""
+    if len(constraints) > MAX_CONSTRAINTS:
+        raise GatewayError(
+            "adapter_candidate_invalid", f"At most {MAX_CONSTRAINTS} constraints are accepted."
+        )
+    parse = _pypi if ecosystem == "pypi" else _npm
+    normalized = {parse(text.strip()) for text in constraints}
+    names = [_name_of(ecosystem, text) for text in normalized]
+    if len(set(names)) != len(names):
+        raise GatewayError("adapter_candidate_invalid", "Give one constraint per package.")
+    return sorted(normalized)
+
+
+def _refuse(text: str, why: str) -> GatewayError:
+    return GatewayError("adapter_candidate_invalid", f"Constraint {text[:MAX_CONSTRAINT_LENGTH]!r} {why}")
+
+
+def _pypi(text: str) -> str:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    if not re.fullmatch(CONSTRAINT_PATTERN, text):
+        raise _refuse(text, "is not a requirement such as 'mcp<2'.")
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement as error:
+        raise _refuse(text, f"is not a PEP 508 requirement: {str(error)[:200]}") from None
+    if requirement.url or requirement.extras or requirement.marker is not None:
+        raise _refuse(text, "may only name a package and versions (no URL, extras or markers).")
+    if not str(requirement.specifier):
+        raise _refuse(text, "names no versions.")
+    from packaging.utils import canonicalize_name
+
+    return f"{canonicalize_name(requirement.name)}{requirement.specifier}"
+
+
+def _npm(text: str) -> str:
+    if not re.fullmatch(CONSTRAINT_PATTERN, text):
+        raise _refuse(text, "is not NAME@RANGE such as 'content-type@^1'.")
+    at = text.rfind("@")
+    if at <= 0:
+        raise _refuse(text, "is not NAME@RANGE such as 'content-type@^1'.")
+    name, spec = text[:at], text[at + 1 :]
+    npm_resolve.check_spec(name, spec)
+    return f"{name}@{spec}"
+
+
+def _name_of(ecosystem: str, text: str) -> str:
+    if ecosystem == "npm":
+        return text[: text.rfind("@")]
+    match = re.match(r"[A-Za-z0-9._-]+", text)
+    return re.sub(r"[-_.]+", "-", match.group(0) if match else text).lower()
+
+
+def npm_overrides(constraints: list[str]) -> dict[str, str]:
+    """npm's ``overrides`` object for normalized npm constraints."""
+    return {text[: text.rfind("@")]: text[text.rfind("@") + 1 :] for text in constraints}
