@@ -220,3 +220,19 @@ async def test_mcp_server_fetch_reaches_only_an_allowed_loopback_origin(tmp_path
         server.server_close()
     assert "baton live page" in json.dumps(allowed), allowed
     assert "baton live page" not in json.dumps(other)
+
+
+def test_mcp_server_sqlite_replays_when_its_loose_mcp_range_is_constrained(tmp_path: Path) -> None:
+    """``mcp>=1`` admits mcp 2, which the server no longer runs on; ``--constraint 'mcp<2'`` fixes it."""
+    home, _ = _live_home(tmp_path)
+    runtime = Runtime.open(load_settings({"BATON_HOME": str(home)}))
+    try:
+        arguments = ["--db-path", "/tmp/mcp.db"]
+        locked = artifacts.lock(runtime, "pypi:mcp-server-sqlite", arguments=arguments, constraints=["mcp<2"])
+        assert any(p.startswith("mcp@1.") for p in locked["packages"]), locked["packages"]
+        adapter_id = locked["adapter_id"]
+        stages.verify(runtime, adapter_id)
+        observed = replay(runtime, adapter_id, apply=True, record=True)["protocol_observation"]
+        assert observed["server_name"] == "sqlite" and observed["tool_count"] >= 5
+    finally:
+        runtime.close()

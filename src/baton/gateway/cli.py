@@ -150,5 +150,6 @@ def list_adapters(as_json: Annotated[bool, typer.Option("--json", help="Print JS
             if isinstance(m, dict)
         )
         pinned = "pinned" if row["contract_pinned"] else "unpinned"
-        cells.append((row["adapter_id"], row["state"], pinned, mounts, reason))
-    print_table(("adapter", "state", "contract", "mounts", "reason"), cells)
+        constraints = ", ".join(str(c) for c in row.get("constraints") or [])
+        cells.append((row["adapter_id"], row["state"], pinned, mounts, constraints, reason))
+    print_table(("adapter", "state", "contract", "mounts", "constraints", "reason"), cells)

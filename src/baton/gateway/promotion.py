@@ -125,6 +125,7 @@ def promote(runtime: Runtime, adapter: str) -> dict[str, Any]:
         "network": policy.runtime.network,
         "allowed_origins": list(policy.runtime.allowed_origins),
         "mounts": [mount.model_dump() for mount in policy.runtime.mounts],
+        "constraints": list(policy.resolution.constraints),
     }
     stored = state.record(
         runtime,

@@ -280,13 +280,15 @@ def list_view(runtime: Runtime) -> list[dict[str, Any]]:
             rows[file.stem] = {"id": file.stem, "state": "drafted", "policy_path": str(file)}
     result = []
     for adapter_id, row in sorted(rows.items()):
-        pinned, mounts = None, None
+        pinned, mounts, constraints = None, None, None
         try:
             raw, _ = read_policy_document(Path(row["policy_path"]))
             pinned = "contract" in raw
             mounts = (
                 (raw.get("runtime") or {}).get("mounts") if isinstance(raw.get("runtime"), dict) else None
             )
+            resolution = raw.get("resolution")
+            constraints = resolution.get("constraints") if isinstance(resolution, dict) else None
         except GatewayError:
             pass
         result.append(
@@ -295,6 +297,7 @@ def list_view(runtime: Runtime) -> list[dict[str, Any]]:
                 "state": row["state"],
                 "contract_pinned": pinned,
                 "mounts": mounts or [],
+                "constraints": constraints if isinstance(constraints, list) else [],
                 "block_reason": row.get("block_reason"),
                 "error_class": row.get("error_class"),
                 "policy_path": row["policy_path"],
