@@ -128,7 +128,6 @@ ERROR_CLASSES: dict[str, str] = {
     "artifact_no_wheel_for_platform": "A PyPI package has no wheel for the sandbox interpreter and platform.",
     "artifact_resolver_unavailable": "The ecosystem's resolver (npm, uv) is not installed.",
     "artifact_install_failed": "The pinned wheels could not be installed with hashes required.",
-    "adapter_relock_while_live": "A promoted adapter is not re-locked in place; lock the new version under another id.",
     "adapter_runtime_drift": "The interpreter running the server differs from the one lock pinned.",
     "adapter_runtime_unavailable": "The interpreter the entrypoint names is not installed or does not run.",
     "entrypoint_not_allowlisted": "The entrypoint is not an interpreter running a file of a pinned package.",

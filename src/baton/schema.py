@@ -204,6 +204,13 @@ gateway_adapters = Table(
     Column("block_reason", Text),
     Column("error_class", String(64)),
     Column("updated_at", String(40), nullable=False),
+    # the snapshot a live adapter serves (promotion.py); NULL checksum: not live
+    Column("serving_policy_checksum", String(80)),
+    Column("serving_replay_receipt_sha256", String(64)),
+    Column("serving_contract", JSON),
+    Column("serving_block_reason", Text),
+    Column("serving_error_class", String(64)),
+    Column("serving_since", String(40)),
 )
 
 # MCP tasks (extension io.modelcontextprotocol/tasks): durable, so any replica answers tasks/get

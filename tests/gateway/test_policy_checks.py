@@ -3,6 +3,7 @@ and no traceback from any ``baton gateway`` command on malformed input."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -18,10 +19,13 @@ from baton.errors import GatewayError
 from baton.gateway import artifacts, stages, state
 from baton.gateway.checks import destructive_reason
 from baton.gateway.policy import load_policy, parse_policy, write_policy
+from baton.gateway.promotion import promote
 from baton.gateway.replay import replay
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import TEST_SERVER, document, make_live, publish, tool
-from baton.testing.npm_registry import NpmRegistryServer
+from baton.testing.mcp_stdio_server import package_files
+from baton.testing.npm_registry import NpmRegistryServer, build_tarball
+from tests.conftest import BLANKED, SRC, call, stdio_session
 
 needs_bwrap = pytest.mark.needs("bwrap")
 
@@ -124,28 +128,77 @@ def test_interpreter_drift_blocks_replay(runtime: Runtime, registry: NpmRegistry
     assert info.value.error_class == "adapter_runtime_drift"
 
 
+def next_version(registry: NpmRegistryServer, path: Path, tools: list[dict[str, Any]]) -> None:
+    """Publish version 1.1.0 of the test server and point the policy at it, with ``tools``; unpinned."""
+    tarball = build_tarball(package_files(version="1.1.0"))
+    registry.publish(TEST_SERVER, "1.1.0", tarball, bin={TEST_SERVER: "server.py"})
+
+    def change(raw: dict[str, Any]) -> None:
+        raw["artifacts"][0].update(version="1.1.0", sha512=hashlib.sha512(tarball).hexdigest())
+        raw["runtime"]["env"]["BATON_TEST_MCP_TOOLS"] = json.dumps(tools)
+        raw["adapter"]["candidate"] = f"npm:{TEST_SERVER}@1.1.0"
+        raw.pop("contract", None)
+        raw["tools"] = {"allowed": [], "denied": []}
+
+    edit(path, change)
+
+
+def served(runtime: Runtime, adapter_id: str) -> tuple[str, str | None, str | None]:
+    """(state shown, stage of the next version, served policy checksum) of one adapter."""
+    row = {r["adapter_id"]: r for r in stages.list_view(runtime)}[adapter_id]
+    stored = state.get_adapter(runtime, adapter_id)
+    assert stored is not None
+    return row["state"], row["next_version_state"], stored["serving_policy_checksum"]
+
+
 @needs_bwrap
-def test_a_live_adapter_is_not_relocked_in_place_and_a_failed_stage_leaves_it_serving(
+@pytest.mark.anyio
+async def test_a_live_adapter_is_relocked_in_place_and_serves_its_version_until_the_next_is_promoted(
     runtime: Runtime, registry: NpmRegistryServer
 ) -> None:
     tarball = publish(registry)
-    make_live(runtime, document("live", tarball, [tool("echo", text="string")]), allowed=["echo"])
-    before = state.get_adapter(runtime, "live")
-    assert before is not None and before["state"] == "promoted"
-    bundle = state.adapter_dir(runtime, "live") / "bundle"
-    manifest = (bundle / "bundle-manifest.json").read_bytes()
-    registry.replace_tarball(f"{TEST_SERVER}-1.0.0.tgz", tarball + b"changed")
-    with pytest.raises(GatewayError) as info:
+    path = make_live(runtime, document("live", tarball, [tool("echo", text="string")]), allowed=["echo"])
+    first = served(runtime, "live")
+    assert first[:2] == ("promoted", None)
+    env = {k: v for k, v in os.environ.items() if k not in BLANKED}
+    env.update(BATON_HOME=str(runtime.settings.home), BATON_NPM_REGISTRY=registry.url)
+    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
+    async with stdio_session(env) as session:
+        assert (await call(session, "live__echo", {"text": "v1"}))["success"]
+
+        # a failed re-lock (the registry now serves other bytes) is receipted and changes nothing
+        registry.replace_tarball(f"{TEST_SERVER}-1.0.0.tgz", tarball + b"changed")
+        with pytest.raises(GatewayError) as info:
+            artifacts.lock(runtime, "live")
+        assert info.value.error_class == "artifact_integrity_mismatch"
+        assert served(runtime, "live") == first
+        registry.replace_tarball(f"{TEST_SERVER}-1.0.0.tgz", tarball)
+
+        # the next version goes through lock, verify and replay in place while the current one serves
+        next_version(registry, path, [tool("echo", text="string"), tool("shout", text="string")])
         artifacts.lock(runtime, "live")
-    assert info.value.error_class == "adapter_relock_while_live"
-    # a failing re-verify (the lock receipt no longer matches) is receipted but does not demote it
-    (bundle / "lock-receipt.json").write_bytes((bundle / "lock-receipt.json").read_bytes() + b" ")
-    with pytest.raises(GatewayError):
+        assert served(runtime, "live") == ("promoted", "locked", first[2])
+        receipt = state.adapter_dir(runtime, "live") / "bundle" / "lock-receipt.json"
+        receipt.write_bytes(receipt.read_bytes() + b" ")
+        with pytest.raises(GatewayError):  # a failed verify of the next version leaves the current one
+            stages.verify(runtime, "live")
+        artifacts.lock(runtime, "live")
         stages.verify(runtime, "live")
-    after = state.get_adapter(runtime, "live")
-    assert after is not None
-    assert (after["state"], after["lock_receipt_sha256"]) == ("promoted", before["lock_receipt_sha256"])
-    assert (bundle / "bundle-manifest.json").read_bytes() == manifest
+        replay(runtime, "live", apply=True, record=True)
+        edit(path, lambda raw: raw["tools"].update(allowed=["echo", "shout"], denied=[]))
+        replay(runtime, "live", apply=True)
+        assert served(runtime, "live") == ("promoted", "replayed", first[2])
+        assert (await call(session, "live__echo", {"text": "still v1"}))["success"]
+        assert "live__shout" not in {t.name for t in (await session.list_tools()).tools}
+
+        # promotion swaps the served version, and the running server serves the new one at once
+        promote(runtime, "live")
+        second = served(runtime, "live")
+        assert second[:2] == ("promoted", None) and second[2] != first[2]
+        assert "live__shout" in {t.name for t in (await session.list_tools()).tools}
+        assert (await call(session, "live__shout", {"text": "v2"}))["success"]
+    snapshots = list((state.adapter_dir(runtime, "live") / "serving").iterdir())
+    assert [s.name for s in snapshots] == [second[2].removeprefix("sha256:")]
 
 
 def test_a_failed_relock_leaves_the_previous_bundle_and_policy_untouched(

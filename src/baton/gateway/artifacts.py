@@ -373,7 +373,7 @@ def lock(
     ``constraints`` (drafts only) narrow what the ecosystem's resolver may pick; see
     :mod:`baton.gateway.constraints`.
     """
-    from baton.gateway.stages import fail_closed, identify, live
+    from baton.gateway.stages import fail_closed, identify
 
     allowed = list(allow_without_install_scripts or [])
     if target.startswith(("npm:", "pypi:")):
@@ -402,14 +402,8 @@ def lock(
         )
     path = policy_path(runtime.settings, target)
     known_id, checksum = identify(path)
-    if live(runtime, known_id):
-        raise GatewayError(
-            "adapter_relock_while_live",
-            f"Adapter {known_id} is promoted and keeps serving its current lock. Lock the new version under "
-            "another id (baton gateway lock CANDIDATE --id NEW), verify, replay and promote it, then "
-            f"demote {known_id}.",
-            adapter_id=known_id,
-        )
+    # A live adapter keeps serving its promoted snapshot while this lock (and its verify and replay) run;
+    # promoting the result swaps it in (see baton.gateway.promotion).
     return fail_closed(
         runtime,
         known_id,

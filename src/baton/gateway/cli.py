@@ -151,5 +151,8 @@ def list_adapters(as_json: Annotated[bool, typer.Option("--json", help="Print JS
         )
         pinned = "pinned" if row["contract_pinned"] else "unpinned"
         constraints = ", ".join(str(c) for c in row.get("constraints") or [])
-        cells.append((row["adapter_id"], row["state"], pinned, mounts, constraints, reason))
+        shown = row["state"] + (
+            f" (next: {row['next_version_state']})" if row.get("next_version_state") else ""
+        )
+        cells.append((row["adapter_id"], shown, pinned, mounts, constraints, reason))
     print_table(("adapter", "state", "contract", "mounts", "constraints", "reason"), cells)

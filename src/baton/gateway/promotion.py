@@ -1,12 +1,20 @@
 """``promote`` / ``demote``: an adapter goes live only on a passing replay that matches its current policy.
 
-A promoted adapter that drifts at run time is blocked with stage ``runtime``; it stays blocked until it
-is locked, verified and replayed again and promoted anew.
+Promotion snapshots the policy file and the bundle (``gateway/<id>/serving/<checksum>/``) and records
+the snapshot in the row's ``serving_*`` columns. Serving reads only the snapshot, so a re-lock, verify
+and replay of the adapter's next version (which move ``state`` and rewrite the working policy and
+bundle) leave the live version serving until the next version is promoted, which swaps in one store
+transaction. A promoted adapter that drifts at run time is blocked with stage ``runtime``; it stays
+blocked until a version is locked, verified, replayed and promoted anew.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tomllib
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +23,7 @@ from baton.errors import GatewayError
 from baton.gateway import state
 from baton.gateway.policy import Policy, load_policy, policy_path
 from baton.gateway.stages import check_chain, identify
-from baton.receipts import sha256_hex
+from baton.receipts import canonical_json, sha256_hex, utc_now
 from baton.runtime import Runtime
 
 RUNTIME_STAGE = "runtime"
@@ -115,8 +123,10 @@ def promote(runtime: Runtime, adapter: str) -> dict[str, Any]:
             adapter_id=policy.id,
             needs=needs,
         )
+    snapshot(runtime, policy.id, path, checksum)
     payload = {
         "policy_checksum": checksum,
+        "replaces_policy_checksum": row.get("serving_policy_checksum"),
         "replay_receipt_sha256": row["replay_receipt_sha256"],
         "replay_run_id": receipt.get("run_id"),
         "contract": policy.contract.model_dump(),
@@ -137,8 +147,75 @@ def promote(runtime: Runtime, adapter: str) -> dict[str, Any]:
         policy_checksum=checksum,
         replay_receipt_sha256=row["replay_receipt_sha256"],
         contract=policy.contract.model_dump(),
+        serving_policy_checksum=checksum,
+        serving_replay_receipt_sha256=row["replay_receipt_sha256"],
+        serving_contract=policy.contract.model_dump(),
+        serving_block_reason=None,
+        serving_error_class=None,
+        serving_since=utc_now(),
     )
+    prune_snapshots(runtime, policy.id, keep=checksum)
     return {"adapter_id": policy.id, "state": "promoted", "receipt_seq": stored.seq, **payload}
+
+
+def serving_root(runtime: Runtime, adapter_id: str, checksum: str) -> Path:
+    """``gateway/<id>/serving/<hex>``: the snapshot of the version promoted under ``checksum``."""
+    return state.adapter_dir(runtime, adapter_id) / "serving" / checksum.removeprefix("sha256:")
+
+
+def _link_or_copy(source: str, destination: str) -> None:
+    """Hard-link the (never rewritten) tarballs and wheels; copy the receipts, which verify rewrites."""
+    if f"{os.sep}tarballs{os.sep}" in source:
+        try:
+            os.link(source, destination)
+            return
+        except OSError:
+            pass
+    shutil.copy2(source, destination)
+
+
+def snapshot(runtime: Runtime, adapter_id: str, path: Path, checksum: str) -> Path:
+    """Copy the policy file and the bundle (hard links where possible) into the serving snapshot.
+
+    Written aside and renamed into place, so a snapshot directory is always whole. Tarballs are never
+    modified in place (a lock writes a new bundle and swaps directories), so linking them is safe.
+    """
+    root = serving_root(runtime, adapter_id, checksum)
+    if (root / "policy.toml").is_file():
+        return root
+    staging = root.parent / f".staging-{uuid.uuid4().hex}"
+    try:
+        staging.mkdir(parents=True)
+        data = path.read_bytes()
+        if "sha256:" + sha256_hex(canonical_json(tomllib.loads(data.decode("utf-8")))) != checksum:
+            raise _refuse(adapter_id, "the policy file changed while it was being promoted.")
+        (staging / "policy.toml").write_bytes(data)
+        bundle = state.adapter_dir(runtime, adapter_id) / "bundle"
+        shutil.copytree(bundle, staging / "bundle", copy_function=_link_or_copy)
+        if root.exists():
+            shutil.rmtree(root)
+        staging.rename(root)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return root
+
+
+def prune_snapshots(runtime: Runtime, adapter_id: str, keep: str | None) -> None:
+    """Remove every serving snapshot but ``keep``'s (after the store has stopped pointing at them)."""
+    directory = state.adapter_dir(runtime, adapter_id) / "serving"
+    kept = keep.removeprefix("sha256:") if keep else None
+    for item in directory.iterdir() if directory.is_dir() else []:
+        if item.name != kept:
+            shutil.rmtree(item, ignore_errors=True)
+
+
+def serving_files(runtime: Runtime, row: dict[str, Any]) -> tuple[Path, Path]:
+    """The policy file and bundle a live row serves: its snapshot, or for an adapter promoted before
+    snapshots existed, the working policy and bundle (served only while their checksum still matches)."""
+    root = serving_root(runtime, row["id"], row["serving_policy_checksum"] or "")
+    if (root / "policy.toml").is_file():
+        return root / "policy.toml", root / "bundle"
+    return Path(row["policy_path"]), state.adapter_dir(runtime, row["id"]) / "bundle"
 
 
 def demote(runtime: Runtime, adapter: str) -> dict[str, Any]:
@@ -150,69 +227,123 @@ def demote(runtime: Runtime, adapter: str) -> dict[str, Any]:
         raise GatewayError(
             "adapter_not_promoted", f"Adapter {adapter_id} is not promoted.", adapter_id=adapter_id
         )
-    target: state.State = "replayed" if row["state"] == "promoted" else "blocked"
+    blocked = row.get("serving_block_reason")
+    columns: dict[str, Any] = {"block_reason": row.get("block_reason"), "error_class": row.get("error_class")}
+    target: state.State = row["state"]  # a next version in progress keeps its stage
+    if row["state"] == "promoted" or (row["state"] == "blocked" and row.get("block_reason") == blocked):
+        target = "blocked" if blocked else "replayed"
+        columns = {
+            "block_reason": f"demoted; was {blocked}" if blocked else None,
+            "error_class": row.get("serving_error_class") if blocked else None,
+        }
     stored = state.record(
         runtime,
         adapter_id,
         state=target,
         kind="gateway_demote",
-        payload={"previous_state": row["state"]},
+        payload={"previous_state": row["state"], "policy_checksum": row.get("serving_policy_checksum")},
         policy_path=Path(row["policy_path"]),
-        block_reason=None if target == "replayed" else f"demoted; was {row['block_reason']}",
-        error_class=row.get("error_class") if target == "blocked" else None,
+        **columns,
+        serving_policy_checksum=None,
+        serving_replay_receipt_sha256=None,
+        serving_contract=None,
+        serving_block_reason=None,
+        serving_error_class=None,
+        serving_since=None,
     )
+    prune_snapshots(runtime, adapter_id, keep=None)
     return {"adapter_id": adapter_id, "state": target, "receipt_seq": stored.seq}
 
 
 def is_live(row: dict[str, Any]) -> bool:
-    """Promoted, or blocked at run time after a promotion (its tools then answer the block's class)."""
-    reason = row.get("block_reason") or ""
-    return row["state"] == "promoted" or (
-        row["state"] == "blocked" and reason.startswith(f"{RUNTIME_STAGE}:")
-    )
+    """A promoted snapshot is served (also when blocked at run time: its tools answer the block's class)."""
+    return row.get("serving_policy_checksum") is not None
 
 
 def block_at_runtime(
-    runtime: Runtime, adapter_id: str, error: GatewayError, evidence: dict[str, Any]
+    runtime: Runtime,
+    adapter_id: str,
+    error: GatewayError,
+    evidence: dict[str, Any],
+    policy_checksum: str | None = None,
 ) -> None:
-    """Block a promoted adapter whose upstream drifted (stage ``runtime``), with a failure receipt."""
+    """Block a promoted adapter whose upstream drifted (stage ``runtime``), with a failure receipt.
+
+    With ``policy_checksum``, only while that version is the one served (a version already replaced by
+    a newer promotion is not blocked in the newer one's place).
+    """
     row = state.get_adapter(runtime, adapter_id)
-    if row is None:
+    if row is None or not is_live(row):
         return
-    state.record_failure(
+    if policy_checksum is not None and row.get("serving_policy_checksum") != policy_checksum:
+        return
+    reason = f"{RUNTIME_STAGE}: {error.message}"
+    # the row's stage shows the block too, unless a next version is on its way through the stages
+    stage_columns: dict[str, Any] = (
+        {"state": "blocked", "block_reason": reason, "error_class": error.error_class}
+        if row["state"] == "promoted"
+        else {
+            "state": row["state"],
+            "block_reason": row.get("block_reason"),
+            "error_class": row.get("error_class"),
+        }
+    )
+    state.record(
         runtime,
         adapter_id,
-        stage=RUNTIME_STAGE,
-        error=error,
+        kind="gateway_failure",
+        payload={
+            "stage": RUNTIME_STAGE,
+            "error_class": error.error_class,
+            "error": error.message,
+            "policy_checksum": row.get("serving_policy_checksum"),
+            **evidence,
+        },
         policy_path=Path(row["policy_path"]),
-        receipt={"error_class": error.error_class, "error": error.message, **evidence},
+        serving_block_reason=reason,
+        serving_error_class=error.error_class,
+        **stage_columns,
     )
 
 
 @dataclass(frozen=True)
 class LiveAdapter:
-    """A live adapter as the proxy serves it: its policy as promoted and its row."""
+    """A live adapter as the proxy serves it: its policy as promoted, its row and its bundle snapshot."""
 
     policy: Policy
     row: dict[str, Any]
+    bundle: Path
 
 
-def serving_problem(row: dict[str, Any]) -> str | None:
-    """Why a live row is not served (its policy no longer loads, or changed since the promotion)."""
+def serving_problem(runtime: Runtime, row: dict[str, Any]) -> str | None:
+    """Why a live row is not served (its snapshot's policy no longer loads, or is not the promoted one)."""
     try:
-        _, checksum = load_policy(Path(row["policy_path"]))
+        load_live(runtime, row)
     except GatewayError as exc:
         return f"{exc.error_class}: {exc.message}"
-    if checksum != row.get("policy_checksum"):
-        return "the policy changed after the promotion; replay and promote it again"
     return None
 
 
+def load_live(runtime: Runtime, row: dict[str, Any]) -> LiveAdapter:
+    """The live adapter a row serves, from its snapshot; its checksum must be the promoted one."""
+    path, bundle = serving_files(runtime, row)
+    policy, checksum = load_policy(path)
+    if checksum != row.get("serving_policy_checksum"):
+        raise GatewayError(
+            "adapter_not_promoted",
+            "the policy changed after the promotion; replay and promote it again",
+            adapter_id=row["id"],
+        )
+    return LiveAdapter(policy, row, bundle)
+
+
 def live_adapters(runtime: Runtime) -> list[LiveAdapter]:
-    """Every live adapter whose policy file still loads unchanged (others: see :func:`serving_problem`)."""
+    """Every live adapter whose snapshot still loads as promoted (others: see :func:`serving_problem`)."""
     result = []
     for row in state.list_adapters(runtime):
-        if is_live(row) and serving_problem(row) is None:
-            policy, _ = load_policy(Path(row["policy_path"]))
-            result.append(LiveAdapter(policy, row))
+        if is_live(row):
+            try:
+                result.append(load_live(runtime, row))
+            except GatewayError:
+                continue
     return result

@@ -39,20 +39,23 @@ class Adapter:
 
         self.definitions = pinned_definitions(runtime, live)
         self.upstream = Upstream(
-            runtime, live.policy, lambda error, evidence: proxy.block(self, error, evidence)
+            runtime, live.policy, lambda error, evidence: proxy.block(self, error, evidence), live.bundle
         )
         self.block: GatewayError | None = None
-        if live.row["state"] == "blocked":
+        if live.row.get("serving_block_reason"):
             self.block = GatewayError(
-                live.row.get("error_class") or "adapter_blocked",
-                f"Adapter {self.id} is blocked: {live.row.get('block_reason')}. Re-lock, replay and promote it.",
+                live.row.get("serving_error_class") or "adapter_blocked",
+                f"Adapter {self.id} is blocked: {live.row.get('serving_block_reason')}. "
+                "Re-lock, replay and promote it.",
                 adapter_id=self.id,
             )
 
 
 def pinned_definitions(runtime: Runtime, live: LiveAdapter) -> dict[str, dict[str, Any]]:
     """The allowed tools' definitions as the replay recorded them (name → definition)."""
-    receipt = promotion.replay_receipt(runtime, live.policy.id, live.row["replay_receipt_sha256"] or "")
+    receipt = promotion.replay_receipt(
+        runtime, live.policy.id, live.row["serving_replay_receipt_sha256"] or ""
+    )
     listed = (receipt or {}).get("tool_definitions") or []
     allowed = set(live.policy.tools.allowed)
     return {tool["name"]: tool for tool in listed if tool.get("name") in allowed}
@@ -69,6 +72,7 @@ class GatewayProxy(DynamicTools):
         self.group: TaskGroup | None = None
         self._ready = anyio.Event()
         self._consumed: set[str] = set()
+        self._retired: list[Adapter] = []
         self.load()
 
     def load(self) -> None:
@@ -90,7 +94,7 @@ class GatewayProxy(DynamicTools):
                 await anyio.sleep_forever()
         finally:
             with anyio.CancelScope(shield=True):
-                for adapter in self.adapters.values():
+                for adapter in [*self.adapters.values(), *self._retired]:
                     await adapter.upstream.close()
 
     def split(self, name: str) -> tuple[Adapter, str] | None:
@@ -106,8 +110,9 @@ class GatewayProxy(DynamicTools):
     async def list_tools(self) -> list[dict[str, Any]]:
         """Only allowed tools, with the upstream's pinned schemas."""
         tools = []
-        for adapter in self.adapters.values():
-            if not self.still_live(adapter):
+        for adapter in list(self.adapters.values()):
+            adapter, live = self.current(adapter)
+            if not live:
                 continue
             for name, definition in sorted(adapter.definitions.items()):
                 listed = {
@@ -122,19 +127,22 @@ class GatewayProxy(DynamicTools):
     def block(self, adapter: Adapter, error: GatewayError, evidence: dict[str, Any]) -> None:
         """Drift seen at an upstream start: block the adapter in memory and in the store."""
         adapter.block = error
-        promotion.block_at_runtime(self.runtime, adapter.id, error, evidence)
+        promotion.block_at_runtime(
+            self.runtime, adapter.id, error, evidence, adapter.row.get("serving_policy_checksum")
+        )
 
     async def call(self, name: str, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
         """Policy, approval, upstream; one ``gateway_call`` receipt whatever happens."""
         split = self.split(name)
         assert split is not None
         adapter, tool = split
+        adapter, live = self.current(adapter)
         started = time.perf_counter()
         frozen: dict[str, Any] = json.loads(canonical_json(arguments))
         outcome: dict[str, Any] = {}
         approval: dict[str, Any] | None = None
         try:
-            self._admit(adapter, tool)
+            self._admit(adapter, tool, live)
             if tool in adapter.policy.tools.approval_required:
                 approval = await self._approve(adapter, tool, frozen, context)
             result = await self._forward(adapter, tool, frozen, context)
@@ -148,22 +156,46 @@ class GatewayProxy(DynamicTools):
         finally:
             self._receipt(adapter, tool, frozen, time.perf_counter() - started, outcome, approval)
 
-    def still_live(self, adapter: Adapter) -> bool:
-        """Whether the store still has the adapter live under the policy this server loaded."""
-        from baton.gateway.state import liveness
+    def current(self, adapter: Adapter) -> tuple[Adapter, bool]:
+        """The adapter as the store serves it now, and whether it is live (one store read).
+
+        A version promoted since this server loaded the adapter replaces it; the old upstream is stopped
+        once calls already running on it have had their time.
+        """
+        from baton.gateway.state import get_adapter, liveness
 
         row = liveness(self.runtime, adapter.id)
-        return (
-            row is not None
-            and promotion.is_live(row)
-            and row.get("policy_checksum") == adapter.row.get("policy_checksum")
-        )
+        served = row.get("serving_policy_checksum") if row else None
+        if served is None or served == adapter.row.get("serving_policy_checksum"):
+            return adapter, served is not None
+        stored = get_adapter(self.runtime, adapter.id)
+        try:
+            fresh = Adapter(self.runtime, promotion.load_live(self.runtime, stored or {}), self)
+        except (GatewayError, KeyError):
+            return adapter, False  # _admit refuses the stale one with adapter_not_promoted
+        log.info("adapter %s: serving the version promoted as %s", adapter.id, served)
+        self.adapters[adapter.id] = fresh
+        self._retire(adapter)
+        return fresh, True
 
-    def _admit(self, adapter: Adapter, tool: str) -> None:
-        if not self.still_live(adapter):
+    def _retire(self, adapter: Adapter) -> None:
+        self._retired.append(adapter)
+        grace = adapter.policy.runtime.call_timeout_seconds + 5
+
+        async def close_later() -> None:
+            await anyio.sleep(grace)
+            await adapter.upstream.close()
+            self._retired.remove(adapter)
+
+        if self.group is not None:
+            self.group.start_soon(close_later)
+
+    def _admit(self, adapter: Adapter, tool: str, live: bool) -> None:
+        if not live:
             raise GatewayError(
                 "adapter_not_promoted",
-                f"Adapter {adapter.id} was demoted or re-promoted after this server started.",
+                f"Adapter {adapter.id} is no longer promoted (it was demoted, or the version promoted since "
+                "does not load; see mcp_list_adapters).",
                 adapter_id=adapter.id,
             )
         if tool not in adapter.policy.tools.allowed or tool not in adapter.definitions:

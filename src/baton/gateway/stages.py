@@ -114,7 +114,7 @@ def live(runtime: Runtime, adapter_id: str) -> bool:
     from baton.gateway.promotion import is_live
 
     row = state.get_adapter(runtime, adapter_id)
-    return row is not None and row["state"] == "promoted" and is_live(row)
+    return row is not None and is_live(row)
 
 
 def identify(path: Path) -> tuple[str, str | None]:
@@ -271,6 +271,20 @@ def _replayed_definitions(runtime: Runtime, adapter_id: str, row: dict[str, Any]
     return []
 
 
+def served_state(row: dict[str, Any]) -> tuple[str, str | None]:
+    """(the state to show, the stage of a next version on its way) for one adapter row.
+
+    A live adapter shows ``promoted`` (or ``blocked`` when its served version was blocked at run time)
+    whatever stage a re-lock of its next version has reached; that stage is the second value.
+    """
+    if row.get("serving_policy_checksum") is None:
+        return row["state"], None
+    blocked = row.get("serving_block_reason")
+    shown = "blocked" if blocked else "promoted"
+    own = row["state"] == "promoted" or (row["state"] == "blocked" and row.get("block_reason") == blocked)
+    return shown, None if own else row["state"]
+
+
 def list_view(runtime: Runtime) -> list[dict[str, Any]]:
     """Every adapter baton knows (store rows plus policy files not yet locked) with its state."""
     rows = {row["id"]: row for row in state.list_adapters(runtime)}
@@ -291,15 +305,17 @@ def list_view(runtime: Runtime) -> list[dict[str, Any]]:
             constraints = resolution.get("constraints") if isinstance(resolution, dict) else None
         except GatewayError:
             pass
+        shown, next_state = served_state(row)
         result.append(
             {
                 "adapter_id": adapter_id,
-                "state": row["state"],
+                "state": shown,
+                "next_version_state": next_state,
                 "contract_pinned": pinned,
                 "mounts": mounts or [],
                 "constraints": constraints if isinstance(constraints, list) else [],
-                "block_reason": row.get("block_reason"),
-                "error_class": row.get("error_class"),
+                "block_reason": row.get("serving_block_reason") or row.get("block_reason"),
+                "error_class": row.get("serving_error_class") or row.get("error_class"),
                 "policy_path": row["policy_path"],
                 "updated_at": row.get("updated_at"),
             }

@@ -29,13 +29,13 @@ def get_adapter(runtime: Runtime, adapter_id: str) -> dict[str, Any] | None:
 
 
 #: What a proxied call checks on every call (built once: building a statement cost more than running it).
-_LIVENESS = select(
-    gateway_adapters.c.state, gateway_adapters.c.block_reason, gateway_adapters.c.policy_checksum
-).where(gateway_adapters.c.id == bindparam("adapter_id"))
+_LIVENESS = select(gateway_adapters.c.serving_policy_checksum, gateway_adapters.c.serving_block_reason).where(
+    gateway_adapters.c.id == bindparam("adapter_id")
+)
 
 
 def liveness(runtime: Runtime, adapter_id: str) -> dict[str, Any] | None:
-    """The adapter's state, block reason and policy checksum, or None when baton has never seen it."""
+    """The adapter's served checksum and run-time block, or None when baton has never seen it."""
     with runtime.store.read() as connection:
         row = connection.execute(_LIVENESS, {"adapter_id": adapter_id}).first()
     return dict(row._mapping) if row else None

@@ -22,7 +22,7 @@ def adapters_view(proxy: GatewayProxy) -> list[dict[str, Any]]:
     rows = []
     for row in list_view(proxy.runtime):
         stored = get_adapter(proxy.runtime, row["adapter_id"]) or {}
-        contract = stored.get("contract")
+        contract = stored.get("serving_contract") or stored.get("contract")
         entry = {
             "adapter_id": row["adapter_id"],
             "state": row["state"],
@@ -37,7 +37,9 @@ def adapters_view(proxy: GatewayProxy) -> list[dict[str, Any]]:
             if entry["blocked"] and entry["state"] != "blocked":
                 entry["state"] = "blocked"
         elif stored and is_live(stored):
-            entry["not_served_reason"] = serving_problem(stored) or "promoted after this server started"
+            entry["not_served_reason"] = (
+                serving_problem(proxy.runtime, stored) or "promoted after this server started"
+            )
         rows.append(entry)
     return rows
 

@@ -50,9 +50,13 @@ Blocker = Callable[[GatewayError, dict[str, Any]], None]
 class Upstream:
     """The sandboxed upstream of one adapter and the client session to it."""
 
-    def __init__(self, runtime: Runtime, policy: Policy, blocker: Blocker) -> None:
+    def __init__(
+        self, runtime: Runtime, policy: Policy, blocker: Blocker, bundle: Path | None = None
+    ) -> None:
         self.runtime = runtime
         self.policy = policy
+        #: The bundle to extract: the serving snapshot's (default: the adapter's working bundle).
+        self.bundle = bundle or state.adapter_dir(runtime, policy.id) / "bundle"
         self.blocker = blocker
         self.session: Any = None
         self.pipe: Pipe | None = None
@@ -231,9 +235,8 @@ class Upstream:
         mounts = host_mounts(self.policy, self.runtime.settings.home)
         if self._root is None:
             root = scratch.make("upstream")
-            bundle = state.adapter_dir(self.runtime, self.policy.id) / "bundle"
             try:
-                await anyio.to_thread.run_sync(materialize, self.policy, bundle, root)
+                await anyio.to_thread.run_sync(materialize, self.policy, self.bundle, root)
             except BaseException:
                 scratch.remove(root)
                 raise
