@@ -57,3 +57,51 @@ def test_db_upgrade_command_reports_the_revision(baton_env: dict[str, str]) -> N
     )
     assert done.returncode == 0, done.stderr
     assert f"revision {HEAD_REVISION}" in done.stdout
+
+
+def test_adapters_live_before_the_serving_snapshot_stay_live_after_0009(database_url: str) -> None:
+    """A promoted and a run-time blocked adapter keep serving; a stage-blocked one is not made live."""
+    from sqlalchemy import create_engine, text
+
+    from baton.gateway.promotion import is_live
+    from baton.schema_migrations import upgrade
+
+    engine = create_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text("DROP TABLE IF EXISTS gateway_adapters"))
+            connection.execute(text("DROP TABLE IF EXISTS alembic_version"))
+        upgrade(engine, "0008")
+        rows = [
+            ("served", "promoted", None, None),
+            ("drifted", "blocked", "runtime: the upstream drifted", "mcp_tool_contract_mismatch"),
+            ("refused", "blocked", "replay: no contract", "adapter_contract_unpinned"),
+        ]
+        with engine.begin() as connection:
+            for adapter_id, state, reason, error_class in rows:
+                connection.execute(
+                    text(
+                        "INSERT INTO gateway_adapters (id, state, policy_path, policy_checksum, "
+                        "replay_receipt_sha256, block_reason, error_class, updated_at) VALUES "
+                        "(:id, :state, '/p.toml', :checksum, 'r', :reason, :error_class, 'now')"
+                    ),
+                    {
+                        "id": adapter_id,
+                        "state": state,
+                        "checksum": f"sha256:{adapter_id}",
+                        "reason": reason,
+                        "error_class": error_class,
+                    },
+                )
+        upgrade(engine)
+        with engine.connect() as connection:
+            found = {
+                row["id"]: dict(row)
+                for row in connection.execute(text("SELECT * FROM gateway_adapters")).mappings()
+            }
+    finally:
+        engine.dispose()
+    assert {name for name, row in found.items() if is_live(row)} == {"served", "drifted"}
+    assert found["served"]["serving_policy_checksum"] == "sha256:served"
+    assert found["drifted"]["serving_block_reason"] == "runtime: the upstream drifted"
+    assert found["served"]["serving_block_reason"] is None
