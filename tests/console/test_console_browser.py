@@ -41,6 +41,7 @@ pytestmark = [
 def seed_adapters(env: dict[str, str], registry: NpmRegistryServer) -> None:
     """Two adapters: ``notes`` live; ``search`` re-pinned after a description change, then blocked by another."""
     from baton.errors import GatewayError
+    from baton.gateway import artifacts
     from baton.gateway.policy import load_policy, write_policy
     from baton.gateway.promotion import block_at_runtime, promote
     from baton.gateway.replay import replay
@@ -59,6 +60,13 @@ def seed_adapters(env: dict[str, str], registry: NpmRegistryServer) -> None:
             allowed=["read_note", "write_note"],
             approval_required=["write_note"],
         )
+        # the next version of notes is on its way (locked in place) while the promoted one serves
+        notes_path = runtime.settings.home / "adapters" / "notes.toml"
+        live_notes, _ = load_policy(notes_path)
+        next_env = {**live_notes.runtime.env, "BATON_TEST_MCP_TOOLS": json.dumps([*notes, tool("tag_note")])}
+        next_runtime = live_notes.runtime.model_copy(update={"env": next_env})
+        write_policy(notes_path, live_notes.model_copy(update={"runtime": next_runtime, "contract": None}))
+        artifacts.lock(runtime, "notes")
         search = [tool("search", query="string"), tool("fetch_page", url="string"), tool("delete_index")]
         make_live(runtime, document("search", tarball, search), allowed=["search", "fetch_page"])
         path = runtime.settings.home / "adapters" / "search.toml"
@@ -300,6 +308,7 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         check_headers(response)
         card = await page.locator("section[data-adapter-id='notes']").inner_text()
         assert "promoted" in card and "purge" in card and "write_note" in card
+        assert "next version: locked" in card
         blocked = await page.locator("section[data-adapter-id='search']").inner_text()
         assert "blocked" in blocked and "mcp_tool_definition_mismatch" in blocked
         drift = await page.locator("section[data-adapter-id='search'] table.drift").inner_text()

@@ -196,7 +196,7 @@ def adapters(runtime: Runtime) -> list[dict[str, Any]]:
     for row in list_view(runtime):
         stored = get_adapter(runtime, row["adapter_id"]) or {}
         tools: dict[str, list[str]] = {"allowed": [], "denied": [], "approval_required": []}
-        contract = stored.get("contract")
+        contract = stored.get("serving_contract") or stored.get("contract")
         try:
             policy, _checksum = load_policy(Path(row["policy_path"]), check_expiry=False)
             tools = {

@@ -271,13 +271,18 @@ def _replayed_definitions(runtime: Runtime, adapter_id: str, row: dict[str, Any]
     return []
 
 
+def is_serving(row: dict[str, Any]) -> bool:
+    """Whether a promoted snapshot of the adapter is served."""
+    return row.get("serving_policy_checksum") is not None
+
+
 def served_state(row: dict[str, Any]) -> tuple[str, str | None]:
     """(the state to show, the stage of a next version on its way) for one adapter row.
 
     A live adapter shows ``promoted`` (or ``blocked`` when its served version was blocked at run time)
     whatever stage a re-lock of its next version has reached; that stage is the second value.
     """
-    if row.get("serving_policy_checksum") is None:
+    if not is_serving(row):
         return row["state"], None
     blocked = row.get("serving_block_reason")
     shown = "blocked" if blocked else "promoted"
@@ -311,7 +316,8 @@ def list_view(runtime: Runtime) -> list[dict[str, Any]]:
                 "adapter_id": adapter_id,
                 "state": shown,
                 "next_version_state": next_state,
-                "contract_pinned": pinned,
+                # a served version always has its contract pinned (the next version's may not yet)
+                "contract_pinned": True if is_serving(row) else pinned,
                 "mounts": mounts or [],
                 "constraints": constraints if isinstance(constraints, list) else [],
                 "block_reason": row.get("serving_block_reason") or row.get("block_reason"),
