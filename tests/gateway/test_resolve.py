@@ -15,7 +15,7 @@ from baton.errors import GatewayError
 from baton.gateway import artifacts, stages
 from baton.gateway.artifacts import parse_candidate
 from baton.gateway.extract import materialize
-from baton.gateway.policy import load_policy
+from baton.gateway.policy import load_policy, write_policy
 from baton.gateway.replay import replay
 from baton.runtime import Runtime
 from baton.testing.npm_registry import NpmRegistryServer, build_python_wheel, build_tarball, integrity_of
@@ -509,5 +509,45 @@ def test_console_scripts_of_the_wheels_run_in_the_sandbox_through_the_isolated_b
         policy, _ = load_policy(runtime.settings.home / "adapters" / "baton-cli-probe.toml")
         # the launcher ran; a wheel's "ls" script is on PATH after the system's, so it shadows nothing
         assert policy.tools.denied == ["cli_ran___work_bin_probe-cli__certs_True__ls_usr_bin_ls"]
+    finally:
+        pypi.close()
+
+
+def test_a_newer_release_is_drafted_as_the_next_version_of_an_existing_policy_with_replace(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    publish_probe(registry)
+    pypi = pypi_runtime(runtime, registry)
+    try:
+        locked = artifacts.lock(pypi, "pypi:baton-probe==1.0.0", constraints=["dep-a<1.1"])
+        path = Path(locked["policy_path"])
+        policy, _ = load_policy(path)
+        owned = policy.model_copy(
+            update={
+                "adapter": policy.adapter.model_copy(update={"owner": "ops"}),
+                "runtime": policy.runtime.model_copy(update={"env": {"PROBE_MODE": "1"}}),
+                "tools": policy.tools.model_copy(
+                    update={"allowed": ["probe"], "approval_required": ["probe"]}
+                ),
+            }
+        )
+        write_policy(path, owned)
+        filename, wheel = build_python_wheel(
+            "baton-probe", "1.1.0", {"baton_probe/__init__.py": PROBE}, requires=["dep-a>=1"]
+        )
+        registry.publish_wheel("baton-probe", "1.1.0", filename, wheel)
+
+        error = lock_fails(pypi, "pypi:baton-probe", "adapter_policy_exists")
+        assert "--replace" in error.message
+        lock_fails(pypi, "pypi:baton-probe", "adapter_not_found", adapter_id="nobody", replace=True)
+
+        upgraded = artifacts.lock(pypi, "pypi:baton-probe", adapter_id="baton-probe", replace=True)
+        assert set(upgraded["packages"]) == {"baton-probe@1.1.0", "dep-a@1.0"}  # the constraint is kept
+        following, _ = load_policy(path)
+        assert following.adapter.candidate == "pypi:baton-probe" and following.adapter.owner == "ops"
+        assert following.runtime.env == {"PROBE_MODE": "1"} and following.contract is None
+        assert (following.tools.allowed, following.tools.approval_required) == (["probe"], ["probe"])
+        assert following.resolution.constraints == ["dep-a<1.1"]
+        assert stages.verify(pypi, "baton-probe")["status"] == "completed_verified"
     finally:
         pypi.close()

@@ -367,11 +367,13 @@ def lock(
     arguments: list[str] | None = None,
     allow_without_install_scripts: list[str] | None = None,
     constraints: list[str] | None = None,
+    replace: bool = False,
 ) -> dict[str, Any]:
     """Lock an adapter (policy id or path), or draft and lock a package spec such as ``npm:NAME@VER``.
 
     ``constraints`` (drafts only) narrow what the ecosystem's resolver may pick; see
-    :mod:`baton.gateway.constraints`.
+    :mod:`baton.gateway.constraints`. ``replace`` drafts the candidate as the next version of the
+    existing policy ``adapter_id`` (see :func:`next_version`); a live adapter keeps serving meanwhile.
     """
     from baton.gateway.stages import fail_closed, identify
 
@@ -381,17 +383,27 @@ def lock(
         narrowed = normalize_constraints(ecosystem, list(constraints or []))
         adapter_id = adapter_id or default_adapter_id(name)
         path = policy_path(runtime.settings, adapter_id)
-        if path.exists():
+        previous = None
+        if path.exists() and not replace:
             raise GatewayError(
-                "adapter_policy_exists", f"A policy for {adapter_id} already exists at {path}."
+                "adapter_policy_exists",
+                f"A policy for {adapter_id} already exists at {path}. Draft this candidate as its next "
+                f"version with --replace (the live version keeps serving until the new one is promoted), "
+                "or choose another --id.",
             )
+        if replace:
+            if not path.exists():
+                raise GatewayError(
+                    "adapter_not_found", f"--replace needs an existing policy for {adapter_id} at {path}."
+                )
+            previous, _ = load_policy(path, check_expiry=False)
         return fail_closed(
             runtime,
             adapter_id,
             path,
             "lock",
             lambda run_id: _lock_draft(
-                runtime, target, adapter_id, path, arguments or [], allowed, narrowed, run_id
+                runtime, target, adapter_id, path, arguments or [], allowed, narrowed, run_id, previous
             ),
         )
     if constraints:
@@ -444,12 +456,40 @@ def _lock_draft(
     allow_without_scripts: list[str],
     constraints: list[str],
     run_id: str,
+    previous: Policy | None = None,
 ) -> dict[str, Any]:
+    if previous is not None:  # unless given anew, the next version keeps what the owner accepted
+        allow_without_scripts = allow_without_scripts or list(
+            previous.resolution.allow_without_install_scripts
+        )
+        constraints = constraints or list(previous.resolution.constraints)
+        arguments = arguments or list(previous.runtime.arguments)
     resolved, pin = resolve_candidate(runtime, target, allow_without_scripts, constraints)
     policy = draft_policy(adapter_id, target, resolved, arguments, pin, allow_without_scripts, constraints)
+    if previous is not None:
+        policy = next_version(previous, policy)
     checks.check_entrypoint(policy)
     checks.check_arguments(policy)
     return _record_lock(runtime, policy, path, resolved, run_id, write=True)
+
+
+def next_version(previous: Policy, drafted: Policy) -> Policy:
+    """The drafted candidate as the next version of ``previous``: its owner, runtime settings (mounts,
+    env, network, limits), client and tool choices are kept; artifacts, entrypoint, resolution and
+    interpreter are the new draft's, and the contract is unpinned until a replay records it."""
+    runtime = previous.runtime.model_copy(
+        update={"entrypoint": drafted.runtime.entrypoint, "arguments": drafted.runtime.arguments}
+    )
+    adapter = previous.adapter.model_copy(update={"candidate": drafted.adapter.candidate})
+    return drafted.model_copy(
+        update={
+            "adapter": adapter,
+            "runtime": runtime,
+            "client": previous.client,
+            "tools": previous.tools.model_copy(update={"denied": []}),
+            "contract": None,
+        }
+    )
 
 
 def _relock_closure(runtime: Runtime, registries: Registries, policy: Policy) -> Closure:

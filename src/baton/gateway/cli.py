@@ -67,6 +67,13 @@ def lock(
             help="Narrow the resolver's choice: 'mcp<2' (PyPI) or 'content-type@^1' (npm) (repeatable).",
         ),
     ] = None,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="Draft the candidate as the next version of the existing policy --id (it keeps serving).",
+        ),
+    ] = False,
 ) -> None:
     """Resolve the whole closure, fetch and check every package, write the bundle and the lock receipt."""
     from baton.gateway.artifacts import lock as lock_adapter
@@ -79,6 +86,7 @@ def lock(
             arguments=list(argument or []),
             allow_without_install_scripts=list(allow_without_install_scripts or []),
             constraints=list(constraint or []),
+            replace=replace,
         )
     )
 

@@ -27,7 +27,7 @@ from baton.gateway.contract import (
 from baton.gateway.extract import Extracted, materialize
 from baton.gateway.interpreter import check_interpreter_pin
 from baton.gateway.mounts import host_mounts
-from baton.gateway.policy import Policy, Tools, load_policy, policy_path, write_policy
+from baton.gateway.policy import Policy, load_policy, policy_path, write_policy
 from baton.gateway.protocol import JsonRpcPipe, Session, exchange, shut_down, stop
 from baton.gateway.sandbox import HostMount, Sandbox, SandboxSpec, as_nobody, enforcement, sandbox_for
 from baton.gateway.stages import check_chain, fail_closed, identify, write_receipt_file
@@ -130,14 +130,28 @@ def run_in_sandbox(
 
 
 def record_contract(path: Path, policy: Policy, observation: Observation) -> Policy:
-    """Pin a draft's first observation; every tool starts denied until a person allows it."""
+    """Pin a draft's first observation; every tool starts denied until a person allows it.
+
+    A draft that already allows tools (a new version drafted with ``lock CANDIDATE --replace``) keeps
+    them, with their approvals and exemptions, where the new version still has them; everything else
+    the server lists is denied.
+    """
     if policy.contract is not None:
         raise GatewayError(
             "adapter_policy_invalid", "The policy already pins a contract; edit it by hand to re-pin."
         )
     names = observation.tools.names
     allowed = [name for name in policy.tools.allowed if name in names]
-    tools = Tools(allowed=allowed, denied=[n for n in names if n not in allowed], approval_required=[])
+    tools = policy.tools.model_copy(
+        update={
+            "allowed": allowed,
+            "denied": [n for n in names if n not in allowed],
+            "approval_required": [n for n in policy.tools.approval_required if n in allowed],
+            "allow_destructive_without_approval": [
+                n for n in policy.tools.allow_destructive_without_approval if n in allowed
+            ],
+        }
+    )
     pinned = policy.model_copy(
         update={"contract": pins_for(observation.server, observation.tools), "tools": tools}
     )
