@@ -508,7 +508,9 @@ def test_console_scripts_of_the_wheels_run_in_the_sandbox_through_the_isolated_b
         assert observed["protocol_observation"]["tool_count"] == 1
         policy, _ = load_policy(runtime.settings.home / "adapters" / "baton-cli-probe.toml")
         # the launcher ran; a wheel's "ls" script is on PATH after the system's, so it shadows nothing
-        assert policy.tools.denied == ["cli_ran___work_bin_probe-cli__certs_True__ls_usr_bin_ls"]
+        # the host's CA store is seen inside when the host has one
+        certs = Path("/etc/ssl/certs").is_dir()
+        assert policy.tools.denied == [f"cli_ran___work_bin_probe-cli__certs_{certs}__ls_usr_bin_ls"]
     finally:
         pypi.close()
 
