@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from baton.gateway.artifacts import parse_candidate
 from baton.gateway.extract import materialize
 from baton.gateway.policy import load_policy, write_policy
 from baton.gateway.replay import replay
+from baton.gateway.sandbox import HOST_PATH
 from baton.runtime import Runtime
 from baton.testing.npm_registry import NpmRegistryServer, build_python_wheel, build_tarball, integrity_of
 from tests.needs import require
@@ -510,7 +512,8 @@ def test_console_scripts_of_the_wheels_run_in_the_sandbox_through_the_isolated_b
         # the launcher ran; a wheel's "ls" script is on PATH after the system's, so it shadows nothing
         # the host's CA store is seen inside when the host has one
         certs = Path("/etc/ssl/certs").is_dir()
-        assert policy.tools.denied == [f"cli_ran___work_bin_probe-cli__certs_{certs}__ls_usr_bin_ls"]
+        ls = (shutil.which("ls", path=HOST_PATH) or "none").replace("/", "_")
+        assert policy.tools.denied == [f"cli_ran___work_bin_probe-cli__certs_{certs}__ls{ls}"]
     finally:
         pypi.close()
 
