@@ -166,12 +166,14 @@ async def test_a_live_adapter_is_relocked_in_place_and_serves_its_version_until_
     async with stdio_session(env) as session:
         assert (await call(session, "live__echo", {"text": "v1"}))["success"]
 
-        # a failed re-lock (the registry now serves other bytes) is receipted and changes nothing
+        # a failed re-lock (the registry now serves other bytes) blocks the next version, not the served one
         registry.replace_tarball(f"{TEST_SERVER}-1.0.0.tgz", tarball + b"changed")
         with pytest.raises(GatewayError) as info:
             artifacts.lock(runtime, "live")
         assert info.value.error_class == "artifact_integrity_mismatch"
-        assert served(runtime, "live") == first
+        assert served(runtime, "live") == ("promoted", "blocked", first[2])
+        assert runtime.receipts.list(kind="gateway_failure")[-1].payload["serving_unchanged"] is True
+        assert (await call(session, "live__echo", {"text": "v1 after a failed re-lock"}))["success"]
         registry.replace_tarball(f"{TEST_SERVER}-1.0.0.tgz", tarball)
 
         # the next version goes through lock, verify and replay in place while the current one serves
@@ -182,6 +184,7 @@ async def test_a_live_adapter_is_relocked_in_place_and_serves_its_version_until_
         receipt.write_bytes(receipt.read_bytes() + b" ")
         with pytest.raises(GatewayError):  # a failed verify of the next version leaves the current one
             stages.verify(runtime, "live")
+        assert served(runtime, "live") == ("promoted", "blocked", first[2])
         artifacts.lock(runtime, "live")
         stages.verify(runtime, "live")
         replay(runtime, "live", apply=True, record=True)

@@ -151,7 +151,8 @@ def list_adapters(as_json: Annotated[bool, typer.Option("--json", help="Print JS
         return
     cells = []
     for row in rows:
-        reason = f"{row['error_class']}: {row['block_reason']}" if row["state"] == "blocked" else ""
+        blocked = "blocked" in (row["state"], row.get("next_version_state"))
+        reason = f"{row['error_class']}: {row['block_reason']}" if blocked else ""
         mounts = "; ".join(
             f"{m.get('host')} -> {m.get('sandbox')} ({m.get('mode', 'ro')})"
             for m in row.get("mounts") or []

@@ -84,27 +84,15 @@ def fail_closed(
             adapter_id, stage, exc, run_id, policy_checksum, **(extra() if extra else {})
         )
         sha = write_receipt_file(runtime, adapter_id, f"{stage}-failure-{run_id}.json", receipt)
-        if live(runtime, adapter_id) and stage != "runtime":
-            # A failed re-lock (or re-verify, re-replay) leaves a live adapter serving its current lock.
-            runtime.receipts.append(
-                "gateway_failure",
-                {
-                    "adapter_id": adapter_id,
-                    "stage": stage,
-                    **receipt,
-                    "receipt_sha256": sha,
-                    "adapter_state_unchanged": True,
-                },
-            )
-            exc.details.setdefault("failure_receipt_sha256", sha)
-            raise
+        # A live adapter's served snapshot is not touched: the failure blocks its next version only.
+        serving = {"serving_unchanged": True} if live(runtime, adapter_id) else {}
         state.record_failure(
             runtime,
             adapter_id,
             stage=stage,
             error=exc,
             policy_path=path,
-            receipt={**receipt, "receipt_sha256": sha},
+            receipt={**receipt, "receipt_sha256": sha, **serving},
         )
         exc.details.setdefault("failure_receipt_sha256", sha)
         raise
