@@ -16,7 +16,8 @@ shift
 if [ $# -eq 0 ]; then
   case "$module" in
     redaction) set -- tests/test_redaction_edges.py tests/test_redaction.py tests/test_receipts.py ;;
-    receipts) set -- tests/test_receipts.py tests/test_concurrency.py tests/test_store_databases.py ;;
+    receipts) set -- tests/test_receipts.py tests/test_receipt_log.py tests/test_concurrency.py tests/test_store_databases.py \
+      tests/test_checkpoints.py::test_verify_streams_and_checks_checkpoints_on_each_database ;;
     hitl/broker) set -- tests/hitl/test_broker.py tests/test_concurrency.py ;;
     timers/service) set -- tests/test_timers_core.py tests/test_timers_service.py tests/test_concurrency.py ;;
     gateway/proxy | gateway/upstream) set -- tests/gateway/test_runtime_proxy.py ;;
