@@ -18,7 +18,8 @@ if [ $# -eq 0 ]; then
     redaction) set -- tests/test_redaction_edges.py tests/test_redaction.py tests/test_receipts.py ;;
     receipts) set -- tests/test_receipts.py tests/test_receipt_log.py tests/test_concurrency.py tests/test_store_databases.py \
       tests/test_checkpoints.py::test_verify_streams_and_checks_checkpoints_on_each_database ;;
-    hitl/broker) set -- tests/hitl/test_broker.py tests/test_concurrency.py ;;
+    hitl/broker) set -- tests/hitl/test_broker.py tests/hitl/test_broker_pages.py tests/hitl/test_broker_decisions.py \
+      tests/test_concurrency.py ;;
     timers/service) set -- tests/test_timers_core.py tests/test_timers_service.py tests/test_concurrency.py ;;
     gateway/proxy | gateway/upstream) set -- tests/gateway/test_runtime_proxy.py ;;
     *) echo "no default tests for $module; name them" >&2; exit 2 ;;
