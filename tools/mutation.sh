@@ -8,6 +8,8 @@
 # gateway/upstream, redaction); without TEST_PATHs the module's default tests below are used.
 # The run happens in a copy of the tracked files (under ${MUTATION_DIR:-/tmp/baton-mutation}/MODULE),
 # so the work tree is never touched; run `mutmut show NAME` in that directory to read a survivor.
+# MUTANTS='GLOB ...' runs only the mutants whose names match (mutmut's fnmatch globs), e.g. a sample of a
+# slow module: MUTANTS='baton.gateway.proxy.*__mutmut_3' tools/mutation.sh gateway/proxy
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -47,8 +49,11 @@ pytest_add_cli_args = ["-p", "no:randomly", "-q"]
 also_copy = ["tests", "bench"]
 TOML
 cd "$work"
-"$python" -m mutmut run >mutmut-run.log 2>&1 || { tail -40 mutmut-run.log >&2; exit 1; }
-"$python" -m mutmut results --all true >results.txt 2>&1 || "$python" -m mutmut results >results.txt 2>&1
+set -f # the globs are mutmut's, not the shell's
+read -ra names <<<"${MUTANTS:-}"
+set +f
+"$python" -m mutmut run "${names[@]}" >mutmut-run.log 2>&1 || { tail -40 mutmut-run.log >&2; exit 1; }
+{ "$python" -m mutmut results --all true 2>&1 || "$python" -m mutmut results 2>&1; } | { grep -v ': not checked' || true; } >results.txt
 total=$(grep -c ': ' results.txt || true)
 killed=$(grep -c ': killed' results.txt || true)
 survived=$(grep -c ': survived' results.txt || true)
