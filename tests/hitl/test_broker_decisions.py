@@ -94,6 +94,8 @@ async def test_a_signed_link_is_spent_with_its_decision_and_only_once(
     assert reused.value.error_class == "hitl_link_invalid"
     assert reused.value.details == {"request_id": second["request_id"]}
     assert stored(runtime, second["request_id"]) == ("pending", None)
+    fresh = broker.respond(second["request_id"], Decision(approved=True, via="link"), spend_link="nonce-2")
+    assert fresh["approved"] is True and broker.link_spent("nonce-2") is True
 
 
 async def test_a_decision_is_stored_and_receipted_with_every_field(

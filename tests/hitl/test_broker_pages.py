@@ -9,12 +9,13 @@ from __future__ import annotations
 import base64
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import update
 
 from baton.errors import ArgumentError
-from baton.hitl.broker import Decision, HitlBroker, NewRequest, decode_cursor
+from baton.hitl.broker import Decision, HitlBroker, NewRequest, decode_cursor, encode_cursor
 from baton.schema import hitl_requests
 
 pytestmark = pytest.mark.anyio
@@ -103,3 +104,12 @@ def test_a_forged_cursor_is_refused_with_one_sentence(position: object) -> None:
 def test_a_cursor_names_its_position() -> None:
     assert decode_cursor(forged([1, 12.5, "hr_a"])) == (1, 12.5, "hr_a")
     assert decode_cursor(forged([0, 7, "hr_b"])) == (0, 7.0, "hr_b")
+
+
+def test_cursors_round_trip_whatever_their_length() -> None:
+    """Every padding a base64 text can lack (its length mod 4) and more: the cursor is unpadded."""
+    for n in range(1, 25):
+        row = SimpleNamespace(urgent=n % 2, expires_epoch=1.8e9 + n / 8, id="hr_" + "a" * n)
+        cursor = encode_cursor(row)
+        assert URL_SAFE.fullmatch(cursor), cursor
+        assert decode_cursor(cursor) == (n % 2, 1.8e9 + n / 8, row.id)
