@@ -119,6 +119,7 @@ async def test_first_decision_wins_when_both_read_pending_before_either_writes(
     ):
         mine.respond(request_id, Decision(approved=True))
     assert refused.value.error_class == "hitl_request_already_decided"
+    assert refused.value.details == {"request_id": request_id}
     assert isinstance(competitor[0], dict) and competitor[0]["status"] == "rejected", competitor
     final = mine.get(request_id)  # on SQLite the refusal rolled back the simulated write with its own
     assert final["status"] == ("pending" if runtime.store.is_sqlite else "rejected")

@@ -74,6 +74,26 @@ def test_a_completed_timer_refuses_cancel_naming_its_status(service: TimerServic
     assert "already fired" in refused.value.message
 
 
+def test_a_claim_takes_only_the_named_timer_and_carries_missed(service: TimerService) -> None:
+    """Two timers due at the same instant: claiming one leaves the other due."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from baton.schema import timers
+    from baton.timers.schedule import parse_time
+
+    first, second = (service.set(TimerRequest(name=n, action=RECORD, delay_seconds=60)) for n in "ab")
+    due = first["next_fire_at"]
+    with service.runtime.store.write() as connection:
+        connection.execute(update(timers).values(next_fire_at=due))
+    claim = service.claim(second["timer_id"], due, parse_time(due) + timedelta(seconds=2), missed=True)
+    assert claim is not None
+    assert (claim.timer_id, claim.name, claim.missed) == (second["timer_id"], "b", True)
+    untouched = service.get(first["timer_id"])
+    assert (untouched["status"], untouched["next_fire_at"], untouched["fire_count"]) == ("active", due, 0)
+
+
 def entry(**changes: Any) -> dict[str, Any]:
     base = {
         "id": "tm_valid",

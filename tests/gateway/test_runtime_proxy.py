@@ -18,6 +18,7 @@ from baton.errors import GatewayError
 from baton.gateway.promotion import demote, promote
 from baton.gateway.stages import list_view
 from baton.gateway.stderr import STDERR_CAP_BYTES
+from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
@@ -40,6 +41,8 @@ TOOLS = [
     tool("flood", megabytes="integer"),
     tool("delete_everything"),
 ]
+#: What an approval of the test's transfer is bound to.
+TRANSFER_SHA256 = sha256_hex(canonical_json({"to": "bob", "amount": 5}))
 
 
 #: Adapters whose upstream drifts at run time in one way each (the drifty adapter's is the tool list).
@@ -173,6 +176,7 @@ async def test_an_allowed_tool_is_proxied_with_progress(session: Any) -> None:
     result = await session.call_tool("demo__echo", {"text": "hi"}, progress_callback=progress)
     assert not result.is_error and result.content[0].text == "hi"
     assert result.structured_content["adapter_id"] == "demo" and seen
+    assert result.structured_content["tool"] == "echo"
 
 
 async def test_a_denied_tool_cannot_be_called_even_by_name(session: Any) -> None:
@@ -188,6 +192,7 @@ async def _decide(session: Any, approved: bool) -> dict[str, Any]:
             await anyio.sleep(0.05)
     request = pending[0]
     assert request["context"]["arguments"] == {"amount": 5, "to": "bob"}
+    assert request["context"]["arguments_sha256"] == TRANSFER_SHA256
     await call(session, "mcp_respond_to_request", {"request_id": request["request_id"], "approved": approved})
     return request
 
@@ -207,6 +212,7 @@ async def test_an_approval_gated_call_waits_for_the_human_and_sends_exactly_the_
     assert result["success"] and result["text"] == 'transferred {"amount": 5, "to": "bob"}'
     assert result["approval"]["request_id"] == request["request_id"]
     assert result["approval"]["decision_receipt_seq"] is not None
+    assert result["approval"]["arguments_sha256"] == TRANSFER_SHA256
 
 
 async def transfers(session: Any) -> int:
@@ -223,8 +229,9 @@ async def test_a_rejected_approval_never_reaches_the_upstream(session: Any) -> N
 
     async with anyio.create_task_group() as group:
         group.start_soon(transfer)
-        await _decide(session, False)
+        request = await _decide(session, False)
     assert results["call"]["error_class"] == "approval_denied"
+    assert results["call"]["approval"]["request_id"] == request["request_id"]  # which decision refused it
     assert await transfers(session) == before
 
 
@@ -340,6 +347,7 @@ async def test_drift_at_the_upstream_start_blocks_the_adapter_for_good(
     adapters = {a["adapter_id"]: a for a in (await call(session, "mcp_list_adapters"))["adapters"]}
     assert adapters[adapter_id]["state"] == "blocked", adapters[adapter_id]
     assert adapters[adapter_id]["block_reason"]
+    assert adapters[adapter_id]["block_error_class"] == error_class
     assert (await call(session, f"{adapter_id}__echo", {"text": "x"}))["error_class"] in (
         error_class,
         "adapter_not_promoted",
@@ -377,6 +385,7 @@ async def test_every_proxied_call_is_a_receipt(env: dict[str, str], session: Any
     transfers = [c for c in calls if c["tool"] == "transfer" and c["success"]]
     assert transfers[-1]["approval"]["decision_receipt_sha256"]
     assert transfers[-1]["arguments"] == {"amount": 5, "to": "bob"}
+    assert transfers[-1]["arguments_sha256"] == TRANSFER_SHA256
     assert any(c["error_class"] == "tool_denied" and c["tool"] == "delete_everything" for c in calls)
 
 
