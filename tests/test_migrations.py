@@ -63,7 +63,7 @@ def test_adapters_live_before_the_serving_snapshot_stay_live_after_0009(database
     """A promoted and a run-time blocked adapter keep serving; a stage-blocked one is not made live."""
     from sqlalchemy import create_engine, text
 
-    from baton.gateway.promotion import is_live
+    from baton.gateway.state import is_live
     from baton.schema_migrations import upgrade
 
     engine = create_engine(database_url)

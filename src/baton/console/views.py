@@ -187,7 +187,7 @@ def adapters(runtime: Runtime) -> list[dict[str, Any]]:
     """Every adapter: state, pinned hashes, tool partition, last replay, block reason and drift."""
     from baton.gateway.policy import load_policy
     from baton.gateway.stages import list_view
-    from baton.gateway.state import adapter_dir, get_adapter
+    from baton.gateway.state import adapter_dir, get_adapter, served_contract
 
     replays = {}
     for receipt in receipts_of(runtime, "gateway_replay"):
@@ -196,7 +196,7 @@ def adapters(runtime: Runtime) -> list[dict[str, Any]]:
     for row in list_view(runtime):
         stored = get_adapter(runtime, row["adapter_id"]) or {}
         tools: dict[str, list[str]] = {"allowed": [], "denied": [], "approval_required": []}
-        contract = stored.get("serving_contract") or stored.get("contract")
+        contract = served_contract(stored)
         try:
             policy, _checksum = load_policy(Path(row["policy_path"]), check_expiry=False)
             tools = {

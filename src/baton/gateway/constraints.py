@@ -27,18 +27,17 @@ def normalize(ecosystem: str, constraints: list[str]) -> list[str]:
             "adapter_candidate_invalid", f"At most {MAX_CONSTRAINTS} constraints are accepted."
         )
     parse = _pypi if ecosystem == "pypi" else _npm
-    normalized = {parse(text.strip()) for text in constraints}
-    names = [_name_of(ecosystem, text) for text in normalized]
-    if len(set(names)) != len(names):
+    parsed = {parse(text.strip()) for text in constraints}  # (package name, canonical form)
+    if len({name for name, _ in parsed}) != len(parsed):
         raise GatewayError("adapter_candidate_invalid", "Give one constraint per package.")
-    return sorted(normalized)
+    return sorted(text for _, text in parsed)
 
 
 def _refuse(text: str, why: str) -> GatewayError:
     return GatewayError("adapter_candidate_invalid", f"Constraint {text[:MAX_CONSTRAINT_LENGTH]!r} {why}")
 
 
-def _pypi(text: str) -> str:
+def _pypi(text: str) -> tuple[str, str]:
     from packaging.requirements import InvalidRequirement, Requirement
 
     if not re.fullmatch(CONSTRAINT_PATTERN, text):
@@ -53,10 +52,11 @@ def _pypi(text: str) -> str:
         raise _refuse(text, "names no versions.")
     from packaging.utils import canonicalize_name
 
-    return f"{canonicalize_name(requirement.name)}{requirement.specifier}"
+    name = canonicalize_name(requirement.name)
+    return name, f"{name}{requirement.specifier}"
 
 
-def _npm(text: str) -> str:
+def _npm(text: str) -> tuple[str, str]:
     if not re.fullmatch(CONSTRAINT_PATTERN, text):
         raise _refuse(text, "is not NAME@RANGE such as 'content-type@^1'.")
     at = text.rfind("@")
@@ -64,16 +64,9 @@ def _npm(text: str) -> str:
         raise _refuse(text, "is not NAME@RANGE such as 'content-type@^1'.")
     name, spec = text[:at], text[at + 1 :]
     npm_resolve.check_spec(name, spec)
-    return f"{name}@{spec}"
-
-
-def _name_of(ecosystem: str, text: str) -> str:
-    if ecosystem == "npm":
-        return text[: text.rfind("@")]
-    match = re.match(r"[A-Za-z0-9._-]+", text)
-    return re.sub(r"[-_.]+", "-", match.group(0) if match else text).lower()
+    return name, f"{name}@{spec}"
 
 
 def npm_overrides(constraints: list[str]) -> dict[str, str]:
     """npm's ``overrides`` object for normalized npm constraints."""
-    return {text[: text.rfind("@")]: text[text.rfind("@") + 1 :] for text in constraints}
+    return dict(text.rpartition("@")[::2] for text in constraints)

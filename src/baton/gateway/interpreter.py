@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from baton.errors import GatewayError
+from baton.gateway.sandbox import HOST_PATH
 
-#: The sandbox's PATH (see baton.gateway.sandbox): what a bare ``node`` or ``python3`` resolves to.
-SANDBOX_SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
+#: Where a bare ``node`` or ``python3`` resolves in the sandbox: its PATH's system part, the host's own.
+SANDBOX_SEARCH_PATH = HOST_PATH
 PYTHON_NAME = re.compile(r"^python3(?:\.[0-9]{1,2})?$")
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tomllib
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +20,10 @@ from typing import Any
 
 from baton.errors import GatewayError
 from baton.gateway import state
-from baton.gateway.policy import Policy, load_policy, policy_path
+from baton.gateway.policy import Policy, load_policy, policy_path, read_policy_document
 from baton.gateway.stages import check_chain, identify
-from baton.receipts import canonical_json, sha256_hex, utc_now
+from baton.gateway.state import is_live, stage_is_served_version
+from baton.receipts import sha256_hex, utc_now
 from baton.runtime import Runtime
 
 RUNTIME_STAGE = "runtime"
@@ -147,15 +147,22 @@ def promote(runtime: Runtime, adapter: str) -> dict[str, Any]:
         policy_checksum=checksum,
         replay_receipt_sha256=row["replay_receipt_sha256"],
         contract=policy.contract.model_dump(),
-        serving_policy_checksum=checksum,
-        serving_replay_receipt_sha256=row["replay_receipt_sha256"],
-        serving_contract=policy.contract.model_dump(),
-        serving_block_reason=None,
-        serving_error_class=None,
-        serving_since=utc_now(),
+        **_serving(checksum, row["replay_receipt_sha256"], policy.contract.model_dump()),
     )
     prune_snapshots(runtime, policy.id, keep=checksum)
     return {"adapter_id": policy.id, "state": "promoted", "receipt_seq": stored.seq, **payload}
+
+
+def _serving(checksum: str | None, replay_receipt: str | None, contract: Any) -> dict[str, Any]:
+    """The row's ``serving_*`` columns for a version promoted now (all None: nothing served)."""
+    return {
+        "serving_policy_checksum": checksum,
+        "serving_replay_receipt_sha256": replay_receipt,
+        "serving_contract": contract,
+        "serving_block_reason": None,
+        "serving_error_class": None,
+        "serving_since": utc_now() if checksum else None,
+    }
 
 
 def serving_root(runtime: Runtime, adapter_id: str, checksum: str) -> Path:
@@ -186,10 +193,9 @@ def snapshot(runtime: Runtime, adapter_id: str, path: Path, checksum: str) -> Pa
     staging = root.parent / f".staging-{uuid.uuid4().hex}"
     try:
         staging.mkdir(parents=True)
-        data = path.read_bytes()
-        if "sha256:" + sha256_hex(canonical_json(tomllib.loads(data.decode("utf-8")))) != checksum:
+        shutil.copyfile(path, staging / "policy.toml")
+        if read_policy_document(staging / "policy.toml")[1] != checksum:
             raise _refuse(adapter_id, "the policy file changed while it was being promoted.")
-        (staging / "policy.toml").write_bytes(data)
         bundle = state.adapter_dir(runtime, adapter_id) / "bundle"
         shutil.copytree(bundle, staging / "bundle", copy_function=_link_or_copy)
         if root.exists():
@@ -230,7 +236,7 @@ def demote(runtime: Runtime, adapter: str) -> dict[str, Any]:
     blocked = row.get("serving_block_reason")
     columns: dict[str, Any] = {"block_reason": row.get("block_reason"), "error_class": row.get("error_class")}
     target: state.State = row["state"]  # a next version in progress keeps its stage
-    if row["state"] == "promoted" or (row["state"] == "blocked" and row.get("block_reason") == blocked):
+    if stage_is_served_version(row):
         target = "blocked" if blocked else "replayed"
         columns = {
             "block_reason": f"demoted; was {blocked}" if blocked else None,
@@ -244,20 +250,10 @@ def demote(runtime: Runtime, adapter: str) -> dict[str, Any]:
         payload={"previous_state": row["state"], "policy_checksum": row.get("serving_policy_checksum")},
         policy_path=Path(row["policy_path"]),
         **columns,
-        serving_policy_checksum=None,
-        serving_replay_receipt_sha256=None,
-        serving_contract=None,
-        serving_block_reason=None,
-        serving_error_class=None,
-        serving_since=None,
+        **_serving(None, None, None),
     )
     prune_snapshots(runtime, adapter_id, keep=None)
     return {"adapter_id": adapter_id, "state": target, "receipt_seq": stored.seq}
-
-
-def is_live(row: dict[str, Any]) -> bool:
-    """A promoted snapshot is served (also when blocked at run time: its tools answer the block's class)."""
-    return row.get("serving_policy_checksum") is not None
 
 
 def block_at_runtime(
@@ -281,7 +277,7 @@ def block_at_runtime(
     # the row's stage shows the block too, unless a next version is on its way through the stages
     stage_columns: dict[str, Any] = (
         {"state": "blocked", "block_reason": reason, "error_class": error.error_class}
-        if row["state"] == "promoted"
+        if stage_is_served_version(row)
         else {
             "state": row["state"],
             "block_reason": row.get("block_reason"),

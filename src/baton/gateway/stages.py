@@ -99,10 +99,8 @@ def fail_closed(
 
 
 def live(runtime: Runtime, adapter_id: str) -> bool:
-    from baton.gateway.promotion import is_live
-
     row = state.get_adapter(runtime, adapter_id)
-    return row is not None and is_live(row)
+    return row is not None and state.is_live(row)
 
 
 def identify(path: Path) -> tuple[str, str | None]:
@@ -259,23 +257,16 @@ def _replayed_definitions(runtime: Runtime, adapter_id: str, row: dict[str, Any]
     return []
 
 
-def is_serving(row: dict[str, Any]) -> bool:
-    """Whether a promoted snapshot of the adapter is served."""
-    return row.get("serving_policy_checksum") is not None
-
-
 def served_state(row: dict[str, Any]) -> tuple[str, str | None]:
     """(the state to show, the stage of a next version on its way) for one adapter row.
 
     A live adapter shows ``promoted`` (or ``blocked`` when its served version was blocked at run time)
     whatever stage a re-lock of its next version has reached; that stage is the second value.
     """
-    if not is_serving(row):
+    if not state.is_live(row):
         return row["state"], None
-    blocked = row.get("serving_block_reason")
-    shown = "blocked" if blocked else "promoted"
-    own = row["state"] == "promoted" or (row["state"] == "blocked" and row.get("block_reason") == blocked)
-    return shown, None if own else row["state"]
+    shown = "blocked" if row.get("serving_block_reason") else "promoted"
+    return shown, None if state.stage_is_served_version(row) else row["state"]
 
 
 def list_view(runtime: Runtime) -> list[dict[str, Any]]:
@@ -305,7 +296,7 @@ def list_view(runtime: Runtime) -> list[dict[str, Any]]:
                 "state": shown,
                 "next_version_state": next_state,
                 # a served version always has its contract pinned (the next version's may not yet)
-                "contract_pinned": True if is_serving(row) else pinned,
+                "contract_pinned": True if state.is_live(row) else pinned,
                 "mounts": mounts or [],
                 "constraints": constraints if isinstance(constraints, list) else [],
                 "block_reason": row.get("serving_block_reason") or row.get("block_reason"),

@@ -16,6 +16,23 @@ State = Literal["drafted", "locked", "verified", "replayed", "promoted", "blocke
 STATES: tuple[str, ...] = ("drafted", "locked", "verified", "replayed", "promoted", "blocked")
 
 
+def is_live(row: dict[str, Any]) -> bool:
+    """A promoted snapshot is served (also when blocked at run time: its tools answer the block's class)."""
+    return row.get("serving_policy_checksum") is not None
+
+
+def stage_is_served_version(row: dict[str, Any]) -> bool:
+    """Whether a live row's ``state`` describes its served version, not a next version on its way."""
+    return row["state"] == "promoted" or (
+        row["state"] == "blocked" and row.get("block_reason") == row.get("serving_block_reason")
+    )
+
+
+def served_contract(row: dict[str, Any]) -> Any:
+    """The contract of the version served (or, when none is, of the last replay)."""
+    return row.get("serving_contract") or row.get("contract")
+
+
 def adapter_dir(runtime: Runtime, adapter_id: str) -> Path:
     """``BATON_HOME/gateway/<id>``: the bundle and the receipt files of one adapter."""
     return runtime.settings.home / "gateway" / adapter_id

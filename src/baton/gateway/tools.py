@@ -14,15 +14,15 @@ class NoArgs(ToolArgs):
 
 def adapters_view(proxy: GatewayProxy) -> list[dict[str, Any]]:
     """Every adapter baton knows: pinned contract, state, block reason, and for live ones the proxy's view."""
-    from baton.gateway.promotion import is_live, serving_problem
+    from baton.gateway.promotion import serving_problem
     from baton.gateway.stages import list_view
-    from baton.gateway.state import get_adapter
+    from baton.gateway.state import get_adapter, is_live, served_contract
 
     live = {row["adapter_id"]: row for row in proxy.view()}
     rows = []
     for row in list_view(proxy.runtime):
         stored = get_adapter(proxy.runtime, row["adapter_id"]) or {}
-        contract = stored.get("serving_contract") or stored.get("contract")
+        contract = served_contract(stored)
         entry = {
             "adapter_id": row["adapter_id"],
             "state": row["state"],
