@@ -6,6 +6,7 @@ import copy
 import json
 import shutil
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -270,7 +271,9 @@ def test_optional_packages_for_other_platforms_are_skipped_required_ones_refused
     lock_fails(runtime, "npm:needs-mac", "artifact_platform_unsupported")
 
 
-def pypi_runtime(runtime: Runtime, registry: NpmRegistryServer) -> Runtime:
+@pytest.fixture
+def pypi(runtime: Runtime, registry: NpmRegistryServer) -> Iterator[Runtime]:
+    """A runtime whose PyPI index (and npm registry) is the loopback registry; closed afterwards."""
     settings = load_settings(
         {
             "BATON_HOME": str(runtime.settings.home),
@@ -278,7 +281,9 @@ def pypi_runtime(runtime: Runtime, registry: NpmRegistryServer) -> Runtime:
             "BATON_PYPI_URL": registry.url,
         }
     )
-    return Runtime.open(settings)
+    opened = Runtime.open(settings)
+    yield opened
+    opened.close()
 
 
 #: The wheel's server: the test MCP server whose one tool says what the isolated interpreter can import.
@@ -313,69 +318,53 @@ def publish_probe(registry: NpmRegistryServer) -> None:
 
 
 def test_pypi_resolves_the_whole_closure_with_uv_and_pins_every_wheel(
-    runtime: Runtime, registry: NpmRegistryServer
+    runtime: Runtime, registry: NpmRegistryServer, pypi: Runtime
 ) -> None:
     publish_probe(registry)
-    pypi = pypi_runtime(runtime, registry)
-    try:
-        locked = artifacts.lock(pypi, "pypi:baton-probe")
-        assert set(locked["packages"]) == {"baton-probe@1.0.0", "dep-a@1.1"}
-        policy, _ = load_policy(Path(locked["policy_path"]))
-        assert policy.runtime.entrypoint == ["python3", "-I", "-S", "baton_boot.py", "baton_probe:main"]
-        assert all(a.sha256 and a.filename for a in policy.artifacts)
-        assert policy.interpreter is not None and policy.interpreter.kind == "python"
-        requirements = (runtime.settings.home / "gateway/baton-probe/bundle/requirements.txt").read_text()
-        assert requirements.count("--hash=sha256:") == 2
-        assert stages.verify(pypi, "baton-probe")["status"] == "completed_verified"
-    finally:
-        pypi.close()
+    locked = artifacts.lock(pypi, "pypi:baton-probe")
+    assert set(locked["packages"]) == {"baton-probe@1.0.0", "dep-a@1.1"}
+    policy, _ = load_policy(Path(locked["policy_path"]))
+    assert policy.runtime.entrypoint == ["python3", "-I", "-S", "baton_boot.py", "baton_probe:main"]
+    assert all(a.sha256 and a.filename for a in policy.artifacts)
+    assert policy.interpreter is not None and policy.interpreter.kind == "python"
+    requirements = (runtime.settings.home / "gateway/baton-probe/bundle/requirements.txt").read_text()
+    assert requirements.count("--hash=sha256:") == 2
+    assert stages.verify(pypi, "baton-probe")["status"] == "completed_verified"
 
 
 def test_the_sandboxed_python_sees_only_the_bundle_not_the_host_site(
-    runtime: Runtime, registry: NpmRegistryServer
+    runtime: Runtime, registry: NpmRegistryServer, pypi: Runtime
 ) -> None:
     require("bwrap")
     if not any(Path("/usr/lib/python3/dist-packages").glob("yaml")):
         pytest.skip("the host has no yaml in dist-packages to hide")
     publish_probe(registry)
-    pypi = pypi_runtime(runtime, registry)
-    try:
-        artifacts.lock(pypi, "pypi:baton-probe")
-        stages.verify(pypi, "baton-probe")
-        observed = replay(pypi, "baton-probe", apply=True, record=True)
-        policy, _ = load_policy(runtime.settings.home / "adapters" / "baton-probe.toml")
-        assert observed["protocol_observation"]["tool_count"] == 1
-        assert policy.tools.denied == ["dep_True__host_yaml_False__host_jwt_False__usersite_False"]
-    finally:
-        pypi.close()
+    artifacts.lock(pypi, "pypi:baton-probe")
+    stages.verify(pypi, "baton-probe")
+    observed = replay(pypi, "baton-probe", apply=True, record=True)
+    policy, _ = load_policy(runtime.settings.home / "adapters" / "baton-probe.toml")
+    assert observed["protocol_observation"]["tool_count"] == 1
+    assert policy.tools.denied == ["dep_True__host_yaml_False__host_jwt_False__usersite_False"]
 
 
 def test_a_release_without_a_wheel_for_this_platform_is_typed(
-    runtime: Runtime, registry: NpmRegistryServer
+    runtime: Runtime, registry: NpmRegistryServer, pypi: Runtime
 ) -> None:
     filename, wheel = build_python_wheel("winonly", "1.0", {"winonly.py": ""}, tag="cp311-cp311-win_amd64")
     registry.publish_wheel("winonly", "1.0", filename, wheel)
-    pypi = pypi_runtime(runtime, registry)
-    try:
-        lock_fails(pypi, "pypi:winonly", "artifact_no_wheel_for_platform")
-        assert failure(pypi, "winonly")["error_class"] == "artifact_no_wheel_for_platform"
-    finally:
-        pypi.close()
+    lock_fails(pypi, "pypi:winonly", "artifact_no_wheel_for_platform")
+    assert failure(pypi, "winonly")["error_class"] == "artifact_no_wheel_for_platform"
 
 
 def test_a_lying_index_and_an_unknown_project_are_typed(
-    runtime: Runtime, registry: NpmRegistryServer
+    runtime: Runtime, registry: NpmRegistryServer, pypi: Runtime
 ) -> None:
     filename, wheel = build_python_wheel("liar", "1.0", {"liar.py": ""})
     registry.publish_wheel("liar", "1.0", filename, wheel, sha256="0" * 64)
-    pypi = pypi_runtime(runtime, registry)
-    try:
-        with pytest.raises(GatewayError) as info:
-            artifacts.lock(pypi, "pypi:liar")
-        assert info.value.error_class in ("artifact_integrity_mismatch", "artifact_metadata_invalid")
-        lock_fails(pypi, "pypi:nobody-published-this", "artifact_dependency_unresolvable")
-    finally:
-        pypi.close()
+    with pytest.raises(GatewayError) as info:
+        artifacts.lock(pypi, "pypi:liar")
+    assert info.value.error_class in ("artifact_integrity_mismatch", "artifact_metadata_invalid")
+    lock_fails(pypi, "pypi:nobody-published-this", "artifact_dependency_unresolvable")
 
 
 @needs_npm
@@ -422,29 +411,25 @@ def test_an_npm_constraint_overrides_a_range_anywhere_in_the_tree(
 
 
 def test_a_pypi_constraint_narrows_the_closure_and_is_pinned_in_the_policy(
-    runtime: Runtime, registry: NpmRegistryServer
+    runtime: Runtime, registry: NpmRegistryServer, pypi: Runtime
 ) -> None:
     publish_probe(registry)
-    pypi = pypi_runtime(runtime, registry)
-    try:
-        locked = artifacts.lock(pypi, "pypi:baton-probe", constraints=["dep_a < 1.1"])
-        assert set(locked["packages"]) == {"baton-probe@1.0.0", "dep-a@1.0"}
-        policy, _ = load_policy(Path(locked["policy_path"]))
-        assert policy.resolution.constraints == ["dep-a<1.1"]
-        assert stages.verify(pypi, "baton-probe")["status"] == "completed_verified"
-        listed = {row["adapter_id"]: row for row in stages.list_view(pypi)}
-        assert listed["baton-probe"]["constraints"] == ["dep-a<1.1"]
-        # constraints belong to the draft: the policy is locked again from its pinned resolver output
-        lock_fails(pypi, "baton-probe", "adapter_candidate_invalid", constraints=["dep-a<1.1"])
-        lock_fails(
-            pypi,
-            "pypi:baton-probe",
-            "artifact_dependency_unresolvable",
-            adapter_id="none",
-            constraints=["dep-a>2"],
-        )
-    finally:
-        pypi.close()
+    locked = artifacts.lock(pypi, "pypi:baton-probe", constraints=["dep_a < 1.1"])
+    assert set(locked["packages"]) == {"baton-probe@1.0.0", "dep-a@1.0"}
+    policy, _ = load_policy(Path(locked["policy_path"]))
+    assert policy.resolution.constraints == ["dep-a<1.1"]
+    assert stages.verify(pypi, "baton-probe")["status"] == "completed_verified"
+    listed = {row["adapter_id"]: row for row in stages.list_view(pypi)}
+    assert listed["baton-probe"]["constraints"] == ["dep-a<1.1"]
+    # constraints belong to the draft: the policy is locked again from its pinned resolver output
+    lock_fails(pypi, "baton-probe", "adapter_candidate_invalid", constraints=["dep-a<1.1"])
+    lock_fails(
+        pypi,
+        "pypi:baton-probe",
+        "artifact_dependency_unresolvable",
+        adapter_id="none",
+        constraints=["dep-a>2"],
+    )
 
 
 @pytest.mark.parametrize(
@@ -488,7 +473,7 @@ def main():
 
 
 def test_console_scripts_of_the_wheels_run_in_the_sandbox_through_the_isolated_boot(
-    runtime: Runtime, registry: NpmRegistryServer
+    runtime: Runtime, registry: NpmRegistryServer, pypi: Runtime
 ) -> None:
     require("bwrap")
     from baton.testing import mcp_stdio_server
@@ -502,57 +487,47 @@ def test_console_scripts_of_the_wheels_run_in_the_sandbox_through_the_isolated_b
     }
     filename, wheel = build_python_wheel("baton-cli-probe", "1.0.0", modules, console_scripts=scripts)
     registry.publish_wheel("baton-cli-probe", "1.0.0", filename, wheel)
-    pypi = pypi_runtime(runtime, registry)
-    try:
-        artifacts.lock(pypi, "pypi:baton-cli-probe")
-        stages.verify(pypi, "baton-cli-probe")
-        observed = replay(pypi, "baton-cli-probe", apply=True, record=True)
-        assert observed["protocol_observation"]["tool_count"] == 1
-        policy, _ = load_policy(runtime.settings.home / "adapters" / "baton-cli-probe.toml")
-        # the launcher ran; a wheel's "ls" script is on PATH after the system's, so it shadows nothing
-        # the host's CA store is seen inside when the host has one
-        certs = Path("/etc/ssl/certs").is_dir()
-        ls = (shutil.which("ls", path=HOST_PATH) or "none").replace("/", "_")
-        assert policy.tools.denied == [f"cli_ran___work_bin_probe-cli__certs_{certs}__ls{ls}"]
-    finally:
-        pypi.close()
+    artifacts.lock(pypi, "pypi:baton-cli-probe")
+    stages.verify(pypi, "baton-cli-probe")
+    observed = replay(pypi, "baton-cli-probe", apply=True, record=True)
+    assert observed["protocol_observation"]["tool_count"] == 1
+    policy, _ = load_policy(runtime.settings.home / "adapters" / "baton-cli-probe.toml")
+    # the launcher ran; a wheel's "ls" script is on PATH after the system's, so it shadows nothing
+    # the host's CA store is seen inside when the host has one
+    certs = Path("/etc/ssl/certs").is_dir()
+    ls = (shutil.which("ls", path=HOST_PATH) or "none").replace("/", "_")
+    assert policy.tools.denied == [f"cli_ran___work_bin_probe-cli__certs_{certs}__ls{ls}"]
 
 
 def test_a_newer_release_is_drafted_as_the_next_version_of_an_existing_policy_with_replace(
-    runtime: Runtime, registry: NpmRegistryServer
+    runtime: Runtime, registry: NpmRegistryServer, pypi: Runtime
 ) -> None:
     publish_probe(registry)
-    pypi = pypi_runtime(runtime, registry)
-    try:
-        locked = artifacts.lock(pypi, "pypi:baton-probe==1.0.0", constraints=["dep-a<1.1"])
-        path = Path(locked["policy_path"])
-        policy, _ = load_policy(path)
-        owned = policy.model_copy(
-            update={
-                "adapter": policy.adapter.model_copy(update={"owner": "ops"}),
-                "runtime": policy.runtime.model_copy(update={"env": {"PROBE_MODE": "1"}}),
-                "tools": policy.tools.model_copy(
-                    update={"allowed": ["probe"], "approval_required": ["probe"]}
-                ),
-            }
-        )
-        write_policy(path, owned)
-        filename, wheel = build_python_wheel(
-            "baton-probe", "1.1.0", {"baton_probe/__init__.py": PROBE}, requires=["dep-a>=1"]
-        )
-        registry.publish_wheel("baton-probe", "1.1.0", filename, wheel)
+    locked = artifacts.lock(pypi, "pypi:baton-probe==1.0.0", constraints=["dep-a<1.1"])
+    path = Path(locked["policy_path"])
+    policy, _ = load_policy(path)
+    owned = policy.model_copy(
+        update={
+            "adapter": policy.adapter.model_copy(update={"owner": "ops"}),
+            "runtime": policy.runtime.model_copy(update={"env": {"PROBE_MODE": "1"}}),
+            "tools": policy.tools.model_copy(update={"allowed": ["probe"], "approval_required": ["probe"]}),
+        }
+    )
+    write_policy(path, owned)
+    filename, wheel = build_python_wheel(
+        "baton-probe", "1.1.0", {"baton_probe/__init__.py": PROBE}, requires=["dep-a>=1"]
+    )
+    registry.publish_wheel("baton-probe", "1.1.0", filename, wheel)
 
-        error = lock_fails(pypi, "pypi:baton-probe", "adapter_policy_exists")
-        assert "--replace" in error.message
-        lock_fails(pypi, "pypi:baton-probe", "adapter_not_found", adapter_id="nobody", replace=True)
+    error = lock_fails(pypi, "pypi:baton-probe", "adapter_policy_exists")
+    assert "--replace" in error.message
+    lock_fails(pypi, "pypi:baton-probe", "adapter_not_found", adapter_id="nobody", replace=True)
 
-        upgraded = artifacts.lock(pypi, "pypi:baton-probe", adapter_id="baton-probe", replace=True)
-        assert set(upgraded["packages"]) == {"baton-probe@1.1.0", "dep-a@1.0"}  # the constraint is kept
-        following, _ = load_policy(path)
-        assert following.adapter.candidate == "pypi:baton-probe" and following.adapter.owner == "ops"
-        assert following.runtime.env == {"PROBE_MODE": "1"} and following.contract is None
-        assert (following.tools.allowed, following.tools.approval_required) == (["probe"], ["probe"])
-        assert following.resolution.constraints == ["dep-a<1.1"]
-        assert stages.verify(pypi, "baton-probe")["status"] == "completed_verified"
-    finally:
-        pypi.close()
+    upgraded = artifacts.lock(pypi, "pypi:baton-probe", adapter_id="baton-probe", replace=True)
+    assert set(upgraded["packages"]) == {"baton-probe@1.1.0", "dep-a@1.0"}  # the constraint is kept
+    following, _ = load_policy(path)
+    assert following.adapter.candidate == "pypi:baton-probe" and following.adapter.owner == "ops"
+    assert following.runtime.env == {"PROBE_MODE": "1"} and following.contract is None
+    assert (following.tools.allowed, following.tools.approval_required) == (["probe"], ["probe"])
+    assert following.resolution.constraints == ["dep-a<1.1"]
+    assert stages.verify(pypi, "baton-probe")["status"] == "completed_verified"
