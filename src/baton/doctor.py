@@ -77,8 +77,8 @@ def check_decision_authority(runtime: Runtime) -> Check:
     detail = "a person (inbox, CLI, elicitation); MCP clients may not decide"
     if settings.baton_admin_token:
         detail += "; over HTTP, callers with BATON_ADMIN_TOKEN may"
-    elif settings.baton_http_token:
-        detail += "; the inbox takes BATON_HTTP_TOKEN (set BATON_ADMIN_TOKEN to keep it from the agent)"
+    else:
+        detail += "; inbox login is off (no BATON_ADMIN_TOKEN; an agent's token never opens it)"
     return Check("hitl deciders", True, detail)
 
 

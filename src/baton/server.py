@@ -513,9 +513,10 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
             await super().startup(sockets)
             if self.started:
                 announce_listening(self, host, paths)
-                if not (runtime.settings.baton_admin_token or runtime.settings.baton_http_token):
+                if not runtime.settings.baton_admin_token:
                     sys.stderr.write(
-                        "the inbox and console log in with BATON_ADMIN_TOKEN; set it to use them\n"
+                        "the inbox and console are off for login: no BATON_ADMIN_TOKEN is set, and an "
+                        "agent's BATON_HTTP_TOKEN never opens them (signed links still work)\n"
                     )
 
     await AnnouncingServer(config).serve()

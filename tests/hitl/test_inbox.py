@@ -27,7 +27,7 @@ TOKEN = "inbox-test-token-0123456789"
 
 @pytest.fixture
 def token_runtime(baton_env: dict[str, str]) -> Iterator[Runtime]:
-    rt = Runtime.open(load_settings({**baton_env, "BATON_HTTP_TOKEN": TOKEN}))
+    rt = Runtime.open(load_settings({**baton_env, "BATON_ADMIN_TOKEN": TOKEN}))
     yield rt
     rt.close()
 
@@ -183,7 +183,7 @@ def test_without_a_token_only_links_work_and_the_secret_file_is_private(
     broker = get_broker(runtime)
     request_id = _create(broker, NewRequest("approval", "Tokenless", timeout_seconds=60))
     client = _client()
-    assert "BATON_HTTP_TOKEN" in client.get("/inbox/login").text
+    assert "BATON_ADMIN_TOKEN" in client.get("/inbox/login").text
     assert client.post("/inbox/login", data={"token": ""}).status_code == 401
     link = LinkSigner.for_runtime(runtime).link(base_url, request_id, time.time() + 60)
     page = client.get(link)

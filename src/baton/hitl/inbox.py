@@ -1,7 +1,9 @@
 """The web inbox at ``/inbox`` of ``baton serve --http``: server-rendered pages to decide requests.
 
-Access is either a session (a browser logs in once with ``BATON_HTTP_TOKEN``; an ``Authorization:
-Bearer`` header also works) or a signed single-use link bound to one request. Tokens are never taken
+Access is either a session (a browser logs in once with the operator's ``BATON_ADMIN_TOKEN``; an
+``Authorization: Bearer`` header with it also works) or a signed single-use link bound to one request.
+An agent's credential (``BATON_HTTP_TOKEN``) never opens the inbox: without an admin token, token login
+is off. Tokens are never taken
 from the query string. Every form carries a CSRF token tied to the session (or link) and the request;
 POSTs from another origin are refused; pages are ``no-store`` with a CSP that allows no script.
 """
@@ -99,10 +101,8 @@ class Inbox:
 
     @property
     def token(self) -> str | None:
-        """The person's credential: ``BATON_ADMIN_TOKEN`` when set (the agent's token then cannot open the
-        inbox), else ``BATON_HTTP_TOKEN``."""
-        settings = self.runtime.settings
-        return settings.baton_admin_token or settings.baton_http_token
+        """The operator's credential, ``BATON_ADMIN_TOKEN``; never the agent's ``BATON_HTTP_TOKEN``."""
+        return self.runtime.settings.baton_admin_token
 
     def binding(self, request: Request) -> str | None:
         """``bearer`` or ``session:<sid>`` when the request is authenticated with the token, else None."""
