@@ -79,6 +79,7 @@ class Settings(BaseModel):
     baton_hitl_elicitation: bool = False
     baton_public_url: str | None = None
     baton_hitl_allow_mcp_decisions: bool = False
+    baton_announce_on_terminal: bool = True
     baton_admin_token: str | None = None
     # OAuth 2.1 resource server on --http (docs/operations.md)
     baton_oauth_issuer: str | None = None

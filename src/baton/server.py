@@ -245,7 +245,9 @@ async def running_services(registry: ToolRegistry) -> AsyncIterator[None]:
     """Run the subsystems' background tasks for as long as the server runs; at the end, sign the chain head
     (the shutdown checkpoint, docs/receipts.md)."""
     from baton.checkpoints import Checkpointer
+    from baton.hitl import terminal_line
 
+    terminal_line.install(registry.runtime)  # one stderr line per new request (BATON_ANNOUNCE_ON_TERMINAL)
     checkpointer = Checkpointer(registry.runtime)
     try:
         async with anyio.create_task_group() as group:

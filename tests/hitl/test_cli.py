@@ -44,3 +44,33 @@ async def test_watch_answer_and_link(baton_env: dict[str, str], broker: HitlBrok
     query = {k: v[0] for k, v in parse_qs(urlsplit(printed.stdout.strip()).query).items()}
     claim = LinkSigner.for_runtime(runtime).verify_link(query["r"], query["e"], query["n"], query["s"])
     assert claim.request_id == approval["request_id"]
+
+
+async def test_show_prints_one_request_whole_and_refuses_an_unknown_id(
+    baton_env: dict[str, str], broker: HitlBroker
+) -> None:
+    message = "Run these?\nDELETE FROM sessions;\nVACUUM;"
+    asked = await broker.create(
+        NewRequest("approval", message, timeout_seconds=3600, context={"table": "sessions", "rows": 1200})
+    )
+    request_id = asked["request_id"]
+    shown = json.loads(
+        (await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "show", request_id, "--json")).stdout
+    )
+    assert shown["request_id"] == request_id and shown["message"] == message
+    assert shown["context"] == {"table": "sessions", "rows": 1200} and shown["status"] == "pending"
+    table = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "show", request_id)
+    assert table.returncode == 0 and request_id in table.stdout and "DELETE FROM sessions;" in table.stdout
+    assert '"rows": 1200' in table.stdout
+    await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "approve", request_id, "--notes", "fine")
+    decided = json.loads(
+        (await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "show", request_id, "--json")).stdout
+    )
+    assert (
+        decided["status"] == "approved"
+        and decided["decided_via"] == "cli"
+        and decided["admin_notes"] == "fine"
+    )
+    unknown = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "show", "hr_unknown")
+    assert unknown.returncode == 1 and unknown.stderr.startswith("hitl_request_not_found: ")
+    assert "Traceback" not in unknown.stderr and unknown.stdout == ""

@@ -1,4 +1,4 @@
-"""``baton hitl list|approve|reject|answer|watch|link``: decide requests from a shell, against the same store.
+"""``baton hitl list|show|approve|reject|answer|watch|link``: decide requests from a shell, against the same store.
 
 A server in another process notices a decision made here within its store poll (a fraction of a
 second) and wakes the waiting tool call.
@@ -60,6 +60,34 @@ def list_requests(as_json: JsonOption = False) -> None:
         _table(rows)
     else:
         out.print("No pending requests.")
+
+
+@app.command("show")
+def show(request_id: str, as_json: JsonOption = False) -> None:
+    """Show one request: its message, context, options, status and decision."""
+    from baton.redaction import redact_output
+
+    try:
+        view = _broker().get(request_id)
+    except BatonError as exc:
+        _fail(exc)
+        return
+    shown = redact_output({key: value for key, value in view.items() if key != "expires_epoch"})
+    if as_json:
+        _print_json(shown)
+        return
+    print_table(
+        ("field", "value"), [(key, _cell(value)) for key, value in shown.items() if value not in (None, "")]
+    )
+
+
+def _cell(value: Any) -> str:
+    """A table cell: JSON for structures, the text itself otherwise."""
+    import json
+
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, indent=2)
+    return str(value)
 
 
 def _decide(request_id: str, **decision: Any) -> None:
