@@ -95,7 +95,8 @@ def test_the_list_needs_a_login_and_shows_urgent_requests_first(
     cookie = logged_in.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=strict" in cookie and "path=/inbox" in cookie
     page = client.get("/inbox")
-    assert page.status_code == 200 and "script-src" not in page.headers["content-security-policy"]
+    assert page.status_code == 200 and "script-src 'self';" in page.headers["content-security-policy"]
+    assert "unsafe-eval" not in page.headers["content-security-policy"] and "<script>" not in page.text
     assert page.text.index(urgent) < page.text.index(calm)
     bearer = _client()  # a fresh client: no cookie, the header alone
     assert bearer.get("/inbox", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200

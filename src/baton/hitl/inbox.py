@@ -29,8 +29,8 @@ COOKIE = "baton_inbox"
 MAX_FORM_BYTES = 64 * 1024
 HEADERS = {
     "Cache-Control": "no-store",
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'",
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; connect-src 'self'; "
+    "style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "Referrer-Policy": "no-referrer",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
@@ -148,7 +148,36 @@ class Inbox:
         binding = self.binding(request)
         if binding is None:
             return self._login_redirect()
-        return self.page("list.html", requests=self.broker.list_pending(), csrf=self._logout_csrf(binding))
+        return self.page(
+            "list.html",
+            requests=self.broker.list_pending(),
+            csrf=self._logout_csrf(binding),
+            live=self.live(),
+        )
+
+    def live(self) -> dict[str, int]:
+        """What a logged-in page needs to update live: the pending count and the store's version."""
+        from baton.hitl.live import state
+
+        return state(self.runtime)
+
+    async def events(self, request: Request) -> Response:
+        """The live-update stream of a logged-in page (server-sent events)."""
+        if self.binding(request) is None:
+            return self.refusal(HitlError("hitl_unauthorized", "Log in first."))
+        from baton.hitl.live import stream
+
+        return stream(self.runtime, request, {"Cache-Control": "no-store"})
+
+    async def live_script(self, request: Request) -> Response:
+        """The same-origin script behind live updates (the only script the CSP allows)."""
+        from baton.hitl.live import script
+
+        return Response(
+            script(),
+            media_type="text/javascript",
+            headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"},
+        )
 
     async def login_form(self, request: Request) -> Response:
         """The token login form."""
@@ -214,6 +243,8 @@ class Inbox:
             csrf=self.signer.csrf(binding, request_id),
             hidden={},
             back="/inbox",
+            live=self.live(),
+            live_mode="stay",
         )
 
     async def decide(self, request: Request) -> Response:
@@ -320,4 +351,6 @@ def routes(runtime: Runtime) -> list[Route]:
         Route("/inbox/requests/{request_id}/decide", inbox.decide, methods=["POST"]),
         Route("/inbox/link", inbox.link_page, methods=["GET"]),
         Route("/inbox/link", inbox.link_decide, methods=["POST"]),
+        Route("/inbox/events", inbox.events, methods=["GET"]),
+        Route("/inbox/static/live.js", inbox.live_script, methods=["GET"]),
     ]
