@@ -276,24 +276,25 @@ async def serve_stdio(settings: Settings) -> None:
             async with running_services(registry):
                 await anyio.sleep_forever()
 
-    async def checkpoint_on_sigterm() -> None:
-        # SIGTERM still ends the process at once (a worker thread may be blocked reading stdin, so a
-        # cancellation could wait forever), but first the chain head is signed: the shutdown checkpoint
-        with anyio.open_signal_receiver(signal.SIGTERM) as signals:
-            async for _signal in signals:
+    async def checkpoint_on_stop_signal() -> None:
+        # SIGTERM and SIGINT (Ctrl-C) end the process at once: a worker thread may be blocked reading
+        # stdin, so a cancellation would wait for the next line or EOF. First the chain head is signed
+        # (the shutdown checkpoint); then the signal's default action ends the process.
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for received in signals:
                 if loader.registry is not None:
                     from baton.checkpoints import Checkpointer
 
                     await anyio.to_thread.run_sync(Checkpointer(loader.registry.runtime).checkpoint_quietly)
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                os.kill(os.getpid(), signal.SIGTERM)
+                signal.signal(received, signal.SIG_DFL)
+                os.kill(os.getpid(), received)
 
     from baton.stdio_guard import ScreenedStdin
 
     stdin = ScreenedStdin(settings.baton_max_message_bytes)  # answers the lines the SDK would drop
     async with anyio.create_task_group() as group:
         group.start_soon(load_then_run_services)
-        group.start_soon(checkpoint_on_sigterm)
+        group.start_soon(checkpoint_on_stop_signal)
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
             stdin.attach(write_stream)
             await server.run(read_stream, write_stream, server.create_initialization_options())
