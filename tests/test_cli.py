@@ -37,7 +37,7 @@ def test_receipts_verify_passes_then_names_a_tampered_receipt(baton_env: dict[st
     ok = baton(baton_env, "receipts", "verify")
     assert ok.returncode == 0, ok.stderr
     assert "3 receipts" in ok.stdout
-    listed = json.loads(baton(baton_env, "receipts", "list", "--json").stdout)
+    listed = json.loads(baton(baton_env, "receipts", "list", "--json", "--oldest").stdout)
     assert [row["payload"]["n"] for row in listed] == [0, 1, 2]
     with sqlite3.connect(database) as connection:
         connection.execute("UPDATE receipts SET payload = '{\"n\":7}' WHERE seq = 2")

@@ -339,14 +339,24 @@ def run_serve(http: str | None, stateless: bool) -> int:
         return 1
     except KeyboardInterrupt:
         return 0
+    except Exception as exc:  # never a traceback to a person (BATON_DEBUG=1 shows it)
+        if os.environ.get("BATON_DEBUG") == "1":
+            raise
+        sys.stderr.write(
+            f"internal_error: baton serve failed unexpectedly ({type(exc).__name__}); "
+            "BATON_DEBUG=1 shows the traceback.\n"
+        )
+        return 1
     return 0
 
 
 def parse_bind(bind: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:PORT`` for IPv6) to a host and port."""
     host, sep, port = bind.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError("config_invalid", f"--http takes HOST:PORT, not {bind!r}.")
+    if not sep or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(
+            "config_invalid", f"--http takes HOST:PORT with a port from 0 to 65535, not {bind!r}."
+        )
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
@@ -522,7 +532,10 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
                         "agent's BATON_HTTP_TOKEN never opens them (signed links still work)\n"
                     )
 
-    await AnnouncingServer(config).serve()
+    from baton.listening import listening_socket
+
+    sock = listening_socket(host, port)
+    await AnnouncingServer(config).serve(sockets=[sock])
 
 
 def announce_listening(server: Any, host: str, paths: tuple[str, ...]) -> None:

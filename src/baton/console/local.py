@@ -84,7 +84,9 @@ async def _serve(settings: Any, host: str, port: int, one_run_token: str | None)
                     sys.stderr.write("log in with BATON_ADMIN_TOKEN\n")
                 sys.stderr.flush()
 
+    from baton.listening import listening_socket
+
     try:
-        await AnnouncingServer(config).serve()
+        await AnnouncingServer(config).serve(sockets=[listening_socket(host, port)])
     finally:
         runtime.close()
