@@ -161,7 +161,8 @@ def link(
     ] = None,
 ) -> None:
     """Print a signed single-use inbox link for a pending request (valid until the request expires)."""
-    from baton.hitl.links import LinkSigner
+    from baton.errors import HitlError
+    from baton.hitl.links import LinkSigner, fingerprint, served_fingerprint
 
     broker = _broker()
     try:
@@ -173,6 +174,19 @@ def link(
     if not base:
         err.print("[red]config_invalid[/red]: give --base-url or set BATON_PUBLIC_URL.")
         raise typer.Exit(1)
-    out.print(
-        LinkSigner.for_runtime(broker.runtime).link(base, request_id, view["expires_epoch"]), soft_wrap=True
-    )
+    signer = LinkSigner.for_runtime(broker.runtime)
+    served = served_fingerprint(broker.runtime.settings)
+    if served is not None and served != fingerprint(signer):
+        _fail(
+            HitlError(
+                "hitl_link_invalid",
+                "The server on this home signs links with other tokens than this shell has "
+                "(BATON_HTTP_TOKEN, BATON_ADMIN_TOKEN), so it would refuse this link; run the command "
+                "with the server's environment.",
+            )
+        )
+    if served is None:
+        err.print(
+            "no `baton serve --http` has run on this home yet: the link is signed with this shell's tokens"
+        )
+    out.print(signer.link(base, request_id, view["expires_epoch"]), soft_wrap=True)
