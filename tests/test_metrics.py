@@ -31,7 +31,7 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 async def scrape(port: int, token: str | None = TOKEN) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx.AsyncClient(headers=headers) as http:
+    async with httpx.AsyncClient(headers=headers, timeout=120) as http:
         return await http.get(f"http://127.0.0.1:{port}/metrics")
 
 

@@ -97,7 +97,7 @@ async def test_a_token_protects_the_http_endpoint(baton_env: dict[str, str], tmp
             )
             assert wrong.status_code == 401
         headers = {"Authorization": f"Bearer {token}"}
-        async with httpx.AsyncClient(headers=headers) as http:
+        async with httpx.AsyncClient(headers=headers, timeout=120) as http:
             from mcp.client.streamable_http import streamable_http_client
 
             transport = streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)

@@ -47,7 +47,9 @@ async def test_a_spawn_with_context_preparation_exports_its_span_tree_under_the_
         http_server(traced_env(model_env, receiver), f"127.0.0.1:{port}", tmp_path),
     ):
         headers = {"traceparent": f"00-{trace_id}-{parent_id}-01"}  # the W3C context in HTTP headers
-        async with httpx.AsyncClient(headers=headers) as http:
+        async with httpx.AsyncClient(
+            headers=headers, timeout=120
+        ) as http:  # a busy machine is slow, never a failure
             transport = streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)
             async with Client(transport) as client:
                 result = await client.call_tool(

@@ -128,7 +128,8 @@ def subagents(runtime: Runtime, status: str | None = None) -> list[dict[str, Any
         rows.append(
             {
                 **detail,
-                "total_tokens": usage["total_tokens"] + (detail["prep_tokens"] or 0),
+                # every model call of the subagent (preparation and turns), as its receipts say
+                "total_tokens": int(model.get("tokens", 0)),
                 "model_calls": int(model.get("calls", 0)),
                 "latency_seconds": round(model.get("latency_seconds", 0.0), 2),
                 "active": detail["status"] in ("queued", "running"),

@@ -170,19 +170,19 @@ class SubagentRunner:
             business_rules=redact(request.business_rules) if request.business_rules is not None else None,
         )
         filtered = self.privacy.apply(request.parent_context)
+        subagent_id = f"sa_{uuid.uuid4().hex[:20]}"  # before the preparation, whose receipt names it
         prep: ModelReply | None = None
         if request.context_strategy == "minimal":
             prepared = render_context(select_slice(filtered.value, request.minimal_slice))
         elif request.context_strategy == "full":
             prepared = render_context(filtered.value)
         elif filtered.value:
-            prep = await self._prepare_with_model(request, filtered.value)
+            prep = await self._prepare_with_model(request, filtered.value, subagent_id)
             prepared = prep.text.strip()
             assert_no_leak(prepared, filtered.removed_values)
         else:
             prepared = ""
         prep_tokens = prep.total_tokens if prep else 0
-        subagent_id = f"sa_{uuid.uuid4().hex[:20]}"
         prepared = redact(prepared)
         now = utc_now()
         status: Status = "running" if request.mode == "sync" else "queued"
@@ -257,13 +257,15 @@ class SubagentRunner:
             }
         return {**outcome, "success": True}
 
-    async def _prepare_with_model(self, request: SpawnRequest, filtered: dict[str, Any]) -> ModelReply:
+    async def _prepare_with_model(
+        self, request: SpawnRequest, filtered: dict[str, Any], subagent_id: str
+    ) -> ModelReply:
         prompt = preparation_prompt(request.task, request.business_rules, filtered)
         return await self.models.complete(
             PREPARATION_SYSTEM_PROMPT,
             [ChatTurn("user", prompt)],
             purpose="context_preparation",
-            subagent_id=None,
+            subagent_id=subagent_id,
         )
 
     def _start_task(self, subagent_id: str, work: Any) -> asyncio.Task[Any]:
