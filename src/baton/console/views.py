@@ -123,7 +123,6 @@ def subagents(runtime: Runtime, status: str | None = None) -> list[dict[str, Any
     rows = []
     for listed in runner.list(status or None, limit=200):
         detail = runner.status(listed["subagent_id"])
-        usage = detail["usage"]
         model = calls.get(listed["subagent_id"], {})
         rows.append(
             {
