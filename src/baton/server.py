@@ -19,7 +19,7 @@ from mcp.server.lowlevel import Server
 
 from baton import __version__, tool_cache
 from baton.addresses import is_loopback
-from baton.errors import BatonError, ConfigError
+from baton.errors import BatonError, ConfigError, ToolNameError
 
 if TYPE_CHECKING:
     from baton.config import Settings
@@ -174,7 +174,12 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
                 request_state=params.request_state,
                 task=task,
             )
-            result = await registry.call(params.name, params.arguments, context)
+            try:
+                result = await registry.call(params.name, params.arguments, context)
+            except ToolNameError as exc:  # the spec's -32602, not a tool result
+                from baton.protocol_errors import protocol_error
+
+                raise protocol_error(exc) from None
         return tool_result(result)
 
     async def call_tool(
@@ -192,6 +197,9 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
     from baton.tracing import HeaderTraceContext
 
     server.middleware.insert(0, HeaderTraceContext())  # before the SDK's span: HTTP traceparent as parent
+    from baton.protocol_errors import ToolNameGuard
+
+    server.middleware.insert(0, ToolNameGuard())  # outermost: an over-long name reaches nothing else
     from baton.hitl.mrtr import boundary
 
     server.middleware.append(boundary(loader.current_settings))
