@@ -179,40 +179,36 @@ class HostGuard:
         await self.app(scope, receive, send)
 
 
-#: Off loopback, a bearer token must be at least this long and estimate at least this many bits.
+#: Off loopback, a bearer token must be at least this long ...
 MIN_TOKEN_CHARS = 32
-MIN_TOKEN_BITS = 128
+#: ... reach zxcvbn's top score ...
+MIN_TOKEN_SCORE = 4
+#: ... and an estimated 10^20 guesses (about 66 bits as zxcvbn counts, which charges random
+#: characters 10 guesses each: a 32-character random token estimates 10^32, ``changeme-changeme-…`` 10^7.6).
+MIN_TOKEN_GUESSES_LOG10 = 20.0
+#: zxcvbn refuses longer inputs (its cost grows with length); a prefix this long is all it needs.
+ESTIMATE_PREFIX_CHARS = 72
 
 
-def token_bits(token: str) -> float:
-    """A rough strength estimate: length × log2(alphabet), the alphabet judged from the character classes
-    used (hex-only counts 16); a token of few distinct characters is judged by those instead."""
+def token_strength(token: str) -> tuple[int, float]:
+    """zxcvbn's ``(score, log10 guesses)`` for the token's first :data:`ESTIMATE_PREFIX_CHARS` characters."""
     import math
-    import string
 
-    if not token:
-        return 0.0
-    if all(char in string.hexdigits.lower() for char in token) or all(
-        char in string.hexdigits.upper() for char in token
-    ):
-        alphabet = 16
-    else:
-        alphabet = 0
-        alphabet += 26 if any(char.islower() for char in token) else 0
-        alphabet += 26 if any(char.isupper() for char in token) else 0
-        alphabet += 10 if any(char.isdigit() for char in token) else 0
-        alphabet += 32 if any(not char.isalnum() for char in token) else 0
-    alphabet = min(alphabet, max(2, len(set(token)) * 2))
-    return len(token) * math.log2(max(alphabet, 2))
+    from zxcvbn import zxcvbn  # imported only when a non-loopback bind checks its tokens
+
+    estimate = zxcvbn(token[:ESTIMATE_PREFIX_CHARS])
+    return int(estimate["score"]), math.log10(max(float(estimate["guesses"]), 1.0))
 
 
 def weak_token(name: str, token: str) -> str | None:
-    """Why ``token`` is too weak to guard a non-loopback bind, or None."""
+    """Why ``token`` is too weak to guard a non-loopback bind, or None (never echoing the token)."""
     if len(token) < MIN_TOKEN_CHARS:
         return f"{name} has {len(token)} characters; off loopback it needs at least {MIN_TOKEN_CHARS}"
-    if token_bits(token) < MIN_TOKEN_BITS:
+    score, guesses_log10 = token_strength(token)
+    if score < MIN_TOKEN_SCORE or guesses_log10 < MIN_TOKEN_GUESSES_LOG10:
         return (
-            f"{name} looks guessable (about {token_bits(token):.0f} bits; at least {MIN_TOKEN_BITS} needed)"
+            f"{name} looks guessable (zxcvbn score {score}, about 10^{guesses_log10:.0f} guesses; "
+            f"score {MIN_TOKEN_SCORE} and 10^{MIN_TOKEN_GUESSES_LOG10:.0f} needed)"
         )
     return None
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,18 @@ def _serve(env: dict[str, str], bind: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("variable", ["BATON_HTTP_TOKEN", "BATON_ADMIN_TOKEN"])
-@pytest.mark.parametrize("weak", ["7", "a" * 40, "abababababababababababababababab"])
+@pytest.mark.parametrize(
+    "weak",
+    [
+        "7",
+        "a" * 40,
+        "abababababababababababababababab",
+        "changeme-changeme-changeme-change",
+        "Password123!Password123!Password",
+        "abcdefghijklmnopqrstuvwxyz012345",
+        "changeme-" * 2000,  # long (18,000 characters): only the first 72 are estimated, quickly
+    ],
+)
 def test_weak_tokens_are_refused_off_loopback(baton_env: dict[str, str], variable: str, weak: str) -> None:
     env = {**baton_env, "BATON_HTTP_TOKEN": TOKEN, variable: weak}
     done = _serve(env, f"0.0.0.0:{free_port()}")
@@ -42,6 +54,16 @@ def test_weak_tokens_are_refused_off_loopback(baton_env: dict[str, str], variabl
     if len(weak) > 1:
         assert weak not in done.stderr  # the refusal never echoes the token
     assert done.stdout == ""
+
+
+def test_a_generated_token_is_accepted_off_loopback(baton_env: dict[str, str], tmp_path: Path) -> None:
+    token = secrets.token_urlsafe(32)
+    port = free_port()
+    env = {**baton_env, "BATON_HTTP_TOKEN": token, "BATON_ADMIN_TOKEN": secrets.token_urlsafe(32)}
+    with http_server(env, f"0.0.0.0:{port}", tmp_path):
+        refused = httpx.get(f"http://127.0.0.1:{port}/metrics")
+        served = httpx.get(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"})
+    assert (refused.status_code, served.status_code) == (401, 200)
 
 
 def _login(base: str, token: str, *, source: str = "127.0.0.1") -> httpx.Response:
