@@ -6,6 +6,8 @@
 * :class:`HostGuard` protects a loopback bind from DNS rebinding: the ``Host`` must name the bind (or
   ``localhost``, ``127.0.0.1``, ``[::1]``, or ``BATON_PUBLIC_URL``) else 421; a browser ``Origin``
   must be one of those too, else 403.
+* :class:`AuthThrottle` counts failed authentication on ``/inbox*``, ``/mcp`` and ``/metrics`` per client
+  address and answers 429 with ``Retry-After`` while the address is locked out.
 * :class:`TrustedProxy` takes the scheme from ``X-Forwarded-Proto`` only when the direct peer is a
   configured trusted proxy (``BATON_TRUSTED_PROXIES``), so cookies get ``Secure`` behind TLS.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 import ipaddress
 import json
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 Scope = MutableMapping[str, Any]
@@ -262,10 +264,83 @@ class TrustedProxy:
         await self.app(scope, receive, send)
 
 
-def guarded(app: ASGIApp, settings: Any, host: str, port: int) -> ASGIApp:
-    """``app`` behind the body limit, the loopback host check and the trusted-proxy scheme (outermost first)."""
+#: Key in the ASGI scope's ``state``: a route saw a credential that failed (a route that answers a wrong
+#: credential with something else than 401, e.g. the inbox's redirect to its login form, sets it).
+AUTH_FAILED_KEY = "baton_auth_failed"
+#: The routes that authenticate: failures on any of them count toward one per-address throttle.
+AUTH_PREFIXES = ("/inbox", "/mcp", "/metrics")
+
+
+class Throttle(Protocol):
+    """What :class:`AuthThrottle` needs of :class:`baton.hitl.sessions.LoginThrottle`."""
+
+    def retry_after(self, address: str) -> int: ...
+    def failed(self, address: str) -> None: ...
+    def succeeded(self, address: str) -> None: ...
+
+
+class AuthThrottle:
+    """Failed authentication on ``/inbox*``, ``/mcp`` and ``/metrics`` counts toward one per-address lockout.
+
+    A 401 from any of them (a wrong or missing bearer token, a wrong OAuth token, a wrong login token), or a
+    request a route marked with :data:`AUTH_FAILED_KEY`, is a failure. While the address is locked out,
+    every request to those routes gets 429 ``http_rate_limited`` with ``Retry-After``, and is not looked at:
+    a correct token is refused too, exactly as the login form does. An accepted credential (an
+    ``Authorization`` header or a login form answered below 400) clears the address.
+    """
+
+    def __init__(self, app: ASGIApp, throttle: Throttle) -> None:
+        self.app = app
+        self.throttle = throttle
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        """429 while locked out; otherwise count the response's verdict on the credential."""
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if not path.startswith(AUTH_PREFIXES):
+            await self.app(scope, receive, send)
+            return
+        client = scope.get("client")
+        address = str(client[0]) if client else "unknown"
+        wait = self.throttle.retry_after(address)
+        if wait:
+            await send_refusal(
+                send,
+                429,
+                "http_rate_limited",
+                f"Too many failed authentications from this address; try again in {wait} seconds.",
+                headers=[(b"retry-after", str(wait).encode())],
+                retry_after_seconds=wait,
+            )
+            return
+        presented = _header(scope, b"authorization") is not None or (
+            path == "/inbox/login" and scope.get("method") == "POST"
+        )
+        status: dict[str, int] = {}
+
+        async def watching_send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watching_send)
+        finally:
+            code = status.get("code")
+            if code == 401 or (scope.get("state") or {}).get(AUTH_FAILED_KEY) is True:
+                self.throttle.failed(address)
+            elif presented and code is not None and code < 400:
+                self.throttle.succeeded(address)
+
+
+def guarded(
+    app: ASGIApp, settings: Any, host: str, port: int, throttle: Throttle | None = None
+) -> ASGIApp:
+    """``app`` behind the body limit, the loopback host check, the trusted-proxy scheme and, with
+    ``throttle``, the failed-authentication throttle (outermost first)."""
     from baton.addresses import is_loopback
 
+    if throttle is not None:
+        app = AuthThrottle(app, throttle)  # inside TrustedProxy: it counts the real client's address
     inner: ASGIApp = TrustedProxy(app, parse_proxies(settings.baton_trusted_proxies))
     if is_loopback(host):
         inner = HostGuard(inner, host, port, settings.baton_public_url)

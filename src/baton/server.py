@@ -506,9 +506,11 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
         host, settings.baton_http_token, settings.baton_admin_token, oauth=bool(settings.baton_oauth_issuer)
     )
     runtime.services.setdefault("http_base_url", f"http://{f'[{host}]' if ':' in host else host}:{port}")
+    from baton.hitl.sessions import LoginThrottle
     from baton.http_guards import guarded
 
-    app = guarded(build_http_app(runtime, host), runtime.settings, host, port)
+    throttle = LoginThrottle.for_runtime(runtime)  # failed authentication on /inbox*, /mcp, /metrics
+    app = guarded(build_http_app(runtime, host), runtime.settings, host, port, throttle)
     # log_config=None: uvicorn's loggers propagate to baton's redacting handler; proxy headers are
     # honoured only from BATON_TRUSTED_PROXIES (baton.http_guards.TrustedProxy), never by default.
     config = uvicorn.Config(

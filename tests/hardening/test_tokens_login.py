@@ -74,7 +74,12 @@ def _login(base: str, token: str, *, source: str = "127.0.0.1") -> httpx.Respons
 
 def test_failed_logins_are_throttled_per_address(baton_env: dict[str, str], tmp_path: Path) -> None:
     port = free_port()
-    env = {**baton_env, "BATON_HTTP_TOKEN": TOKEN, "BATON_LOGIN_MAX_FAILURES": "2"}
+    env = {
+        **baton_env,
+        "BATON_HTTP_TOKEN": TOKEN,
+        "BATON_LOGIN_MAX_FAILURES": "2",
+        "BATON_LOGIN_LOCKOUT_FIRST_SECONDS": "3600",  # the lockout outlasts the test, however slow
+    }
     with http_server(env, f"127.0.0.1:{port}", tmp_path):
         base = f"http://127.0.0.1:{port}"
         statuses = []
@@ -88,6 +93,50 @@ def test_failed_logins_are_throttled_per_address(baton_env: dict[str, str], tmp_
         assert "http_rate_limited" in response.text
         assert _login(base, TOKEN).status_code == 429  # locked: not even the right token is checked
         assert _login(base, TOKEN, source="127.0.0.2").status_code == 303  # another address is not
+
+
+ADMIN = "admin-token-for-throttle-tests-0123456789"
+
+
+def _bearer(base: str, path: str, token: str, *, source: str = "127.0.0.1") -> httpx.Response:
+    transport = httpx.HTTPTransport(local_address=source)
+    with httpx.Client(transport=transport, follow_redirects=False) as client:
+        return client.get(f"{base}{path}", headers={"Authorization": f"Bearer {token}"})
+
+
+def test_bearer_guesses_on_every_route_share_the_login_throttle(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    port = free_port()
+    env = {
+        **baton_env,
+        "BATON_HTTP_TOKEN": TOKEN,
+        "BATON_ADMIN_TOKEN": ADMIN,
+        "BATON_LOGIN_MAX_FAILURES": "3",
+        "BATON_LOGIN_LOCKOUT_FIRST_SECONDS": "3600",
+    }
+    with http_server(env, f"127.0.0.1:{port}", tmp_path):
+        base = f"http://127.0.0.1:{port}"
+        assert _bearer(base, "/inbox", "guess-1").status_code == 303  # to the login form, but counted
+        assert _bearer(base, "/metrics", "guess-2").status_code == 401
+        assert _bearer(base, "/metrics", TOKEN).status_code == 200  # an accepted token clears the count
+        assert _bearer(base, "/inbox", "guess-3").status_code == 303
+        assert _bearer(base, "/mcp", "guess-4").status_code == 401
+        assert _bearer(base, "/inbox/requests/hr_x", "guess-5").status_code == 303  # three free again
+        assert _bearer(base, "/metrics", "guess-6").status_code == 401  # the fourth: locked from now on
+        for path, token in (
+            ("/inbox", ADMIN),
+            ("/mcp", TOKEN),
+            ("/metrics", TOKEN),
+            ("/inbox/console", ADMIN),
+        ):
+            locked = _bearer(base, path, token)
+            assert locked.status_code == 429, path  # the right token is not even checked
+            assert int(locked.headers["retry-after"]) > 60
+            assert locked.json()["error_class"] == "http_rate_limited"
+        assert _login(base, ADMIN).status_code == 429
+        assert _bearer(base, "/metrics", TOKEN, source="127.0.0.2").status_code == 200  # another address
+        assert _bearer(base, "/inbox", ADMIN, source="127.0.0.2").status_code == 200
 
 
 def test_the_lockout_doubles_and_a_success_clears_it() -> None:
