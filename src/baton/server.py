@@ -513,9 +513,11 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
     app = guarded(build_http_app(runtime, host), runtime.settings, host, port, throttle)
     # log_config=None: uvicorn's loggers propagate to baton's redacting handler; proxy headers are
     # honoured only from BATON_TRUSTED_PROXIES (baton.http_guards.TrustedProxy), never by default.
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", lifespan="on", log_config=None, proxy_headers=False
-    )
+    from baton.http_limits import uvicorn_config
+
+    config = uvicorn_config(
+        app, host, port, runtime.settings, lifespan="on"
+    )  # header deadline, connection cap
     paths = ("/mcp", "/inbox", "/inbox/console")
 
     class AnnouncingServer(uvicorn.Server):

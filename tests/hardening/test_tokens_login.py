@@ -117,6 +117,8 @@ def test_bearer_guesses_on_every_route_share_the_login_throttle(
     }
     with http_server(env, f"127.0.0.1:{port}", tmp_path):
         base = f"http://127.0.0.1:{port}"
+        for _ in range(5):  # no credential at all is no guess: not counted
+            assert httpx.get(f"{base}/metrics").status_code == 401
         assert _bearer(base, "/inbox", "guess-1").status_code == 303  # to the login form, but counted
         assert _bearer(base, "/metrics", "guess-2").status_code == 401
         assert _bearer(base, "/metrics", TOKEN).status_code == 200  # an accepted token clears the count

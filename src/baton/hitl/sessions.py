@@ -31,7 +31,9 @@ MAX_TRACKED_ADDRESSES = 4096
 class LoginThrottle:
     """Failed-login counters per client address, with exponential lockout."""
 
-    def __init__(self, free_failures: int, max_lockout_seconds: float, first_lockout_seconds: float = 1.0) -> None:
+    def __init__(
+        self, free_failures: int, max_lockout_seconds: float, first_lockout_seconds: float = 1.0
+    ) -> None:
         self.free_failures = free_failures
         self.max_lockout_seconds = max_lockout_seconds
         self.first_lockout_seconds = first_lockout_seconds
