@@ -9,6 +9,8 @@ import contextlib
 import json
 import select
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -127,3 +129,38 @@ def until_served(port: int) -> int:
             if response.status_code != 503:
                 return response.status_code
     return 503
+
+
+def test_baton_console_has_the_same_deadline_and_cap(baton_env: dict[str, str], tmp_path: Path) -> None:
+    port = free_port()
+    env = {**baton_env, "BATON_HTTP_HEADER_TIMEOUT_SECONDS": "1", "BATON_HTTP_MAX_CONNECTIONS": "5"}
+    log = (tmp_path / "console.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "baton", "console", "--bind", f"127.0.0.1:{port}"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
+    try:
+        wait_for_port(process, port)
+        with half_sent(port, 20) as sockets:
+            statuses = {answer(read_all(sock))[0] for sock in sockets}
+        assert statuses == {408, 503}  # five waited out their deadline, the rest were over the cap
+        assert until_served(port) == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
+def wait_for_port(process: subprocess.Popen[bytes], port: int) -> None:
+    """Until ``port`` accepts a connection (the process must stay up meanwhile)."""
+    for _ in range(100_000):
+        assert process.poll() is None, "baton console exited"
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(("127.0.0.1", port), timeout=READ_BOUND_SECONDS),
+        ):
+            return
+    raise AssertionError("baton console never listened")
