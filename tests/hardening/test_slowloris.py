@@ -11,6 +11,7 @@ import select
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -158,9 +159,10 @@ def wait_for_port(process: subprocess.Popen[bytes], port: int) -> None:
     """Until ``port`` accepts a connection (the process must stay up meanwhile)."""
     for _ in range(100_000):
         assert process.poll() is None, "baton console exited"
-        with (
-            contextlib.suppress(OSError),
-            socket.create_connection(("127.0.0.1", port), timeout=READ_BOUND_SECONDS),
-        ):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=READ_BOUND_SECONDS).close()
+        except OSError:
+            time.sleep(0.05)  # polling for the listener, not a margin: the loop's bound is the count
+        else:
             return
     raise AssertionError("baton console never listened")
