@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import hmac
 import importlib
 import json
@@ -20,6 +19,8 @@ from mcp.server.lowlevel import Server
 from baton import __version__, tool_cache
 from baton.addresses import is_loopback
 from baton.errors import BatonError, ConfigError, ToolNameError
+from baton.http_identity import ADMIN_SCOPE_KEY, decision_authority
+from baton.mcp_results import tool_result
 
 if TYPE_CHECKING:
     from baton.config import Settings
@@ -209,45 +210,6 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
     return server
 
 
-def decision_authority(settings: Settings, request: Any) -> str | None:
-    """How an MCP caller may decide HITL requests: ``mcp`` (opt-in), ``mcp_admin`` (admin credential), or None.
-
-    By default nobody over MCP may decide: the agent that asks must not be the one that approves.
-    """
-    if settings.baton_hitl_allow_mcp_decisions:
-        return "mcp"
-    scope = getattr(request, "scope", None)
-    if isinstance(scope, dict) and scope.get("state", {}).get(ADMIN_SCOPE_KEY) is True:
-        return "mcp_admin"
-    return None
-
-
-@functools.cache
-def _content_blocks() -> Any:
-    """The validator of a proxied upstream's content blocks, built once (building it cost more than using it)."""
-    from pydantic import TypeAdapter
-
-    return TypeAdapter(list[types.ContentBlock])
-
-
-def tool_result(result: dict[str, Any]) -> types.CallToolResult | types.InputRequiredResult:
-    """A registry result as MCP: JSON text, or a proxied upstream's own content blocks (``mcp_content``).
-
-    A handler that needs the client's input first (2026-07-28 elicitation) returns ``mcp_input_required``.
-    """
-    interim = result.pop("mcp_input_required", None)
-    if isinstance(interim, dict):
-        return types.InputRequiredResult.model_validate(interim)
-    upstream = result.pop("mcp_content", None)
-    if isinstance(upstream, list):
-        content: list[Any] = _content_blocks().validate_python(upstream)
-    else:
-        content = [types.TextContent(text=json.dumps(result, ensure_ascii=False, default=str))]
-    return types.CallToolResult(
-        content=content, structured_content=result, is_error=not result.get("success", False)
-    )
-
-
 @contextlib.asynccontextmanager
 async def running_services(registry: ToolRegistry) -> AsyncIterator[None]:
     """Run the subsystems' background tasks for as long as the server runs; at the end, sign the chain head
@@ -356,10 +318,6 @@ def parse_bind(bind: str) -> tuple[str, int]:
 
 
 ASGIApp = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]
-
-
-#: Key in the ASGI scope's ``state`` marking a request authenticated with the admin credential.
-ADMIN_SCOPE_KEY = "baton_admin"
 
 
 class BearerTokenMiddleware:

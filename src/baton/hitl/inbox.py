@@ -108,7 +108,9 @@ class Inbox:
     def binding(self, request: Request) -> str | None:
         """``bearer`` or ``session:<sid>`` when the request is authenticated with the token, else None."""
         if request.scope.get("state", {}).get("baton_admin") is True:
-            return "bearer"  # the admin token or an OAuth token with baton:admin (server.ADMIN_SCOPE_KEY)
+            return (
+                "bearer"  # the admin token or an OAuth token with baton:admin (http_identity.ADMIN_SCOPE_KEY)
+            )
         token = self.token
         if not token:
             return None
