@@ -62,6 +62,8 @@ async def test_a_serving_process_keeps_its_home_database_and_mirrors_private(
             path = Path(mirrored_env[name])
             assert path.is_file(), name
             assert mode(path) == 0o600, name
+        # the timers mirror's lock files live in BATON_HOME/locks
+        assert_private_tree(home / "locks")
     # the shutdown checkpoint: the signing key and the checkpoint file, outside the database
     assert mode(home / "keys") == 0o700
     for path in (
@@ -70,6 +72,55 @@ async def test_a_serving_process_keeps_its_home_database_and_mirrors_private(
         home / "checkpoints.jsonl",
     ):
         assert mode(path) == 0o600, path
+
+
+def assert_private_tree(root: Path) -> None:
+    """``root`` and every directory under it are 0700, every file 0600 (and there is at least one file)."""
+    assert mode(root) == 0o700, root
+    files = [path for path in root.rglob("*") if path.is_file()]
+    assert files, root
+    for path in root.rglob("*"):
+        assert mode(path) == (0o700 if path.is_dir() else 0o600), path
+
+
+def test_a_campaign_bundle_is_private(
+    baton_env: dict[str, str], fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    from tests.test_campaign import campaign_env, run_campaign
+
+    done, run_dir = run_campaign(campaign_env(baton_env, fake_llm), tmp_path)
+    assert (run_dir / "summary.json").is_file(), done.stderr
+    assert (run_dir / "receipts").is_dir()
+    assert_private_tree(run_dir)
+    assert mode(tmp_path / "validation") == 0o700
+    assert mode(tmp_path / "validation" / "latest.json") == 0o600
+
+
+def test_a_gateway_lock_writes_private_files(baton_env: dict[str, str], tmp_path: Path) -> None:
+    from baton.testing.gateway_adapter import TEST_SERVER
+    from baton.testing.mcp_stdio_server import package_files
+    from baton.testing.npm_registry import NpmRegistryServer, build_tarball
+
+    with NpmRegistryServer() as registry:
+        registry.publish(TEST_SERVER, "1.0.0", build_tarball(package_files()), bin={TEST_SERVER: "server.py"})
+        env = {**baton_env, "BATON_NPM_REGISTRY": registry.url}
+        for args in (("lock", f"npm:{TEST_SERVER}@1.0.0"), ("verify", TEST_SERVER)):
+            done = subprocess.run(
+                [sys.executable, "-m", "baton", "gateway", *args],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr
+    home = Path(baton_env["BATON_HOME"])
+    assert_private_tree(home / "gateway")
+    bundle = home / "gateway" / TEST_SERVER / "bundle"
+    for name in ("bundle-manifest.json", "lock-receipt.json", "sbom.cdx.json", "verifier-receipt.json"):
+        assert mode(bundle / name) == 0o600, name
+    assert list((bundle / "tarballs").iterdir())
+    assert mode(home / "adapters" / f"{TEST_SERVER}.toml") == 0o600
 
 
 SECRET = "plain-configured-credential-31415926"  # not credential-shaped: only configuration names it

@@ -46,6 +46,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             BATON_OAUTH_ISSUER=issuer.url,
             BATON_OAUTH_AUDIENCE=f"{base}/mcp",
             BATON_PUBLIC_URL=base,
+            BATON_LOGIN_MAX_FAILURES="1000",  # the refusals below are many; the throttle is tested elsewhere
         )
         with http_server(env, f"127.0.0.1:{port}", tmp):
             yield Deployment(issuer, base)

@@ -54,9 +54,9 @@ def test_stdio_writes_nothing_but_json_rpc(model_env: dict[str, str]) -> None:
     by_id = {m.get("id"): m for m in messages}
     assert by_id[1]["result"]["serverInfo"]["name"] == "baton"
     assert by_id[3]["result"]["structuredContent"]["success"] is True
-    unknown = by_id[4]["result"]
-    assert unknown["isError"] is True
-    assert unknown["structuredContent"]["error_class"] == "unknown_tool"
+    unknown = by_id[4]["error"]  # the spec's -32602 for an unknown tool, not a tool result
+    assert unknown["code"] == -32602
+    assert unknown["data"]["error_class"] == "unknown_tool"
 
 
 async def test_the_2026_era_client_discovers_and_calls(baton_env: dict[str, str]) -> None:

@@ -128,8 +128,12 @@ class Settings(BaseModel):
     baton_max_argument_bytes: PositiveInt = 256 * 1024
     baton_max_message_bytes: PositiveInt = 4 * 1024 * 1024
     baton_trusted_proxies: str | None = None
+    baton_http_header_timeout_seconds: PositiveFloat = 10.0
+    baton_http_body_timeout_seconds: PositiveFloat = 30.0
+    baton_http_max_connections: PositiveInt = 512
     baton_login_max_failures: NonNegativeInt = 5
     baton_login_lockout_max_seconds: PositiveFloat = 900.0
+    baton_login_lockout_first_seconds: PositiveFloat = 1.0
     baton_timer_max_active: NonNegativeInt = 100
     baton_timer_min_interval_seconds: Annotated[float, Field(ge=0.1)] = 0.1
     baton_timer_min_notify_interval_seconds: Annotated[float, Field(ge=0.1)] = 10.0

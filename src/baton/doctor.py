@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from baton.checks import Check
 from baton.errors import BatonError
 from baton.runtime import Runtime
-
-
-@dataclass(frozen=True)
-class Check:
-    """One readiness line."""
-
-    name: str
-    ok: bool
-    detail: str
 
 
 def check_store(runtime: Runtime) -> Check:

@@ -6,6 +6,7 @@ those strings; ``docs/error-classes.md`` is checked against it by the tests.
 
     BatonError
     ├── ArgumentError        bad tool or CLI arguments
+    │   └── ToolNameError    an unknown or over-long tool name (a JSON-RPC error, not a tool result)
     ├── ConfigError          missing or invalid configuration
     ├── StoreError           the state store
     ├── ReceiptError         the receipt chain and the credential guard
@@ -26,7 +27,8 @@ from typing import Any
 ERROR_CLASSES: dict[str, str] = {
     # arguments and internals
     "invalid_arguments": "A tool or command was called with arguments that do not match its schema.",
-    "unknown_tool": "The tool name is not served by this server.",
+    "unknown_tool": "The tool name is not served by this server (a JSON-RPC error -32602, not a tool result).",
+    "tool_name_too_long": "A tools/call named a tool longer than 128 characters (a JSON-RPC error -32602); nothing was stored or counted.",
     "argument_too_large": "A tool's arguments serialize to more than BATON_MAX_ARGUMENT_BYTES; the field is named.",
     "internal_error": "An unexpected failure inside baton; the message is redacted.",
     # configuration and store
@@ -39,7 +41,9 @@ ERROR_CLASSES: dict[str, str] = {
     "http_insufficient_scope": "The OAuth access token is valid but carries neither baton:agent nor baton:admin.",
     "http_body_too_large": "An HTTP request body is larger than the route allows (413); nothing past the limit was read.",
     "http_host_refused": "A request to a loopback bind named another Host or came from another Origin (DNS rebinding).",
-    "http_rate_limited": "Too many failed inbox logins from this address; wait retry_after_seconds (429).",
+    "http_rate_limited": "Too many failed authentications (inbox login, bearer token on /inbox, /mcp or /metrics) from this address; wait retry_after_seconds (429).",
+    "http_request_timeout": "An HTTP request's headers or body did not arrive within BATON_HTTP_HEADER_TIMEOUT_SECONDS / BATON_HTTP_BODY_TIMEOUT_SECONDS (408).",
+    "http_too_many_connections": "The HTTP server already holds BATON_HTTP_MAX_CONNECTIONS connections (503); retry later.",
     # receipts
     "receipt_chain_broken": "A receipt's hash or link to its predecessor does not verify.",
     "receipt_contains_secret": "A write was refused because it would still contain a credential.",
@@ -200,6 +204,10 @@ class BatonError(Exception):
 
 class ArgumentError(BatonError):
     """Arguments that do not match a tool's or command's schema."""
+
+
+class ToolNameError(ArgumentError):
+    """A ``tools/call`` names no tool this server serves, or a name over the cap: the spec's -32602."""
 
 
 class ConfigError(BatonError):

@@ -3,9 +3,14 @@
 * :class:`BodyLimit` refuses a body larger than its route allows with 413: at once when
   ``Content-Length`` says so, otherwise as soon as the bytes read pass the limit; nothing past the
   limit is buffered, and the route never sees a truncated body.
+* :class:`BodyDeadline` answers 408 ``http_request_timeout`` when a body does not arrive within
+  ``BATON_HTTP_BODY_TIMEOUT_SECONDS`` of its headers (header deadlines and the connection cap are in
+  :mod:`baton.http_limits`, at the protocol level).
 * :class:`HostGuard` protects a loopback bind from DNS rebinding: the ``Host`` must name the bind (or
   ``localhost``, ``127.0.0.1``, ``[::1]``, or ``BATON_PUBLIC_URL``) else 421; a browser ``Origin``
   must be one of those too, else 403.
+* :class:`AuthThrottle` counts failed authentication on ``/inbox*``, ``/mcp`` and ``/metrics`` per client
+  address and answers 429 with ``Retry-After`` while the address is locked out.
 * :class:`TrustedProxy` takes the scheme from ``X-Forwarded-Proto`` only when the direct peer is a
   configured trusted proxy (``BATON_TRUSTED_PROXIES``), so cookies get ``Secure`` behind TLS.
 """
@@ -15,7 +20,7 @@ from __future__ import annotations
 import ipaddress
 import json
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 Scope = MutableMapping[str, Any]
@@ -122,6 +127,63 @@ class BodyLimit:
         )
 
 
+class BodyDeadline:
+    """Refuses a request whose body does not arrive within ``seconds`` of its headers with 408.
+
+    Only the body is timed: once the last chunk is in, ``receive`` is passed through untouched (a
+    streaming response waits on it for the client's disconnect).
+    """
+
+    def __init__(self, app: ASGIApp, seconds: float) -> None:
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        """Time each ``receive`` against what is left of the deadline until the body is complete."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        import anyio
+
+        deadline = anyio.current_time() + self.seconds
+        state = {"complete": False, "timed_out": False, "started": False}
+
+        async def timed_receive() -> dict[str, Any]:
+            if state["timed_out"]:
+                return {"type": "http.disconnect"}
+            if state["complete"]:
+                message: dict[str, Any] = await receive()
+                return message
+            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+                message = await receive()
+                if message["type"] != "http.request" or not message.get("more_body", False):
+                    state["complete"] = True
+                return message
+            state["timed_out"] = True
+            if not state["started"]:
+                state["started"] = True
+                await send_refusal(
+                    send,
+                    408,
+                    "http_request_timeout",
+                    "The request body did not arrive in time (BATON_HTTP_BODY_TIMEOUT_SECONDS).",
+                )
+            return {"type": "http.disconnect"}
+
+        async def guarded_send(message: dict[str, Any]) -> None:
+            if state["timed_out"]:
+                return  # the 408 is out; the route's own answer is dropped
+            if message["type"] == "http.response.start":
+                state["started"] = True
+            await send(message)
+
+        try:
+            await self.app(scope, timed_receive, guarded_send)
+        except Exception:
+            if not state["timed_out"]:
+                raise
+
+
 def _norm_host(host: str) -> str:
     """``host`` as it appears in a Host header (IPv6 in brackets), lower case."""
     host = host.strip().lower()
@@ -179,40 +241,36 @@ class HostGuard:
         await self.app(scope, receive, send)
 
 
-#: Off loopback, a bearer token must be at least this long and estimate at least this many bits.
+#: Off loopback, a bearer token must be at least this long ...
 MIN_TOKEN_CHARS = 32
-MIN_TOKEN_BITS = 128
+#: ... reach zxcvbn's top score ...
+MIN_TOKEN_SCORE = 4
+#: ... and an estimated 10^20 guesses (about 66 bits as zxcvbn counts, which charges random
+#: characters 10 guesses each: a 32-character random token estimates 10^32, ``changeme-changeme-…`` 10^7.6).
+MIN_TOKEN_GUESSES_LOG10 = 20.0
+#: zxcvbn refuses longer inputs (its cost grows with length); a prefix this long is all it needs.
+ESTIMATE_PREFIX_CHARS = 72
 
 
-def token_bits(token: str) -> float:
-    """A rough strength estimate: length × log2(alphabet), the alphabet judged from the character classes
-    used (hex-only counts 16); a token of few distinct characters is judged by those instead."""
+def token_strength(token: str) -> tuple[int, float]:
+    """zxcvbn's ``(score, log10 guesses)`` for the token's first :data:`ESTIMATE_PREFIX_CHARS` characters."""
     import math
-    import string
 
-    if not token:
-        return 0.0
-    if all(char in string.hexdigits.lower() for char in token) or all(
-        char in string.hexdigits.upper() for char in token
-    ):
-        alphabet = 16
-    else:
-        alphabet = 0
-        alphabet += 26 if any(char.islower() for char in token) else 0
-        alphabet += 26 if any(char.isupper() for char in token) else 0
-        alphabet += 10 if any(char.isdigit() for char in token) else 0
-        alphabet += 32 if any(not char.isalnum() for char in token) else 0
-    alphabet = min(alphabet, max(2, len(set(token)) * 2))
-    return len(token) * math.log2(max(alphabet, 2))
+    from zxcvbn import zxcvbn  # imported only when a non-loopback bind checks its tokens
+
+    estimate = zxcvbn(token[:ESTIMATE_PREFIX_CHARS])
+    return int(estimate["score"]), math.log10(max(float(estimate["guesses"]), 1.0))
 
 
 def weak_token(name: str, token: str) -> str | None:
-    """Why ``token`` is too weak to guard a non-loopback bind, or None."""
+    """Why ``token`` is too weak to guard a non-loopback bind, or None (never echoing the token)."""
     if len(token) < MIN_TOKEN_CHARS:
         return f"{name} has {len(token)} characters; off loopback it needs at least {MIN_TOKEN_CHARS}"
-    if token_bits(token) < MIN_TOKEN_BITS:
+    score, guesses_log10 = token_strength(token)
+    if score < MIN_TOKEN_SCORE or guesses_log10 < MIN_TOKEN_GUESSES_LOG10:
         return (
-            f"{name} looks guessable (about {token_bits(token):.0f} bits; at least {MIN_TOKEN_BITS} needed)"
+            f"{name} looks guessable (zxcvbn score {score}, about 10^{guesses_log10:.0f} guesses; "
+            f"score {MIN_TOKEN_SCORE} and 10^{MIN_TOKEN_GUESSES_LOG10:.0f} needed)"
         )
     return None
 
@@ -266,11 +324,84 @@ class TrustedProxy:
         await self.app(scope, receive, send)
 
 
-def guarded(app: ASGIApp, settings: Any, host: str, port: int) -> ASGIApp:
-    """``app`` behind the body limit, the loopback host check and the trusted-proxy scheme (outermost first)."""
+#: Key in the ASGI scope's ``state``: a route saw a credential that failed (a route that answers a wrong
+#: credential with something else than 401, e.g. the inbox's redirect to its login form, sets it).
+AUTH_FAILED_KEY = "baton_auth_failed"
+#: The routes that authenticate: failures on any of them count toward one per-address throttle.
+AUTH_PREFIXES = ("/inbox", "/mcp", "/metrics")
+
+
+class Throttle(Protocol):
+    """What :class:`AuthThrottle` needs of :class:`baton.hitl.sessions.LoginThrottle`."""
+
+    def retry_after(self, address: str) -> int: ...
+    def failed(self, address: str) -> None: ...
+    def succeeded(self, address: str) -> None: ...
+
+
+class AuthThrottle:
+    """Failed authentication on ``/inbox*``, ``/mcp`` and ``/metrics`` counts toward one per-address lockout.
+
+    A 401 to a request that presented a credential (a wrong bearer or OAuth token, a wrong login token), or a
+    request a route marked with :data:`AUTH_FAILED_KEY`, is a failure; a request with no credential at all
+    is no guess (an OAuth client's first, discovering request gets its 401 uncounted). While the address is locked out,
+    every request to those routes gets 429 ``http_rate_limited`` with ``Retry-After``, and is not looked at:
+    a correct token is refused too, exactly as the login form does. An accepted credential (an
+    ``Authorization`` header or a login form answered below 400) clears the address.
+    """
+
+    def __init__(self, app: ASGIApp, throttle: Throttle) -> None:
+        self.app = app
+        self.throttle = throttle
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        """429 while locked out; otherwise count the response's verdict on the credential."""
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if not path.startswith(AUTH_PREFIXES):
+            await self.app(scope, receive, send)
+            return
+        client = scope.get("client")
+        address = str(client[0]) if client else "unknown"
+        wait = self.throttle.retry_after(address)
+        if wait:
+            await send_refusal(
+                send,
+                429,
+                "http_rate_limited",
+                f"Too many failed authentications from this address; try again in {wait} seconds.",
+                headers=[(b"retry-after", str(wait).encode())],
+                retry_after_seconds=wait,
+            )
+            return
+        presented = _header(scope, b"authorization") is not None or (
+            path == "/inbox/login" and scope.get("method") == "POST"
+        )
+        status: dict[str, int] = {}
+
+        async def watching_send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watching_send)
+        finally:
+            code = status.get("code")
+            if (presented and code == 401) or (scope.get("state") or {}).get(AUTH_FAILED_KEY) is True:
+                self.throttle.failed(address)
+            elif presented and code is not None and code < 400:
+                self.throttle.succeeded(address)
+
+
+def guarded(app: ASGIApp, settings: Any, host: str, port: int, throttle: Throttle | None = None) -> ASGIApp:
+    """``app`` behind the body limit, the loopback host check, the trusted-proxy scheme and, with
+    ``throttle``, the failed-authentication throttle (outermost first)."""
     from baton.addresses import is_loopback
 
+    if throttle is not None:
+        app = AuthThrottle(app, throttle)  # inside TrustedProxy: it counts the real client's address
     inner: ASGIApp = TrustedProxy(app, parse_proxies(settings.baton_trusted_proxies))
     if is_loopback(host):
         inner = HostGuard(inner, host, port, settings.baton_public_url)
+    inner = BodyDeadline(inner, settings.baton_http_body_timeout_seconds)
     return BodyLimit(inner, settings.baton_max_message_bytes, {"/inbox": INBOX_BODY_BYTES})

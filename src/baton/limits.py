@@ -1,4 +1,7 @@
-"""Caps on what a caller may send: tool arguments by serialized size, list pages, contexts in lists.
+"""Caps on what a caller may send: tool names, tool arguments by serialized size, list pages, contexts in lists.
+
+A tool name longer than ``MAX_TOOL_NAME_CHARS`` (128, the MCP spec's bound, SEP-986) is refused before
+anything else sees it: no receipt, no metric, no trace attribute holds it.
 
 Every free-form argument (a context, a task, a message, a webhook payload, a timer action …) is
 measured once, at the tool boundary, on the raw arguments before any validation: a call whose
@@ -11,8 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from baton.errors import ArgumentError
+from baton.errors import ArgumentError, ToolNameError
 
+#: The longest tool name a ``tools/call`` may carry (the MCP spec's 1-128 characters).
+MAX_TOOL_NAME_CHARS = 128
 #: Default of ``BATON_MAX_ARGUMENT_BYTES``: the serialized size of one call's arguments.
 DEFAULT_MAX_ARGUMENT_BYTES = 256 * 1024
 #: A request context larger than this is left out of ``mcp_list_pending_requests`` (``context_truncated``).
@@ -67,6 +72,16 @@ def _str_size(text: str, budget: int) -> int:
 def _int_size(number: int) -> int:
     bits = abs(number).bit_length()
     return max(1, bits * 3 // 10 + 2)  # decimal digits, without building a (possibly huge) string
+
+
+def check_tool_name(name: object) -> None:
+    """Refuse a tool name longer than :data:`MAX_TOOL_NAME_CHARS` with ``tool_name_too_long`` (never echoed)."""
+    if isinstance(name, str) and len(name) > MAX_TOOL_NAME_CHARS:
+        raise ToolNameError(
+            "tool_name_too_long",
+            f"Tool names have at most {MAX_TOOL_NAME_CHARS} characters; this one has {len(name)}.",
+            limit_chars=MAX_TOOL_NAME_CHARS,
+        )
 
 
 def check_arguments(arguments: dict[str, Any], limit: int) -> None:

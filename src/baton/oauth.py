@@ -267,7 +267,7 @@ class OAuthMiddleware:
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         """Authenticate, authorize by scope, mark admins; 401/403 carry the resource metadata URL."""
-        from baton.server import ADMIN_SCOPE_KEY
+        from baton.http_identity import ADMIN_SCOPE_KEY
 
         if scope["type"] != "http":
             await self.static(scope, receive, send)

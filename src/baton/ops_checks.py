@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from baton.doctor import Check
+from baton.checks import Check
 from baton.errors import BatonError
 from baton.runtime import Runtime
 

@@ -1,4 +1,5 @@
-"""Data at rest is private: baton's home is 0700, and every database, key and mirror file it writes is 0600.
+"""Data at rest is private: baton's home is 0700, and every database, key, mirror, campaign bundle and gateway
+file it writes is 0600 in 0700 directories.
 
 Kept free of heavy imports: settings, the store and the mirrors use it before anything else is loaded.
 """
@@ -37,6 +38,28 @@ def private_dir(path: Path) -> Path:
         else:
             log.warning("%s is not owned by this user and is readable by others; baton leaves it as is", path)
     return path
+
+
+def private_tree(path: Path, root: Path) -> Path:
+    """Create ``path`` and each missing directory between ``root`` (excluded) and it at 0700, tightening ours."""
+    chain = [path, *path.parents]
+    below_root = chain[: chain.index(root)] if root in chain else [path]
+    for directory in reversed(below_root):
+        private_dir(directory)
+    return path
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` at 0600 (an existing file is tightened before it is rewritten)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        if stat.S_IMODE(os.fstat(fd).st_mode) != FILE_MODE:
+            os.fchmod(fd, FILE_MODE)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
 
 
 def private_file(path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import hmac
 import importlib
 import json
@@ -19,7 +18,9 @@ from mcp.server.lowlevel import Server
 
 from baton import __version__, tool_cache
 from baton.addresses import is_loopback
-from baton.errors import BatonError, ConfigError
+from baton.errors import BatonError, ConfigError, ToolNameError
+from baton.http_identity import ADMIN_SCOPE_KEY, decision_authority
+from baton.mcp_results import tool_result
 
 if TYPE_CHECKING:
     from baton.config import Settings
@@ -174,7 +175,12 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
                 request_state=params.request_state,
                 task=task,
             )
-            result = await registry.call(params.name, params.arguments, context)
+            try:
+                result = await registry.call(params.name, params.arguments, context)
+            except ToolNameError as exc:  # the spec's -32602, not a tool result
+                from baton.protocol_errors import protocol_error
+
+                raise protocol_error(exc) from None
         return tool_result(result)
 
     async def call_tool(
@@ -192,6 +198,9 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
     from baton.tracing import HeaderTraceContext
 
     server.middleware.insert(0, HeaderTraceContext())  # before the SDK's span: HTTP traceparent as parent
+    from baton.protocol_errors import ToolNameGuard
+
+    server.middleware.insert(0, ToolNameGuard())  # outermost: an over-long name reaches nothing else
     from baton.hitl.mrtr import boundary
 
     server.middleware.append(boundary(loader.current_settings))
@@ -199,45 +208,6 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
 
     install(server, loader, run_call)
     return server
-
-
-def decision_authority(settings: Settings, request: Any) -> str | None:
-    """How an MCP caller may decide HITL requests: ``mcp`` (opt-in), ``mcp_admin`` (admin credential), or None.
-
-    By default nobody over MCP may decide: the agent that asks must not be the one that approves.
-    """
-    if settings.baton_hitl_allow_mcp_decisions:
-        return "mcp"
-    scope = getattr(request, "scope", None)
-    if isinstance(scope, dict) and scope.get("state", {}).get(ADMIN_SCOPE_KEY) is True:
-        return "mcp_admin"
-    return None
-
-
-@functools.cache
-def _content_blocks() -> Any:
-    """The validator of a proxied upstream's content blocks, built once (building it cost more than using it)."""
-    from pydantic import TypeAdapter
-
-    return TypeAdapter(list[types.ContentBlock])
-
-
-def tool_result(result: dict[str, Any]) -> types.CallToolResult | types.InputRequiredResult:
-    """A registry result as MCP: JSON text, or a proxied upstream's own content blocks (``mcp_content``).
-
-    A handler that needs the client's input first (2026-07-28 elicitation) returns ``mcp_input_required``.
-    """
-    interim = result.pop("mcp_input_required", None)
-    if isinstance(interim, dict):
-        return types.InputRequiredResult.model_validate(interim)
-    upstream = result.pop("mcp_content", None)
-    if isinstance(upstream, list):
-        content: list[Any] = _content_blocks().validate_python(upstream)
-    else:
-        content = [types.TextContent(text=json.dumps(result, ensure_ascii=False, default=str))]
-    return types.CallToolResult(
-        content=content, structured_content=result, is_error=not result.get("success", False)
-    )
 
 
 @contextlib.asynccontextmanager
@@ -361,10 +331,6 @@ def parse_bind(bind: str) -> tuple[str, int]:
 
 
 ASGIApp = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]
-
-
-#: Key in the ASGI scope's ``state`` marking a request authenticated with the admin credential.
-ADMIN_SCOPE_KEY = "baton_admin"
 
 
 class BearerTokenMiddleware:
@@ -514,14 +480,18 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
     from baton.hitl.links import record_served
 
     record_served(runtime)  # so `baton hitl link` in another shell knows whether its links would pass
+    from baton.hitl.sessions import LoginThrottle
     from baton.http_guards import guarded
 
-    app = guarded(build_http_app(runtime, host), runtime.settings, host, port)
+    throttle = LoginThrottle.for_runtime(runtime)  # failed authentication on /inbox*, /mcp, /metrics
+    app = guarded(build_http_app(runtime, host), runtime.settings, host, port, throttle)
     # log_config=None: uvicorn's loggers propagate to baton's redacting handler; proxy headers are
     # honoured only from BATON_TRUSTED_PROXIES (baton.http_guards.TrustedProxy), never by default.
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", lifespan="on", log_config=None, proxy_headers=False
-    )
+    from baton.http_limits import uvicorn_config
+
+    config = uvicorn_config(
+        app, host, port, runtime.settings, lifespan="on"
+    )  # header deadline, connection cap
     paths = ("/mcp", "/inbox", "/inbox/console")
 
     class AnnouncingServer(uvicorn.Server):

@@ -294,7 +294,7 @@ class TasksExtension(Extension):
     def _derive(self, store: TaskStore, row: dict[str, Any]) -> dict[str, Any]:
         """Complete a task waiting on a human from the request's own state (any replica, after a crash)."""
         from baton.errors import BatonError
-        from baton.server import tool_result
+        from baton.mcp_results import tool_result
 
         if row["expires_epoch"] <= time.time():
             store.set(row["id"], status="failed", error={"code": -32603, "message": "Task has expired"})

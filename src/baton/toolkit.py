@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from baton.canonical import canonical_json, sha256_hex
-from baton.errors import ArgumentError, BatonError
-from baton.limits import check_arguments
+from baton.errors import ArgumentError, BatonError, ToolNameError
+from baton.limits import check_arguments, check_tool_name
 from baton.observe import observe_tool_call
 
 if TYPE_CHECKING:
@@ -120,27 +120,46 @@ class ToolRegistry:
         self.background.append(task)
 
     async def call(self, name: str, arguments: dict[str, Any] | None, context: CallContext) -> dict[str, Any]:
-        """Validate, run and receipt one tool call; never raises for a tool's own failure."""
+        """Validate, run and receipt one tool call; never raises for a tool's own failure.
+
+        A name over the cap raises :class:`ToolNameError` before anything is stored or counted; an unknown
+        name is receipted and counted (as ``unknown``), then raised as :class:`ToolNameError` too: the
+        server answers both as JSON-RPC errors. The argument cap comes first, whatever the name.
+        """
+        check_tool_name(name)
         started = time.perf_counter()
         arguments = arguments or {}
+        owner = None if name in self.tools else self._owner(name)
         try:
             check_arguments(arguments, self.runtime.settings.baton_max_argument_bytes)
         except ArgumentError as exc:
             raw, oversized = exc.to_result(), True
         else:
-            raw, oversized = await self._dispatch(name, arguments, context), False
+            raw, oversized = await self._dispatch(name, owner, arguments, context), False
         result: dict[str, Any] = self.runtime.redactor.value(raw)
         seconds = time.perf_counter() - started
-        if not (name not in self.tools and any(s.owns(name) and s.writes_receipts for s in self.dynamic)):
+        if owner is None or not owner.writes_receipts:
             self._receipt(name, None if oversized else arguments, result, seconds)
-        adapter = name.split("__", 1)[0] if name not in self.tools and "__" in name else None
-        observe_tool_call(name, result, seconds, adapter)
+        adapter = name.split("__", 1)[0] if owner is not None else None
+        observe_tool_call(self.metric_label(name, owner), result, seconds, adapter)
+        if result.get("error_class") == "unknown_tool" and owner is None and name not in self.tools:
+            raise ToolNameError("unknown_tool", result["error"])
         return result
 
-    async def _dispatch(self, name: str, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
+    def _owner(self, name: str) -> DynamicTools | None:
+        return next((source for source in self.dynamic if source.owns(name)), None)
+
+    def metric_label(self, name: str, owner: DynamicTools | None) -> str:
+        """``name`` when this server serves (or has pinned) that tool, else ``unknown``: bounded labels."""
+        if name in self.tools or (owner is not None and owner.knows(name)):
+            return name
+        return "unknown"
+
+    async def _dispatch(
+        self, name: str, owner: DynamicTools | None, arguments: dict[str, Any], context: CallContext
+    ) -> dict[str, Any]:
         spec = self.tools.get(name)
         if spec is None:
-            owner = next((source for source in self.dynamic if source.owns(name)), None)
             if owner is not None:
                 return await _guarded(lambda: owner.call(name, arguments, context))
             return BatonError("unknown_tool", f"No tool is named {name!r}.").to_result()
@@ -178,6 +197,10 @@ class DynamicTools:
     def owns(self, name: str) -> bool:
         """Whether ``name`` belongs to this source."""
         raise NotImplementedError
+
+    def knows(self, name: str) -> bool:
+        """Whether ``name`` is one of this source's pinned tools (a metric label may carry it)."""
+        return False
 
     async def list_tools(self) -> list[dict[str, Any]]:
         """The tools to list: ``name``, ``description``, ``inputSchema`` and optional extras."""

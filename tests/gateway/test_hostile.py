@@ -23,7 +23,8 @@ import pytest
 from baton.errors import GatewayError
 from baton.gateway import cgroups
 from baton.gateway.replay import replay
-from baton.gateway.sandbox import BubblewrapSandbox, SandboxSpec
+from baton.gateway.sandbox import BubblewrapSandbox
+from baton.gateway.sandbox_spec import SandboxSpec
 from baton.gateway.stderr import STDERR_CAP_BYTES
 from baton.runtime import Runtime
 from baton.testing.mcp_stdio_server import package_files

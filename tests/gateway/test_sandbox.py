@@ -17,7 +17,8 @@ import pytest
 
 from baton.gateway import seccomp
 from baton.gateway.docker import DockerSandbox
-from baton.gateway.sandbox import BubblewrapSandbox, HostMount, SandboxSpec
+from baton.gateway.sandbox import BubblewrapSandbox
+from baton.gateway.sandbox_spec import HostMount, SandboxSpec
 
 pytestmark = pytest.mark.needs("bwrap")  # fails under CI, skips elsewhere (tests/needs.py)
 

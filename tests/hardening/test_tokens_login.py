@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,18 @@ def _serve(env: dict[str, str], bind: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("variable", ["BATON_HTTP_TOKEN", "BATON_ADMIN_TOKEN"])
-@pytest.mark.parametrize("weak", ["7", "a" * 40, "abababababababababababababababab"])
+@pytest.mark.parametrize(
+    "weak",
+    [
+        "7",
+        "a" * 40,
+        "abababababababababababababababab",
+        "changeme-changeme-changeme-change",
+        "Password123!Password123!Password",
+        "abcdefghijklmnopqrstuvwxyz012345",
+        "changeme-" * 2000,  # long (18,000 characters): only the first 72 are estimated, quickly
+    ],
+)
 def test_weak_tokens_are_refused_off_loopback(baton_env: dict[str, str], variable: str, weak: str) -> None:
     env = {**baton_env, "BATON_HTTP_TOKEN": TOKEN, variable: weak}
     done = _serve(env, f"0.0.0.0:{free_port()}")
@@ -44,6 +56,16 @@ def test_weak_tokens_are_refused_off_loopback(baton_env: dict[str, str], variabl
     assert done.stdout == ""
 
 
+def test_a_generated_token_is_accepted_off_loopback(baton_env: dict[str, str], tmp_path: Path) -> None:
+    token = secrets.token_urlsafe(32)
+    port = free_port()
+    env = {**baton_env, "BATON_HTTP_TOKEN": token, "BATON_ADMIN_TOKEN": secrets.token_urlsafe(32)}
+    with http_server(env, f"0.0.0.0:{port}", tmp_path):
+        refused = httpx.get(f"http://127.0.0.1:{port}/metrics")
+        served = httpx.get(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"})
+    assert (refused.status_code, served.status_code) == (401, 200)
+
+
 def _login(base: str, token: str, *, source: str = "127.0.0.1") -> httpx.Response:
     transport = httpx.HTTPTransport(local_address=source)
     with httpx.Client(transport=transport, follow_redirects=False) as client:
@@ -52,7 +74,12 @@ def _login(base: str, token: str, *, source: str = "127.0.0.1") -> httpx.Respons
 
 def test_failed_logins_are_throttled_per_address(baton_env: dict[str, str], tmp_path: Path) -> None:
     port = free_port()
-    env = {**baton_env, "BATON_ADMIN_TOKEN": TOKEN, "BATON_LOGIN_MAX_FAILURES": "2"}
+    env = {
+        **baton_env,
+        "BATON_ADMIN_TOKEN": TOKEN,
+        "BATON_LOGIN_MAX_FAILURES": "2",
+        "BATON_LOGIN_LOCKOUT_FIRST_SECONDS": "3600",  # the lockout outlasts the test, however slow
+    }
     with http_server(env, f"127.0.0.1:{port}", tmp_path):
         base = f"http://127.0.0.1:{port}"
         statuses = []
@@ -66,6 +93,52 @@ def test_failed_logins_are_throttled_per_address(baton_env: dict[str, str], tmp_
         assert "http_rate_limited" in response.text
         assert _login(base, TOKEN).status_code == 429  # locked: not even the right token is checked
         assert _login(base, TOKEN, source="127.0.0.2").status_code == 303  # another address is not
+
+
+ADMIN = "admin-token-for-throttle-tests-0123456789"
+
+
+def _bearer(base: str, path: str, token: str, *, source: str = "127.0.0.1") -> httpx.Response:
+    transport = httpx.HTTPTransport(local_address=source)
+    with httpx.Client(transport=transport, follow_redirects=False) as client:
+        return client.get(f"{base}{path}", headers={"Authorization": f"Bearer {token}"})
+
+
+def test_bearer_guesses_on_every_route_share_the_login_throttle(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    port = free_port()
+    env = {
+        **baton_env,
+        "BATON_HTTP_TOKEN": TOKEN,
+        "BATON_ADMIN_TOKEN": ADMIN,
+        "BATON_LOGIN_MAX_FAILURES": "3",
+        "BATON_LOGIN_LOCKOUT_FIRST_SECONDS": "3600",
+    }
+    with http_server(env, f"127.0.0.1:{port}", tmp_path):
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(5):  # no credential at all is no guess: not counted
+            assert httpx.get(f"{base}/metrics").status_code == 401
+        assert _bearer(base, "/inbox", "guess-1").status_code == 303  # to the login form, but counted
+        assert _bearer(base, "/metrics", "guess-2").status_code == 401
+        assert _bearer(base, "/metrics", TOKEN).status_code == 200  # an accepted token clears the count
+        assert _bearer(base, "/inbox", "guess-3").status_code == 303
+        assert _bearer(base, "/mcp", "guess-4").status_code == 401
+        assert _bearer(base, "/inbox/requests/hr_x", "guess-5").status_code == 303  # three free again
+        assert _bearer(base, "/metrics", "guess-6").status_code == 401  # the fourth: locked from now on
+        for path, token in (
+            ("/inbox", ADMIN),
+            ("/mcp", TOKEN),
+            ("/metrics", TOKEN),
+            ("/inbox/console", ADMIN),
+        ):
+            locked = _bearer(base, path, token)
+            assert locked.status_code == 429, path  # the right token is not even checked
+            assert int(locked.headers["retry-after"]) > 60
+            assert locked.json()["error_class"] == "http_rate_limited"
+        assert _login(base, ADMIN).status_code == 429
+        assert _bearer(base, "/metrics", TOKEN, source="127.0.0.2").status_code == 200  # another address
+        assert _bearer(base, "/inbox", ADMIN, source="127.0.0.2").status_code == 200
 
 
 def test_the_lockout_doubles_and_a_success_clears_it() -> None:

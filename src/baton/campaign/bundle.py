@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from baton.errors import CampaignError
+from baton.private import private_tree, write_private
 from baton.receipts import CREDENTIAL_PATTERN, sha256_hex
 
 
@@ -38,8 +39,8 @@ class BundleWriter:
             raise CampaignError(
                 "campaign_bundle_invalid", f"Refused to write {relative}: credential-shaped value."
             )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        private_tree(path.parent, (root or self.run_dir).parent)
+        write_private(path, text.encode("utf-8"))
         return path
 
     def write_manifest(self, header: dict[str, Any]) -> Path:

@@ -21,6 +21,7 @@ from baton.campaign.human import parse_human_decision, read_decision_line
 from baton.campaign.options import CampaignOptions, CaseRow
 from baton.config import NOTIFICATION_VARIABLES, SENSITIVE_ENV_NAMES
 from baton.errors import BatonError, CampaignError
+from baton.private import private_dir
 from baton.receipts import CREDENTIAL_PATTERN
 
 
@@ -135,7 +136,8 @@ class Campaign:
         from mcp import ClientSession, StdioServerParameters
         from mcp.client.stdio import stdio_client
 
-        self.run_dir.mkdir(parents=True, exist_ok=False)
+        self.run_dir.mkdir(parents=True, exist_ok=False, mode=0o700)
+        private_dir(self.run_dir)  # 0700 whatever the umask: the bundle holds receipts and model outputs
         self.bundle.write_json("protocol.json", self._protocol())
         self.console.print(f"[bold]baton campaign[/bold] {self.options.campaign_id} → {self.run_dir}")
         parameters = StdioServerParameters(

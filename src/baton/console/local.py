@@ -64,12 +64,14 @@ async def _serve(settings: Any, host: str, port: int, one_run_token: str | None)
     from baton.server import announce_listening
 
     runtime = Runtime.open(settings)
+    from baton.hitl.sessions import LoginThrottle
     from baton.http_guards import guarded
 
-    app = guarded(build_app(runtime), settings, host, port)  # body limits, Host/Origin checks, proxies
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", lifespan="off", log_config=None, proxy_headers=False
-    )
+    # body limits, Host/Origin checks, proxies, the failed-authentication throttle
+    app = guarded(build_app(runtime), settings, host, port, LoginThrottle.for_runtime(runtime))
+    from baton.http_limits import uvicorn_config
+
+    config = uvicorn_config(app, host, port, settings, lifespan="off")  # header deadline, connection cap
 
     class AnnouncingServer(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:

@@ -34,6 +34,7 @@ from baton.gateway.policy import (
     write_policy,
 )
 from baton.gateway.registries import Fetched, Registries
+from baton.private import private_dir, private_tree, write_private
 from baton.receipts import canonical_json, sha256_hex, utc_now
 from baton.runtime import Runtime
 
@@ -151,7 +152,7 @@ def artifact_rows(fetched: list[Fetched]) -> list[dict[str, Any]]:
 def write_json(path: Path, value: Any) -> str:
     """Write canonical JSON plus a newline; returns the sha256 of the bytes written."""
     data = canonical_json(value).encode("utf-8") + b"\n"
-    path.write_bytes(data)
+    write_private(path, data)
     return sha256_hex(data)
 
 
@@ -221,14 +222,15 @@ def write_bundle(
     resolution = {"files": {}, **(resolution or {})}
     staging = directory.with_name(directory.name + ".staging")
     shutil.rmtree(staging, ignore_errors=True)
-    (staging / "tarballs").mkdir(parents=True)
+    private_dir(staging)  # 0700, and 0600 files: the bundle is baton's alone (it extracts copies to run)
+    private_dir(staging / "tarballs")
     ordered = sorted({_key(f): f for f in fetched}.values(), key=_key)
     rows = [package_row(item) for item in ordered]
     for item, row in zip(ordered, rows, strict=True):
-        (staging / row["tarball_path"]).write_bytes(item.content)
+        write_private(staging / row["tarball_path"], item.content)
     files: dict[str, str] = {}
     for name, content in (resolution.pop("contents", None) or {}).items():
-        (staging / name).write_bytes(content)
+        write_private(staging / name, content)
         files[name] = hashlib.sha256(content).hexdigest()
     resolution["files"] = files
     manifest = {
@@ -242,7 +244,7 @@ def write_bundle(
     }
     manifest_sha = write_json(staging / "bundle-manifest.json", manifest)
     sbom_text = build_sbom(adapter_id, rows, artifact_set, datetime.now(UTC))
-    (staging / "sbom.cdx.json").write_text(sbom_text, encoding="utf-8")
+    write_private(staging / "sbom.cdx.json", sbom_text.encode("utf-8"))
     hashes = {"manifest": manifest_sha, "sbom": sha256_hex(sbom_text.encode("utf-8"))}
     receipt = _lock_receipt(adapter_id, run_id, artifact_set, rows, hashes, resolution)
     receipt_sha = write_json(staging / "lock-receipt.json", receipt)
@@ -564,6 +566,7 @@ def _record_lock(
 ) -> dict[str, Any]:
     """Stage the bundle, then (only when all of it succeeded) write the policy, swap the bundle, record."""
     bundle = state.adapter_dir(runtime, policy.id) / "bundle"
+    private_tree(bundle.parent, runtime.settings.home)  # BATON_HOME/gateway/<id>: 0700
     pin = policy.interpreter.model_dump() if policy.interpreter else None
     resolution = {
         "contents": _resolution_contents(resolved),

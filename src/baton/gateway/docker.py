@@ -9,7 +9,7 @@ import uuid
 from typing import IO
 
 from baton.errors import GatewayError
-from baton.gateway.sandbox import SANDBOX_GID, SANDBOX_UID, SANDBOX_WORKDIR, SandboxSpec
+from baton.gateway.sandbox_spec import SANDBOX_GID, SANDBOX_UID, SANDBOX_WORKDIR, SandboxSpec
 
 
 class DockerSandbox:

@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from baton.errors import GatewayError
 from baton.gateway.policy import SYSTEM_TREES, Mount, Policy
-from baton.gateway.sandbox import SANDBOX_GID, SANDBOX_UID, HostMount
+from baton.gateway.sandbox_spec import SANDBOX_GID, SANDBOX_UID, HostMount
 
 
 def _invalid(mount: Mount, reason: str) -> GatewayError:

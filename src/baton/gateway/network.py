@@ -26,7 +26,7 @@ import anyio
 from anyio.abc import ByteStream, TaskGroup
 
 from baton.gateway import scratch
-from baton.gateway.sandbox import SandboxSpec
+from baton.gateway.sandbox_spec import SandboxSpec
 
 log = logging.getLogger("baton.gateway.egress")
 BRIDGE_PORT = 3128

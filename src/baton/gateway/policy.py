@@ -458,9 +458,12 @@ def dump_policy(policy: Policy) -> str:
 
 def write_policy(path: Path, policy: Policy) -> str:
     """Write a policy file atomically; returns its checksum."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from baton.private import private_dir, write_private
+
+    if not path.parent.is_dir():
+        private_dir(path.parent)
     text = dump_policy(policy)
     tmp = path.with_suffix(".toml.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    write_private(tmp, text.encode("utf-8"))  # a policy may carry --env values: 0600
     tmp.replace(path)
     return "sha256:" + sha256_hex(canonical_json(tomllib.loads(text)))

@@ -23,6 +23,7 @@ from baton.gateway import state
 from baton.gateway.policy import Policy, load_policy, policy_path, read_policy_document
 from baton.gateway.stages import check_chain, identify
 from baton.gateway.state import is_live, stage_is_served_version
+from baton.private import FILE_MODE, private_tree
 from baton.receipts import sha256_hex, utc_now
 from baton.runtime import Runtime
 
@@ -192,8 +193,9 @@ def snapshot(runtime: Runtime, adapter_id: str, path: Path, checksum: str) -> Pa
         return root
     staging = root.parent / f".staging-{uuid.uuid4().hex}"
     try:
-        staging.mkdir(parents=True)
+        private_tree(staging, runtime.settings.home)
         shutil.copyfile(path, staging / "policy.toml")
+        os.chmod(staging / "policy.toml", FILE_MODE)
         if read_policy_document(staging / "policy.toml")[1] != checksum:
             raise _refuse(adapter_id, "the policy file changed while it was being promoted.")
         bundle = state.adapter_dir(runtime, adapter_id) / "bundle"

@@ -107,6 +107,14 @@ class GatewayProxy(DynamicTools):
         """Every name under a live adapter's prefix, so denied names get ``tool_denied``."""
         return self.split(name) is not None
 
+    def knows(self, name: str) -> bool:
+        """Whether ``name`` is an allowed or denied tool of a live adapter's policy (not any suffix)."""
+        split = self.split(name)
+        if split is None:
+            return False
+        adapter, tool = split
+        return tool in adapter.policy.tools.allowed or tool in adapter.policy.tools.denied
+
     async def list_tools(self) -> list[dict[str, Any]]:
         """Only allowed tools, with the upstream's pinned schemas."""
         tools = []

@@ -29,7 +29,8 @@ from baton.gateway.interpreter import check_interpreter_pin
 from baton.gateway.mounts import host_mounts
 from baton.gateway.policy import Policy, load_policy, policy_path, write_policy
 from baton.gateway.protocol import JsonRpcPipe, Session, exchange, shut_down, stop
-from baton.gateway.sandbox import HostMount, Sandbox, SandboxSpec, as_nobody, enforcement, sandbox_for
+from baton.gateway.sandbox import Sandbox, as_nobody, enforcement, sandbox_for
+from baton.gateway.sandbox_spec import HostMount, SandboxSpec
 from baton.gateway.stages import check_chain, fail_closed, identify, write_receipt_file
 from baton.gateway.stderr import StderrTail, drain_in_thread
 from baton.receipts import utc_now

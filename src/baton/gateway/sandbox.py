@@ -23,30 +23,26 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import signal
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from baton.errors import GatewayError
 from baton.gateway import cgroups, scratch, seccomp
+from baton.gateway.sandbox_spec import SANDBOX_GID, SANDBOX_UID, SANDBOX_WORKDIR, SandboxSpec
 
 if TYPE_CHECKING:
     from baton.gateway.policy import Policy
 
-SANDBOX_UID = 65534
-SANDBOX_GID = 65534
-SANDBOX_WORKDIR = "/work"
 #: The PATH of processes baton starts on the host (bwrap itself, probes).
 HOST_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: The PATH inside the sandbox: the host's system directories, then ``/work/bin`` with the console-script
 #: launchers of an adapter's wheels (extract.write_console_launchers), last so none can shadow a system
 #: command such as the pinned ``python3``.
 SANDBOX_PATH = f"{HOST_PATH}:/work/bin"
-SIZE = re.compile(r"size=([0-9]+)([kmg]?)")
 #: (bwrap, euid) pairs for which a probe sandbox has started in this process.
 _VERIFIED: set[tuple[str, int]] = set()
 #: Runs in the preparing namespace: ``$1`` stage, ``$2`` tmpfs options, ``$3`` extracted tree,
@@ -69,52 +65,6 @@ bwrap=$5
 shift 5
 exec "$bwrap" --args 3 -- "$@" 3<"$stage/bwrap.args" 4<"$stage/seccomp.bpf"
 """
-
-
-@dataclass(frozen=True)
-class HostMount:
-    """A host path bound into the sandbox (``rw`` or ``ro``), validated by the policy."""
-
-    host: Path
-    sandbox: str
-    mode: Literal["ro", "rw"] = "ro"
-
-
-@dataclass(frozen=True)
-class SandboxSpec:
-    """What to run and with which limits; ``workdir`` is copied read-only to /work."""
-
-    workdir: Path
-    argv: list[str]
-    env: dict[str, str] = field(default_factory=dict)
-    memory_bytes: int = 2 << 30
-    memory_limit: str = "2g"
-    pids_limit: int = 256
-    cpu_seconds: int = 120
-    #: A share of CPUs (e.g. "0.5"): a cpu cgroup under bubblewrap, --cpus under docker; None: no cap.
-    cpu_limit: str | None = None
-    tmpfs: str = "/tmp:rw,noexec,nosuid,size=64m"  # noqa: S108 -- the sandbox's own tmpfs
-    shutdown_timeout_seconds: int = 5
-    image: str | None = None
-    platform: str = "linux/amd64"
-    extra_ro_binds: tuple[tuple[Path, str], ...] = ()
-    #: Further tmpfs mounts (a browser's /dev/shm), after /dev.
-    extra_tmpfs: tuple[str, ...] = ()
-    mounts: tuple[HostMount, ...] = ()
-
-    def tmpfs_path_and_size(self) -> tuple[str, int | None]:
-        """The tmpfs mount point and its size in bytes (when the spec states one)."""
-        path, _, options = self.tmpfs.partition(":")
-        match = SIZE.search(options)
-        if not match:
-            return path, None
-        return path, int(match.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[match.group(2)]
-
-    def tmpfs_mount_options(self) -> str:
-        """``mount -o`` options for the tmpfs: the policy's, with nosuid and nodev always added."""
-        _, _, options = self.tmpfs.partition(":")
-        wanted = [o for o in options.split(",") if o and o not in ("rw", "nosuid", "nodev")]
-        return ",".join(["nosuid", "nodev", "mode=1777", *wanted])
 
 
 class Sandbox(Protocol):

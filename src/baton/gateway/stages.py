@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from baton.errors import GatewayError
 from baton.gateway import state
 from baton.gateway.policy import Policy, adapters_dir, load_policy, policy_path, read_policy_document
+from baton.private import private_tree, write_private
 from baton.receipts import canonical_json, sha256_hex, utc_now
 from baton.runtime import Runtime
 
@@ -51,9 +52,9 @@ def failure_receipt(
 def write_receipt_file(runtime: Runtime, adapter_id: str, name: str, receipt: dict[str, Any]) -> str:
     """Write a receipt under ``BATON_HOME/gateway/<id>/receipts``; returns the file's sha256."""
     directory = state.adapter_dir(runtime, adapter_id) / "receipts"
-    directory.mkdir(parents=True, exist_ok=True)
+    private_tree(directory, runtime.settings.home)
     data = canonical_json(runtime.redactor.value(receipt)).encode("utf-8") + b"\n"
-    (directory / name).write_bytes(data)
+    write_private(directory / name, data)
     return sha256_hex(data)
 
 

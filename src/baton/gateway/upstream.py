@@ -28,13 +28,8 @@ from baton.gateway.network import EgressProxy, bridged_argv
 from baton.gateway.policy import Policy
 from baton.gateway.protocol import initialize_params
 from baton.gateway.replay import sandbox_spec
-from baton.gateway.sandbox import (
-    BubblewrapSandbox,
-    HostMount,
-    Prepared,
-    SandboxSpec,
-    sandbox_for,
-)
+from baton.gateway.sandbox import BubblewrapSandbox, Prepared, sandbox_for
+from baton.gateway.sandbox_spec import HostMount, SandboxSpec
 from baton.gateway.stderr import StderrLog
 from baton.gateway.transport import Pipe, sandboxed_stdio
 from baton.runtime import Runtime

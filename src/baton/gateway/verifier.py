@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import tomllib
 import uuid
@@ -311,7 +312,10 @@ def verify_bundle(
         receipt["independent_post_verifier"] = {"implementation": implementation, "status": "passed"}
     data = canonical_json(receipt).encode("utf-8") + b"\n"
     if bundle.is_dir():
-        (bundle / "verifier-receipt.json").write_bytes(data)
+        fd = os.open(bundle / "verifier-receipt.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), 0o600)
+            handle.write(data)
     return receipt, _sha256(data)
 
 

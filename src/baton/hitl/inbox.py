@@ -22,7 +22,8 @@ from starlette.routing import Route
 from baton.errors import BatonError, HitlError
 from baton.hitl.broker import Decision, HitlBroker, get_broker
 from baton.hitl.links import SESSION_TTL_SECONDS, LinkSigner, same
-from baton.hitl.sessions import LoginThrottle, revoke_session, session_revoked
+from baton.hitl.sessions import revoke_session, session_revoked
+from baton.http_guards import AUTH_FAILED_KEY
 from baton.runtime import Runtime
 
 COOKIE = "baton_inbox"
@@ -107,13 +108,19 @@ class Inbox:
     def binding(self, request: Request) -> str | None:
         """``bearer`` or ``session:<sid>`` when the request is authenticated with the token, else None."""
         if request.scope.get("state", {}).get("baton_admin") is True:
-            return "bearer"  # the admin token or an OAuth token with baton:admin (server.ADMIN_SCOPE_KEY)
+            return (
+                "bearer"  # the admin token or an OAuth token with baton:admin (http_identity.ADMIN_SCOPE_KEY)
+            )
         token = self.token
         if not token:
             return None
-        header = request.headers.get("authorization", "")
-        if same(f"Bearer {token}", header):
-            return "bearer"
+        header = request.headers.get("authorization")
+        if header is not None:
+            if same(f"Bearer {token}", header):
+                return "bearer"
+            # a wrong bearer gets the login redirect, and counts as a failed authentication
+            request.scope.setdefault("state", {})[AUTH_FAILED_KEY] = True
+            return None
         parts = self.signer.session_parts(request.cookies.get(COOKIE))
         if parts is None or session_revoked(self.runtime, parts[0]):
             return None
@@ -188,16 +195,9 @@ class Inbox:
         token = self.token
         if not self.same_origin(request):
             return self.refusal(HitlError("hitl_csrf_invalid", "Cross-origin login refused."))
-        throttle = LoginThrottle.for_runtime(self.runtime)
-        address = request.client.host if request.client else "unknown"
-        wait = throttle.retry_after(address)
-        if wait:
-            return self._rate_limited(wait)
         supplied = (await self.form(request)).get("token", "")
-        if not token or not same(token, supplied):
-            throttle.failed(address)
+        if not token or not same(token, supplied):  # the 401 counts in http_guards.AuthThrottle
             return self.page("login.html", 401, enabled=bool(token), failed=True)
-        throttle.succeeded(address)
         response = RedirectResponse("/inbox", status_code=303, headers=HEADERS)
         response.set_cookie(
             COOKIE,
@@ -309,18 +309,6 @@ class Inbox:
 
     def _logout_csrf(self, binding: str) -> str:
         return self.signer.csrf(binding, "logout")
-
-    def _rate_limited(self, wait: int) -> Response:
-        page = self.page(
-            "notice.html",
-            429,
-            title="Too many attempts",
-            message=f"Too many failed logins from this address; try again in {wait} seconds.",
-            error_class="http_rate_limited",
-            back=None,
-        )
-        page.headers["Retry-After"] = str(wait)
-        return page
 
     def _login_redirect(self) -> Response:
         return RedirectResponse("/inbox/login", status_code=303, headers=HEADERS)

@@ -1,7 +1,10 @@
 """Inbox login hygiene: failed logins throttled per client address, and sessions revoked by logout.
 
-* :class:`LoginThrottle`: the first ``BATON_LOGIN_MAX_FAILURES`` failures from one address are free;
-  each further one locks the address out for twice as long as the last (1 s, 2 s, 4 s … up to
+* :class:`LoginThrottle`: failed authentication from one address on any route (the login form, a bearer
+  token on ``/inbox*``, ``/mcp`` or ``/metrics``; counted by :class:`baton.http_guards.AuthThrottle`).
+  The first ``BATON_LOGIN_MAX_FAILURES`` failures from one address are free;
+  each further one locks the address out for twice as long as the last (1 s, 2 s, 4 s … from
+  ``BATON_LOGIN_LOCKOUT_FIRST_SECONDS``, up to
   ``BATON_LOGIN_LOCKOUT_MAX_SECONDS``). While locked, every attempt, even with the right token, is
   answered 429 ``http_rate_limited`` with ``Retry-After`` and not checked. A success clears the address.
   Kept in memory per server process (a restart forgets it; the token's strength is the real defence).
@@ -28,9 +31,12 @@ MAX_TRACKED_ADDRESSES = 4096
 class LoginThrottle:
     """Failed-login counters per client address, with exponential lockout."""
 
-    def __init__(self, free_failures: int, max_lockout_seconds: float) -> None:
+    def __init__(
+        self, free_failures: int, max_lockout_seconds: float, first_lockout_seconds: float = 1.0
+    ) -> None:
         self.free_failures = free_failures
         self.max_lockout_seconds = max_lockout_seconds
+        self.first_lockout_seconds = first_lockout_seconds
         self._entries: OrderedDict[str, tuple[int, float]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -40,7 +46,11 @@ class LoginThrottle:
         throttle = runtime.services.get("inbox_login_throttle")
         if not isinstance(throttle, LoginThrottle):
             settings = runtime.settings
-            throttle = cls(settings.baton_login_max_failures, settings.baton_login_lockout_max_seconds)
+            throttle = cls(
+                settings.baton_login_max_failures,
+                settings.baton_login_lockout_max_seconds,
+                settings.baton_login_lockout_first_seconds,
+            )
             runtime.services["inbox_login_throttle"] = throttle
         return throttle
 
@@ -58,7 +68,8 @@ class LoginThrottle:
             failures, _locked_until = self._entries.pop(address, (0, 0.0))
             failures += 1
             over = failures - self.free_failures
-            locked_until = now + min(self.max_lockout_seconds, 2.0 ** (over - 1)) if over > 0 else 0.0
+            lockout = min(self.max_lockout_seconds, self.first_lockout_seconds * 2.0 ** (over - 1))
+            locked_until = now + lockout if over > 0 else 0.0
             self._entries[address] = (failures, locked_until)
             while len(self._entries) > MAX_TRACKED_ADDRESSES:
                 self._entries.popitem(last=False)

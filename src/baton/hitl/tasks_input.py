@@ -24,7 +24,7 @@ async def apply_task_answers(
     from mcp.shared.exceptions import MCPError
     from mcp_types import INVALID_PARAMS
 
-    from baton.server import decision_authority
+    from baton.http_identity import decision_authority
 
     runtime = registry.runtime
     broker = get_broker(runtime)

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from baton.private import private_dir
 from baton.receipts import utc_now
 
 MIRROR_VERSION = 1
@@ -25,7 +26,7 @@ MIRROR_VERSION = 1
 def locked(path: Path, lock_dir: Path) -> Iterator[None]:
     """Hold an exclusive lock for the mirror at ``path`` (a file in ``lock_dir``, not beside the mirror)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    lock_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(lock_dir)  # BATON_HOME/locks: 0700, its lock files 0600
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
     fd = os.open(lock_dir / f"timers-mirror-{digest}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
