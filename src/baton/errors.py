@@ -42,7 +42,7 @@ ERROR_CLASSES: dict[str, str] = {
     "receipt_chain_broken": "A receipt's hash or link to its predecessor does not verify.",
     "receipt_contains_secret": "A write was refused because it would still contain a credential.",
     "receipt_checkpoint_invalid": "A signed checkpoint of the receipt chain is malformed, its signature does not verify, or its key is not trusted.",
-    "receipt_checkpoint_mismatch": "The receipt chain no longer holds a signed checkpoint's head at its seq: receipts were removed, rewound or rewritten.",
+    "receipt_checkpoint_mismatch": "The receipt chain no longer holds a signed checkpoint's head at its seq: receipts were removed, rewound or rewritten (and the server will not sign it).",
     "checkpoint_key_unavailable": "The checkpoint signing key (BATON_CHECKPOINT_KEY_PATH) could not be read or created.",
     # model providers
     "provider_not_configured": "No model provider (or no key or model for it) is configured.",
