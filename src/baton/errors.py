@@ -76,6 +76,7 @@ ERROR_CLASSES: dict[str, str] = {
     # notifications
     "notification_not_configured": "The channel lacks the configuration it needs; nothing was sent.",
     "notification_delivery_failed": "The channel was configured but delivery failed.",
+    "notification_destination_refused": "A webhook URL given in the call is not a public internet address (loopback, private, link-local, ...) and BATON_WEBHOOK_ALLOW does not allow it; nothing was sent.",
     # timers
     "timer_not_found": "No timer has that id.",
     "timer_schedule_invalid": "The timer's schedule is missing, in the past, negative or ambiguous.",
