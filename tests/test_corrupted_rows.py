@@ -125,3 +125,33 @@ def test_the_console_views_leave_out_corrupted_rows(model_env: dict[str, str]) -
         assert views.requests(runtime) == {"pending": [], "decided": []}
     finally:
         runtime.close()
+
+
+def test_listing_reads_raw_json_columns_alike_on_each_database(database_url: str, tmp_path: Path) -> None:
+    from baton.config import Settings
+    from baton.hitl.broker import HitlBroker
+    from baton.hitl.records import NewRequest
+    from baton.runtime import Runtime
+    from baton.timers.service import TimerRequest, TimerService
+
+    runtime = Runtime.open(Settings(baton_home=tmp_path / "home", baton_database_url=database_url))
+    try:
+        service = TimerService(runtime)
+        for n in range(3):
+            service.set(TimerRequest(name=f"t{n}", action=RECORD, delay_seconds=3600))
+        page = service.page(None, 2)
+        assert [row["action"] for row in page.rows] == [{"kind": "record"}] * 2
+        assert page.skipped == [] and page.next_after is not None
+        broker = HitlBroker(runtime)
+
+        async def ask() -> None:
+            await broker.create(
+                NewRequest("input", "pick", context={"k": [1]}, options=["a"], timeout_seconds=60)
+            )
+
+        anyio.run(ask)
+        pending = broker.page_pending(10)
+        (listed,) = pending.requests
+        assert (listed["context"], listed["options"], pending.skipped) == ({"k": [1]}, ["a"], [])
+    finally:
+        runtime.close()
