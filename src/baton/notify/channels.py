@@ -202,7 +202,10 @@ def webhook_readiness(
     if split.scheme not in ("http", "https") or not split.hostname:
         return Readiness(channel, False, channel, (), f"config_invalid: {variable} must be an http(s) URL")
     host = split.hostname
-    route = "apprise native plugin" if host in native_hosts else "apprise json:// plugin"
+    if channel == "webhook":
+        route = "baton's own POST"
+    else:
+        route = "apprise native plugin" if host in native_hosts else "apprise json:// plugin"
     return Readiness(channel, True, channel, (), f"incoming webhook at {url_hint(url)} ({route})")
 
 
