@@ -46,6 +46,8 @@ def configured_env(smtp: SMTPReceiver, web: WebhookReceiver, home: Path) -> dict
         "DISCORD_WEBHOOK_URL": web.url(DISCORD_PATH),
         "HITL_WEBHOOK_URL": web.url(HITL_PATH),
         "HITL_ADMIN_EMAIL": ADMIN_EMAIL,
+        # the receivers listen on loopback, which a webhook url chosen in a call may not reach by default
+        "BATON_WEBHOOK_ALLOW": "127.0.0.0/8",
         **FAST,
     }
 

@@ -146,29 +146,33 @@ def test_deleting_everything_and_resetting_to_genesis_is_caught(
     assert "receipt_checkpoint_mismatch" in done.stderr
 
 
+def flip_decisions_and_rehash(db: sqlite3.Connection) -> bool:
+    """Change every decision to an approval and recompute every hash and the head, as an attacker holding
+    the database (not the key) can."""
+    prev = GENESIS_SHA256
+    flipped = False
+    for seq, kind, at, payload, _prev, _sha in rows(db):
+        value = json.loads(payload)
+        if kind == "hitl_decided":
+            value.update(decision="approved", approved=True)
+            flipped = True
+        digest = receipt_digest(seq, kind, at, value, prev)
+        db.execute(
+            "UPDATE receipts SET payload = ?, prev_sha256 = ?, sha256 = ? WHERE seq = ?",
+            (canonical_json(value), prev, digest, seq),
+        )
+        prev = digest
+    db.execute("UPDATE receipt_head SET sha256 = ?", (prev,))
+    return flipped
+
+
 def test_flipping_a_rejection_to_an_approval_and_rehashing_is_caught(
     served_home: Path, baton_env: dict[str, str], tmp_path: Path
 ) -> None:
     env = attacked_copy(served_home, tmp_path, "flipped", baton_env)
     with sqlite3.connect(Path(env["BATON_HOME"]) / "baton.db") as db:
-        chain = rows(db)
-        prev = GENESIS_SHA256
-        flipped = False
-        for seq, kind, at, payload, _prev, _sha in chain:
-            value = json.loads(payload)
-            if kind == "hitl_decided":
-                value.update(decision="approved", approved=True)
-                flipped = True
-            text = canonical_json(value)
-            digest = receipt_digest(seq, kind, at, value, prev)
-            db.execute(
-                "UPDATE receipts SET payload = ?, prev_sha256 = ?, sha256 = ? WHERE seq = ?",
-                (text, prev, digest, seq),
-            )
-            prev = digest
-        db.execute("UPDATE receipt_head SET sha256 = ?", (prev,))
+        assert flip_decisions_and_rehash(db)
         db.execute("DELETE FROM receipt_checkpoints")
-    assert flipped
     # without the anchors the rewritten chain is self-consistent: exactly what checkpoints are for
     unanchored = {**env, "BATON_CHECKPOINT_PATH": str(tmp_path / "absent.jsonl")}
     assert baton(unanchored, "receipts", "verify").returncode == 0
@@ -391,3 +395,89 @@ def test_a_checkpoint_is_due_after_n_receipts_or_after_the_interval_once_the_hea
     assert not by_time.due()  # the head has not moved since the last checkpoint
     by_time.runtime.receipts.append("test", {"n": 3})
     assert by_time.due()
+
+
+async def reject_one_request(env: dict[str, str]) -> None:
+    """Serve over stdio: a ping, then an approval request that a person rejects through the CLI."""
+    async with stdio_session(env) as session:
+        assert (await call(session, "mcp_ping"))["success"] is True
+        outcome: dict[str, object] = {}
+        async with anyio.create_task_group() as group:
+
+            async def ask() -> None:
+                outcome.update(await call(session, "mcp_request_admin_approval", {"request_message": "wipe"}))
+
+            group.start_soon(ask)
+            with anyio.fail_after(60):
+                while not (pending := json.loads(baton(env, "hitl", "list", "--json").stdout)):
+                    await anyio.sleep(0.1)
+            done = baton(env, "hitl", "reject", pending[0]["request_id"])
+            assert done.returncode == 0, done.stderr
+        assert outcome["decision"] == "rejected"
+        # the server signs while it serves (every receipt here), not only at shutdown
+        home = Path(env["BATON_HOME"])
+        with sqlite3.connect(home / "baton.db") as db:
+            (decided,) = db.execute("SELECT max(seq) FROM receipts WHERE kind = 'hitl_decided'").fetchone()
+        with anyio.fail_after(60):
+            while max((line["seq"] for line in file_lines(home)), default=0) < decided:
+                await anyio.sleep(0.1)
+
+
+def file_lines(home: Path) -> list[dict[str, object]]:
+    path = home / "checkpoints.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def test_a_checkpoint_row_forged_in_the_database_neither_suspends_signing_nor_hides_a_flipped_decision(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {
+        **baton_env,
+        "BATON_CHECKPOINT_EVERY_RECEIPTS": "1",
+        "BATON_CHECKPOINT_INTERVAL_SECONDS": "3600",
+    }
+    home = Path(env["BATON_HOME"])
+
+    async def ping_once() -> None:
+        async with stdio_session(env) as session:
+            assert (await call(session, "mcp_ping"))["success"] is True
+
+    anyio.run(ping_once)  # a first run: a key and a signed checkpoint exist
+    key_id = file_lines(home)[-1]["key_id"]
+    # 1. the attacker (database, no key) plants a checkpoint far ahead of the chain
+    with sqlite3.connect(home / "baton.db") as db:
+        db.execute(
+            "INSERT INTO receipt_checkpoints (seq, sha256, at, key_id, signature) VALUES (?, ?, ?, ?, ?)",
+            (10**12, "f" * 64, "2026-01-01T00:00:00+00:00", key_id, "00" * 64),
+        )
+    # a second run: a person rejects a request, and the server still signs the head while serving
+    anyio.run(reject_one_request, env)
+    planted = baton(attacked_copy(home, tmp_path, "planted", env), "receipts", "verify")
+    assert planted.returncode == 1
+    assert "receipt_checkpoint_invalid: at seq 1000000000000" in planted.stderr
+    # 2. the rejection becomes an approval, every hash recomputed; 3. the planted row goes
+    with sqlite3.connect(home / "baton.db") as db:
+        assert flip_decisions_and_rehash(db)
+        db.execute("DELETE FROM receipt_checkpoints WHERE seq = ?", (10**12,))
+        (forged_head,) = db.execute("SELECT sha256 FROM receipt_head").fetchone()
+    anyio.run(ping_once)  # a third run, and its shutdown checkpoint
+    assert forged_head not in {line["sha256"] for line in file_lines(home)}  # never signed
+    done = baton(env, "receipts", "verify")
+    assert done.returncode == 1, done.stdout
+    assert "receipt_checkpoint_mismatch" in done.stderr
+    assert "Traceback" not in done.stderr
+    export = tmp_path / "export"
+    exported = baton(env, "receipts", "export", str(export))
+    assert exported.returncode == 0, exported.stderr
+    public = tmp_path / "trusted.pub"
+    shutil.copy(home / "keys" / "checkpoint.pub", public)
+    independent = subprocess.run(
+        [sys.executable, "-m", "baton.chain_verify", str(export), "--public-key", str(public)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert independent.returncode == 1, independent.stdout
+    assert independent.stderr.startswith("receipt_checkpoint_mismatch"), independent.stderr

@@ -117,7 +117,8 @@ async def test_telegram_slack_discord_and_webhook_posts_have_each_services_shape
     telegram = await notifier.send_telegram("<b>hi</b>", "0", "html")
     slack = await notifier.send_slack("slack text")
     discord = await notifier.send_discord("discord text")
-    hook = await notifier.send_webhook({"event": "x", "message": "m", "nested": {"a": [1, 2]}})
+    exact = {"event": "x", "message": "m", "nested": {"a": [1, 2]}, "type": 3, "title": {"not": "text"}}
+    hook = await notifier.send_webhook(exact)
     other = await notifier.send_webhook({"n": 1}, web.url("/elsewhere?tag=7"))
     requests = web.wait_for(5)
     by_path = {r.path: r for r in requests}
@@ -125,7 +126,7 @@ async def test_telegram_slack_discord_and_webhook_posts_have_each_services_shape
     assert sent.json == {"chat_id": "0", "text": "<b>hi</b>", "parse_mode": "HTML"}
     assert by_path[SLACK_PATH].json == {"text": "slack text"}
     assert by_path[DISCORD_PATH].json == {"content": "discord text"}
-    assert by_path[HITL_PATH].json == {"event": "x", "message": "m", "nested": {"a": [1, 2]}}
+    assert by_path[HITL_PATH].json == exact  # exactly the payload, whatever its keys
     assert by_path["/elsewhere"].json == {"n": 1} and by_path["/elsewhere"].query == {"tag": ["7"]}
     assert telegram["recipient"] == "chat …" and telegram["provider"] == "telegram"
     assert slack["recipient"] == discord["recipient"] == web.base_url.removeprefix("http://")
@@ -220,11 +221,8 @@ async def test_a_server_that_never_answers_fails_within_the_deadline(
     assert_no_secret("log", caplog.text, secrets)
 
 
-async def test_arguments_apprise_would_misread_are_refused_before_any_attempt(runtime: Runtime) -> None:
+async def test_bad_arguments_are_refused_before_any_attempt(runtime: Runtime) -> None:
     notifier = Notifier(runtime)
-    error = await failure(notifier.send_webhook({"type": "x", "title": {"not": "a string"}}))
-    assert error.error_class == "invalid_arguments"
-    assert "type" in error.message and "title" in error.message
     bad_url = await failure(notifier.send_webhook({"a": 1}, "ftp://127.0.0.1/x"))
     assert bad_url.error_class == "invalid_arguments"
     listed = await failure(notifier.send_email("a@example.org,b@example.org", "s", "b"))

@@ -157,7 +157,8 @@ def ed25519_verify(public_key: bytes, message: bytes, signature: bytes) -> bool:
 # the walk
 
 
-def _checkpoint_problem(checkpoint: Mapping[str, Any], public_keys: Mapping[str, bytes]) -> str | None:
+def checkpoint_problem(checkpoint: Mapping[str, Any], public_keys: Mapping[str, bytes]) -> str | None:
+    """Why ``checkpoint`` cannot be trusted (malformed, unknown key, bad signature), or None when it verifies."""
     try:
         seq, sha256, at = checkpoint["seq"], checkpoint["sha256"], checkpoint["at"]
         key_id, signature = checkpoint["key_id"], bytes.fromhex(checkpoint["signature"])
@@ -195,7 +196,7 @@ def verify_rows(
     anchors: dict[int, str] = {}
     for checkpoint in checkpoints:
         problem = (
-            _checkpoint_problem(checkpoint, public_keys or {})
+            checkpoint_problem(checkpoint, public_keys or {})
             if isinstance(checkpoint, Mapping)
             else "a checkpoint is malformed"
         )

@@ -4,6 +4,11 @@ Every so often, and at shutdown, the server signs the chain head (seq, sha256, a
 that lives outside the database, stores the checkpoint in ``receipt_checkpoints`` and appends it to a
 file outside the database. ``baton receipts verify`` checks each signature and that the chain still holds
 every checkpointed head at its seq; rewinding, truncating or rewriting the store then shows.
+
+The checkpointer takes its own position (the last head it signed) only from checkpoints whose signature
+verifies with its key, from the table and the file alike: a row someone wrote into the database without the
+key (say, one with a huge seq) cannot make it stop signing. Before it signs a new head it checks that the
+chain still holds the head it signed last, and refuses to sign a chain that contradicts its own anchor.
 """
 
 from __future__ import annotations
@@ -19,14 +24,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from sqlalchemy import func, insert, select
+from sqlalchemy import insert, select
 
 from baton.canonical import utc_now
-from baton.chain_verify import checkpoint_message, parse_strict, public_key_id, read_public_key
+from baton.chain_verify import (
+    GENESIS_SHA256,
+    checkpoint_message,
+    checkpoint_problem,
+    parse_strict,
+    public_key_id,
+    read_public_key,
+)
 from baton.config import Settings
 from baton.errors import ReceiptError
 from baton.private import FILE_MODE, append_private, private_dir, private_file
-from baton.schema import receipt_checkpoints, receipt_head
+from baton.schema import receipt_checkpoints, receipt_head, receipts
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -134,6 +146,11 @@ def sign(key: Ed25519PrivateKey, seq: int, sha256: str, at: str | None = None) -
     return Checkpoint(seq=seq, sha256=sha256, at=at, key_id=key_id, signature=signature)
 
 
+def _seq_of(row: dict[str, Any]) -> int:
+    seq = row.get("seq")
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else -1
+
+
 def read_file(path: Path) -> Iterator[dict[str, Any]]:
     """The checkpoints in a checkpoint file (a malformed line is reported as one, never skipped silently)."""
     if not path.is_file():
@@ -156,7 +173,8 @@ class Checkpointer:
         self.runtime = runtime
         self.settings = runtime.settings
         self._key: Ed25519PrivateKey | None = None
-        self._last_seq: int | None = None
+        self._anchor: tuple[int, str] | None = None
+        self._refused_at: int | None = None
         self._last_time = time.monotonic()
 
     def key(self) -> Ed25519PrivateKey:
@@ -173,23 +191,56 @@ class Checkpointer:
             ).first()
         return (int(row.seq), str(row.sha256)) if row else (0, "0" * 64)
 
+    def anchor(self) -> tuple[int, str]:
+        """The newest head this key signed, from the table or the file (seq 0 and the genesis hash when none):
+        rows whose signature does not verify are ignored, never trusted as a position."""
+        if self._anchor is None:
+            self._anchor = self._read_anchor()
+        return self._anchor
+
     def last_seq(self) -> int:
-        """The highest seq this store has a checkpoint of."""
-        if self._last_seq is None:
-            with self.runtime.store.read() as connection:
-                self._last_seq = int(
-                    connection.execute(
-                        select(func.coalesce(func.max(receipt_checkpoints.c.seq), 0))
-                    ).scalar_one()
-                )
-        return self._last_seq
+        """The highest seq this key has signed a checkpoint of."""
+        return self.anchor()[0]
+
+    def _read_anchor(self) -> tuple[int, str]:
+        if not key_path(self.settings).is_file():
+            return 0, GENESIS_SHA256  # no key yet, so nothing was signed by it
+        raw = _raw_public(self.key())
+        keys = {public_key_id(raw): raw}
+        candidates = all_checkpoints(self.runtime)
+        ignored = 0
+        for row in sorted(candidates, key=_seq_of, reverse=True):
+            if checkpoint_problem(row, keys) is None:
+                if ignored:
+                    log.warning(
+                        "receipt_checkpoint_invalid: ignored %d checkpoint(s) above seq %d whose signature "
+                        "does not verify (run `baton receipts verify`)",
+                        ignored,
+                        row["seq"],
+                    )
+                return int(row["seq"]), str(row["sha256"])
+            ignored += 1
+        if ignored:
+            log.warning(
+                "receipt_checkpoint_invalid: ignored %d checkpoint(s) whose signature does not verify "
+                "(run `baton receipts verify`)",
+                ignored,
+            )
+        return 0, GENESIS_SHA256
+
+    def _hash_at(self, seq: int) -> str | None:
+        if seq == 0:
+            return GENESIS_SHA256
+        with self.runtime.store.read() as connection:
+            value = connection.execute(select(receipts.c.sha256).where(receipts.c.seq == seq)).scalar()
+        return None if value is None else str(value)
 
     def due(self) -> bool:
         """Whether the head moved ``BATON_CHECKPOINT_EVERY_RECEIPTS`` receipts, or moved at all and
         ``BATON_CHECKPOINT_INTERVAL_SECONDS`` passed, since the last checkpoint."""
         seq, _ = self.head()
         behind = seq - self.last_seq()
-        if behind <= 0:
+        if behind <= 0 or seq == self._refused_at:
             return False
         elapsed = time.monotonic() - self._last_time
         return behind >= self.settings.baton_checkpoint_every_receipts or (
@@ -197,22 +248,35 @@ class Checkpointer:
         )
 
     def checkpoint(self) -> Checkpoint | None:
-        """Sign the current head (unless it is the genesis or already checkpointed); store and file it."""
+        """Sign the current head (unless it is the genesis or already checkpointed); store and file it.
+
+        Refused (``receipt_checkpoint_mismatch``) when the chain no longer holds the head this key signed
+        last: signing it would vouch for a rewritten or rewound history."""
         seq, sha256 = self.head()
-        if seq == 0 or seq == self.last_seq():
+        anchor_seq, anchor_sha256 = self.anchor()
+        if seq == 0 or (seq, sha256) == (anchor_seq, anchor_sha256):
             return None
+        if seq <= anchor_seq or self._hash_at(anchor_seq) != anchor_sha256:
+            self._refused_at = seq  # said once per head, not at every poll
+            raise ReceiptError(
+                "receipt_checkpoint_mismatch",
+                f"The chain no longer holds the head this server signed at seq {anchor_seq}: not signing "
+                "the rewritten chain (run `baton receipts verify`).",
+            )
         checkpoint = sign(self.key(), seq, sha256)
         row = asdict(checkpoint)
         with self.runtime.store.write() as connection:
             connection.execute(insert(receipt_checkpoints).values(**row))
         append_private(file_path(self.settings), json.dumps(row, sort_keys=True) + "\n", sync=True)
-        self._last_seq, self._last_time = seq, time.monotonic()
+        self._anchor, self._last_time = (seq, sha256), time.monotonic()
         return checkpoint
 
     def checkpoint_quietly(self) -> None:
         """``checkpoint()``, logging a failure instead of raising it (the server keeps serving)."""
         try:
             self.checkpoint()
+        except ReceiptError as exc:
+            log.error("%s: %s", exc.error_class, exc)
         except Exception:
             log.exception("could not write a receipt checkpoint")
 

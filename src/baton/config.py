@@ -102,6 +102,7 @@ class Settings(BaseModel):
     baton_notify_timeout_seconds: float = 10.0
     baton_notify_attempts: int = 3
     baton_notify_backoff_seconds: float = 0.5
+    baton_webhook_allow: str | None = None
     # receipts: signed checkpoints of the chain head (docs/receipts.md)
     baton_checkpoint_key_path: Path | None = None
     baton_checkpoint_path: Path | None = None

@@ -48,7 +48,7 @@ ERROR_CLASSES: dict[str, str] = {
     "receipt_chain_broken": "A receipt's hash or link to its predecessor does not verify.",
     "receipt_contains_secret": "A write was refused because it would still contain a credential.",
     "receipt_checkpoint_invalid": "A signed checkpoint of the receipt chain is malformed, its signature does not verify, or its key is not trusted.",
-    "receipt_checkpoint_mismatch": "The receipt chain no longer holds a signed checkpoint's head at its seq: receipts were removed, rewound or rewritten.",
+    "receipt_checkpoint_mismatch": "The receipt chain no longer holds a signed checkpoint's head at its seq: receipts were removed, rewound or rewritten (and the server will not sign it).",
     "checkpoint_key_unavailable": "The checkpoint signing key (BATON_CHECKPOINT_KEY_PATH) could not be read or created.",
     # model providers
     "provider_not_configured": "No model provider (or no key or model for it) is configured.",
@@ -82,6 +82,7 @@ ERROR_CLASSES: dict[str, str] = {
     # notifications
     "notification_not_configured": "The channel lacks the configuration it needs; nothing was sent.",
     "notification_delivery_failed": "The channel was configured but delivery failed.",
+    "notification_destination_refused": "A webhook URL given in the call is not a public internet address (loopback, private, link-local, ...) and BATON_WEBHOOK_ALLOW does not allow it; nothing was sent.",
     # timers
     "timer_not_found": "No timer has that id.",
     "timer_schedule_invalid": "The timer's schedule is missing, in the past, negative or ambiguous.",

@@ -85,11 +85,28 @@ class CancelSubagentResult(Ok):
     status: Literal["cancelled"]
 
 
+class SkippedSubagent(_Result):
+    """A stored subagent left out of a list because a value in its row is corrupted."""
+
+    subagent_id: str
+    reason: str = Field(description="Which field could not be read (never its value).")
+
+
+class SkippedTimer(_Result):
+    """A stored timer left out of a list because a value in its row is corrupted."""
+
+    timer_id: str
+    reason: str = Field(description="Which field could not be read (never its value).")
+
+
 class SubagentList(Ok):
     """``mcp_list_subagents``."""
 
     subagents: list[dict[str, Any]]
     count: int
+    skipped: list[SkippedSubagent] = Field(
+        default_factory=list, description="Stored subagents on this page that could not be read, left out."
+    )
 
 
 # human in the loop --------------------------------------------------------------------------------
@@ -110,6 +127,13 @@ class Decided(Ok):
     waited_seconds: float | None = None
 
 
+class SkippedRequest(_Result):
+    """A stored request left out of a list because a value in its row is corrupted."""
+
+    request_id: str
+    reason: str = Field(description="Which field could not be read (never its value).")
+
+
 class PendingList(Ok):
     """``mcp_list_pending_requests``: one page."""
 
@@ -118,6 +142,9 @@ class PendingList(Ok):
     total: int = Field(description="How many requests are pending in all.")
     truncated: bool = Field(description="True when more pages follow.")
     next_cursor: str | None = Field(None, description="Pass as cursor to get the next page.")
+    skipped: list[SkippedRequest] = Field(
+        default_factory=list, description="Stored requests on this page that could not be read, left out."
+    )
 
 
 class RequestStatus(Ok):
@@ -159,6 +186,9 @@ class TimerList(Ok):
 
     timers: list[dict[str, Any]]
     count: int
+    skipped: list[SkippedTimer] = Field(
+        default_factory=list, description="Stored timers on this page that could not be read, left out."
+    )
 
 
 class TimerCancelled(Ok):

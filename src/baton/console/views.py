@@ -7,6 +7,7 @@ about HTTP. Values come from rows that were redacted before they were written (S
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ from baton.errors import BatonError
 from baton.runtime import Runtime
 from baton.schema import hitl_requests
 from baton.schema import receipts as receipts_table
+
+log = logging.getLogger("baton.console")
 
 #: Who stands behind each decision path (``decided_via``).
 DECIDERS = {
@@ -34,7 +37,10 @@ TOOL_FIELDS = ("title", "description", "inputSchema", "outputSchema", "annotatio
 def _seconds_between(start: str | None, end: str | None) -> float | None:
     if not start or not end:
         return None
-    return round((datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds(), 1)
+    try:
+        return round((datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds(), 1)
+    except (TypeError, ValueError):  # a damaged timestamp: no duration, not a failed page
+        return None
 
 
 def receipts_of(runtime: Runtime, *kinds: str, limit: int = 5000) -> list[dict[str, Any]]:
@@ -48,9 +54,18 @@ def receipts_of(runtime: Runtime, *kinds: str, limit: int = 5000) -> list[dict[s
     with runtime.store.read() as connection:
         rows = connection.execute(query).all()
     return [
-        {"seq": r.seq, "kind": r.kind, "at": r.at, "sha256": r.sha256, "payload": json.loads(r.payload)}
+        {"seq": r.seq, "kind": r.kind, "at": r.at, "sha256": r.sha256, "payload": _payload(r.payload)}
         for r in reversed(rows)
     ]
+
+
+def _payload(text: Any) -> dict[str, Any]:
+    """A stored payload; a damaged one is shown as such (``receipts verify`` names it), never a failed page."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        value = None
+    return value if isinstance(value, dict) else {"unreadable_payload": True}
 
 
 # requests ---------------------------------------------------------------------------------------
@@ -58,19 +73,19 @@ def receipts_of(runtime: Runtime, *kinds: str, limit: int = 5000) -> list[dict[s
 
 def requests(runtime: Runtime, limit: int = 100) -> dict[str, list[dict[str, Any]]]:
     """Pending requests (the inbox's list) and the latest decided ones with who, path, notes and receipt."""
-    from baton.hitl.broker import get_broker
-    from baton.hitl.records import row_view
+    from baton.hitl.broker import LIST_COLUMNS, get_broker
+    from baton.hitl.records import screen_requests
 
     broker = get_broker(runtime)
     pending = broker.list_pending()
     query = (
-        select(hitl_requests)
+        select(*LIST_COLUMNS)
         .where(hitl_requests.c.status != "pending")
         .order_by(hitl_requests.c.created_at.desc())
         .limit(limit)
     )
     with runtime.store.read() as connection:
-        rows = [row_view(row) for row in connection.execute(query).all()]
+        rows = screen_requests(connection.execute(query).all()).rows  # a corrupted row is left out
     decided_receipts = {r["payload"].get("request_id"): r for r in receipts_of(runtime, "hitl_decided")}
     decided = []
     for row in rows:
@@ -122,7 +137,11 @@ def subagents(runtime: Runtime, status: str | None = None) -> list[dict[str, Any
     calls = model_calls_by_subagent(runtime)
     rows = []
     for listed in runner.list(status or None, limit=200):
-        detail = runner.status(listed["subagent_id"])
+        try:
+            detail = runner.status(listed["subagent_id"])
+        except (BatonError, TypeError, ValueError, KeyError):
+            log.warning("subagent %s cannot be read; left out of the console", listed["subagent_id"])
+            continue
         model = calls.get(listed["subagent_id"], {})
         rows.append(
             {
@@ -286,7 +305,7 @@ def receipts(
             "at": r.at,
             "sha256": r.sha256,
             "prev_sha256": r.prev_sha256,
-            "payload": json.dumps(json.loads(r.payload), ensure_ascii=False, sort_keys=True),
+            "payload": json.dumps(_payload(r.payload), ensure_ascii=False, sort_keys=True),
         }
         for r in rows
     ]

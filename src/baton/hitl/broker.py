@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Float,
     Integer,
     and_,
     bindparam,
@@ -45,10 +46,12 @@ from baton.hitl.records import (
     public_view,
     refusal,
     row_view,
+    screen_requests,
 )
 from baton.hitl.terminal_line import SERVICE as TERMINAL_SERVICE
 from baton.hitl.waiters import SIGNAL_PREFIX, Waiters
 from baton.receipts import canonical_json, sha256_hex
+from baton.rows import Screened, raw_json
 from baton.runtime import Runtime
 from baton.schema import hitl_link_uses, hitl_requests
 
@@ -68,19 +71,27 @@ class PendingPage:
     requests: list[dict[str, Any]]
     total: int
     next_cursor: str | None
+    #: Stored rows that could not be listed (``{request_id, reason}``), left out of ``requests``.
+    skipped: list[dict[str, str]]
 
 
+#: The largest expiry a page orders by (far past any real one); a bigger or non-numeric one is corrupted.
+MAX_EPOCH = 1e300
+#: At most this many unorderable rows are reported on a first page.
+MAX_SKIPPED_LISTED = 100
 #: The pending list's order: urgent first, then the soonest to expire, ties by id.
 PENDING_ORDER = (hitl_requests.c.urgent.desc(), hitl_requests.c.expires_epoch, hitl_requests.c.id)
 
 
+#: The columns a list reads: JSON ones as raw text, parsed per row (baton.rows).
+LIST_COLUMNS = tuple(
+    raw_json(column) if column.name in ("context", "options") else column for column in hitl_requests.c
+)
+
+
 def _pending_query() -> Any:
-    """Pending, unexpired requests in the pending order."""
-    return (
-        select(hitl_requests)
-        .where(hitl_requests.c.status == "pending", hitl_requests.c.expires_epoch > time.time())
-        .order_by(*PENDING_ORDER)
-    )
+    """Pending requests in the pending order (the unexpired ones are kept after screening)."""
+    return select(*LIST_COLUMNS).where(hitl_requests.c.status == "pending").order_by(*PENDING_ORDER)
 
 
 def encode_cursor(row: Any) -> str:
@@ -116,12 +127,23 @@ def _after_bound() -> ColumnElement[bool]:
 
 
 _PENDING = hitl_requests.c.status == "pending"
+#: Rows a page may hold: a real expiry (SQLite keeps a text written into the column, and text sorts after
+#: every number, so such a row could not be a page's position); the others are reported on the first page.
+_PAGEABLE = hitl_requests.c.expires_epoch <= bindparam("max_epoch", MAX_EPOCH, type_=Float)
+_UNPAGEABLE = (
+    select(*LIST_COLUMNS).where(_PENDING, ~_PAGEABLE).order_by(hitl_requests.c.id).limit(bindparam("limit"))
+)
 _DUE = and_(_PENDING, hitl_requests.c.expires_epoch <= bindparam("now"))
 _ANY_DUE = select(hitl_requests.c.id).where(_DUE).limit(1)
 _ALL_DUE = select(hitl_requests.c.id).where(_DUE)
-_FIRST_PAGE = select(hitl_requests).where(_PENDING).order_by(*PENDING_ORDER).limit(bindparam("limit"))
+_FIRST_PAGE = (
+    select(*LIST_COLUMNS).where(_PENDING, _PAGEABLE).order_by(*PENDING_ORDER).limit(bindparam("limit"))
+)
 _PAGE_AFTER = (
-    select(hitl_requests).where(_PENDING, _after_bound()).order_by(*PENDING_ORDER).limit(bindparam("limit"))
+    select(*LIST_COLUMNS)
+    .where(_PENDING, _PAGEABLE, _after_bound())
+    .order_by(*PENDING_ORDER)
+    .limit(bindparam("limit"))
 )
 _PENDING_COUNT = select(func.count()).where(_PENDING)
 
@@ -192,10 +214,17 @@ class HitlBroker:
 
     def list_pending(self) -> list[dict[str, Any]]:
         """Every pending request, urgent first, then the ones expiring soonest."""
+        return self.screen_pending().rows
+
+    def screen_pending(self) -> Screened:
+        """Every pending request, and the stored rows that could not be listed (skipped, with why)."""
         self.expire_due()
+        now = time.time()
         with self.runtime.store.read() as connection:
             rows = connection.execute(_pending_query()).all()
-        return [row_view(row) for row in rows]
+        screened = screen_requests(rows)
+        screened.rows = [view for view in screened.rows if view["expires_epoch"] > now]
+        return screened
 
     def page_pending(self, limit: int, cursor: str | None = None) -> PendingPage:
         """One page of pending requests in the same order, after ``cursor``; keyset-paginated on the
@@ -220,9 +249,14 @@ class HitlBroker:
                 rows = connection.execute(page, params).all()
                 total = int(connection.execute(_PENDING_COUNT).scalar_one())
         more = len(rows) > limit
-        views = [row_view(row) for row in rows[:limit] if row.expires_epoch > params["now"]]
         next_cursor = encode_cursor(rows[limit - 1]) if more else None
-        return PendingPage(views, total, next_cursor)
+        listed = list(rows[:limit])
+        if cursor is None:  # rows no page can hold are reported once, with the first page
+            with self.runtime.store.read() as connection:
+                listed += connection.execute(_UNPAGEABLE, {"limit": MAX_SKIPPED_LISTED}).all()
+        screened = screen_requests(listed)
+        views = [view for view in screened.rows if view["expires_epoch"] > params["now"]]
+        return PendingPage(views, total, next_cursor, screened.skipped)
 
     def expire_due(self) -> int:
         """Mark every pending request past its expiry as expired (one receipt each); returns how many."""

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from baton.errors import HitlError
+from baton.rows import RowShape, Screened, finite, load_json, screen
 
 Kind = Literal["approval", "input"]
 Status = Literal["pending", "approved", "rejected", "answered", "expired"]
@@ -68,6 +69,35 @@ def row_view(row: Any) -> dict[str, Any]:
         "decided_via": row.decided_via,
         "waiter_gone": row.waiter_gone,
     }
+
+
+class ListedRequest(RowShape):
+    """What a listed request must hold (a stored row that does not is skipped, not listed)."""
+
+    request_id: str
+    kind: Kind
+    status: Status
+    message: str
+    context: dict[str, Any] | None
+    options: list[str] | None
+    urgent: bool
+    created_at: str
+    expires_at: str
+    expires_epoch: float
+
+
+def _listed_view(row: Any) -> dict[str, Any]:
+    view = row_view(row)
+    view["context"] = load_json(row.context, "context")
+    view["options"] = load_json(row.options, "options")
+    view["urgent"] = row.urgent
+    view["expires_epoch"] = finite(row.expires_epoch, "expires_epoch")
+    return view
+
+
+def screen_requests(rows: Any) -> Screened:
+    """Views of request rows read with raw JSON columns; a corrupted row is skipped with its reason."""
+    return screen(rows, _listed_view, ListedRequest, id_key="request_id", raw_id=lambda row: row.id)
 
 
 def already_decided(request_id: str) -> HitlError:

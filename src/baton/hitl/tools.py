@@ -324,7 +324,8 @@ def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
 
         Urgent ones come first, then the soonest to expire; total says how many are pending and next_cursor
         fetches the next page. A context larger than 8 KiB is left out (context: null,
-        context_truncated: true); mcp_get_request_status has it."""
+        context_truncated: true); mcp_get_request_status has it. A stored request that cannot be read
+        is left out and named in skipped ({request_id, reason})."""
         if args.limit <= DEFAULT_PAGE:  # a bounded page on an index: well under a millisecond
             page = broker.page_pending(args.limit, args.cursor)
         else:
@@ -338,6 +339,7 @@ def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
             "total": page.total,
             "truncated": page.next_cursor is not None,
             "next_cursor": page.next_cursor,
+            "skipped": page.skipped,
         }
 
     @registry.tool("mcp_respond_to_request", RespondArgs)

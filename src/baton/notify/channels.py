@@ -5,8 +5,9 @@ Each channel is built from :class:`~baton.config.Settings` into a :class:`Target
 receipt may show, and the secret values that must never leave this module. Official apprise
 plugins carry the real services (``mailto``/``mailtos``, ``sendgrid``, ``tgram``, native Slack
 and Discord webhook URLs). Endpoints those plugins cannot reach (a Slack- or Discord-compatible
-webhook on another host, ``BATON_TELEGRAM_API_URL``, ``BATON_SENDGRID_API_URL``, any generic
-webhook) go through apprise's generic ``json://`` plugin with the service's own payload shape.
+webhook on another host, ``BATON_TELEGRAM_API_URL``, ``BATON_SENDGRID_API_URL``) go through apprise's
+generic ``json://`` plugin with the service's own payload shape. The generic webhook is posted by baton
+itself (:mod:`baton.notify.webhook`), so the address it connects to can be checked.
 The email channel lives in :mod:`baton.notify.mail`; every channel's readiness in
 :mod:`baton.notify.readiness`. Nothing here imports apprise or touches
 the network.
@@ -14,12 +15,16 @@ the network.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from baton.config import Settings
 from baton.errors import ArgumentError, ConfigError, NotificationError
+
+if TYPE_CHECKING:
+    from baton.notify.destinations import DestinationPolicy
 
 CHANNELS: tuple[str, ...] = ("email", "telegram", "slack", "discord", "webhook")
 SLACK_HOSTS = frozenset({"hooks.slack.com", "hooks.slack-gov.com"})
@@ -64,6 +69,17 @@ class Target:
     secrets: tuple[str, ...] = field(default=(), repr=False)
     #: What the receipt's message_sha256 covers when it is not ``{title, body}`` (a webhook payload).
     content: Any = field(default=None, repr=False)
+    #: The generic webhook is posted by baton itself (:mod:`baton.notify.webhook`), not by apprise.
+    post: WebhookPost | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class WebhookPost:
+    """One JSON POST: the URL, the exact body, and the destination rule (None: the operator's URL)."""
+
+    url: str
+    body: bytes
+    guard: DestinationPolicy | None
 
 
 def not_configured(channel: str, missing: list[str] | tuple[str, ...]) -> NotificationError:
@@ -122,33 +138,6 @@ def json_service(
         "secure": split.scheme == "https",
         "format": "text",
     }
-
-
-def exact_json(url: str, payload: dict[str, Any], *, variable: str) -> tuple[dict[str, Any], str, str]:
-    """A ``json://`` service whose request body is exactly ``payload``; also the body and title to pass.
-
-    apprise's JSON plugin builds an envelope (version, title, message, attachments, type) and
-    lets extras drop or rename its keys. A payload's own ``title`` and ``message`` strings
-    travel as the notification's title and body; the other envelope keys cannot be carried.
-    """
-    reserved: list[str] = [k for k in ("version", "attachments", "type") if k in payload]
-    reserved += [k for k in ("title", "message") if k in payload and not _nonempty_str(payload[k])]
-    if reserved:
-        raise ArgumentError(
-            "invalid_arguments",
-            "The webhook payload uses keys apprise's JSON plugin reserves: "
-            f"{', '.join(reserved)} (title and message must be non-empty strings; nest the rest).",
-            problems=[{"field": f"payload.{k}", "problem": "reserved key"} for k in reserved],
-        )
-    service = json_service(url, {}, variable=variable)
-    kept = {k for k in ("title", "message") if k in payload}
-    service["payload"] = {k: v for k, v in service["payload"].items() if k not in kept}
-    service["payload"].update({k: v for k, v in payload.items() if k not in kept})
-    return service, str(payload.get("message") or "-"), str(payload.get("title") or "")
-
-
-def _nonempty_str(value: Any) -> bool:
-    return isinstance(value, str) and value != ""
 
 
 # --- instant messaging ---------------------------------------------------------------------------
@@ -213,7 +202,10 @@ def webhook_readiness(
     if split.scheme not in ("http", "https") or not split.hostname:
         return Readiness(channel, False, channel, (), f"config_invalid: {variable} must be an http(s) URL")
     host = split.hostname
-    route = "apprise native plugin" if host in native_hosts else "apprise json:// plugin"
+    if channel == "webhook":
+        route = "baton's own POST"
+    else:
+        route = "apprise native plugin" if host in native_hosts else "apprise json:// plugin"
     return Readiness(channel, True, channel, (), f"incoming webhook at {url_hint(url)} ({route})")
 
 
@@ -245,20 +237,39 @@ def _chat_webhook(
 
 
 def webhook_target(settings: Settings, payload: dict[str, Any], url: str | None) -> Target:
-    """A JSON POST of exactly ``payload`` to ``url`` (default HITL_WEBHOOK_URL)."""
+    """A JSON POST of exactly ``payload`` to ``url`` (the agent's choice, checked by the destination rule)
+    or to HITL_WEBHOOK_URL (the operator's, trusted as configured)."""
+    from baton.notify.destinations import DestinationPolicy
+
     endpoint = url or settings.hitl_webhook_url
     if not endpoint:
         raise not_configured("webhook", ["HITL_WEBHOOK_URL"])
     variable = "url" if url else "HITL_WEBHOOK_URL"
-    try:
-        service, body, title = exact_json(endpoint, payload, variable=variable)
-    except ConfigError as exc:
+    problem = _webhook_url_problem(endpoint)
+    if problem:
+        message = f"{variable} must be an http(s) URL with a host ({problem})."
         if url:
-            raise ArgumentError("invalid_arguments", exc.message) from exc
-        raise
+            raise ArgumentError("invalid_arguments", message)
+        raise ConfigError("config_invalid", message, variables=[variable])
+    guard = DestinationPolicy.from_settings(settings) if url else None
+    body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
     split = urlsplit(endpoint)
     secrets = present(endpoint, split.path.strip("/"), split.query, split.password)
-    return Target("webhook", "webhook", url_hint(endpoint), service, body, title, "text", secrets, payload)
+    post = WebhookPost(endpoint, body, guard)
+    return Target("webhook", "webhook", url_hint(endpoint), endpoint, "", "", "text", secrets, payload, post)
+
+
+def _webhook_url_problem(url: str) -> str | None:
+    split = urlsplit(url)
+    if split.scheme not in ("http", "https") or not split.hostname:
+        return "scheme or host missing"
+    try:
+        split.port  # noqa: B018 - a port that is not a number raises here
+        split.hostname.encode("idna")
+        (split.path + split.query).encode("ascii")
+    except (ValueError, UnicodeError):
+        return "the port, host or path cannot be sent as given; percent-encode the path"
+    return None
 
 
 def present(*values: str | None) -> tuple[str, ...]:

@@ -19,7 +19,8 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import anyio
 
 from baton.config import Settings
-from baton.notify.channels import Target
+from baton.notify.channels import Target, WebhookPost
+from baton.notify.destinations import DestinationRefusedError
 from baton.receipts import Redactor
 
 log = logging.getLogger("baton.notify")
@@ -103,6 +104,8 @@ class Outcome:
     attempts: int
     reason: str | None = None
     seconds: float = 0.0
+    #: The destination rule refused the address (nothing was sent; the reason is deliberately vague).
+    refused: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,10 +113,12 @@ class _Attempt:
     delivered: bool
     transient: bool
     reason: str | None = None
+    refused: bool = False
 
 
 async def deliver(target: Target, policy: DeliveryPolicy, redactor: Redactor) -> Outcome:
-    """Send ``target`` through apprise, retrying transient failures; never raises for a failed delivery."""
+    """Send ``target`` through apprise (the generic webhook through baton's own POST), retrying transient
+    failures; never raises for a failed delivery."""
     import apprise
 
     # memory storage: apprise keeps no state in the user's directories
@@ -126,14 +131,39 @@ async def deliver(target: Target, policy: DeliveryPolicy, redactor: Redactor) ->
     count = 0
     with anyio.move_on_after(policy.total_deadline) as scope:
         for count in range(1, policy.attempts + 1):
-            attempt = await _attempt_once(apprise, asset, target, policy, scrub)
+            if target.post is not None:
+                attempt = await _post_once(target.post, policy)
+            else:
+                attempt = await _attempt_once(apprise, asset, target, policy, scrub)
             if attempt.delivered or not attempt.transient or count == policy.attempts:
                 break
             await anyio.sleep(policy.backoff_seconds * float(2 ** (count - 1)))
     if scope.cancelled_caught:
         attempt = _Attempt(False, True, f"no delivery within {policy.total_deadline:g} seconds")
     reason = None if attempt.delivered else _clip(scrub.text(attempt.reason or "delivery failed"))
-    return Outcome(attempt.delivered, count, reason, round(time.monotonic() - started, 3))
+    seconds = round(time.monotonic() - started, 3)
+    return Outcome(attempt.delivered, count, reason, seconds, refused=attempt.refused)
+
+
+async def _post_once(webhook: WebhookPost, policy: DeliveryPolicy) -> _Attempt:
+    """One POST of the generic webhook (baton's own client, :mod:`baton.notify.webhook`)."""
+    import httpcore
+
+    from baton.notify.webhook import post
+
+    try:
+        with anyio.fail_after(policy.attempt_deadline):
+            status = await post(webhook, policy.timeout_seconds)
+    except DestinationRefusedError:
+        return _Attempt(False, False, "the destination was refused", refused=True)
+    except (TimeoutError, httpcore.TimeoutException):
+        return _Attempt(False, True, f"no answer within {policy.attempt_deadline:g} seconds")
+    except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol, OSError) as exc:
+        return _Attempt(False, True, f"the connection failed ({type(exc).__name__})")
+    if 200 <= status < 300:
+        return _Attempt(True, False)
+    transient = status in (408, 425, 429) or status >= 500
+    return _Attempt(False, transient, f"the endpoint answered HTTP {status}")
 
 
 async def _attempt_once(

@@ -19,6 +19,7 @@ from baton.errors import ArgumentError, BatonError, NotificationError
 from baton.notify import channels, mail
 from baton.notify.channels import Readiness, Target
 from baton.notify.delivery import DeliveryPolicy, Outcome, deliver
+from baton.notify.destinations import DestinationRefusedError
 from baton.notify.readiness import readiness
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
@@ -132,6 +133,8 @@ class Notifier:
             outcome = await deliver(target, self.policy, self.runtime.redactor)
             current.set_attribute("baton.notify.delivered", outcome.delivered)
         seq = self._receipt(target, outcome, purpose)
+        if outcome.refused:
+            raise DestinationRefusedError()  # one answer for every refused destination, whatever is there
         if not outcome.delivered:
             raise NotificationError(
                 "notification_delivery_failed",
@@ -157,12 +160,12 @@ class Notifier:
             "channel": target.channel,
             "provider": target.provider,
             "recipient": target.recipient,
-            "outcome": "delivered" if outcome.delivered else "failed",
+            "outcome": _outcome(outcome),
             "purpose": purpose,
             "attempts": outcome.attempts,
             "duration_seconds": outcome.seconds,
             "message_sha256": sha256_hex(canonical_json(_content(target))),
-            "error_class": None if outcome.delivered else "notification_delivery_failed",
+            "error_class": _failure_class(outcome),
             "reason": outcome.reason,
         }
         return self._append(payload)
@@ -242,6 +245,16 @@ class HitlAnnouncer:
             payload = {"event": "hitl_request", "request": request, "link": link}
             sends.append(("webhook", lambda: n.send_webhook(payload, purpose="hitl_announcement")))
         return sends
+
+
+def _outcome(outcome: Outcome) -> str:
+    return "delivered" if outcome.delivered else "refused" if outcome.refused else "failed"
+
+
+def _failure_class(outcome: Outcome) -> str | None:
+    if outcome.delivered:
+        return None
+    return "notification_destination_refused" if outcome.refused else "notification_delivery_failed"
 
 
 def _content(target: Target) -> Any:

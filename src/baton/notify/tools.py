@@ -88,7 +88,8 @@ def register(registry: ToolRegistry) -> None:
     async def send_webhook(args: WebhookArgs, ctx: CallContext) -> dict[str, Any]:
         """POST a JSON object to a webhook.
 
-        It goes to url, by default HITL_WEBHOOK_URL."""
+        It goes to url, by default HITL_WEBHOOK_URL. A url must be a public internet address unless the
+        operator allows it; otherwise notification_destination_refused, and nothing is sent."""
         return await notifier.send_webhook(args.payload, args.url)
 
     @registry.tool("mcp_notification_channels", NoArgs, read_only=True)

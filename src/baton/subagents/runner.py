@@ -15,6 +15,7 @@ from baton.errors import BatonError, SubagentError
 from baton.leases import RENEW_SECONDS, lease_until, owner_is_gone
 from baton.models import ChatTurn, ModelClient, ModelReply
 from baton.receipts import utc_now
+from baton.rows import ListPage, RowShape, Screened, page_of, screen
 from baton.runtime import Runtime
 from baton.schema import subagent_messages, subagents
 from baton.subagents.context import (
@@ -457,7 +458,14 @@ class SubagentRunner:
     def list(
         self, status: str | None = None, limit: int = 200, after: tuple[str, str] | None = None
     ) -> list[dict[str, Any]]:
-        """Subagents, newest first, optionally of one status; ``after`` = (created_at, id) of the last one seen."""
+        """Subagents, newest first, optionally of one status; ``after`` = (created_at, id) of the last one seen
+        (a stored row that cannot be read is left out and logged)."""
+        return self.page(status, limit, after).rows
+
+    def page(
+        self, status: str | None = None, limit: int = 200, after: tuple[str, str] | None = None
+    ) -> ListPage:
+        """One page of :meth:`list`, with the rows skipped (``{subagent_id, reason}``) and the next position."""
         query = (
             select(
                 subagents.c.id,
@@ -470,7 +478,7 @@ class SubagentRunner:
                 subagents.c.task,
             )
             .order_by(subagents.c.created_at.desc(), subagents.c.id.desc())
-            .limit(limit)
+            .limit(limit + 1)
         )
         if status:
             query = query.where(subagents.c.status == status)
@@ -482,19 +490,7 @@ class SubagentRunner:
             )
         with self.runtime.store.read() as connection:
             rows = connection.execute(query).all()
-        return [
-            {
-                "subagent_id": r.id,
-                "status": r.status,
-                "role": r.role,
-                "mode": r.mode,
-                "context_strategy": r.context_strategy,
-                "task": r.task[:200],
-                "created_at": r.created_at,
-                "updated_at": r.updated_at,
-            }
-            for r in rows
-        ]
+        return page_of(rows, limit, _screen_listed, lambda r: (r.created_at, r.id))
 
     # cancel ----------------------------------------------------------------------------------------
 
@@ -590,3 +586,36 @@ def _add_message(
             latency_seconds=latency,
         )
     )
+
+
+class ListedSubagent(RowShape):
+    """What a listed subagent must hold (a stored row that does not is skipped, not listed)."""
+
+    subagent_id: str
+    status: Status
+    role: str
+    mode: str
+    context_strategy: str
+    task: str
+    created_at: str
+    updated_at: str
+
+
+def _listed(row: Any) -> dict[str, Any]:
+    return {
+        "subagent_id": row.id,
+        "status": row.status,
+        "role": row.role,
+        "mode": row.mode,
+        "context_strategy": row.context_strategy,
+        "task": row.task,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+    }
+
+
+def _screen_listed(rows: Any) -> Screened:
+    screened = screen(rows, _listed, ListedSubagent, id_key="subagent_id", raw_id=lambda row: row.id)
+    for entry in screened.rows:
+        entry["task"] = entry["task"][:200]
+    return screened

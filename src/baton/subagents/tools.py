@@ -115,16 +115,16 @@ def register(registry: ToolRegistry) -> None:
     async def list_subagents(args: ListArgs, ctx: CallContext) -> dict[str, Any]:
         """List subagents, newest first, optionally filtered by status.
 
-        One page at a time: when more remain, truncated is true and next_cursor continues the list."""
+        One page at a time: when more remain, truncated is true and next_cursor continues the list. A stored
+        subagent that cannot be read is left out and named in skipped ({subagent_id, reason})."""
         import anyio
 
         after = decode_cursor(args.cursor)
-        rows = await anyio.to_thread.run_sync(lambda: runner.list(args.status, args.limit + 1, after))
-        page = rows[: args.limit]
-        more = len(rows) > args.limit
+        page = await anyio.to_thread.run_sync(lambda: runner.page(args.status, args.limit, after))
         return {
-            "subagents": page,
-            "count": len(page),
-            "truncated": more,
-            "next_cursor": encode_cursor(page[-1]["created_at"], page[-1]["subagent_id"]) if more else None,
+            "subagents": page.rows,
+            "count": len(page.rows),
+            "truncated": page.next_after is not None,
+            "next_cursor": encode_cursor(*page.next_after) if page.next_after else None,
+            "skipped": page.skipped,
         }

@@ -19,6 +19,7 @@ from sqlalchemy import insert, select, update
 
 from baton.errors import ArgumentError, TimerError
 from baton.receipts import canonical_json, sha256_hex
+from baton.rows import ListPage, RowShape, Screened, load_json, page_of, raw_json, screen
 from baton.runtime import Runtime
 from baton.schema import timers
 from baton.timers import mirror
@@ -136,8 +137,21 @@ class TimerService:
         self, status: str | None = None, limit: int | None = None, after: tuple[str, str] | None = None
     ) -> builtins.list[dict[str, Any]]:
         """Timers (optionally of one status) in the order they were set; ``after`` = (created_at, id) of the
-        last one seen, ``limit`` rows at most."""
-        query = select(timers).order_by(timers.c.created_at, timers.c.id)
+        last one seen, ``limit`` rows at most (a stored row that cannot be read is left out and logged)."""
+        with self.runtime.store.read() as connection:
+            rows = connection.execute(self._query(status, limit, after)).all()
+        return screen_timers(rows).rows
+
+    def page(self, status: str | None, limit: int, after: tuple[str, str] | None = None) -> ListPage:
+        """One page of :meth:`list`, with the rows skipped (``{timer_id, reason}``) and the next position."""
+        with self.runtime.store.read() as connection:
+            rows = connection.execute(self._query(status, limit + 1, after)).all()
+        return page_of(rows, limit, screen_timers, lambda r: (r.created_at, r.id))
+
+    @staticmethod
+    def _query(status: str | None, limit: int | None, after: tuple[str, str] | None) -> Any:
+        columns = [raw_json(c) if c.name == "action" else c for c in timers.c]
+        query = select(*columns).order_by(timers.c.created_at, timers.c.id)
         if status is not None:
             query = query.where(timers.c.status == status)
         if after is not None:
@@ -147,8 +161,7 @@ class TimerService:
             )
         if limit is not None:
             query = query.limit(limit)
-        with self.runtime.store.read() as connection:
-            return [present(row._mapping) for row in connection.execute(query)]
+        return query
 
     def cancel(self, timer_id: str) -> dict[str, Any]:
         """Cancel an active timer for good; a firing already claimed still completes."""
@@ -379,6 +392,33 @@ def present(row: Any) -> dict[str, Any]:
         "cancelled_at": row["cancelled_at"],
         "last_firing": last,
     }
+
+
+class ListedTimer(RowShape):
+    """What a listed timer must hold (a stored row that does not is skipped, not listed)."""
+
+    timer_id: str
+    name: str
+    schedule: str
+    interval_seconds: float | None
+    action: dict[str, Any]
+    status: str
+    next_fire_at: str | None
+    first_fire_at: str
+    fire_count: int
+    created_at: str
+    cancelled_at: str | None
+
+
+def _listed(row: Any) -> dict[str, Any]:
+    mapping = dict(row._mapping)
+    mapping["action"] = load_json(mapping["action"], "action")
+    return present(mapping)
+
+
+def screen_timers(rows: Any) -> Screened:
+    """Timers as listed, from rows read with the raw ``action``; a corrupted row is skipped with its reason."""
+    return screen(rows, _listed, ListedTimer, id_key="timer_id", raw_id=lambda row: row.id)
 
 
 def _refuse_cancel(timer_id: str, status: str) -> None:

@@ -74,16 +74,16 @@ def register(registry: ToolRegistry) -> None:
         """List timers in the order they were set.
 
         Each shows its status, next_fire_at and its last firing; when more remain than limit, truncated is
-        true and next_cursor continues the list."""
+        true and next_cursor continues the list. A stored timer that cannot be read is left out and named in
+        skipped ({timer_id, reason})."""
         after = decode_cursor(args.cursor)
-        rows = await anyio.to_thread.run_sync(lambda: service.list(args.status, args.limit + 1, after))
-        page = rows[: args.limit]
-        more = len(rows) > args.limit
+        page = await anyio.to_thread.run_sync(lambda: service.page(args.status, args.limit, after))
         return {
-            "timers": page,
-            "count": len(page),
-            "truncated": more,
-            "next_cursor": encode_cursor(page[-1]["created_at"], page[-1]["timer_id"]) if more else None,
+            "timers": page.rows,
+            "count": len(page.rows),
+            "truncated": page.next_after is not None,
+            "next_cursor": encode_cursor(*page.next_after) if page.next_after else None,
+            "skipped": page.skipped,
         }
 
     @registry.tool("mcp_cancel_timer", TimerIdArgs)
