@@ -150,7 +150,7 @@ async def wait_for_outcome(
     """Wait on a request with progress notifications (and the optional elicitation channel)."""
     import anyio
 
-    from baton.hitl.elicit import elicit_decision, elicitation_wanted
+    from baton.hitl.elicit import announce_completion, elicit_decision, elicitation_wanted
     from baton.tracing import span
 
     settings = broker.runtime.settings
@@ -164,9 +164,10 @@ async def wait_for_outcome(
         await ctx.progress(round(waited, 1), round(window_total, 1), message)
 
     await ctx.progress(0.0, round(total if window is None else min(window, total), 1), message)
+    elicited: list[str] = []
     async with anyio.create_task_group() as group:
         if elicitation_wanted(settings, ctx):
-            group.start_soon(elicit_decision, broker, view, ctx)
+            group.start_soon(elicit_decision, broker, view, ctx, elicited)
         with span(
             "hitl.wait", {"baton.hitl.request_id": view["request_id"], "baton.hitl.kind": view["kind"]}
         ) as s:
@@ -178,6 +179,7 @@ async def wait_for_outcome(
             )
             s.set_attribute("baton.hitl.status", str(final.get("status")))
         group.cancel_scope.cancel()
+    await announce_completion(ctx, elicited, str(final.get("status")))
     return outcome(final)
 
 
