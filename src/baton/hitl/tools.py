@@ -291,8 +291,10 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
         """Ask a human administrator to approve something and wait for the decision.
 
         Only an explicit approval yields approved=true; on timeout: success=false, timeout=true,
-        approved=false. If this call is cut off, the request stays open: resume with
-        mcp_wait_for_request(request_id)."""
+        approved=false. If this call is cut off, the request stays open. Its request_id (hr_…) is in the
+        first progress notification, sent at once ("Waiting for a human decision on hr_…", when the call
+        has a progress token), and in mcp_list_pending_requests while it is pending: resume with
+        mcp_wait_for_request(request_id). A call run as an MCP task is followed by its task id instead."""
         new = NewRequest("approval", args.request_message, args.context, args.timeout_seconds, args.urgent)
         return await ask_and_wait(broker, new, ctx)
 
@@ -301,7 +303,8 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
         """Ask a human administrator a question and wait for the answer.
 
         The answer is one of options, when given. On timeout: success=false, timeout=true. Resume a
-        cut-off call with mcp_wait_for_request."""
+        cut-off call with mcp_wait_for_request(request_id): the id is in the first progress notification
+        and in mcp_list_pending_requests while it is pending."""
         new = NewRequest(
             "input", args.question, args.context, args.timeout_seconds, args.urgent, args.options
         )
