@@ -292,3 +292,29 @@ async def test_a_2025_11_25_session_has_no_task_methods(baton_env: dict[str, str
     assert initialized.protocol_version == "2025-11-25"
     assert initialized.capabilities.tasks is None and initialized.capabilities.extensions is None
     assert refusals == [-32601] * 5
+
+
+async def test_task_notifications_reach_a_client_over_stateless_http(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {**baton_env, "BATON_HTTP_STATELESS": "true"}
+    server = HttpServer(env, tmp_path / "server.log")
+    tasks = TasksClient()
+    try:
+        async with Client(f"{server.base_url}/mcp", extensions=[tasks]) as client:
+            created = await client.session.call_tool(
+                "mcp_request_admin_approval", APPROVE, allow_claimed=True
+            )
+            assert isinstance(created, CreateTaskResult)
+            _, request_id = await waiting_request(client.session, created.task_id)
+            async with anyio.create_task_group() as group:
+                group.start_soon(listen, client.session, {"taskIds": [created.task_id]})
+                with anyio.fail_after(30):
+                    while not tasks.notified:
+                        await anyio.sleep(0.05)
+                decided = await anyio.to_thread.run_sync(run_cli, env, "hitl", "reject", request_id)
+                assert decided.returncode == 0, decided.stderr
+    finally:
+        server.stop()
+    assert [note["status"] for note in tasks.notified] == ["working", "completed"]
+    assert tasks.notified[-1]["result"]["structuredContent"]["decision"] == "rejected"

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 MAX_TASK_IDS = 100
 #: How often a stream re-reads its tasks from the store (changes in this process wake it at once).
 POLL_SECONDS = 0.5
+#: Open streams per process; one more is refused before its acknowledgement (as the SDK's handler does).
+MAX_STREAMS = 256
 NOTIFICATION_METHOD = "notifications/tasks"
 
 
@@ -54,25 +56,40 @@ class ListenHandler:
 
     def __init__(self, extension: TasksExtension) -> None:
         self.extension = extension
+        self.open_streams = 0
 
     async def __call__(
         self, ctx: Any, params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
         """Acknowledge the honored task ids, then push each task's state until all of them ended."""
-        from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
-
-        from baton.tasks import TERMINAL, client_declared, missing_capability
+        from baton.tasks import client_declared, missing_capability
 
         task_ids = requested_task_ids(params)
         if task_ids is not None and not client_declared(ctx):
             raise missing_capability()
         if ctx.request_id is None:
             raise _invalid("subscriptions/listen requires a request id.")
+        if self.open_streams >= MAX_STREAMS:
+            from mcp.shared.exceptions import MCPError
+
+            raise MCPError(code=types.INTERNAL_ERROR, message="Subscription limit reached")
+        self.open_streams += 1
+        try:
+            return await self._serve(ctx, task_ids)
+        finally:
+            self.open_streams -= 1
+
+    async def _serve(self, ctx: Any, task_ids: list[str] | None) -> types.SubscriptionsListenResult:
+        from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
+
+        from baton.tasks import TERMINAL
+
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
         store = await self.extension.store()
         rows = {task_id: store.get(task_id) for task_id in task_ids or []}
         honored = [task_id for task_id, row in rows.items() if row is not None]
-        notifications = types.SubscriptionFilter.model_validate({"taskIds": honored} if task_ids else {})
+        asked = {"taskIds": honored} if task_ids is not None else {}
+        notifications = types.SubscriptionFilter.model_validate(asked)
         ack = types.SubscriptionsAcknowledgedNotification(
             params=types.SubscriptionsAcknowledgedNotificationParams(notifications=notifications, _meta=meta)
         )
@@ -81,6 +98,7 @@ class ListenHandler:
         following = set(honored)
         with store.watch() as changed:
             while following:
+                changed.clear()  # before reading: a change from here on wakes the wait below
                 for task_id in sorted(following):
                     row = self.extension.current(store, task_id)
                     if row is None:
@@ -95,7 +113,6 @@ class ListenHandler:
                 if following:
                     with anyio.move_on_after(POLL_SECONDS):
                         await changed.wait()
-                    changed.clear()
         return types.SubscriptionsListenResult(_meta=meta)
 
     @staticmethod
