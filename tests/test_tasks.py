@@ -285,13 +285,21 @@ async def test_a_2025_11_25_session_has_no_task_methods(baton_env: dict[str, str
     ):
         initialized = await session.initialize()
         refusals = []
-        for method in ("tasks/get", "tasks/update", "tasks/cancel", "tasks/list", "tasks/result"):
+        methods = (
+            "tasks/get",
+            "tasks/update",
+            "tasks/cancel",
+            "tasks/list",
+            "tasks/result",
+            "subscriptions/listen",
+        )
+        for method in methods:
             with pytest.raises(MCPError) as refused:
                 await task_request(session, method, {"taskId": "task_x", "inputResponses": {}})
             refusals.append(refused.value.error.code)
     assert initialized.protocol_version == "2025-11-25"
     assert initialized.capabilities.tasks is None and initialized.capabilities.extensions is None
-    assert refusals == [-32601] * 5
+    assert refusals == [-32601] * 6
 
 
 async def test_task_notifications_reach_a_client_over_stateless_http(

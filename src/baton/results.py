@@ -245,7 +245,7 @@ class Timer(_Result):
     schedule: Literal["once", "interval"]
     interval_seconds: float | None
     action: dict[str, Any] = Field(description="The action as set (kind notify, spawn_subagent or record).")
-    status: str = Field(description="active, completed or cancelled.")
+    status: Literal["active", "completed", "cancelled"]
     next_fire_at: str | None
     first_fire_at: str
     fire_count: int
