@@ -8,29 +8,44 @@ SMTP and webhook peers), and each result, success or failure, is validated with 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import jsonschema
 import pytest
-from mcp import ClientSession
+from mcp import Client, ClientSession
 
 from baton.testing.smtp import SMTPReceiver
 from baton.testing.webhooks import WebhookReceiver
-from tests.conftest import stdio_session
+from tests.conftest import server_parameters, stdio_session
 from tests.notify_support import configured_env
 
 pytestmark = pytest.mark.anyio
 
 
-async def listed_tools(session: ClientSession) -> dict[str, Any]:
+async def listed_tools(session: Any) -> dict[str, Any]:
     return {tool.name: tool for tool in (await session.list_tools()).tools}
 
 
+@asynccontextmanager
+async def era_session(env: dict[str, str], era: str) -> AsyncIterator[Any]:
+    """The official client in one era: ``ClientSession`` after the 2025-11-25 handshake, or ``mcp.Client``'s
+    default (2026-07-28, ``server/discover``)."""
+    if era == "2025-11-25":
+        async with stdio_session(env) as session:
+            yield session
+    else:
+        async with Client(server_parameters(env)) as client:
+            assert client.protocol_version == era
+            yield client
+
+
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
 async def test_every_tools_real_results_validate_against_its_output_schema(
-    model_env: dict[str, str], tmp_path: Path
+    model_env: dict[str, str], tmp_path: Path, era: str
 ) -> None:
     with SMTPReceiver() as smtp, WebhookReceiver() as web:
         env = {
@@ -39,7 +54,7 @@ async def test_every_tools_real_results_validate_against_its_output_schema(
             "BATON_HITL_ALLOW_MCP_DECISIONS": "1",
         }
         seen: dict[str, set[bool]] = {}
-        async with stdio_session(env) as session:
+        async with era_session(env, era) as session:
             tools = await listed_tools(session)
 
             async def check(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
