@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import jsonschema
 import pytest
-from mcp import Client, ClientSession
+from mcp import Client
 
 from baton.testing.smtp import SMTPReceiver
 from baton.testing.webhooks import WebhookReceiver
