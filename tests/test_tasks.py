@@ -235,6 +235,9 @@ async def test_a_declaring_client_follows_its_task_on_a_listen_stream_until_it_c
         created = await client.session.call_tool("mcp_request_admin_approval", APPROVE, allow_claimed=True)
         assert isinstance(created, CreateTaskResult)
         _, request_id = await waiting_request(client.session, created.task_id)
+        with pytest.raises(MCPError) as too_many:
+            await listen(client.session, {"taskIds": [f"task_{n}" for n in range(101)]})
+        assert too_many.value.error.code == -32602
         ended: list[Any] = []
 
         async def follow() -> None:
