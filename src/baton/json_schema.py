@@ -3,8 +3,8 @@
 Pydantic titles every model and field after its Python name (``PingArgs``, ``"Message"``) and describes a
 model by its class docstring (``Arguments of ``mcp_ping``.``); neither tells a client or a model anything the
 property names and the fields' own descriptions do not. Both are left out here. Field descriptions stay.
-A nullable plain value is ``"type": [T, "null"]`` and a literal is its ``const``/``enum`` alone (the same
-constraints in fewer bytes).
+In output schemas a nullable plain value is ``"type": [T, "null"]`` and a literal is its ``const``/``enum``
+alone (the same constraints in fewer bytes).
 Output schemas also drop ``default`` (a result field with a default in :mod:`baton.results` is one that may
 be absent, which ``required`` already says).
 """
@@ -30,6 +30,21 @@ class CompactSchema(GenerateJsonSchema):
         """Never: a field's title is its Python name re-cased."""
         return False
 
+    def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
+        """A model's schema without its class name and docstring."""
+        json_schema = super().model_schema(schema)
+        json_schema.pop("title", None)
+        doc = schema["cls"].__doc__
+        if doc and json_schema.get("description") == inspect.cleandoc(doc):
+            del json_schema["description"]
+        return json_schema
+
+
+class OutputSchema(CompactSchema):
+    """:class:`CompactSchema` without defaults (they mean nothing in a result), with nullable values and
+    literals in their shortest form. Input schemas keep pydantic's ``anyOf`` and ``type`` beside ``enum``:
+    some clients read an argument's ``type`` to build a form or convert a command-line value."""
+
     def nullable_schema(self, schema: core_schema.NullableSchema) -> JsonSchemaValue:
         """``{"type": ["string", "null"]}`` rather than an ``anyOf`` of two schemas, where the value is a plain
         typed one (no ``enum``, ``const`` or reference, whose null would need the ``anyOf``)."""
@@ -44,19 +59,6 @@ class CompactSchema(GenerateJsonSchema):
         json_schema = super().literal_schema(schema)
         json_schema.pop("type", None)
         return json_schema
-
-    def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
-        """A model's schema without its class name and docstring."""
-        json_schema = super().model_schema(schema)
-        json_schema.pop("title", None)
-        doc = schema["cls"].__doc__
-        if doc and json_schema.get("description") == inspect.cleandoc(doc):
-            del json_schema["description"]
-        return json_schema
-
-
-class OutputSchema(CompactSchema):
-    """:class:`CompactSchema` without defaults (they mean nothing in a result)."""
 
     def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
         """The inner schema alone."""
