@@ -97,9 +97,9 @@ async def output_schemas(session: Any) -> dict[str, Any]:
 async def call(session: Any, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
     """Call a tool and return its structured result, checked against the tool's advertised ``outputSchema``
     (success and error alike), so every test calling through here also tests the schemas' promise."""
+    schema = (await output_schemas(session)).get(tool)  # listed first: nothing runs between call and caller
     result = await session.call_tool(tool, arguments=arguments or {})
     assert isinstance(result.structured_content, dict), result
-    schema = (await output_schemas(session)).get(tool)
     if schema is not None:
         jsonschema.validate(result.structured_content, schema)
     return result.structured_content

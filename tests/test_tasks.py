@@ -273,9 +273,11 @@ async def test_a_client_that_did_not_declare_tasks_asking_for_task_notifications
     async with Client(params, extensions=[advertise("org.example/other")]) as client:
         with pytest.raises(MCPError) as refused:
             await listen(client.session, {"taskIds": ["task_x"]})
+        with pytest.raises(MCPError) as malformed:
+            await listen(client.session, {"taskIds": "task_x"})
         nothing = await listen(client.session, {"toolsListChanged": True})  # acknowledged empty, then ended
         capabilities = client.server_capabilities
-    assert refused.value.error.code == -32021
+    assert refused.value.error.code == malformed.value.error.code == -32021
     assert refused.value.error.data == {"requiredCapabilities": {"extensions": {EXTENSION_ID: {}}}}
     assert nothing.meta[SUBSCRIPTION_ID_META_KEY] is not None
     assert capabilities.tools is not None and capabilities.tools.list_changed is False

@@ -3,7 +3,7 @@
 A 2026-07-28 client that declared ``io.modelcontextprotocol/tasks`` opens a listen stream naming the tasks it
 follows. The stream is acknowledged with the ids baton agreed to follow (the known ones), then carries one
 ``notifications/tasks`` with the task's ``DetailedTask`` (what ``tasks/get`` would answer) at once and at every
-change of its status, until every followed task reached a terminal state; then the stream ends gracefully
+change of the task (a new ``lastUpdatedAt``: its status, status message or input requests), until every followed task reached a terminal state; then the stream ends gracefully
 (``SubscriptionsListenResult``). A client that did not declare the extension and asks for task notifications
 gets ``-32021``, as the extension requires. baton publishes no list-change events (its tool list changes only
 with a gateway promotion, which clients pick up at their next ``tools/list``), so the other filter kinds are
@@ -64,9 +64,9 @@ class ListenHandler:
         """Acknowledge the honored task ids, then push each task's state until all of them ended."""
         from baton.tasks import client_declared, missing_capability
 
+        if "taskIds" in (params.notifications.model_extra or {}) and not client_declared(ctx):
+            raise missing_capability()  # before judging the ids: the capability is what is missing
         task_ids = requested_task_ids(params)
-        if task_ids is not None and not client_declared(ctx):
-            raise missing_capability()
         if ctx.request_id is None:
             raise _invalid("subscriptions/listen requires a request id.")
         if self.open_streams >= MAX_STREAMS:
