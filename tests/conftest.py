@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -79,10 +80,28 @@ async def stdio_session(env: dict[str, str]) -> AsyncIterator[ClientSession]:
         yield session
 
 
+#: Each session's listed output schemas by the session's id (the session is kept, so its id is not reused;
+#: an ``mcp.Client`` is not hashable). Built-in tools have one; proxied adapter tools may not.
+_OUTPUT_SCHEMAS: dict[int, tuple[Any, dict[str, Any]]] = {}
+
+
+async def output_schemas(session: Any) -> dict[str, Any]:
+    """The ``outputSchema`` of every tool the session lists, by name (listed once per session)."""
+    known = _OUTPUT_SCHEMAS.get(id(session))
+    if known is None or known[0] is not session:
+        listed = (await session.list_tools()).tools
+        known = _OUTPUT_SCHEMAS[id(session)] = (session, {tool.name: tool.output_schema for tool in listed})
+    return known[1]
+
+
 async def call(session: Any, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Call a tool and return its structured result (asserting it is one)."""
+    """Call a tool and return its structured result, checked against the tool's advertised ``outputSchema``
+    (success and error alike), so every test calling through here also tests the schemas' promise."""
+    schema = (await output_schemas(session)).get(tool)  # listed first: nothing runs between call and caller
     result = await session.call_tool(tool, arguments=arguments or {})
     assert isinstance(result.structured_content, dict), result
+    if schema is not None:
+        jsonschema.validate(result.structured_content, schema)
     return result.structured_content
 
 

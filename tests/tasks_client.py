@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import anyio
 import mcp_types as types
-from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.extension import ClaimContext, ClientExtension, NotificationBinding, ResultClaim
 from pydantic import ConfigDict, Field
 
 EXTENSION_ID = "io.modelcontextprotocol/tasks"
@@ -44,8 +44,15 @@ async def task_request(session: Any, method: str, params: dict[str, Any]) -> dic
 Elicit = Callable[[Any], Awaitable[dict[str, Any]]]
 
 
+class TaskNotification(types.NotificationParams):
+    """``notifications/tasks`` params: a whole DetailedTask (kept whole) and the stream's ``_meta``."""
+
+    model_config = ConfigDict(extra="allow")
+
+
 class TasksClient(ClientExtension):
-    """Declares the extension; finishes tasks by polling, answering input requests with ``elicit``."""
+    """Declares the extension; finishes tasks by polling, answering input requests with ``elicit``; keeps the
+    ``notifications/tasks`` it receives (on a ``subscriptions/listen`` stream) in ``notified``."""
 
     identifier = EXTENSION_ID
 
@@ -53,9 +60,20 @@ class TasksClient(ClientExtension):
         self.elicit = elicit
         self.created: list[str] = []
         self.states: list[dict[str, Any]] = []
+        self.notified: list[dict[str, Any]] = []
 
     def claims(self) -> list[ResultClaim[Any]]:
         return [ResultClaim(result_type="task", model=CreateTaskResult, resolve=self.resolve)]
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        return [
+            NotificationBinding(method="notifications/tasks", params_type=TaskNotification, handler=self.keep)
+        ]
+
+    async def keep(self, params: TaskNotification) -> None:
+        self.notified.append(
+            params.model_dump(by_alias=True, exclude_none=True) | dict(params.model_extra or {})
+        )
 
     async def resolve(self, created: CreateTaskResult, ctx: ClaimContext) -> types.CallToolResult:
         self.created.append(created.task_id)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from baton.campaign.gates import classify_status
@@ -71,6 +72,39 @@ def summary(run_dir: Path) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
 
 
+#: The built-in tools every campaign run calls (and whose recorded results are checked against their schemas).
+CAMPAIGN_TOOLS = {
+    "mcp_spawn_subagent",
+    "mcp_send_message_to_subagent",
+    "mcp_get_subagent_status",
+    "mcp_cancel_subagent",
+    "mcp_request_admin_approval",
+    "mcp_list_pending_requests",
+    "mcp_respond_to_request",
+    "mcp_send_email",
+    "mcp_send_telegram_message",
+    "mcp_send_slack_message",
+    "mcp_set_timer",
+    "mcp_list_timers",
+    "mcp_cancel_timer",
+    "mcp_list_adapters",
+}
+
+
+def assert_results_match_the_listed_schemas(run_dir: Path) -> set[str]:
+    """Every recorded result of a built-in tool validates against the ``outputSchema`` in ``catalog.json``;
+    returns the tools checked."""
+    catalog = json.loads((run_dir / "catalog.json").read_text())
+    schemas = {tool["name"]: tool["outputSchema"] for tool in catalog["schemas"] if "outputSchema" in tool}
+    checked = set()
+    for path in sorted((run_dir / "receipts").glob("*.json")):
+        row = json.loads(path.read_text())
+        if row["tool"] in schemas:
+            jsonschema.validate(row["payload"], schemas[row["tool"]])
+            checked.add(row["tool"])
+    return checked
+
+
 def test_with_nothing_delivered_the_campaign_is_blocked_not_failed(
     baton_env: dict[str, str], fake_llm: FakeLLMServer, tmp_path: Path
 ) -> None:
@@ -100,6 +134,7 @@ def test_with_nothing_delivered_the_campaign_is_blocked_not_failed(
         "receipts_chain.json",
     } <= files
     assert any(path.startswith("receipts/") and path.endswith("_hitl_timeout.json") for path in files)
+    assert assert_results_match_the_listed_schemas(run_dir) == CAMPAIGN_TOOLS
     assert_checkpoints_anchor_the_bundle(run_dir, tmp_path / "validation" / ".c1.home", tmp_path)
 
     (run_dir / "receipts" / "01_minimal_sync.json").write_text("{}\n")
@@ -135,6 +170,7 @@ def test_with_every_channel_on_loopback_the_campaign_passes(
     result = summary(run_dir)
     assert result["status"] == "passed", result["blockers"]
     assert result["publication_authorized"] is True
+    assert assert_results_match_the_listed_schemas(run_dir) == CAMPAIGN_TOOLS
     decision = json.loads((run_dir / "human_decision.json").read_text())
     assert decision["admin_notes"] == "looks right"
     bundle_text = "".join(p.read_text(errors="replace") for p in run_dir.rglob("*") if p.is_file())

@@ -20,11 +20,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.extension import advertise
+from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 
+from tests.conftest import server_parameters
 from tests.hitl.helpers import HttpServer, run_cli
 from tests.tasks_client import EXTENSION_ID, CreateTaskResult, TasksClient, task_request
 
@@ -207,3 +211,123 @@ async def test_a_task_offers_the_inbox_link_as_a_url_input_request_and_the_brows
     assert content["approved"] is False and content["decision"] == "rejected"
     assert status.structured_content is not None and status.structured_content["decided_via"] == "link"
     assert status.structured_content["waiter_gone"] is False
+
+
+async def listen(session: Any, notifications: dict[str, Any]) -> Any:
+    """One ``subscriptions/listen`` call; returns when the server ends the stream gracefully."""
+    request = types.Request[dict[str, Any], str](
+        method="subscriptions/listen", params={"notifications": notifications}
+    )
+    return await session.send_request(request, types.Result)
+
+
+async def test_a_declaring_client_follows_its_task_on_a_listen_stream_until_it_completes(
+    baton_env: dict[str, str],
+) -> None:
+    tasks = TasksClient()
+    acks: list[Any] = []
+
+    async def messages(message: Any) -> None:
+        if isinstance(message, types.SubscriptionsAcknowledgedNotification):
+            acks.append(message.params)
+
+    async with tasks_client(baton_env, tasks, message_handler=messages) as client:
+        created = await client.session.call_tool("mcp_request_admin_approval", APPROVE, allow_claimed=True)
+        assert isinstance(created, CreateTaskResult)
+        _, request_id = await waiting_request(client.session, created.task_id)
+        with pytest.raises(MCPError) as too_many:
+            await listen(client.session, {"taskIds": [f"task_{n}" for n in range(101)]})
+        assert too_many.value.error.code == -32602
+        ended: list[Any] = []
+
+        async def follow() -> None:
+            filters = {"taskIds": [created.task_id, "task_unknown"], "toolsListChanged": True}
+            ended.append(await listen(client.session, filters))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(follow)
+            with anyio.fail_after(20):
+                while not tasks.notified:
+                    await anyio.sleep(0.05)
+            decided = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "approve", request_id)
+            assert decided.returncode == 0, decided.stderr
+    stream = ended[0].meta[SUBSCRIPTION_ID_META_KEY]
+    honored = acks[0].notifications
+    assert honored.model_extra == {"taskIds": [created.task_id]}  # the unknown id is not followed
+    assert honored.tools_list_changed is None  # baton publishes no list-change events
+    assert acks[0].meta[SUBSCRIPTION_ID_META_KEY] == stream
+    assert [note["_meta"][SUBSCRIPTION_ID_META_KEY] for note in tasks.notified] == [stream] * len(
+        tasks.notified
+    )
+    assert tasks.notified[0]["status"] == "working" and request_id in tasks.notified[0]["statusMessage"]
+    last = tasks.notified[-1]
+    assert last["taskId"] == created.task_id and last["status"] == "completed"
+    assert last["result"]["structuredContent"]["approved"] is True
+    assert len(tasks.notified) == len({note["lastUpdatedAt"] for note in tasks.notified})  # one per change
+
+
+async def test_a_client_that_did_not_declare_tasks_asking_for_task_notifications_gets_32021(
+    baton_env: dict[str, str],
+) -> None:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "baton", "serve"], env=baton_env)
+    async with Client(params, extensions=[advertise("org.example/other")]) as client:
+        with pytest.raises(MCPError) as refused:
+            await listen(client.session, {"taskIds": ["task_x"]})
+        with pytest.raises(MCPError) as malformed:
+            await listen(client.session, {"taskIds": "task_x"})
+        nothing = await listen(client.session, {"toolsListChanged": True})  # acknowledged empty, then ended
+        capabilities = client.server_capabilities
+    assert refused.value.error.code == malformed.value.error.code == -32021
+    assert refused.value.error.data == {"requiredCapabilities": {"extensions": {EXTENSION_ID: {}}}}
+    assert nothing.meta[SUBSCRIPTION_ID_META_KEY] is not None
+    assert capabilities.tools is not None and capabilities.tools.list_changed is False
+
+
+async def test_a_2025_11_25_session_has_no_task_methods(baton_env: dict[str, str]) -> None:
+    async with (
+        stdio_client(server_parameters(baton_env)) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        initialized = await session.initialize()
+        refusals = []
+        methods = (
+            "tasks/get",
+            "tasks/update",
+            "tasks/cancel",
+            "tasks/list",
+            "tasks/result",
+            "subscriptions/listen",
+        )
+        for method in methods:
+            with pytest.raises(MCPError) as refused:
+                await task_request(session, method, {"taskId": "task_x", "inputResponses": {}})
+            refusals.append(refused.value.error.code)
+    assert initialized.protocol_version == "2025-11-25"
+    assert initialized.capabilities.tasks is None and initialized.capabilities.extensions is None
+    assert refusals == [-32601] * 6
+
+
+async def test_task_notifications_reach_a_client_over_stateless_http(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {**baton_env, "BATON_HTTP_STATELESS": "true"}
+    server = HttpServer(env, tmp_path / "server.log")
+    tasks = TasksClient()
+    try:
+        async with Client(f"{server.base_url}/mcp", extensions=[tasks]) as client:
+            created = await client.session.call_tool(
+                "mcp_request_admin_approval", APPROVE, allow_claimed=True
+            )
+            assert isinstance(created, CreateTaskResult)
+            _, request_id = await waiting_request(client.session, created.task_id)
+            async with anyio.create_task_group() as group:
+                group.start_soon(listen, client.session, {"taskIds": [created.task_id]})
+                with anyio.fail_after(30):
+                    while not tasks.notified:
+                        await anyio.sleep(0.05)
+                decided = await anyio.to_thread.run_sync(run_cli, env, "hitl", "reject", request_id)
+                assert decided.returncode == 0, decided.stderr
+    finally:
+        server.stop()
+    assert [note["status"] for note in tasks.notified] == ["working", "completed"]
+    assert tasks.notified[-1]["result"]["structuredContent"]["decision"] == "rejected"

@@ -7,28 +7,45 @@ SMTP and webhook peers), and each result, success or failure, is validated with 
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import jsonschema
 import pytest
-from mcp import ClientSession
+from mcp import Client
 
 from baton.testing.smtp import SMTPReceiver
 from baton.testing.webhooks import WebhookReceiver
-from tests.conftest import stdio_session
+from tests.conftest import server_parameters, stdio_session
 from tests.notify_support import configured_env
 
 pytestmark = pytest.mark.anyio
 
 
-async def listed_tools(session: ClientSession) -> dict[str, Any]:
+async def listed_tools(session: Any) -> dict[str, Any]:
     return {tool.name: tool for tool in (await session.list_tools()).tools}
 
 
+@asynccontextmanager
+async def era_session(env: dict[str, str], era: str) -> AsyncIterator[Any]:
+    """The official client in one era: ``ClientSession`` after the 2025-11-25 handshake, or ``mcp.Client``'s
+    default (2026-07-28, ``server/discover``)."""
+    if era == "2025-11-25":
+        async with stdio_session(env) as session:
+            yield session
+    else:
+        async with Client(server_parameters(env)) as client:
+            assert client.protocol_version == era
+            yield client
+
+
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
 async def test_every_tools_real_results_validate_against_its_output_schema(
-    model_env: dict[str, str], tmp_path: Path
+    model_env: dict[str, str], tmp_path: Path, era: str
 ) -> None:
     with SMTPReceiver() as smtp, WebhookReceiver() as web:
         env = {
@@ -37,7 +54,7 @@ async def test_every_tools_real_results_validate_against_its_output_schema(
             "BATON_HITL_ALLOW_MCP_DECISIONS": "1",
         }
         seen: dict[str, set[bool]] = {}
-        async with stdio_session(env) as session:
+        async with era_session(env, era) as session:
             tools = await listed_tools(session)
 
             async def check(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -126,3 +143,40 @@ async def test_every_tool_has_a_title_annotations_and_clean_descriptions(baton_e
     assert tools["mcp_ping"].annotations.read_only_hint is True
     assert tools["mcp_cancel_subagent"].annotations.destructive_hint is True
     assert tools["mcp_send_email"].annotations.open_world_hint is True
+
+
+def schema_nodes(schema: Any) -> Iterator[dict[str, Any]]:
+    """Every subschema of a JSON Schema (properties, items, alternatives, definitions)."""
+    if not isinstance(schema, dict):
+        return
+    yield schema
+    for key in ("items", "additionalProperties", "not"):
+        yield from schema_nodes(schema.get(key))
+    for key in ("properties", "$defs"):
+        for sub in (schema.get(key) or {}).values():
+            yield from schema_nodes(sub)
+    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+        for sub in schema.get(key) or []:
+            yield from schema_nodes(sub)
+
+
+async def test_tool_definitions_carry_no_python_names_and_every_result_shape_is_strict(
+    baton_env: dict[str, str],
+) -> None:
+    async with stdio_session(baton_env) as session:
+        listed = await session.list_tools()
+    tools = [tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in listed.tools]
+    size = len(json.dumps({"tools": tools}, separators=(",", ":")).encode())
+    assert size < 48_000, size  # 48,837 bytes before the trim, with looser output schemas (docs/tools.md)
+    for tool in tools:
+        for schema in (tool["inputSchema"], tool["outputSchema"]):
+            for node in schema_nodes(schema):
+                assert "title" not in node, (tool["name"], node)
+                assert not str(node.get("description", "")).startswith(("Arguments of", "``")), tool["name"]
+        success, error = tool["outputSchema"]["anyOf"][:-1], tool["outputSchema"]["anyOf"][-1]
+        assert error["required"] == ["success", "error", "error_class"], tool["name"]
+        for shape in success:
+            objects = [node for node in schema_nodes(shape) if node.get("properties")]
+            assert all(node.get("additionalProperties") is False for node in objects), tool["name"]
+    get_status = next(tool for tool in tools if tool["name"] == "mcp_get_request_status")
+    assert {"decided_via", "waiter_gone"} <= set(get_status["outputSchema"]["anyOf"][0]["required"])

@@ -11,19 +11,25 @@ expires, any replica completes the task from it, even if the process that ran th
 Cancelling a task stops the waiting, never decides: the request stays open to the inbox and the CLI, and
 nothing is approved.
 
-The 2025-11-25 task methods (task-augmented requests, ``tasks/result``, ``tasks/list``) are not served:
-legacy-era clients keep progress notifications and ``mcp_wait_for_request``.
+A declaring client may also follow its tasks on a ``subscriptions/listen`` stream (``notifications/tasks``,
+:mod:`baton.task_listen`) instead of polling.
+
+The 2025-11-25 task methods (task-augmented requests, ``tasks/result``, ``tasks/list``) are not served, and
+on a 2025-11-25 session the extension's methods answer ``-32601`` (method not found): legacy-era clients
+keep progress notifications and ``mcp_wait_for_request``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from mcp.server.extension import Extension, MethodBinding
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -66,11 +72,50 @@ class UpdateParams(TaskIdParams):
     input_responses: dict[str, Any] = Field(alias="inputResponses")
 
 
+class Changed:
+    """A level flag a listen stream waits on; set whenever this process changes a task."""
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+
+    def set(self) -> None:
+        """Wake the waiter."""
+        self._event.set()
+
+    def clear(self) -> None:
+        """Re-arm after a wakeup."""
+        if self._event.is_set():
+            self._event = anyio.Event()
+
+    async def wait(self) -> None:
+        """Until the next change (the caller bounds it with a poll interval)."""
+        await self._event.wait()
+
+
 class TaskStore:
     """The durable task rows; a terminal status is never overwritten (the first terminal state wins)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        self._watchers: set[Changed] = set()
+
+    @contextlib.contextmanager
+    def watch(self) -> Iterator[Changed]:
+        """A flag set at every task change made by this process, for as long as the block runs."""
+        changed = Changed()
+        self._watchers.add(changed)
+        try:
+            yield changed
+        finally:
+            self._watchers.discard(changed)
+
+    def _wake(self) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # a worker thread: the watchers' poll sees the change
+            return
+        for changed in list(self._watchers):
+            changed.set()
 
     def create(self, tool: str) -> dict[str, Any]:
         """A new ``working`` task, committed before its id is returned to anyone."""
@@ -120,6 +165,8 @@ class TaskStore:
                 .where(mcp_tasks.c.id == task_id, mcp_tasks.c.status.not_in(TERMINAL))
                 .values(**values, last_updated_at=iso(time.time()))
             )
+        if result.rowcount == 1:
+            self._wake()
         return bool(result.rowcount == 1)
 
 
@@ -191,7 +238,8 @@ def wants_task(name: str, arguments: dict[str, Any] | None, ctx: Any, request_st
     return not (name == "mcp_spawn_subagent" and (arguments or {}).get("mode") == "async")
 
 
-def _missing_capability() -> Exception:
+def missing_capability() -> Exception:
+    """``-32021``: the client did not declare the tasks extension on this request."""
     from mcp.shared.exceptions import MCPError
     from mcp_types import MISSING_REQUIRED_CLIENT_CAPABILITY
 
@@ -220,14 +268,18 @@ class TasksExtension(Extension):
         self._running: dict[str, asyncio.Task[Any]] = {}
 
     def methods(self) -> list[MethodBinding]:
-        """``tasks/get``, ``tasks/update`` and ``tasks/cancel``."""
+        """``tasks/get``, ``tasks/update`` and ``tasks/cancel``, served on 2026-07-28 connections only."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        modern = frozenset(MODERN_PROTOCOL_VERSIONS)
         return [
-            MethodBinding("tasks/get", TaskIdParams, self.get),
-            MethodBinding("tasks/update", UpdateParams, self.update),
-            MethodBinding("tasks/cancel", TaskIdParams, self.cancel),
+            MethodBinding("tasks/get", TaskIdParams, self.get, modern),
+            MethodBinding("tasks/update", UpdateParams, self.update, modern),
+            MethodBinding("tasks/cancel", TaskIdParams, self.cancel, modern),
         ]
 
-    async def _store(self) -> TaskStore:
+    async def store(self) -> TaskStore:
+        """The runtime's one task store (its watchers are shared by every listen stream)."""
         registry = await self.loader.get()
         store = registry.runtime.services.get("mcp_tasks")
         if not isinstance(store, TaskStore):
@@ -236,8 +288,8 @@ class TasksExtension(Extension):
 
     async def _row(self, ctx: Any, task_id: str) -> tuple[TaskStore, dict[str, Any]]:
         if not client_declared(ctx):
-            raise _missing_capability()
-        store = await self._store()
+            raise missing_capability()
+        store = await self.store()
         row = store.get(task_id)
         if row is None:
             raise _not_found(task_id)
@@ -252,7 +304,7 @@ class TasksExtension(Extension):
         )
         if not as_task:
             return await call_next(ctx)
-        store = await self._store()
+        store = await self.store()
         row = store.create(params.name)
         handle = TaskHandle(store, row["id"])
         work = asyncio.get_running_loop().create_task(self._run(store, handle, params, ctx), name="mcp-task")
@@ -290,6 +342,13 @@ class TasksExtension(Extension):
         if row["status"] not in TERMINAL:
             row = self._derive(store, row)
         return {"resultType": "complete", **wire(row)}
+
+    def current(self, store: TaskStore, task_id: str) -> dict[str, Any] | None:
+        """The task's row as ``tasks/get`` would show it now (derived from its request when it waits on one)."""
+        row = store.get(task_id)
+        if row is not None and row["status"] not in TERMINAL:
+            row = self._derive(store, row)
+        return row
 
     def _derive(self, store: TaskStore, row: dict[str, Any]) -> dict[str, Any]:
         """Complete a task waiting on a human from the request's own state (any replica, after a crash)."""
@@ -338,15 +397,58 @@ class TasksExtension(Extension):
 
 def install(server: Any, loader: RegistryLoader, call_tool: Callable[..., Any]) -> None:
     """Apply the extension to the low-level server, as ``MCPServer(extensions=...)`` would."""
+    import mcp_types as types
     from mcp.server.extension import compose_tool_call_handler
+
+    from baton.task_listen import ListenHandler
 
     extension = TasksExtension(loader, call_tool)
     for method in extension.methods():
-        server.add_request_handler(method.method, method.params_type, method.handler)
+        server.add_request_handler(method.method, method.params_type, version_gated(method))
     entry = server.get_request_handler("tools/call")
-    import mcp_types as types
-
     server.add_request_handler(
         "tools/call", types.CallToolRequestParams, compose_tool_call_handler([extension], entry.handler)
     )
+    server.add_request_handler(
+        "subscriptions/listen", types.SubscriptionsListenRequestParams, ListenHandler(extension)
+    )
+    server.add_request_handler("server/discover", types.RequestParams, _discover(server))
     server.extensions[EXTENSION_ID] = extension.settings()
+
+
+def version_gated(method: MethodBinding) -> Callable[..., Any]:
+    """The method's handler, answering ``-32601`` (method not found) on any other protocol version.
+
+    A 2025-11-25 session advertises no ``tasks`` capability (that era's core tasks are not served), so its
+    ``tasks/*`` requests are methods this server does not have there.
+    """
+    versions = method.protocol_versions
+
+    async def gated(ctx: Any, params: Any) -> Any:
+        if versions is not None and ctx.protocol_version not in versions:
+            from mcp.shared.exceptions import MCPError
+            from mcp_types import METHOD_NOT_FOUND
+
+            raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method.method)
+        return await method.handler(ctx, params)
+
+    return gated
+
+
+def _discover(server: Any) -> Callable[..., Any]:
+    """``server/discover`` as the SDK derives it, minus the ``listChanged`` flags: baton's listen streams
+    carry task notifications only (it publishes no list-change event), so it promises none."""
+    import mcp_types as types
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    async def discover(ctx: Any, params: Any) -> types.DiscoverResult:
+        capabilities = server.get_capabilities(protocol_version=ctx.protocol_version)
+        if capabilities.tools is not None:
+            capabilities.tools.list_changed = False
+        return types.DiscoverResult(
+            supported_versions=list(MODERN_PROTOCOL_VERSIONS),
+            capabilities=capabilities,
+            instructions=server.instructions,
+        )
+
+    return discover

@@ -84,8 +84,10 @@ class ToolSpec(Generic[ArgsT]):
     read_only: bool = False
 
     def input_schema(self) -> dict[str, Any]:
-        """JSON Schema of the arguments, as MCP clients see it."""
-        return self.args.model_json_schema()
+        """JSON Schema of the arguments, as MCP clients see it (no Python titles or docstrings)."""
+        from baton.json_schema import input_schema
+
+        return input_schema(self.args)
 
 
 @dataclass

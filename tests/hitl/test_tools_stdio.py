@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 from typing import Any
 
@@ -245,3 +246,38 @@ async def test_a_decision_that_is_not_a_json_boolean_never_approves(baton_env: d
         status = await call(session, "mcp_get_request_status", {"request_id": request_id})
         assert status["status"] == "pending" and status["decided"] is False and not status["approved"]
         await call(session, "mcp_respond_to_request", {"request_id": request_id, "approved": False})
+
+
+async def test_a_cut_off_approval_call_names_its_request_where_the_description_says(
+    baton_env: dict[str, str],
+) -> None:
+    """The tool description promises the request_id in the first progress notification and in the pending
+    list; a cut call is resumed by that id and gets a decision made after the cut."""
+    first = anyio.Event()
+    messages: list[str] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        messages.append(message or "")
+        first.set()
+
+    async with stdio_session(baton_env) as session:
+        description = {tool.name: tool.description for tool in (await session.list_tools()).tools}
+        assert "first progress notification" in (description["mcp_request_admin_approval"] or "")
+        assert "mcp_list_pending_requests" in (description["mcp_request_admin_approval"] or "")
+        async with anyio.create_task_group() as group:
+            arguments = {"request_message": "Deploy?", "timeout_seconds": 3600}
+            group.start_soon(
+                functools.partial(
+                    session.call_tool, "mcp_request_admin_approval", arguments, progress_callback=on_progress
+                )
+            )
+            with anyio.fail_after(30):
+                await first.wait()
+            group.cancel_scope.cancel()  # the client cuts the call
+        request_id = messages[0].rsplit(" ", 1)[-1]
+        listed = [row["request_id"] for row in await pending_requests(session)]
+        decided = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "approve", request_id)
+        assert decided.returncode == 0, decided.stderr
+        resumed = await call(session, "mcp_wait_for_request", {"request_id": request_id})
+    assert request_id.startswith("hr_") and listed == [request_id]
+    assert resumed["success"] is True and resumed["approved"] is True and resumed["request_id"] == request_id

@@ -17,6 +17,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
+from baton.hitl.elicit import request_of
 from tests.hitl.helpers import HttpServer
 
 pytestmark = pytest.mark.anyio
@@ -107,3 +108,54 @@ async def test_without_a_public_url_the_form_is_used(baton_env: dict[str, str]) 
         )
     assert seen[0].mode == "form"
     assert result.structured_content is not None and result.structured_content["decision"] == "rejected"
+
+
+async def test_a_resumed_wait_elicits_under_a_new_id_that_names_the_request(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    """2025-11-25: the call is cut after its URL elicitation; ``mcp_wait_for_request`` asks again under a new
+    ``elicitationId``, and the decision is announced with ``notifications/elicitation/complete`` for it."""
+    inbox = HttpServer(baton_env, tmp_path / "inbox.log")
+    asked: list[Any] = []
+    first_asked = anyio.Event()
+    completed: list[str] = []
+
+    async def person(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        if len(asked) == 1:
+            first_asked.set()  # this person looks away; the call gets cut
+        else:
+            await anyio.to_thread.run_sync(decide_in_browser, params.url, "approve")
+        return types.ElicitResult(action="accept")
+
+    async def messages(message: Any) -> None:
+        if isinstance(message, types.ElicitCompleteNotification):
+            completed.append(message.params.elicitation_id)
+
+    try:
+        env = {**baton_env, "BATON_HITL_ELICITATION": "true", "BATON_PUBLIC_URL": inbox.base_url}
+        params = StdioServerParameters(command=sys.executable, args=["-m", "baton", "serve"], env=env)
+        async with Client(
+            params, elicitation_callback=person, message_handler=messages, mode="legacy"
+        ) as client:
+            assert client.protocol_version == "2025-11-25"
+            async with anyio.create_task_group() as group:
+                arguments = {"request_message": "Rotate the keys", "timeout_seconds": 3600}
+                group.start_soon(client.call_tool, "mcp_request_admin_approval", arguments)
+                with anyio.fail_after(30):
+                    await first_asked.wait()
+                group.cancel_scope.cancel()  # the client cuts the call
+            pending = await client.call_tool("mcp_list_pending_requests", {})
+            assert pending.structured_content is not None
+            request_id = pending.structured_content["requests"][0]["request_id"]
+            resumed = await client.call_tool("mcp_wait_for_request", {"request_id": request_id})
+            with anyio.fail_after(30):
+                while not completed:
+                    await client.call_tool("mcp_ping", {})
+    finally:
+        inbox.stop()
+    first, second = (params.elicitation_id for params in asked)
+    assert first != second
+    assert request_of(first) == request_of(second) == request_id
+    assert resumed.structured_content is not None and resumed.structured_content["approved"] is True
+    assert completed == [second]

@@ -4,7 +4,9 @@ Enabled with ``BATON_HITL_ELICITATION=true`` and used only when the client decla
 
 * ``url`` — when the client declared URL-mode elicitation and ``BATON_PUBLIC_URL`` names the HTTP server a
   person's browser can reach: the client is asked to open the request's signed single-use inbox link, and
-  the person decides in the browser (``decided_via="link"``).
+  the person decides in the browser (``decided_via="link"``). Each such elicitation has its own
+  ``elicitationId`` (``<request_id>.<random>``); once the request is decided, the waiting call sends
+  ``notifications/elicitation/complete`` for it.
 * ``form`` — otherwise, when the client declared form elicitation (an empty capability predates modes and
   means form): the client shows a form; an accepted, well-formed answer is the decision
   (``decided_via="elicitation"``).
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from typing import Any
 
 import mcp_types as types
@@ -119,15 +122,32 @@ def record_answer(broker: HitlBroker, view: dict[str, Any], action: str, content
         log.info("elicited decision for %s not recorded: %s", view["request_id"], exc.error_class)
 
 
-async def elicit_decision(broker: HitlBroker, view: dict[str, Any], ctx: CallContext) -> None:
-    """Ask once over the back-channel; a URL elicitation only points the person at the inbox."""
+def new_elicitation_id(request_id: str) -> str:
+    """A fresh ``elicitationId`` for one URL elicitation: unique per elicitation (a resumed wait asks again
+    under a new id), and naming its request before the first ``.`` (see :func:`request_of`)."""
+    return f"{request_id}.{secrets.token_hex(8)}"
+
+
+def request_of(elicitation_id: str) -> str:
+    """The request an elicitation id was made for."""
+    return elicitation_id.split(".", 1)[0]
+
+
+async def elicit_decision(
+    broker: HitlBroker, view: dict[str, Any], ctx: CallContext, sent: list[str] | None = None
+) -> None:
+    """Ask once over the back-channel; a URL elicitation only points the person at the inbox (its id is
+    appended to ``sent``, so the waiting call can announce its completion)."""
     mode = elicitation_mode(broker.runtime.settings, ctx)
     try:
         if mode == "url":
             link = broker.signed_link(view["request_id"], view["expires_epoch"])
             if link is not None:
+                elicitation_id = new_elicitation_id(view["request_id"])
+                if sent is not None:
+                    sent.append(elicitation_id)
                 await ctx.session.elicit_url(
-                    url_prompt_text(view), link, view["request_id"], related_request_id=_REQUEST_SCOPED
+                    url_prompt_text(view), link, elicitation_id, related_request_id=_REQUEST_SCOPED
                 )
                 return  # the decision arrives through the inbox link, which wakes the waiter
         answer = await ctx.session.elicit_form(
@@ -137,3 +157,14 @@ async def elicit_decision(broker: HitlBroker, view: dict[str, Any], ctx: CallCon
         log.info("elicitation for %s failed", view["request_id"], exc_info=True)
         return
     record_answer(broker, view, answer.action, answer.content)
+
+
+async def announce_completion(ctx: CallContext, sent: list[str], status: str) -> None:
+    """``notifications/elicitation/complete`` for the URL elicitations of a request that is now decided."""
+    if status in ("pending", "expired"):
+        return
+    for elicitation_id in sent:
+        try:
+            await ctx.session.send_elicit_complete(elicitation_id, related_request_id=_REQUEST_SCOPED)
+        except Exception:  # a client gone away: the decision stands either way
+            log.info("elicitation completion for %s not delivered", elicitation_id, exc_info=True)

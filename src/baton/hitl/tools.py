@@ -150,7 +150,7 @@ async def wait_for_outcome(
     """Wait on a request with progress notifications (and the optional elicitation channel)."""
     import anyio
 
-    from baton.hitl.elicit import elicit_decision, elicitation_wanted
+    from baton.hitl.elicit import announce_completion, elicit_decision, elicitation_wanted
     from baton.tracing import span
 
     settings = broker.runtime.settings
@@ -164,9 +164,10 @@ async def wait_for_outcome(
         await ctx.progress(round(waited, 1), round(window_total, 1), message)
 
     await ctx.progress(0.0, round(total if window is None else min(window, total), 1), message)
+    elicited: list[str] = []
     async with anyio.create_task_group() as group:
         if elicitation_wanted(settings, ctx):
-            group.start_soon(elicit_decision, broker, view, ctx)
+            group.start_soon(elicit_decision, broker, view, ctx, elicited)
         with span(
             "hitl.wait", {"baton.hitl.request_id": view["request_id"], "baton.hitl.kind": view["kind"]}
         ) as s:
@@ -178,6 +179,7 @@ async def wait_for_outcome(
             )
             s.set_attribute("baton.hitl.status", str(final.get("status")))
         group.cancel_scope.cancel()
+    await announce_completion(ctx, elicited, str(final.get("status")))
     return outcome(final)
 
 
@@ -289,8 +291,10 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
         """Ask a human administrator to approve something and wait for the decision.
 
         Only an explicit approval yields approved=true; on timeout: success=false, timeout=true,
-        approved=false. If this call is cut off, the request stays open: resume with
-        mcp_wait_for_request(request_id)."""
+        approved=false. If this call is cut off, the request stays open. Its request_id (hr_…) is in the
+        first progress notification, sent at once ("Waiting for a human decision on hr_…", when the call
+        has a progress token), and in mcp_list_pending_requests while it is pending: resume with
+        mcp_wait_for_request(request_id). A call run as an MCP task is followed by its task id instead."""
         new = NewRequest("approval", args.request_message, args.context, args.timeout_seconds, args.urgent)
         return await ask_and_wait(broker, new, ctx)
 
@@ -299,7 +303,8 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
         """Ask a human administrator a question and wait for the answer.
 
         The answer is one of options, when given. On timeout: success=false, timeout=true. Resume a
-        cut-off call with mcp_wait_for_request."""
+        cut-off call with mcp_wait_for_request(request_id): the id is in the first progress notification
+        and in mcp_list_pending_requests while it is pending."""
         new = NewRequest(
             "input", args.question, args.context, args.timeout_seconds, args.urgent, args.options
         )
