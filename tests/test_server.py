@@ -81,6 +81,7 @@ async def test_streamable_http_serves_mcp(baton_env: dict[str, str], tmp_path: P
                 "count": 0,
                 "truncated": False,
                 "next_cursor": None,
+                "skipped": [],
                 "success": True,
             }
 
