@@ -189,7 +189,7 @@ async def test_the_admin_scope_decides_an_approval_and_the_agent_scope_may_not(
     async def ask() -> None:
         async with mcp_client(deployment, agent) as client:
             result = await client.call_tool(
-                "mcp_request_admin_approval", {"request_message": "Deploy?", "timeout_seconds": 60}
+                "mcp_request_admin_approval", {"request_message": "Deploy?", "timeout_seconds": 3600}
             )
             outcome.update(result.structured_content)
 

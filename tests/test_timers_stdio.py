@@ -217,7 +217,7 @@ async def test_a_spawn_subagent_timer_starts_an_async_subagent(
         assert fired["last_firing"]["outcome"] == "succeeded", fired
         (receipt,) = [r for r in fired_receipts(model_env) if r["timer_id"] == timer["timer_id"]]
         subagent_id = receipt["detail"]["subagent_id"]
-        with anyio.fail_after(10):
+        with anyio.fail_after(300):
             while (status := await call(session, "mcp_get_subagent_status", {"subagent_id": subagent_id}))[
                 "status"
             ] not in {"completed", "failed"}:

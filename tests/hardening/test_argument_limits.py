@@ -66,7 +66,7 @@ async def test_large_contexts_are_left_out_of_the_pending_list(baton_env: dict[s
                 call,
                 session,
                 "mcp_request_admin_approval",
-                {"request_message": "deploy?", "context": context, "timeout_seconds": 30},
+                {"request_message": "deploy?", "context": context, "timeout_seconds": 3600},
             )
         rows = await pending_requests(session, 2)
         by_size = {bool(row["context_truncated"]): row for row in rows}

@@ -130,7 +130,7 @@ async def test_an_mrtr_answer_that_is_not_an_accepted_form_never_decides(
 
         async with anyio.create_task_group() as group:
             group.start_soon(ask)
-            with anyio.fail_after(60):
+            with anyio.fail_after(300):
                 await retried.wait()
             request_id = asked[0].message.split("]", 1)[0].lstrip("[")
             await person_decides(env, kind, request_id)
@@ -174,7 +174,7 @@ async def test_a_back_channel_answer_that_is_not_an_accepted_form_never_decides(
 
         async with anyio.create_task_group() as group:
             group.start_soon(ask)
-            with anyio.fail_after(60):
+            with anyio.fail_after(300):
                 await handled.wait()
             request_id = asked[0].message.split("]", 1)[0].lstrip("[")
             await person_decides(env, kind, request_id)
@@ -196,7 +196,7 @@ async def test_a_task_update_that_is_not_an_accepted_form_never_decides(
     ) as connected:
         created = await connected.session.call_tool(tool, arguments, allow_claimed=True)
         assert isinstance(created, CreateTaskResult)
-        with anyio.fail_after(60):
+        with anyio.fail_after(300):
             while not (
                 state := await task_request(connected.session, "tasks/get", {"taskId": created.task_id})
             ).get("inputRequests"):
@@ -209,7 +209,7 @@ async def test_a_task_update_that_is_not_an_accepted_form_never_decides(
         assert (await task_request(connected.session, "tasks/update", update))["resultType"] == "complete"
         assert (await status_of(connected, request_id))["status"] == "pending"
         await person_decides(env, kind, request_id)
-        with anyio.fail_after(60):
+        with anyio.fail_after(300):
             while (state := await task_request(connected.session, "tasks/get", {"taskId": created.task_id}))[
                 "status"
             ] != "completed":
