@@ -45,6 +45,64 @@ def _receipt_chain() -> None:
     baton.receipts.receipt_digest = lambda *args: real(*args)[::-1]  # type: ignore[assignment]
 
 
+def _receipt_chain_late() -> None:
+    """Receipts after the fifth are written with a digest that does not cover their content: the chain
+    verifies up to seq 5 and fails after, so a verdict that counts receipts is not enough."""
+    import baton.receipts
+
+    real = baton.receipts.receipt_digest
+
+    def late(seq: int, *rest: Any) -> str:
+        digest: str = real(seq, *rest)
+        return digest[::-1] if seq > 5 else digest
+
+    baton.receipts.receipt_digest = late  # type: ignore[assignment]
+
+
+def _lifecycle() -> None:
+    """mcp_cancel_subagent is listed but fails: the lifecycle gate must see it."""
+    _replace_handler("mcp_cancel_subagent", "Cancelling is broken on purpose.")
+
+
+def _context_strategy() -> None:
+    """A spawn asking for ``llm_generated`` context quietly gets ``minimal`` instead."""
+    from baton.toolkit import ToolRegistry
+
+    real = ToolRegistry.add
+
+    def add(self: ToolRegistry, spec: Any) -> None:
+        if spec.name == "mcp_spawn_subagent":
+            handler = spec.handler
+
+            async def downgraded(args: Any, ctx: Any) -> Any:
+                if getattr(args, "context_strategy", None) == "llm_generated":
+                    args = args.model_copy(update={"context_strategy": "minimal"})
+                return await handler(args, ctx)
+
+            spec = dataclasses.replace(spec, handler=downgraded)
+        real(self, spec)
+
+    ToolRegistry.add = add  # type: ignore[method-assign]
+
+
+def _replace_handler(tool: str, message: str) -> None:
+    from baton.errors import BatonError
+    from baton.toolkit import ToolRegistry
+
+    real = ToolRegistry.add
+
+    def add(self: ToolRegistry, spec: Any) -> None:
+        if spec.name == tool:
+
+            async def broken(args: Any, ctx: Any) -> dict[str, Any]:
+                raise BatonError("internal_error", message)
+
+            spec = dataclasses.replace(spec, handler=broken)
+        real(self, spec)
+
+    ToolRegistry.add = add  # type: ignore[method-assign]
+
+
 def _secret_in_files() -> None:
     """The timer mirror (a file in the campaign's directory) is written with the provider key in it."""
     from baton.timers import mirror
@@ -72,21 +130,7 @@ def _catalog() -> None:
 
 def _adapters() -> None:
     """mcp_list_adapters fails."""
-    from baton.errors import BatonError
-    from baton.toolkit import ToolRegistry
-
-    real = ToolRegistry.add
-
-    def add(self: ToolRegistry, spec: Any) -> None:
-        if spec.name == "mcp_list_adapters":
-
-            async def broken(args: Any, ctx: Any) -> dict[str, Any]:
-                raise BatonError("internal_error", "The adapter listing is broken on purpose.")
-
-            spec = dataclasses.replace(spec, handler=broken)
-        real(self, spec)
-
-    ToolRegistry.add = add  # type: ignore[method-assign]
+    _replace_handler("mcp_list_adapters", "The adapter listing is broken on purpose.")
 
 
 BREAKERS = {
@@ -94,6 +138,9 @@ BREAKERS = {
     "privacy": _privacy,
     "hitl_expiry": _hitl_expiry,
     "receipt_chain": _receipt_chain,
+    "receipt_chain_late": _receipt_chain_late,
+    "lifecycle": _lifecycle,
+    "context_strategy": _context_strategy,
     "secret_in_files": _secret_in_files,
     "catalog": _catalog,
     "adapters": _adapters,

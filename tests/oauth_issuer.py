@@ -79,9 +79,12 @@ class Issuer:
         issuer: str | None = None,
         expires_in: int = 600,
         not_before: int | None = None,
+        without: tuple[str, ...] = (),
+        kid: str | None = None,
         **claims: Any,
     ) -> str:
-        """A signed access token (by the current key unless ``key`` says otherwise)."""
+        """A signed access token (by the current key unless ``key`` says otherwise), minus the ``without``
+        claims, with ``kid`` in its header when given (else the signer's)."""
         signer = key or self.keys[0]
         now = int(time.time())
         payload = {
@@ -95,7 +98,11 @@ class Issuer:
             **({"nbf": not_before} if not_before is not None else {}),
             **claims,
         }
-        return jwt.encode(payload, signer.private, algorithm=signer.algorithm, headers={"kid": signer.kid})
+        for name in without:
+            payload.pop(name, None)
+        return jwt.encode(
+            payload, signer.private, algorithm=signer.algorithm, headers={"kid": kid or signer.kid}
+        )
 
     def metadata(self) -> dict[str, Any]:
         return {

@@ -72,7 +72,7 @@ class OTLPReceiver:
             self.spans.extend(received)
             self._changed.notify_all()
 
-    def wait_for(self, predicate: Any, timeout: float = 20.0) -> list[ReceivedSpan]:
+    def wait_for(self, predicate: Any, timeout: float = 300.0) -> list[ReceivedSpan]:
         """Block until ``predicate(spans)`` holds (a condition, not a sleep); returns the spans."""
         deadline = time.monotonic() + timeout
         with self._changed:

@@ -26,6 +26,11 @@ HANDSHAKE = [
 ]
 
 
+#: How long a server may take to start or stop before the test calls it hung: a guard against a hang on a
+#: loaded CI machine, never a margin a test depends on.
+START_GUARD_SECONDS = 300
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -45,7 +50,7 @@ def http_server(env: dict[str, str], bind: str, tmp_path: Path) -> Iterator[subp
         )
     host, port = bind.rsplit(":", 1)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + START_GUARD_SECONDS
         while True:
             assert process.poll() is None, log_path.read_text()
             try:
@@ -57,7 +62,11 @@ def http_server(env: dict[str, str], bind: str, tmp_path: Path) -> Iterator[subp
         yield process
     finally:
         process.terminate()
-        process.wait(timeout=10)
+        try:
+            process.wait(timeout=START_GUARD_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 @contextmanager

@@ -78,7 +78,7 @@ class TasksClient(ClientExtension):
     async def resolve(self, created: CreateTaskResult, ctx: ClaimContext) -> types.CallToolResult:
         self.created.append(created.task_id)
         answered: set[str] = set()
-        with anyio.fail_after(60):
+        with anyio.fail_after(300):
             while True:
                 state = await task_request(ctx.session, "tasks/get", {"taskId": created.task_id})
                 self.states.append(state)

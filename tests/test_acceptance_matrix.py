@@ -131,7 +131,7 @@ async def connect(
 
 async def pending_id(world: dict[str, Any], message: str) -> str:
     broker = get_broker(world["runtime"])
-    with anyio.fail_after(30):
+    with anyio.fail_after(300):
         while not (rows := [r for r in broker.list_pending() if r["message"] == message]):
             await anyio.sleep(0.05)
     return str(rows[0]["request_id"])
@@ -154,7 +154,7 @@ async def test_the_approval_flow(world: dict[str, Any], era: str, transport: str
 
         async def ask() -> None:
             answer = await client.call_tool(
-                "mcp_request_admin_approval", {"request_message": message, "timeout_seconds": 60}
+                "mcp_request_admin_approval", {"request_message": message, "timeout_seconds": 3600}
             )
             assert answer.structured_content is not None
             result.update(answer.structured_content)

@@ -47,6 +47,9 @@ def run_broken(capability: str, baton_env: dict[str, str], fake_llm: FakeLLMServ
         ("privacy", "privacy_canary_absent_from_model_requests"),
         ("hitl_expiry", "hitl_pending_response_and_conservative_timeout"),
         ("receipt_chain", "receipt_chain_verifies"),
+        ("receipt_chain_late", "receipt_chain_verifies"),  # fails with receipts counted before the break
+        ("lifecycle", "sync_async_message_cancel_status_lifecycle"),
+        ("context_strategy", "two_real_context_strategies_compared"),
         ("secret_in_files", "no_secret_in_bundle"),
         ("catalog", "real_mcp_catalog_has_required_primitives"),
         ("adapters", "adapters_listed_with_contracts"),
@@ -64,3 +67,6 @@ def test_a_broken_capability_turns_its_gate_false(
     summary = run_broken(capability, baton_env, fake_llm, tmp_path)
     assert summary["gates"][gate] is False, summary["gates"]
     assert summary["status"] == "failed"
+    # one capability broken turns one core gate false, not all of them (each gate reads its own evidence)
+    core = {"receipt_chain_verifies", "no_secret_in_bundle", "real_mcp_catalog_has_required_primitives"}
+    assert any(summary["gates"][name] for name in core - {gate}), summary["gates"]

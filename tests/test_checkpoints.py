@@ -84,7 +84,7 @@ def served_home(baton_env: dict[str, str], tmp_path: Path) -> Path:
                     )
 
                 group.start_soon(ask)
-                with anyio.fail_after(30):
+                with anyio.fail_after(300):
                     while not (pending := json.loads(baton(baton_env, "hitl", "list", "--json").stdout)):
                         await anyio.sleep(0.1)
                 done = baton(baton_env, "hitl", "reject", pending[0]["request_id"])
@@ -248,7 +248,7 @@ def test_a_serving_process_checkpoints_every_n_receipts(baton_env: dict[str, str
         async with stdio_session(env) as session:
             for _ in range(4):
                 await call(session, "mcp_ping")
-            with anyio.fail_after(30):
+            with anyio.fail_after(300):
                 while not path.is_file():
                     await anyio.sleep(0.1)
             # written while serving, before any shutdown

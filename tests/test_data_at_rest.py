@@ -199,7 +199,7 @@ async def test_a_configured_key_in_tasks_replies_requests_and_timers_never_reach
                 )
 
             group.start_soon(ask)
-            with anyio.fail_after(30):
+            with anyio.fail_after(300):
                 while not json.loads(listed := baton_cli(env, "hitl", "list", "--json")):
                     await anyio.sleep(0.1)
             outputs.append(listed)

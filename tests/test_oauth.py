@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -92,33 +93,66 @@ async def test_an_agent_token_calls_tools_and_reads_metrics(deployment: Deployme
         assert (await http.get(f"{deployment.base}/metrics")).status_code == 200
 
 
-@pytest.mark.parametrize(
-    "case",
-    ["expired", "not_yet_valid", "wrong_audience", "wrong_issuer", "unknown_key", "hmac", "garbage"],
-)
-async def test_tokens_failing_a_check_are_refused(deployment: Deployment, case: str) -> None:
-    issuer, audience = deployment.issuer, deployment.audience
+def _unsigned(issuer: Issuer, audience: str) -> str:
     import time
 
     import jwt
 
-    tokens: dict[str, Any] = {
-        "expired": lambda: issuer.token(audience, expires_in=-120),
-        "not_yet_valid": lambda: issuer.token(audience, not_before=int(time.time()) + 600),
-        "wrong_audience": lambda: issuer.token("http://127.0.0.1:1/mcp"),
-        "wrong_issuer": lambda: issuer.token(audience, issuer="http://127.0.0.1:2"),
-        "unknown_key": lambda: issuer.token(audience, key=rsa_key()),  # signed by a key it never published
-        "hmac": lambda: jwt.encode(
-            {"iss": issuer.url, "aud": audience, "exp": int(time.time()) + 60, "scope": "baton:agent"},
-            "x" * 32,
-            algorithm="HS256",
-            headers={"kid": issuer.keys[0].kid},
-        ),
-        "garbage": lambda: "not.a.jwt",
-    }
-    response = await post_mcp(deployment, tokens[case]())
+    claims = {"iss": issuer.url, "aud": audience, "exp": int(time.time()) + 600, "scope": "baton:agent"}
+    return jwt.encode(claims, None, algorithm="none", headers={"kid": issuer.keys[0].kid})
+
+
+def _hmac(issuer: Issuer, audience: str) -> str:
+    import time
+
+    import jwt
+
+    claims = {"iss": issuer.url, "aud": audience, "exp": int(time.time()) + 600, "scope": "baton:agent"}
+    return jwt.encode(claims, "x" * 32, algorithm="HS256", headers={"kid": issuer.keys[0].kid})
+
+
+#: Tokens that fail exactly one check each; everything else about them is what a good token carries.
+FORGED: dict[str, Any] = {
+    "expired": lambda issuer, audience: issuer.token(audience, expires_in=-120),
+    # 45 s ago is past the 30 s leeway; time only makes it more so (no margin a slow machine could eat)
+    "expired_beyond_the_leeway": lambda issuer, audience: issuer.token(audience, expires_in=-45),
+    "no_exp": lambda issuer, audience: issuer.token(audience, without=("exp",)),
+    "not_yet_valid": lambda issuer, audience: issuer.token(audience, not_before=int(time.time()) + 600),
+    "wrong_audience": lambda issuer, audience: issuer.token("http://127.0.0.1:1/mcp"),
+    "wrong_audience_in_a_list": lambda issuer, audience: issuer.token(["http://127.0.0.1:1/mcp", "other"]),
+    "no_aud": lambda issuer, audience: issuer.token(audience, without=("aud",)),
+    "wrong_issuer": lambda issuer, audience: issuer.token(audience, issuer="http://127.0.0.1:2"),
+    "no_iss": lambda issuer, audience: issuer.token(audience, without=("iss",)),
+    "unknown_key": lambda issuer, audience: issuer.token(audience, key=rsa_key()),  # never published
+    # signed by another key under the published key's id: only the signature check can tell
+    "wrong_key_known_kid": lambda issuer, audience: issuer.token(
+        audience, key=rsa_key(), kid=issuer.keys[0].kid
+    ),
+    "alg_none": _unsigned,
+    "hmac": _hmac,
+    "garbage": lambda issuer, audience: "not.a.jwt",
+}
+
+
+@pytest.mark.parametrize("case", list(FORGED))
+async def test_tokens_failing_a_check_are_refused(deployment: Deployment, case: str) -> None:
+    response = await post_mcp(deployment, FORGED[case](deployment.issuer, deployment.audience))
     assert response.status_code == 401, case
+    assert response.json()["error_class"] == "http_unauthorized"
     assert "resource_metadata=" in response.headers["www-authenticate"]
+
+
+async def test_a_good_token_passes_each_check_that_refuses_its_forged_twins(deployment: Deployment) -> None:
+    """The control for the table above: the same issuer, key and claims, none missing, get in (an audience
+    list that contains this server's included)."""
+    issuer, audience = deployment.issuer, deployment.audience
+    for token in (
+        issuer.token(audience),
+        issuer.token([audience, "http://127.0.0.1:1/other"]),
+        issuer.token(audience, not_before=int(time.time()) - 60),
+    ):
+        response = await post_mcp(deployment, token)
+        assert response.status_code not in (401, 403), response.text
 
 
 async def test_a_token_without_a_baton_scope_gets_403(deployment: Deployment) -> None:
@@ -156,7 +190,7 @@ async def test_the_admin_scope_decides_an_approval_and_the_agent_scope_may_not(
     async def ask() -> None:
         async with mcp_client(deployment, agent) as client:
             result = await client.call_tool(
-                "mcp_request_admin_approval", {"request_message": "Deploy?", "timeout_seconds": 60}
+                "mcp_request_admin_approval", {"request_message": "Deploy?", "timeout_seconds": 3600}
             )
             outcome.update(result.structured_content)
 

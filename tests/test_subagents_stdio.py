@@ -103,7 +103,7 @@ async def test_campaign_subagent_calls_meet_the_reference_gates(
         )
         assert spawned["success"] is True and spawned["status"] in {"queued", "running"}
         status = None
-        with anyio.fail_after(10):
+        with anyio.fail_after(300):
             while status is None or status["status"] not in {"completed", "failed"}:
                 status = await call(
                     session, "mcp_get_subagent_status", {"subagent_id": spawned["subagent_id"]}
@@ -122,7 +122,7 @@ async def test_campaign_subagent_calls_meet_the_reference_gates(
                 "role": "taxonomy specialist",
             },
         )
-        with anyio.fail_after(10):
+        with anyio.fail_after(300):
             while not any("taxonomy" in json.dumps(r.body) for r in fake_llm.requests):
                 await anyio.sleep(0.02)
         cancelled = await call(session, "mcp_cancel_subagent", {"subagent_id": slow["subagent_id"]})
@@ -130,7 +130,7 @@ async def test_campaign_subagent_calls_meet_the_reference_gates(
         assert cancelled["cancelled_in_flight_call"] is True
         after = await call(session, "mcp_get_subagent_status", {"subagent_id": slow["subagent_id"]})
         assert after["status"] == "cancelled"
-        with anyio.fail_after(5):
+        with anyio.fail_after(300):
             while not any(r.aborted for r in fake_llm.requests):
                 await anyio.sleep(0.02)
 
@@ -177,7 +177,7 @@ async def test_a_killed_server_leaves_no_subagent_running_forever(
     process.stdin.flush()
     replies = [json.loads(process.stdout.readline()) for _ in range(2)]
     subagent_id = replies[1]["result"]["structuredContent"]["subagent_id"]
-    with anyio.fail_after(10):
+    with anyio.fail_after(300):
         while not fake_llm.requests:
             await anyio.sleep(0.02)
     process.send_signal(signal.SIGKILL)
@@ -186,7 +186,7 @@ async def test_a_killed_server_leaves_no_subagent_running_forever(
     process.stdout.close()
 
     async with stdio_session(model_env) as session:
-        with anyio.fail_after(10):
+        with anyio.fail_after(300):
             while (status := await call(session, "mcp_get_subagent_status", {"subagent_id": subagent_id}))[
                 "status"
             ] == "running":
@@ -206,7 +206,7 @@ async def test_a_cancel_from_the_cli_in_another_process_stops_the_running_model_
     async with stdio_session(model_env) as session:
         spawned = await call(session, "mcp_spawn_subagent", {"task": "a very long analysis", "mode": "async"})
         subagent_id = spawned["subagent_id"]
-        with anyio.fail_after(20):
+        with anyio.fail_after(300):
             while not any("very long analysis" in json.dumps(r.body) for r in fake_llm.requests):
                 await anyio.sleep(0.02)
         done = subprocess.run(
@@ -218,7 +218,7 @@ async def test_a_cancel_from_the_cli_in_another_process_stops_the_running_model_
             check=False,
         )
         assert done.returncode == 0, done.stderr
-        with anyio.fail_after(20):  # the loopback model server saw the client hang up
+        with anyio.fail_after(300):  # the loopback model server saw the client hang up
             while not any(r.aborted for r in fake_llm.requests):
                 await anyio.sleep(0.05)
         status = await call(session, "mcp_get_subagent_status", {"subagent_id": subagent_id})

@@ -34,7 +34,7 @@ from tests.tasks_client import EXTENSION_ID, CreateTaskResult, TasksClient, task
 
 pytestmark = pytest.mark.anyio
 
-APPROVE = {"request_message": "Ship it", "timeout_seconds": 60}
+APPROVE = {"request_message": "Ship it", "timeout_seconds": 3600}
 
 
 async def no_elicitation(context: Any, params: Any) -> Any:
@@ -50,7 +50,7 @@ async def tasks_client(env: dict[str, str], tasks: TasksClient, **options: Any) 
 
 
 async def until_status(session: Any, task_id: str, *statuses: str) -> dict[str, Any]:
-    with anyio.fail_after(20):
+    with anyio.fail_after(300):
         while (state := await task_request(session, "tasks/get", {"taskId": task_id}))[
             "status"
         ] not in statuses:
@@ -60,7 +60,7 @@ async def until_status(session: Any, task_id: str, *statuses: str) -> dict[str, 
 
 async def waiting_request(session: Any, task_id: str) -> tuple[dict[str, Any], str]:
     """The task's state once it waits on a human request, and that request's id."""
-    with anyio.fail_after(20):
+    with anyio.fail_after(300):
         while "statusMessage" not in (state := await task_request(session, "tasks/get", {"taskId": task_id})):
             await anyio.sleep(0.05)
     return state, state["statusMessage"].split("(", 1)[1].rstrip(").")

@@ -212,7 +212,7 @@ def verify_rows(
     for seq, kind, at, payload, prev_sha256, sha256 in rows:
         expected = count + 1
         if seq != expected or isinstance(seq, bool):
-            bad = seq if isinstance(seq, int) else expected
+            bad = seq if isinstance(seq, int) and not isinstance(seq, bool) else expected
             return _fail(count, prev, bad, f"sequence gap: expected {expected}, found {seq}")
         if isinstance(payload, str):
             try:

@@ -111,14 +111,14 @@ async def _approval(session: ClientSession, message: str, into: dict[str, Any]) 
 
 
 async def _settled(result: dict[str, Any]) -> dict[str, Any]:
-    with anyio.fail_after(15):
+    with anyio.fail_after(300):
         while not result:
             await anyio.sleep(0.05)
     return result
 
 
 async def _status(session: ClientSession, subagent_id: str, wanted: str) -> dict[str, Any]:
-    with anyio.fail_after(15):
+    with anyio.fail_after(300):
         while True:
             status = await call(session, "mcp_get_subagent_status", {"subagent_id": subagent_id})
             if status["status"] == wanted:
@@ -207,7 +207,7 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         fired = await call(
             session, "mcp_set_timer", {"name": "heartbeat", "delay_seconds": 1, "action": {"kind": "record"}}
         )
-        with anyio.fail_after(20):
+        with anyio.fail_after(300):
             while True:
                 timers = {t["timer_id"]: t for t in (await call(session, "mcp_list_timers"))["timers"]}
                 if timers[fired["timer_id"]]["fire_count"]:

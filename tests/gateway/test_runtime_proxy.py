@@ -187,7 +187,7 @@ async def test_a_denied_tool_cannot_be_called_even_by_name(session: Any) -> None
 
 async def _decide(session: Any, approved: bool) -> dict[str, Any]:
     """Wait for the pending approval, check what it shows, decide it through mcp_respond_to_request."""
-    with anyio.fail_after(20):
+    with anyio.fail_after(300):
         while not (pending := (await call(session, "mcp_list_pending_requests"))["requests"]):
             await anyio.sleep(0.05)
     request = pending[0]
@@ -253,7 +253,7 @@ async def test_the_agent_cannot_approve_its_own_gated_call_by_default(env: dict[
 
         async with anyio.create_task_group() as group:
             group.start_soon(transfer)
-            with anyio.fail_after(20):
+            with anyio.fail_after(300):
                 while not (pending := (await call(agent, "mcp_list_pending_requests"))["requests"]):
                     await anyio.sleep(0.05)
             request_id = pending[0]["request_id"]
@@ -267,7 +267,7 @@ async def test_the_agent_cannot_approve_its_own_gated_call_by_default(env: dict[
 
 async def test_an_upstream_crash_mid_call_is_an_error_and_the_next_call_works(session: Any) -> None:
     assert (await call(session, "demo__crash"))["error_class"] == "mcp_upstream_failed"
-    with anyio.fail_after(30):
+    with anyio.fail_after(300):
         result = await call(session, "demo__echo", {"text": "again"})
     assert result["success"] and result["text"] == "again"
 
@@ -276,7 +276,7 @@ async def test_a_hung_call_times_out_restarts_the_upstream_and_the_next_call_wor
     before = {a["adapter_id"]: a for a in (await call(session, "mcp_list_adapters"))["adapters"]}["demo"]
     assert (await call(session, "demo__echo", {"text": "warm"}))["success"]
     assert (await call(session, "demo__hang"))["error_class"] == "mcp_upstream_timeout"
-    with anyio.fail_after(30):
+    with anyio.fail_after(300):
         result = await call(session, "demo__echo", {"text": "after the hang"})
     assert result["success"] and result["text"] == "after the hang"
     after = {a["adapter_id"]: a for a in (await call(session, "mcp_list_adapters"))["adapters"]}["demo"]
@@ -289,7 +289,7 @@ async def test_a_cancelled_call_reaches_the_upstream(session: Any) -> None:
     before = int((await call(session, "demo__cancellations"))["text"])
     with anyio.move_on_after(1):
         await session.call_tool("demo__slow", {"seconds": 30})
-    with anyio.fail_after(10):
+    with anyio.fail_after(300):
         while int((await call(session, "demo__cancellations"))["text"]) != before + 1:
             await anyio.sleep(0.1)
 
@@ -299,7 +299,7 @@ async def test_a_stderr_flood_at_run_time_keeps_only_the_last_mib_on_disk(
 ) -> None:
     assert (await call(session, "demo__flood", {"megabytes": 100}))["text"] == "flooded"
     log = Path(env["BATON_HOME"]) / "gateway" / "demo" / "upstream-stderr.log"
-    with anyio.fail_after(20):
+    with anyio.fail_after(300):
         while not log.read_bytes().endswith(b"END OF FLOOD\n"):
             await anyio.sleep(0.05)
     data = log.read_bytes()

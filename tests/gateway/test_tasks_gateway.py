@@ -29,7 +29,7 @@ async def test_an_approval_gated_call_becomes_a_task_and_an_ungated_one_does_not
             "demo__transfer", {"to": "bob", "amount": 5}, allow_claimed=True
         )
         assert isinstance(created, CreateTaskResult)
-        with anyio.fail_after(20):
+        with anyio.fail_after(300):
             while "statusMessage" not in (
                 state := await task_request(client.session, "tasks/get", {"taskId": created.task_id})
             ):
@@ -39,7 +39,7 @@ async def test_an_approval_gated_call_becomes_a_task_and_an_ungated_one_does_not
             "mcp_respond_to_request", {"request_id": request_id, "approved": True}
         )
         assert decided.structured_content["success"] is True
-        with anyio.fail_after(20):
+        with anyio.fail_after(300):
             while (done := await task_request(client.session, "tasks/get", {"taskId": created.task_id}))[
                 "status"
             ] != "completed":

@@ -3,6 +3,7 @@ paged, and tool arguments are strictly typed."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import anyio
 import pytest
 
 from tests.conftest import call, stdio_session
-from tests.hitl.helpers import pending_requests
+from tests.hitl.helpers import pending_requests, run_cli
 
 pytestmark = pytest.mark.anyio
 
@@ -65,7 +66,7 @@ async def test_large_contexts_are_left_out_of_the_pending_list(baton_env: dict[s
                 call,
                 session,
                 "mcp_request_admin_approval",
-                {"request_message": "deploy?", "context": context, "timeout_seconds": 30},
+                {"request_message": "deploy?", "context": context, "timeout_seconds": 3600},
             )
         rows = await pending_requests(session, 2)
         by_size = {bool(row["context_truncated"]): row for row in rows}
@@ -179,3 +180,41 @@ async def test_short_fields_have_their_own_limits(baton_env: dict[str, str]) -> 
             result = await call(session, tool, arguments)
             assert result["error_class"] == "invalid_arguments", (tool, result)
             assert [p["field"] for p in result["problems"]] == [field]
+
+
+async def test_an_oversized_call_to_an_unknown_tool_never_succeeds_nor_stores_its_arguments(
+    baton_env: dict[str, str],
+) -> None:
+    """The cap holds whatever the name: an unknown tool (or an unknown gateway tool) called with a megabyte
+    is refused, whether as a tool error or a JSON-RPC error; nothing that large reaches a receipt, and a
+    receipt of the call says the arguments were too large (not hashed, as for a known tool)."""
+    from mcp.shared.exceptions import MCPError
+
+    names = ["mcp_no_such_tool", "nowhere__tool", "unknown"]
+    async with stdio_session(baton_env) as session:
+        for name in names:
+            try:
+                result = await session.call_tool(name, arguments={"blob": MEGABYTE})
+            except MCPError as refused:  # a protocol error is a refusal too
+                message = str(refused)
+            else:
+                message = ""
+            assert MEGABYTE[:1000] not in message
+            if message:
+                continue
+            assert result.is_error or not (result.structured_content or {}).get("success"), result
+            assert MEGABYTE[:1000] not in str(result.content)
+        assert (await call(session, "mcp_ping"))["success"] is True
+    listed = run_cli(baton_env, "receipts", "list", "--limit", "10000", "--json")
+    assert listed.returncode == 0, listed.stderr
+    receipts = json.loads(listed.stdout)
+    assert receipts, "the calls left no receipt at all"
+    assert all(len(json.dumps(r)) < 256 * 1024 for r in receipts)
+    assert len(listed.stdout) < 256 * 1024
+    assert "x" * 10_000 not in listed.stdout
+    calls = [r["payload"] for r in receipts if r["kind"] == "tool_call" and r["payload"]["tool"] in names]
+    for receipt in calls:
+        assert receipt["success"] is False, receipt
+        assert receipt["error_class"] == "argument_too_large" and receipt["arguments_sha256"] is None, receipt
+    verified = run_cli(baton_env, "receipts", "verify")
+    assert verified.returncode == 0, verified.stderr

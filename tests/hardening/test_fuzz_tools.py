@@ -153,7 +153,7 @@ def test_every_tool_answers_hostile_arguments_with_a_typed_result(
         assert receive(3)["result"]["structuredContent"]["success"] is True
     finally:
         process.stdin.close()
-        process.wait(timeout=20)
+        process.wait(timeout=300)
         process.stdout.close()
     log = stderr_path.read_text()
     assert "Traceback" not in log, log[-3000:]

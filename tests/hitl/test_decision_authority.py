@@ -31,9 +31,13 @@ ADMIN_TOKEN = "admin-token-for-tests-9876543210"
 
 
 async def self_approval(
-    session: Any, decide: Callable[[str], Awaitable[dict[str, Any]]]
+    session: Any, decide: Callable[[str], Awaitable[dict[str, Any]]], env: dict[str, str]
 ) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """Ask for an approval, list it, let ``decide`` answer it; returns (decision answer, asker's result, id)."""
+    """Ask for an approval, list it, let ``decide`` answer it; returns (decision answer, asker's result, id).
+
+    The request waits an hour, so no test depends on how fast a loaded machine gets through the steps:
+    when ``decide`` leaves it pending, a person rejects it with the CLI in another process, which ends the
+    asker's call (a refused MCP decision must not have approved it)."""
     asked: dict[str, Any] = {}
 
     async def ask() -> None:
@@ -41,7 +45,7 @@ async def self_approval(
             await call(
                 session,
                 "mcp_request_admin_approval",
-                {"request_message": "delete prod db", "timeout_seconds": 3},
+                {"request_message": "delete prod db", "timeout_seconds": 3600},
             )
         )
 
@@ -49,6 +53,10 @@ async def self_approval(
         group.start_soon(ask)
         request_id = (await pending_requests(session))[0]["request_id"]
         answer = await decide(request_id)
+        status = await call(session, "mcp_get_request_status", {"request_id": request_id})
+        if status["status"] == "pending":
+            done = await anyio.to_thread.run_sync(run_cli, env, "hitl", "reject", request_id)
+            assert done.returncode == 0, done.stderr
     return answer, asked, request_id
 
 
@@ -63,11 +71,13 @@ async def test_the_agent_cannot_approve_its_own_request_over_stdio(baton_env: di
             assert status["status"] == "pending" and status["decided"] is False
             return answer
 
-        answer, asked, _ = await self_approval(session, respond)
+        answer, asked, _ = await self_approval(session, respond, baton_env)
     assert answer["success"] is False
     assert answer["error_class"] == "hitl_decider_not_authorized"
     assert "BATON_HITL_ALLOW_MCP_DECISIONS=1" in answer["error"]
-    assert asked["success"] is False and asked["approved"] is False and asked["error_class"] == "hitl_timeout"
+    assert asked["approved"] is False and asked["decision"] == "rejected"
+    status = json.loads(run_cli(baton_env, "receipts", "list", "--kind", "hitl_decided", "--json").stdout)
+    assert [r["payload"]["via"] for r in status] == ["cli"]  # the refused MCP answer decided nothing
 
 
 async def test_a_person_still_decides_through_the_cli_while_the_agent_is_refused(
@@ -80,11 +90,11 @@ async def test_a_person_still_decides_through_the_cli_while_the_agent_is_refused
                 session, "mcp_respond_to_request", {"request_id": request_id, "approved": True}
             )
             assert refused["error_class"] == "hitl_decider_not_authorized"
-            done = await anyio.to_thread.run_sync(lambda: run_cli(baton_env, "hitl", "reject", request_id))
+            done = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "reject", request_id)
             assert done.returncode == 0, done.stderr
             return refused
 
-        _, asked, _ = await self_approval(session, person)
+        _, asked, _ = await self_approval(session, person, baton_env)
     assert asked["success"] is True and asked["approved"] is False and asked["decision"] == "rejected"
 
 
@@ -95,7 +105,7 @@ async def test_input_requests_cannot_be_answered_by_the_agent_either(baton_env: 
         async def ask() -> None:
             answered.update(
                 await call(
-                    session, "mcp_request_admin_input", {"question": "Which region?", "timeout_seconds": 2}
+                    session, "mcp_request_admin_input", {"question": "Which region?", "timeout_seconds": 3600}
                 )
             )
 
@@ -105,8 +115,12 @@ async def test_input_requests_cannot_be_answered_by_the_agent_either(baton_env: 
             refused = await call(
                 session, "mcp_respond_to_request", {"request_id": request_id, "response": "eu"}
             )
+            status = await call(session, "mcp_get_request_status", {"request_id": request_id})
+            assert status["status"] == "pending" and status["response"] is None
+            declined = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "reject", request_id)
+            assert declined.returncode == 0, declined.stderr
     assert refused["error_class"] == "hitl_decider_not_authorized"
-    assert answered["error_class"] == "hitl_timeout" and answered["response"] is None
+    assert answered["response"] is None and answered["decision"] == "rejected", answered
 
 
 async def test_the_opt_in_lets_mcp_clients_decide_and_is_receipted_as_mcp(baton_env: dict[str, str]) -> None:
@@ -116,7 +130,7 @@ async def test_the_opt_in_lets_mcp_clients_decide_and_is_receipted_as_mcp(baton_
         async def respond(request_id: str) -> dict[str, Any]:
             return await call(session, "mcp_respond_to_request", {"request_id": request_id, "approved": True})
 
-        answer, asked, _ = await self_approval(session, respond)
+        answer, asked, _ = await self_approval(session, respond, baton_env)
     assert answer["success"] is True and answer["decided_via"] == "mcp"
     assert asked["success"] is True and asked["approved"] is True
 
@@ -154,7 +168,7 @@ async def test_over_http_the_agents_token_may_not_decide_but_the_admin_token_may
                     admin, "mcp_respond_to_request", {"request_id": request_id, "approved": True}
                 )
 
-            answer, asked, _ = await self_approval(agent, decide)
+            answer, asked, _ = await self_approval(agent, decide, baton_env)
         assert answer["success"] is True and answer["decided_via"] == "mcp_admin"
         assert asked["approved"] is True
         async with httpx.AsyncClient() as http:
@@ -177,7 +191,7 @@ async def test_over_loopback_http_without_a_token_nobody_decides_by_mcp(
                     agent, "mcp_respond_to_request", {"request_id": request_id, "approved": True}
                 )
 
-            answer, asked, _ = await self_approval(agent, respond)
+            answer, asked, _ = await self_approval(agent, respond, baton_env)
     assert answer["error_class"] == "hitl_decider_not_authorized"
     assert asked["approved"] is False
 

@@ -56,7 +56,7 @@ async def test_an_accepted_elicitation_decides_and_a_declined_or_malformed_one_d
     ]
     async with eliciting_session(env, answers) as session:
         approved = await call(
-            session, "mcp_request_admin_approval", {"request_message": "Elicit me", "timeout_seconds": 30}
+            session, "mcp_request_admin_approval", {"request_message": "Elicit me", "timeout_seconds": 3600}
         )
         assert approved["success"] is True and approved["approved"] is True
         assert approved["admin_notes"] == "asked in the client"
@@ -78,7 +78,9 @@ async def test_elicitation_is_off_by_default(baton_env: dict[str, str]) -> None:
         async def ask() -> None:
             result.update(
                 await call(
-                    session, "mcp_request_admin_approval", {"request_message": "Quiet", "timeout_seconds": 30}
+                    session,
+                    "mcp_request_admin_approval",
+                    {"request_message": "Quiet", "timeout_seconds": 3600},
                 )
             )
 

@@ -43,7 +43,7 @@ async def _ask(session: ClientSession, message: str, into: dict[str, Any]) -> No
 
 
 async def _settled(result: dict[str, Any]) -> dict[str, Any]:
-    with anyio.fail_after(15):
+    with anyio.fail_after(300):
         while not result:
             await anyio.sleep(0.05)
     return result

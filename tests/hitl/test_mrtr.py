@@ -26,7 +26,7 @@ from tests.hitl.helpers import HttpServer, run_cli
 
 pytestmark = pytest.mark.anyio
 
-APPROVE = {"request_message": "Deploy the release", "timeout_seconds": 30}
+APPROVE = {"request_message": "Deploy the release", "timeout_seconds": 3600}
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ async def test_the_modern_client_is_asked_by_mrtr_and_its_answer_is_the_decision
         answered = await structured(
             client,
             "mcp_request_admin_input",
-            {"question": "Which colour?", "options": ["red", "blue"], "timeout_seconds": 30},
+            {"question": "Which colour?", "options": ["red", "blue"], "timeout_seconds": 3600},
         )
         assert answered["success"] is True and answered["response"] == "blue"
     assert person.asked[0].mode == "form" and "Deploy the release" in person.asked[0].message
@@ -96,7 +96,7 @@ async def test_a_declined_or_cancelled_elicitation_never_approves_and_the_cli_st
 
         async with anyio.create_task_group() as group:
             group.start_soon(ask)
-            with anyio.fail_after(20):
+            with anyio.fail_after(300):
                 while not person.asked:
                     await anyio.sleep(0.05)
             request_id = person.asked[0].message.split("]", 1)[0].lstrip("[")

@@ -47,7 +47,7 @@ async def test_campaign_pattern_approval_in_flight_then_timeout_probe(baton_env:
                 {
                     "request_message": "Approve publishing the Experiment 4-4 result?",
                     "context": {"risk": "low", "artifact": "validation-only"},
-                    "timeout_seconds": 8,
+                    "timeout_seconds": 3600,
                     "urgent": False,
                 },
                 progress_callback=on_progress,
@@ -70,7 +70,7 @@ async def test_campaign_pattern_approval_in_flight_then_timeout_probe(baton_env:
                 "created_at",
                 "expires_at",
             }
-            with anyio.fail_after(5):  # progress keeps an idle-timeout client alive while the human thinks
+            with anyio.fail_after(300):  # progress keeps an idle-timeout client alive while the human thinks
                 while len(progress) < 2:
                     await anyio.sleep(0.05)
             responded = await call(
@@ -126,7 +126,7 @@ async def test_an_abandoned_call_resumes_by_id_and_gets_the_decision(baton_env: 
         with pytest.raises(MCPError):
             await session.call_tool(
                 "mcp_request_admin_input",
-                {"question": "Which region?", "options": ["eu", "us"], "timeout_seconds": 60},
+                {"question": "Which region?", "options": ["eu", "us"], "timeout_seconds": 3600},
                 read_timeout_seconds=1,
             )
         request_id = (await pending_requests(session))[0]["request_id"]
@@ -157,7 +157,7 @@ async def test_responders_in_two_processes_race_and_many_waiters_wake_across_pro
 
         async def ask(i: int) -> None:
             result = await call(
-                agent, "mcp_request_admin_approval", {"request_message": f"r{i}", "timeout_seconds": 60}
+                agent, "mcp_request_admin_approval", {"request_message": f"r{i}", "timeout_seconds": 3600}
             )
             results[result["request_id"]] = result
 
@@ -201,7 +201,7 @@ async def test_cli_approve_in_another_process_wakes_the_waiting_call(baton_env: 
                 await call(
                     session,
                     "mcp_request_admin_approval",
-                    {"request_message": "Deploy?", "timeout_seconds": 60},
+                    {"request_message": "Deploy?", "timeout_seconds": 3600},
                 )
             )
 
@@ -214,7 +214,7 @@ async def test_cli_approve_in_another_process_wakes_the_waiting_call(baton_env: 
                 run_cli, baton_env, "hitl", "approve", request_id, "--notes", "from the shell"
             )
             assert done.returncode == 0, done.stderr
-            with anyio.fail_after(10):
+            with anyio.fail_after(300):
                 while not result:
                     await anyio.sleep(0.05)
     assert (
@@ -232,7 +232,7 @@ async def test_a_decision_that_is_not_a_json_boolean_never_approves(baton_env: d
             await call(
                 session,
                 "mcp_request_admin_approval",
-                {"request_message": "Wire money?", "timeout_seconds": 5},
+                {"request_message": "Wire money?", "timeout_seconds": 3600},
             )
 
         group.start_soon(ask)

@@ -75,7 +75,7 @@ async def test_the_person_decides_in_the_browser_and_the_call_completes(
                 assert client.protocol_version == era
                 result = await client.call_tool(
                     "mcp_request_admin_approval",
-                    {"request_message": "Rotate the keys", "timeout_seconds": 60},
+                    {"request_message": "Rotate the keys", "timeout_seconds": 3600},
                 )
                 content = result.structured_content
                 assert content is not None
@@ -104,7 +104,7 @@ async def test_without_a_public_url_the_form_is_used(baton_env: dict[str, str]) 
     params = StdioServerParameters(command=sys.executable, args=["-m", "baton", "serve"], env=env)
     async with Client(params, elicitation_callback=person) as client:
         result = await client.call_tool(
-            "mcp_request_admin_approval", {"request_message": "x", "timeout_seconds": 30}
+            "mcp_request_admin_approval", {"request_message": "x", "timeout_seconds": 3600}
         )
     assert seen[0].mode == "form"
     assert result.structured_content is not None and result.structured_content["decision"] == "rejected"
