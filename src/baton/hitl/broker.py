@@ -42,6 +42,7 @@ from baton.hitl.records import (
     decision_values,
     iso,
     link_used,
+    not_found,
     public_view,
     refusal,
     row_view,
@@ -118,11 +119,30 @@ _PENDING = hitl_requests.c.status == "pending"
 _DUE = and_(_PENDING, hitl_requests.c.expires_epoch <= bindparam("now"))
 _ANY_DUE = select(hitl_requests.c.id).where(_DUE).limit(1)
 _ALL_DUE = select(hitl_requests.c.id).where(_DUE)
-_FIRST_PAGE = select(hitl_requests).where(_PENDING).order_by(*PENDING_ORDER).limit(bindparam("limit"))
-_PAGE_AFTER = (
-    select(hitl_requests).where(_PENDING, _after_bound()).order_by(*PENDING_ORDER).limit(bindparam("limit"))
+
+
+@dataclass(frozen=True)
+class _PageStatements:
+    """The pending list's statements, for every agent's requests or (``agent`` bound) one agent's."""
+
+    first: Any
+    after: Any
+    count: Any
+
+
+def _page_statements(scoped: bool) -> _PageStatements:
+    pending = and_(_PENDING, hitl_requests.c.agent == bindparam("agent")) if scoped else _PENDING
+    rows = select(hitl_requests).order_by(*PENDING_ORDER).limit(bindparam("limit"))
+    return _PageStatements(
+        rows.where(pending), rows.where(pending, _after_bound()), select(func.count()).where(pending)
+    )
+
+
+_ALL_AGENTS = _page_statements(False)
+_ONE_AGENT = _page_statements(True)
+_OPEN_OF_AGENT = select(func.count()).where(
+    _PENDING, hitl_requests.c.agent == bindparam("agent"), hitl_requests.c.expires_epoch > bindparam("now")
 )
-_PENDING_COUNT = select(func.count()).where(_PENDING)
 
 
 class HitlBroker:
@@ -159,8 +179,11 @@ class HitlBroker:
             "expires_at": iso(now + timeout),
             "expires_epoch": now + timeout,
             "owner": self.runtime.instance_id,
+            "agent": new.agent,
         }
         with self.runtime.store.write() as connection:
+            if new.agent is not None:
+                self._check_cap(connection, new.agent, now)
             connection.execute(insert(hitl_requests).values(**row))
             self.runtime.receipts.append_in(
                 connection,
@@ -175,28 +198,48 @@ class HitlBroker:
                     "timeout_seconds": timeout,
                     "created_at": row["created_at"],
                     "expires_at": row["expires_at"],
+                    "agent": new.agent,
                 },
             )
         view = self.get(request_id)
         self._spawn(self._announce(view))
         return view
 
-    def get(self, request_id: str) -> dict[str, Any]:
-        """One request's full state (a pending request past its expiry is marked expired first)."""
-        view = self._read(request_id)
+    def _check_cap(self, connection: Connection, agent: str, now: float) -> None:
+        """Refuse a request past the agent's cap of open requests (``hitl_too_many_pending``)."""
+        cap = self.runtime.settings.baton_hitl_max_pending_per_agent
+        open_count = int(connection.execute(_OPEN_OF_AGENT, {"agent": agent, "now": now}).scalar_one())
+        if open_count >= cap:
+            raise HitlError(
+                "hitl_too_many_pending",
+                f"You already have {open_count} open requests (at most {cap}); wait for a person to "
+                "decide some, or for them to expire, before asking again.",
+                pending=open_count,
+                limit=cap,
+            )
+
+    def get(self, request_id: str, agent: str | None = None) -> dict[str, Any]:
+        """One request's full state (a pending request past its expiry is marked expired first).
+
+        With ``agent``, another agent's request reads exactly as an unknown id (``hitl_request_not_found``).
+        """
+        view = self._read(request_id, agent)
         if view["status"] == "pending" and view["expires_epoch"] <= time.time():
             self.expire_due()
-            view = self._read(request_id)
+            view = self._read(request_id, agent)
         return view
 
-    def list_pending(self) -> list[dict[str, Any]]:
-        """Every pending request, urgent first, then the ones expiring soonest."""
+    def list_pending(self, agent: str | None = None) -> list[dict[str, Any]]:
+        """Every pending request (of ``agent`` alone, when given), urgent first, then the soonest to expire."""
         self.expire_due()
+        query = _pending_query()
+        if agent is not None:
+            query = query.where(hitl_requests.c.agent == agent)
         with self.runtime.store.read() as connection:
-            rows = connection.execute(_pending_query()).all()
+            rows = connection.execute(query).all()
         return [row_view(row) for row in rows]
 
-    def page_pending(self, limit: int, cursor: str | None = None) -> PendingPage:
+    def page_pending(self, limit: int, cursor: str | None = None, agent: str | None = None) -> PendingPage:
         """One page of pending requests in the same order, after ``cursor``; keyset-paginated on the
         ``ix_hitl_requests_pending_order`` index, so a page costs the same with 100 or 100,000 pending.
 
@@ -207,17 +250,21 @@ class HitlBroker:
         params: dict[str, Any] = {"now": time.time(), "limit": limit + 1}
         if cursor is not None:
             params["urgent"], params["expires"], params["after_id"] = decode_cursor(cursor)
-        page = _PAGE_AFTER if cursor is not None else _FIRST_PAGE
+        statements = _ALL_AGENTS if agent is None else _ONE_AGENT
+        counted: dict[str, Any] = {}
+        if agent is not None:
+            params["agent"] = counted["agent"] = agent
+        page = statements.after if cursor is not None else statements.first
         with self.runtime.store.read() as connection:
             due = connection.execute(_ANY_DUE, {"now": params["now"]}).first() is not None
             if not due:  # the common case: one connection for the whole page
                 rows = connection.execute(page, params).all()
-                total = int(connection.execute(_PENDING_COUNT).scalar_one())
+                total = int(connection.execute(statements.count, counted).scalar_one())
         if due:
             self.expire_due()
             with self.runtime.store.read() as connection:
                 rows = connection.execute(page, params).all()
-                total = int(connection.execute(_PENDING_COUNT).scalar_one())
+                total = int(connection.execute(statements.count, counted).scalar_one())
         more = len(rows) > limit
         views = [row_view(row) for row in rows[:limit] if row.expires_epoch > params["now"]]
         next_cursor = encode_cursor(rows[limit - 1]) if more else None
@@ -301,6 +348,7 @@ class HitlBroker:
                 "response": values["response"],
                 "admin_notes": values["admin_notes"],
                 "via": decision.via,
+                "agent": row.agent,
                 "waiter_gone": gone,
                 "responded_at": iso(now),
             },
@@ -391,15 +439,11 @@ class HitlBroker:
 
     # reading --------------------------------------------------------------------------------------
 
-    def _read(self, request_id: str) -> dict[str, Any]:
+    def _read(self, request_id: str, agent: str | None = None) -> dict[str, Any]:
         with self.runtime.store.read() as connection:
             row = connection.execute(select(hitl_requests).where(hitl_requests.c.id == request_id)).first()
-        if row is None:
-            raise HitlError(
-                "hitl_request_not_found",
-                f"No human-in-the-loop request has the id {request_id!r}.",
-                request_id=request_id,
-            )
+        if row is None or (agent is not None and row.agent != agent):
+            raise not_found(request_id)
         return row_view(row)
 
 

@@ -31,6 +31,8 @@ class NewRequest:
     timeout_seconds: int | None = None
     urgent: bool = False
     options: list[str] | None = None
+    #: The agent that asks (``baton.agents.Caller.name``); None for the operator's own tools.
+    agent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,17 @@ class Decision:
 
 def public_view(view: dict[str, Any]) -> dict[str, Any]:
     """A request as ``mcp_list_pending_requests`` lists it."""
-    keys = ("request_id", "kind", "message", "context", "options", "urgent", "created_at", "expires_at")
+    keys = (
+        "request_id",
+        "kind",
+        "message",
+        "context",
+        "options",
+        "urgent",
+        "created_at",
+        "expires_at",
+        "agent",
+    )
     return {key: view[key] for key in keys}
 
 
@@ -67,7 +79,17 @@ def row_view(row: Any) -> dict[str, Any]:
         "responded_at": row.responded_at,
         "decided_via": row.decided_via,
         "waiter_gone": row.waiter_gone,
+        "agent": row.agent,
     }
+
+
+def not_found(request_id: str) -> HitlError:
+    """The refusal for an unknown id, and for another agent's (so that ids do not leak)."""
+    return HitlError(
+        "hitl_request_not_found",
+        f"No human-in-the-loop request has the id {request_id!r}.",
+        request_id=request_id,
+    )
 
 
 def already_decided(request_id: str) -> HitlError:
@@ -84,11 +106,7 @@ def link_used(request_id: str) -> HitlError:
 
 def refusal(row: Any, now: float, request_id: str) -> HitlError | None:
     if row is None:
-        return HitlError(
-            "hitl_request_not_found",
-            f"No human-in-the-loop request has the id {request_id!r}.",
-            request_id=request_id,
-        )
+        return not_found(request_id)
     if row.status == "expired" or (row.status == "pending" and row.expires_epoch <= now):
         return HitlError(
             "hitl_request_expired",

@@ -48,6 +48,8 @@ class TimerRequest:
     fire_at: str | None = None
     delay_seconds: float | None = None
     interval_seconds: float | None = None
+    #: The agent that sets it: its firings act as that agent. None for the operator.
+    agent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class Claim:
     skipped: int
     sequence: int
     next_fire_at: str | None
+    agent: str | None = None
 
 
 class TimerService:
@@ -105,6 +108,7 @@ class TimerService:
             "created_at": stamp,
             "updated_at": stamp,
             "created_by": self.runtime.instance_id,
+            "agent": request.agent,
         }
         with self.runtime.store.write() as connection:
             check_active(connection, self.runtime.settings)
@@ -119,27 +123,34 @@ class TimerService:
                     "interval_seconds": schedule.interval_seconds,
                     "next_fire_at": first,
                     "action": action,
+                    "agent": request.agent,
                 },
             )
         self._changed()
         return {"success": True, **self.get(timer_id)}
 
-    def get(self, timer_id: str) -> dict[str, Any]:
-        """One timer as the tools show it."""
+    def get(self, timer_id: str, agent: str | None = None) -> dict[str, Any]:
+        """One timer as the tools show it (``agent``: only that agent's; another's reads as unknown)."""
         with self.runtime.store.read() as connection:
             row = connection.execute(select(timers).where(timers.c.id == timer_id)).first()
-        if row is None:
-            raise TimerError("timer_not_found", f"No timer has id {timer_id!r}.", timer_id=timer_id)
+        if row is None or (agent is not None and row.agent != agent):
+            raise _not_found(timer_id)
         return present(row._mapping)
 
     def list(
-        self, status: str | None = None, limit: int | None = None, after: tuple[str, str] | None = None
+        self,
+        status: str | None = None,
+        limit: int | None = None,
+        after: tuple[str, str] | None = None,
+        agent: str | None = None,
     ) -> builtins.list[dict[str, Any]]:
-        """Timers (optionally of one status) in the order they were set; ``after`` = (created_at, id) of the
-        last one seen, ``limit`` rows at most."""
+        """Timers (optionally of one status and one agent) in the order they were set; ``after`` =
+        (created_at, id) of the last one seen, ``limit`` rows at most."""
         query = select(timers).order_by(timers.c.created_at, timers.c.id)
         if status is not None:
             query = query.where(timers.c.status == status)
+        if agent is not None:
+            query = query.where(timers.c.agent == agent)
         if after is not None:
             created, last_id = after
             query = query.where(
@@ -150,15 +161,18 @@ class TimerService:
         with self.runtime.store.read() as connection:
             return [present(row._mapping) for row in connection.execute(query)]
 
-    def cancel(self, timer_id: str) -> dict[str, Any]:
-        """Cancel an active timer for good; a firing already claimed still completes."""
+    def cancel(self, timer_id: str, agent: str | None = None) -> dict[str, Any]:
+        """Cancel an active timer for good (``agent``: only that agent's); a firing already claimed still
+        completes."""
         stamp = format_time(now_utc())
         with self.runtime.store.write() as connection:
             row = connection.execute(
-                select(timers.c.status, timers.c.name).where(timers.c.id == timer_id).with_for_update()
+                select(timers.c.status, timers.c.name, timers.c.agent)
+                .where(timers.c.id == timer_id)
+                .with_for_update()
             ).first()
-            if row is None:
-                raise TimerError("timer_not_found", f"No timer has id {timer_id!r}.", timer_id=timer_id)
+            if row is None or (agent is not None and row.agent != agent):
+                raise _not_found(timer_id)
             changed = connection.execute(
                 update(timers)
                 .where(timers.c.id == timer_id, timers.c.status == "active")
@@ -167,7 +181,7 @@ class TimerService:
             if not changed:
                 _refuse_cancel(timer_id, row.status)
             self.runtime.receipts.append_in(
-                connection, "timer_cancelled", {"timer_id": timer_id, "name": row.name}
+                connection, "timer_cancelled", {"timer_id": timer_id, "name": row.name, "agent": row.agent}
             )
         self._changed()
         return {"success": True, **self.get(timer_id)}
@@ -259,6 +273,7 @@ class TimerService:
             skipped,
             row.fire_count + 1,
             next_fire_at,
+            row.agent,
         )
 
     def record(self, claim: Claim, outcome: Outcome) -> None:
@@ -293,6 +308,7 @@ class TimerService:
             "sequence": claim.sequence,
             "next_fire_at": claim.next_fire_at,
             "fired_by": self.runtime.instance_id,
+            "agent": claim.agent,
             "outcome": outcome.outcome,
             "error_class": outcome.error_class,
             "error": outcome.error,
@@ -378,7 +394,13 @@ def present(row: Any) -> dict[str, Any]:
         "created_at": row["created_at"],
         "cancelled_at": row["cancelled_at"],
         "last_firing": last,
+        "agent": row["agent"],
     }
+
+
+def _not_found(timer_id: str) -> TimerError:
+    """Unknown ids and other agents' timers read the same (ids do not leak)."""
+    return TimerError("timer_not_found", f"No timer has id {timer_id!r}.", timer_id=timer_id)
 
 
 def _refuse_cancel(timer_id: str, status: str) -> None:

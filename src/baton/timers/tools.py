@@ -67,16 +67,17 @@ def register(registry: ToolRegistry) -> None:
 
         One-shot with fire_at or delay_seconds, repeating with interval_seconds; returns timer_id and
         next_fire_at. Timers survive restarts."""
-        return service.set(TimerRequest(**args.model_dump()))
+        return service.set(TimerRequest(**args.model_dump(), agent=ctx.agent.name))
 
     @registry.tool("mcp_list_timers", ListTimersArgs, read_only=True)
     async def list_timers(args: ListTimersArgs, ctx: CallContext) -> dict[str, Any]:
-        """List timers in the order they were set.
+        """List your timers in the order they were set.
 
         Each shows its status, next_fire_at and its last firing; when more remain than limit, truncated is
         true and next_cursor continues the list."""
         after = decode_cursor(args.cursor)
-        rows = await anyio.to_thread.run_sync(lambda: service.list(args.status, args.limit + 1, after))
+        scope = ctx.agent.read_scope
+        rows = await anyio.to_thread.run_sync(lambda: service.list(args.status, args.limit + 1, after, scope))
         page = rows[: args.limit]
         more = len(rows) > args.limit
         return {
@@ -91,4 +92,4 @@ def register(registry: ToolRegistry) -> None:
         """Cancel an active timer for good.
 
         It never fires again."""
-        return service.cancel(args.timer_id)
+        return service.cancel(args.timer_id, ctx.agent.write_scope)
