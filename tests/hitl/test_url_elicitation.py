@@ -39,7 +39,9 @@ def decide_in_browser(url: str, action: str) -> str:
         assert page.status_code == 200, page.text
         csrf = page.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
         posted = browser.post(
-            f"{url}/decide", data={"csrf": csrf, "action": action, "admin_notes": "seen"}, follow_redirects=True
+            f"{url}/decide",
+            data={"csrf": csrf, "action": action, "admin_notes": "seen"},
+            follow_redirects=True,
         )
         assert posted.status_code == 200, posted.text
         return posted.text
