@@ -92,66 +92,62 @@ async def test_over_http_each_agent_sees_and_acts_on_only_its_own_rows(
             http_client(port, alice) as a,
             http_client(port, bob) as b,
             http_client(port, watcher) as w,
+            anyio.create_task_group() as group,
         ):
-            async with anyio.create_task_group() as group:
-                ask = {"request_message": "Deploy to prod", "timeout_seconds": FOREVER}
-                group.start_soon(structured, a, "mcp_request_admin_approval", ask)
-                (request,) = await pending_requests(a)
-                request_id = request["request_id"]
-                assert request["agent"] == "alice"
-                listed = await structured(b, "mcp_list_pending_requests")
-                assert listed["requests"] == [] and listed["total"] == 0
-                await assert_unknown(
-                    b, "mcp_get_request_status", {"request_id": request_id}, "hitl_request_not_found"
-                )
-                await assert_unknown(
-                    b,
-                    "mcp_wait_for_request",
-                    {"request_id": request_id, "timeout_seconds": 1},
-                    "hitl_request_not_found",
-                )
-                watched = await structured(w, "mcp_list_pending_requests")
-                assert [r["request_id"] for r in watched["requests"]] == [request_id]
-                assert (await structured(w, "mcp_get_request_status", {"request_id": request_id}))[
-                    "agent"
-                ] == "alice"
+            ask = {"request_message": "Deploy to prod", "timeout_seconds": FOREVER}
+            group.start_soon(structured, a, "mcp_request_admin_approval", ask)
+            (request,) = await pending_requests(a)
+            request_id = request["request_id"]
+            assert request["agent"] == "alice"
+            listed = await structured(b, "mcp_list_pending_requests")
+            assert listed["requests"] == [] and listed["total"] == 0
+            await assert_unknown(
+                b, "mcp_get_request_status", {"request_id": request_id}, "hitl_request_not_found"
+            )
+            await assert_unknown(
+                b,
+                "mcp_wait_for_request",
+                {"request_id": request_id, "timeout_seconds": 1},
+                "hitl_request_not_found",
+            )
+            watched = await structured(w, "mcp_list_pending_requests")
+            assert [r["request_id"] for r in watched["requests"]] == [request_id]
+            assert (await structured(w, "mcp_get_request_status", {"request_id": request_id}))[
+                "agent"
+            ] == "alice"
 
-                timer = await structured(
-                    a,
-                    "mcp_set_timer",
-                    {"name": "later", "delay_seconds": FOREVER, "action": {"kind": "record"}},
-                )
-                timer_id = timer["timer_id"]
-                assert timer["agent"] == "alice"
-                assert (await structured(b, "mcp_list_timers"))["timers"] == []
-                await assert_unknown(b, "mcp_cancel_timer", {"timer_id": timer_id}, "timer_not_found")
-                # an observer sees every agent's timers but cancels only its own
-                assert [t["timer_id"] for t in (await structured(w, "mcp_list_timers"))["timers"]] == [
-                    timer_id
-                ]
-                await assert_unknown(w, "mcp_cancel_timer", {"timer_id": timer_id}, "timer_not_found")
+            timer = await structured(
+                a,
+                "mcp_set_timer",
+                {"name": "later", "delay_seconds": FOREVER, "action": {"kind": "record"}},
+            )
+            timer_id = timer["timer_id"]
+            assert timer["agent"] == "alice"
+            assert (await structured(b, "mcp_list_timers"))["timers"] == []
+            await assert_unknown(b, "mcp_cancel_timer", {"timer_id": timer_id}, "timer_not_found")
+            # an observer sees every agent's timers but cancels only its own
+            assert [t["timer_id"] for t in (await structured(w, "mcp_list_timers"))["timers"]] == [timer_id]
+            await assert_unknown(w, "mcp_cancel_timer", {"timer_id": timer_id}, "timer_not_found")
 
-                spawned = await structured(
-                    a, "mcp_spawn_subagent", {"task": "Summarize the plan", "mode": "async"}
-                )
-                subagent_id = spawned["subagent_id"]
-                assert (await structured(b, "mcp_list_subagents"))["subagents"] == []
-                for tool in ("mcp_get_subagent_status", "mcp_cancel_subagent"):
-                    await assert_unknown(b, tool, {"subagent_id": subagent_id}, "subagent_not_found")
-                await assert_unknown(
-                    b,
-                    "mcp_send_message_to_subagent",
-                    {"subagent_id": subagent_id, "message": "and now?"},
-                    "subagent_not_found",
-                )
-                mine = await structured(a, "mcp_list_subagents")
-                assert [(s["subagent_id"], s["agent"]) for s in mine["subagents"]] == [(subagent_id, "alice")]
+            spawned = await structured(
+                a, "mcp_spawn_subagent", {"task": "Summarize the plan", "mode": "async"}
+            )
+            subagent_id = spawned["subagent_id"]
+            assert (await structured(b, "mcp_list_subagents"))["subagents"] == []
+            for tool in ("mcp_get_subagent_status", "mcp_cancel_subagent"):
+                await assert_unknown(b, tool, {"subagent_id": subagent_id}, "subagent_not_found")
+            await assert_unknown(
+                b,
+                "mcp_send_message_to_subagent",
+                {"subagent_id": subagent_id, "message": "and now?"},
+                "subagent_not_found",
+            )
+            mine = await structured(a, "mcp_list_subagents")
+            assert [(s["subagent_id"], s["agent"]) for s in mine["subagents"]] == [(subagent_id, "alice")]
 
-                assert (await structured(a, "mcp_cancel_timer", {"timer_id": timer_id}))[
-                    "status"
-                ] == "cancelled"
-                decided = await anyio.to_thread.run_sync(run_cli, env, "hitl", "reject", request_id)
-                assert decided.returncode == 0, decided.stderr
+            assert (await structured(a, "mcp_cancel_timer", {"timer_id": timer_id}))["status"] == "cancelled"
+            decided = await anyio.to_thread.run_sync(run_cli, env, "hitl", "reject", request_id)
+            assert decided.returncode == 0, decided.stderr
     assert [p["agent"] for p in receipts(env, "hitl_requested")] == ["alice"]
     assert [p["agent"] for p in receipts(env, "hitl_decided")] == ["alice"]
     assert [p["agent"] for p in receipts(env, "timer_set")] == ["alice"]
@@ -232,17 +228,17 @@ async def test_elicitation_never_decides_another_agents_request(
         async with (
             http_client(port, alice, mode="legacy") as a,
             http_client(port, watcher, mode="legacy", elicitation_callback=approve_everything) as w,
+            anyio.create_task_group() as group,
         ):
-            async with anyio.create_task_group() as group:
-                ask = {"request_message": "Wire the money", "timeout_seconds": FOREVER}
-                group.start_soon(structured, a, "mcp_request_admin_approval", ask)
-                (request,) = await pending_requests(a)
-                request_id = request["request_id"]
-                waited = await structured(
-                    w, "mcp_wait_for_request", {"request_id": request_id, "timeout_seconds": 2}
-                )
-                status = await structured(w, "mcp_get_request_status", {"request_id": request_id})
-                group.cancel_scope.cancel()
+            ask = {"request_message": "Wire the money", "timeout_seconds": FOREVER}
+            group.start_soon(structured, a, "mcp_request_admin_approval", ask)
+            (request,) = await pending_requests(a)
+            request_id = request["request_id"]
+            waited = await structured(
+                w, "mcp_wait_for_request", {"request_id": request_id, "timeout_seconds": 5}
+            )
+            status = await structured(w, "mcp_get_request_status", {"request_id": request_id})
+            group.cancel_scope.cancel()
     assert asked == []
     assert waited["error_class"] == "hitl_still_pending"
     assert status["status"] == "pending" and status["approved"] is False
@@ -254,15 +250,18 @@ async def test_the_pending_cap_is_per_agent(baton_env: dict[str, str], tmp_path:
     port = free_port()
     ask = {"request_message": "One more", "timeout_seconds": FOREVER}
     with http_server(env, f"127.0.0.1:{port}", tmp_path):
-        async with http_client(port, alice) as a, http_client(port, bob) as b:
-            async with anyio.create_task_group() as group:
-                for _ in range(2):
-                    group.start_soon(structured, a, "mcp_request_admin_approval", ask)
-                await pending_requests(a, 2)
-                refused = await structured(a, "mcp_request_admin_approval", ask)
-                group.start_soon(structured, b, "mcp_request_admin_approval", ask)  # bob has his own cap
-                await pending_requests(b, 1)
-                group.cancel_scope.cancel()
+        async with (
+            http_client(port, alice) as a,
+            http_client(port, bob) as b,
+            anyio.create_task_group() as group,
+        ):
+            for _ in range(2):
+                group.start_soon(structured, a, "mcp_request_admin_approval", ask)
+            await pending_requests(a, 2)
+            refused = await structured(a, "mcp_request_admin_approval", ask)
+            group.start_soon(structured, b, "mcp_request_admin_approval", ask)  # bob has his own cap
+            await pending_requests(b, 1)
+            group.cancel_scope.cancel()
     assert refused["success"] is False and refused["error_class"] == "hitl_too_many_pending"
     assert refused["limit"] == 2 and refused["pending"] == 2
     assert "BATON_" not in refused["error"]
