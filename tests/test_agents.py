@@ -292,3 +292,21 @@ async def test_a_stdio_agent_is_named_by_client_info_unless_baton_agent_name_is_
     assert mine["agent"] == "claude-code" and named["agent"] == "ops-bot"
     assert theirs["error_class"] == "timer_not_found"
     assert [p["agent"] for p in receipts(baton_env, "timer_set")] == ["claude-code", "ops-bot"]
+
+
+def test_doctor_names_each_agent_and_flags_what_widens_who_decides(baton_env: dict[str, str]) -> None:
+    add_agent(baton_env, "alice")
+    add_agent(baton_env, "watcher", "observer")
+    env = {**baton_env, "BATON_HITL_ELICITATION": "true", "BATON_HTTP_TOKEN": "static-token-" + "x" * 32}
+    done = run_cli(env, "doctor", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in json.loads(done.stdout)}
+    named = rows["agents"]["detail"]
+    assert (
+        "alice (agent)" in named
+        and "watcher (observer)" in named
+        and "http-agent (BATON_HTTP_TOKEN)" in named
+    )
+    assert rows["agents: observers"]["ok"] is False and "watcher" in rows["agents: observers"]["detail"]
+    assert rows["hitl elicitation"]["ok"] is False
+    assert "static-token-" not in done.stdout
