@@ -7,6 +7,7 @@ against a real ``baton serve --http``); the waiting tool call, in either era, co
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -116,3 +117,9 @@ async def test_without_a_public_url_the_form_is_used(baton_env: dict[str, str]) 
         )
     assert seen[0].mode == "form"
     assert result.structured_content is not None and result.structured_content["decision"] == "rejected"
+    # the client's form answer is receipted as elicitation, with the agent (its clientInfo.name) named
+    from tests.hitl.helpers import run_cli
+
+    listed = run_cli(baton_env, "receipts", "list", "--kind", "hitl_decided", "--json")
+    (decided,) = [row["payload"] for row in json.loads(listed.stdout)]
+    assert decided["via"] == "elicitation" and decided["agent"] == "mcp"
