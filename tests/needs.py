@@ -44,6 +44,11 @@ def _chromium() -> str | None:
 
 
 @functools.cache
+def _tmux() -> str | None:
+    return None if shutil.which("tmux") else "tmux is not installed (apt-get install tmux)"
+
+
+@functools.cache
 def _postgresql() -> str | None:
     from baton.testing.postgres import find_bin_dir
 
@@ -67,6 +72,7 @@ PROBES: dict[str, Callable[[], str | None]] = {
     "bwrap": _bwrap,
     "node": _node,
     "chromium": _chromium,
+    "tmux": _tmux,
     "postgresql": _postgresql,
     "npm-registry": _npm_registry,
 }

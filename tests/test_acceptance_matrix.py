@@ -2,7 +2,8 @@
 era (2025-11-25, 2026-07-28) × transport (stdio, HTTP, stateless HTTP) × decider (elicitation form, URL
 elicitation via the inbox, the inbox, the CLI).
 
-Every process shares one store and one ``BATON_HTTP_TOKEN`` (so every process signs links alike). The
+Every process shares one store, the agent's ``BATON_HTTP_TOKEN`` and the operator's ``BATON_ADMIN_TOKEN``
+(so every process signs links alike); a person logs in to the inbox with the operator's token. The
 HTTP servers are started once for the module: ``form_http``/``form_stateless`` elicit by form (no public
 URL), ``url_http``/``url_stateless`` have ``BATON_PUBLIC_URL`` pointing at ``form_http``'s inbox. Stdio
 servers are started per cell by the client. A cell that cannot apply is skipped with its reason.
@@ -33,6 +34,7 @@ from tests.hitl.helpers import HttpServer, run_cli
 pytestmark = pytest.mark.anyio
 
 TOKEN = "matrix-agent-token-0123456789abcdef"
+ADMIN_TOKEN = "matrix-operator-token-fedcba9876543210"
 ERAS = {"2025-11-25": "legacy", "2026-07-28": "auto"}
 TRANSPORTS = ("stdio", "http", "stateless")
 DECIDERS = {"form": "elicitation", "url": "link", "inbox": "inbox", "cli": "cli"}
@@ -52,6 +54,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         BATON_HOME=str(root / "home"),
         PYTHONPATH=str(SRC) + os.pathsep + env.get("PYTHONPATH", ""),
         BATON_HTTP_TOKEN=TOKEN,
+        BATON_ADMIN_TOKEN=ADMIN_TOKEN,
         BATON_HITL_ELICITATION="true",
         BATON_HITL_PROGRESS_SECONDS="1",
     )
@@ -83,9 +86,9 @@ def browser_decides(url: str) -> None:
 
 
 def inbox_decides(base_url: str, request_id: str) -> None:
-    """A person logging in to the inbox with the token and approving the request."""
+    """A person logging in to the inbox with the operator's token and approving the request."""
     with httpx.Client(base_url=base_url, timeout=10) as browser:
-        assert browser.post("/inbox/login", data={"token": TOKEN}).status_code in (200, 303)
+        assert browser.post("/inbox/login", data={"token": ADMIN_TOKEN}).status_code in (200, 303)
         page = browser.get(f"/inbox/requests/{request_id}")
         csrf = page.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
         done = browser.post(f"/inbox/requests/{request_id}/decide", data={"csrf": csrf, "action": "approve"})

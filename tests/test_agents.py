@@ -60,7 +60,7 @@ async def structured(client: Any, tool: str, arguments: dict[str, Any] | None = 
 
 def receipts(env: dict[str, str], kind: str) -> list[dict[str, Any]]:
     """Payloads of the receipts of one kind, through ``baton receipts list``."""
-    done = run_cli(env, "receipts", "list", "--kind", kind, "--limit", "1000", "--json")
+    done = run_cli(env, "receipts", "list", "--kind", kind, "--limit", "1000", "--oldest", "--json")
     assert done.returncode == 0, done.stderr
     return [row["payload"] for row in json.loads(done.stdout)]
 

@@ -37,7 +37,7 @@ def test_receipts_verify_passes_then_names_a_tampered_receipt(baton_env: dict[st
     ok = baton(baton_env, "receipts", "verify")
     assert ok.returncode == 0, ok.stderr
     assert "3 receipts" in ok.stdout
-    listed = json.loads(baton(baton_env, "receipts", "list", "--json").stdout)
+    listed = json.loads(baton(baton_env, "receipts", "list", "--json", "--oldest").stdout)
     assert [row["payload"]["n"] for row in listed] == [0, 1, 2]
     with sqlite3.connect(database) as connection:
         connection.execute("UPDATE receipts SET payload = '{\"n\":7}' WHERE seq = 2")
@@ -64,3 +64,17 @@ def test_subagent_commands_report_unknown_ids(baton_env: dict[str, str]) -> None
     shown = baton(baton_env, "subagents", "show", "sa_missing")
     assert shown.returncode == 1
     assert "subagent_not_found" in shown.stderr
+
+
+def test_doctor_refuses_what_serve_http_refuses(baton_env: dict[str, str]) -> None:
+    same = "one-token-for-both-0123456789abcdefXYZ"
+    equal = baton({**baton_env, "BATON_HTTP_TOKEN": same, "BATON_ADMIN_TOKEN": same}, "doctor", "--json")
+    row = next(r for r in json.loads(equal.stdout) if r["name"] == "http")
+    assert row["ok"] is False and "config_invalid" in row["detail"] and same not in equal.stdout
+    weak = baton({**baton_env, "BATON_HTTP_TOKEN": "changeme"}, "doctor", "--json")
+    row = next(r for r in json.loads(weak.stdout) if r["name"] == "http")
+    assert (
+        row["ok"] is True
+        and row["detail"].startswith("loopback only; beyond it: ")
+        and "changeme" not in weak.stdout
+    )

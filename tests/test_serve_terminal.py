@@ -5,8 +5,14 @@ from __future__ import annotations
 import os
 import pty
 import select
+import shlex
 import subprocess
 import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
 
 
 def read_stderr_until(process: subprocess.Popen[bytes], marker: bytes, seconds: float = 20) -> bytes:
@@ -66,3 +72,48 @@ def test_http_serve_names_its_urls_on_stderr(baton_env: dict[str, str]) -> None:
         process.terminate()
         stdout, _ = process.communicate(timeout=20)
     assert stdout == b""
+
+
+@pytest.mark.needs("tmux")
+def test_ctrl_c_in_a_terminal_ends_a_stdio_serve_at_once(baton_env: dict[str, str], tmp_path: Path) -> None:
+    """In a real terminal (tmux), Ctrl-C stops ``baton serve`` on stdio without waiting for Enter or EOF."""
+    session = f"baton-ctrl-c-{os.getpid()}"
+    script = tmp_path / "run.sh"
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in baton_env.items())
+    # the shell traps INT so that it outlives the server and prints the server's exit status
+    script.write_text(
+        f"{exports}trap 'true' INT\n{shlex.quote(sys.executable)} -m baton serve\necho EXITED=$?\nsleep 600\n"
+    )
+    tmux = ["tmux", "-L", session]
+    subprocess.run(
+        [*tmux, "new-session", "-d", "-s", session, "-x", "120", "-y", "30", f"bash --norc {script}"],
+        check=True,
+    )
+    try:
+
+        def screen() -> str:
+            return subprocess.run(
+                [*tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True, check=True
+            ).stdout
+
+        wait_for(lambda: "Ctrl-C stops it" in screen(), screen)
+        wait_for(lambda: store_opened(baton_env), screen)  # the server is up and serving
+        subprocess.run([*tmux, "send-keys", "-t", session, "C-c"], check=True)
+        wait_for(lambda: "EXITED=" in screen(), screen)
+        assert "EXITED=130" in screen(), screen()  # ended by the signal itself, no traceback
+        assert "Traceback" not in screen()
+    finally:
+        subprocess.run([*tmux, "kill-server"], check=False, capture_output=True)
+
+
+def store_opened(env: dict[str, str]) -> bool:
+    """Whether the store exists yet (the server opened it: it is past start-up)."""
+    return (Path(env["BATON_HOME"]) / "baton.db").exists()
+
+
+def wait_for(condition: Callable[[], bool], show: Callable[[], str], seconds: float = 120) -> None:
+    """Poll ``condition`` until it holds; fail with the screen after a generous bound."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, show()
+        time.sleep(0.1)

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
+import os
+import pty
+import re
+import struct
 import subprocess
 import sys
+import termios
 
 import pytest
 from rich.console import Console
@@ -33,8 +39,60 @@ def test_a_piped_listing_is_plain_and_never_cut(baton_env: dict[str, str]) -> No
     assert len(lines) == 4
     assert not any(ch in done.stdout for ch in "…│┃━─\x1b")
     assert all(line == line.rstrip() for line in lines)
-    listed = json.loads(baton(baton_env, "receipts", "list", "--json").stdout)
-    assert [row["seq"] for row in listed] == [1, 2, 3]
+    assert [line.split()[0] for line in lines[1:]] == ["3", "2", "1"]  # the newest first
+    listed = json.loads(baton(baton_env, "receipts", "list", "--json", "--oldest", "--limit", "2").stdout)
+    assert [row["seq"] for row in listed] == [1, 2]
+    unknown = baton(baton_env, "receipts", "list", "--kind", "tset")
+    assert unknown.returncode == 1 and unknown.stdout == ""
+    assert unknown.stderr.startswith(
+        "invalid_arguments: No receipt has the kind 'tset'; the chain holds: test"
+    )
+
+
+def on_a_terminal(env: dict[str, str], *args: str, columns: int = 80) -> str:
+    """What ``baton ARGS`` shows on a terminal ``columns`` wide (stdout is a pty)."""
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    env = {**env, "COLUMNS": str(columns), "TERM": "xterm"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "baton", *args],
+        env=env,
+        stdout=terminal,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.close(terminal)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    process.wait(timeout=60)
+    os.close(controller)
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode())  # the text, without colour codes
+
+
+def test_ids_on_an_80_column_terminal_are_whole_and_other_columns_wrap(baton_env: dict[str, str]) -> None:
+    code = (
+        "import asyncio\n"
+        "from baton.runtime import Runtime\n"
+        "from baton.hitl.broker import NewRequest, get_broker\n"
+        "broker = get_broker(Runtime.open())\n"
+        "view = asyncio.run(broker.create(NewRequest('approval', 'word ' * 40, timeout_seconds=3600)))\n"
+        "print(view['request_id'])\n"
+    )
+    made = subprocess.run(
+        [sys.executable, "-c", code], env=baton_env, check=True, timeout=60, capture_output=True, text=True
+    )
+    request_id = made.stdout.strip()
+    screen = on_a_terminal(baton_env, "hitl", "list")
+    assert request_id in screen, screen
+    assert "…" not in screen  # nothing cut: the long message and the timestamps wrap
+    assert max(len(line) for line in screen.splitlines()) <= 80
 
 
 def test_help_renders_flags_without_a_value(baton_env: dict[str, str]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -18,6 +18,7 @@ app = typer.Typer(
     help="One MCP server for subagents, humans in the loop and governed tools.",
     no_args_is_help=True,
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every subcommand inherits -h
 )
 db_app = typer.Typer(help="The store's schema (Alembic migrations).", no_args_is_help=True)
 receipts_app = typer.Typer(help="Inspect and verify the receipt chain.", no_args_is_help=True)
@@ -52,6 +53,24 @@ __all__ = ["app", "err", "fail", "main", "open_runtime", "out", "print_json"]
 def version() -> None:
     """Print baton's version."""
     out.print(__version__)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        out.print(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", "-V", help="Print baton's version and exit.", callback=_print_version, is_eager=True
+        ),
+    ] = False,
+) -> None:
+    """One MCP server for subagents, humans in the loop and governed tools."""
 
 
 @app.command()
@@ -191,12 +210,25 @@ def db_current() -> None:
 @receipts_app.command("list")
 def receipts_list(
     kind: Annotated[str | None, typer.Option(help="Only receipts of this kind.")] = None,
-    limit: Annotated[int, typer.Option(help="How many.")] = 50,
+    limit: Annotated[int, typer.Option(min=1, help="How many.")] = 50,
+    oldest: Annotated[
+        bool, typer.Option("--oldest", help="The oldest first (default: the newest first).")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List receipts in chain order."""
+    """List receipts, the newest first (--oldest: from the start of the chain)."""
+    from baton.errors import ArgumentError
 
-    rows = [row.model_dump() for row in open_runtime().receipts.list(kind=kind, limit=limit)]
+    log = open_runtime().receipts
+    found = log.list(kind=kind, limit=limit) if oldest else log.newest(kind=kind, limit=limit)
+    if kind is not None and not found and kind not in (known := log.kinds()):
+        fail(
+            ArgumentError(
+                "invalid_arguments",
+                f"No receipt has the kind {kind!r}; the chain holds: {', '.join(known) or 'nothing yet'}.",
+            )
+        )
+    rows = [row.model_dump() for row in found]
     if as_json:
         print_json(rows)
         return
@@ -261,7 +293,10 @@ def _runner() -> Any:
 
 @subagents_app.command("list")
 def subagents_list(
-    status: Annotated[str | None, typer.Option(help="Only this status.")] = None,
+    status: Annotated[
+        Literal["queued", "running", "completed", "failed", "cancelled"] | None,
+        typer.Option(help="Only this status."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List subagents, newest first."""

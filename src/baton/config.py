@@ -79,6 +79,7 @@ class Settings(BaseModel):
     baton_hitl_elicitation: bool = False
     baton_public_url: str | None = None
     baton_hitl_allow_mcp_decisions: bool = False
+    baton_announce_on_terminal: bool = True
     baton_admin_token: str | None = None
     # agents (docs/hitl.md, "Agents"): names and the per-agent cap on open requests
     baton_agent_name: str | None = None

@@ -77,8 +77,8 @@ def check_decision_authority(runtime: Runtime) -> Check:
     detail = "a person (inbox, CLI, elicitation); MCP clients may not decide"
     if settings.baton_admin_token:
         detail += "; over HTTP, callers with BATON_ADMIN_TOKEN may"
-    elif settings.baton_http_token:
-        detail += "; the inbox takes BATON_HTTP_TOKEN (set BATON_ADMIN_TOKEN to keep it from the agent)"
+    else:
+        detail += "; inbox login is off (no BATON_ADMIN_TOKEN; an agent's token never opens it)"
     return Check("hitl deciders", True, detail)
 
 
@@ -114,6 +114,24 @@ def check_agents(runtime: Runtime) -> list[Check]:
     return checks
 
 
+def check_http(runtime: Runtime) -> Check:
+    """The HTTP tokens pass the same checks ``serve --http`` makes: on loopback, and beyond it."""
+    from baton.server import check_http_bind
+
+    settings = runtime.settings
+    tokens = (settings.baton_http_token, settings.baton_admin_token)
+    oauth = bool(settings.baton_oauth_issuer)
+    try:
+        check_http_bind("127.0.0.1", *tokens, oauth=oauth)
+    except BatonError as exc:
+        return Check("http", False, f"serve --http refuses to start: {exc.error_class}: {exc.message}")
+    try:
+        check_http_bind("0.0.0.0", *tokens, oauth=oauth)  # noqa: S104 (what an off-loopback bind would face)
+    except BatonError as exc:
+        return Check("http", True, f"loopback only; beyond it: {exc.message}")
+    return Check("http", True, "serve --http may listen beyond loopback (tokens set and strong)")
+
+
 def check_service(runtime: Runtime) -> list[Check]:
     """The daily budget, trace export and OAuth (running as a service)."""
     from baton.ops_checks import service_checks
@@ -129,6 +147,7 @@ CHECKS: list[Callable[[Runtime], Check | list[Check]]] = [
     check_notifications,
     check_decision_authority,
     check_agents,
+    check_http,
     check_service,
 ]
 

@@ -34,6 +34,8 @@ ERROR_CLASSES: dict[str, str] = {
     "config_invalid": "An environment variable or setting has a value baton cannot use.",
     "store_unavailable": "The state store could not be opened or written.",
     "http_bind_refused": "A non-loopback HTTP bind was asked for without BATON_HTTP_TOKEN.",
+    "http_bind_failed": "`serve --http` or `console` could not listen: the port is in use or needs "
+    "privileges, the address is not on this machine, or the host does not resolve.",
     "http_unauthorized": "An HTTP endpoint (/mcp, /metrics) was reached without a valid bearer token or OAuth access token.",
     "http_insufficient_scope": "The OAuth access token is valid but carries neither baton:agent nor baton:admin.",
     "http_body_too_large": "An HTTP request body is larger than the route allows (413); nothing past the limit was read.",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -144,6 +145,20 @@ class ReceiptLog:
         with self.store.read() as connection:
             rows = connection.execute(query).all()
         return [_row_to_receipt(row) for row in rows]
+
+    def newest(self, *, kind: str | None = None, limit: int = 100) -> builtins.list[Receipt]:
+        """The latest ``limit`` receipts, the newest first, optionally of one kind."""
+        query = select(receipts).order_by(receipts.c.seq.desc()).limit(limit)
+        if kind:
+            query = query.where(receipts.c.kind == kind)
+        with self.store.read() as connection:
+            rows = connection.execute(query).all()
+        return [_row_to_receipt(row) for row in rows]
+
+    def kinds(self) -> builtins.list[str]:
+        """Every kind the chain holds, sorted."""
+        with self.store.read() as connection:
+            return sorted(connection.execute(select(receipts.c.kind).distinct()).scalars())
 
     def get(self, seq: int) -> Receipt | None:
         """One receipt by sequence number."""

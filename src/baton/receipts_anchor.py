@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from baton.chain_verify import ChainReport
 from baton.checkpoints import all_checkpoints, public_key_path, trusted_public_keys
-from baton.errors import ReceiptError
+from baton.errors import ArgumentError, ReceiptError
 from baton.private import FILE_MODE, private_dir
 from baton.runtime import Runtime
 from baton.schema import receipt_head, receipts
@@ -31,6 +31,12 @@ def export(runtime: Runtime, directory: Path) -> dict[str, int]:
         raise ReceiptError(
             "checkpoint_key_unavailable",
             f"No checkpoint public key at {public}: nothing has been checkpointed with this home's key yet.",
+        )
+    if directory.exists() and not directory.is_dir():
+        raise ArgumentError(
+            "invalid_arguments",
+            f"{directory} exists and is not a directory: export writes receipts.jsonl, checkpoints.jsonl "
+            "and checkpoint.pub into a directory.",
         )
     if not directory.is_dir():  # a new directory is private; an existing one (".") is not ours to chmod
         private_dir(directory)

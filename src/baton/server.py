@@ -255,7 +255,9 @@ async def running_services(registry: ToolRegistry) -> AsyncIterator[None]:
     """Run the subsystems' background tasks for as long as the server runs; at the end, sign the chain head
     (the shutdown checkpoint, docs/receipts.md)."""
     from baton.checkpoints import Checkpointer
+    from baton.hitl import terminal_line
 
+    terminal_line.install(registry.runtime)  # one stderr line per new request (BATON_ANNOUNCE_ON_TERMINAL)
     checkpointer = Checkpointer(registry.runtime)
     try:
         async with anyio.create_task_group() as group:
@@ -284,24 +286,25 @@ async def serve_stdio(settings: Settings) -> None:
             async with running_services(registry):
                 await anyio.sleep_forever()
 
-    async def checkpoint_on_sigterm() -> None:
-        # SIGTERM still ends the process at once (a worker thread may be blocked reading stdin, so a
-        # cancellation could wait forever), but first the chain head is signed: the shutdown checkpoint
-        with anyio.open_signal_receiver(signal.SIGTERM) as signals:
-            async for _signal in signals:
+    async def checkpoint_on_stop_signal() -> None:
+        # SIGTERM and SIGINT (Ctrl-C) end the process at once: a worker thread may be blocked reading
+        # stdin, so a cancellation would wait for the next line or EOF. First the chain head is signed
+        # (the shutdown checkpoint); then the signal's default action ends the process.
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for received in signals:
                 if loader.registry is not None:
                     from baton.checkpoints import Checkpointer
 
                     await anyio.to_thread.run_sync(Checkpointer(loader.registry.runtime).checkpoint_quietly)
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                os.kill(os.getpid(), signal.SIGTERM)
+                signal.signal(received, signal.SIG_DFL)
+                os.kill(os.getpid(), received)
 
     from baton.stdio_guard import ScreenedStdin
 
     stdin = ScreenedStdin(settings.baton_max_message_bytes)  # answers the lines the SDK would drop
     async with anyio.create_task_group() as group:
         group.start_soon(load_then_run_services)
-        group.start_soon(checkpoint_on_sigterm)
+        group.start_soon(checkpoint_on_stop_signal)
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
             stdin.attach(write_stream)
             await server.run(read_stream, write_stream, server.create_initialization_options())
@@ -346,14 +349,24 @@ def run_serve(http: str | None, stateless: bool) -> int:
         return 1
     except KeyboardInterrupt:
         return 0
+    except Exception as exc:  # never a traceback to a person (BATON_DEBUG=1 shows it)
+        if os.environ.get("BATON_DEBUG") == "1":
+            raise
+        sys.stderr.write(
+            f"internal_error: baton serve failed unexpectedly ({type(exc).__name__}); "
+            "BATON_DEBUG=1 shows the traceback.\n"
+        )
+        return 1
     return 0
 
 
 def parse_bind(bind: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:PORT`` for IPv6) to a host and port."""
     host, sep, port = bind.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError("config_invalid", f"--http takes HOST:PORT, not {bind!r}.")
+    if not sep or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(
+            "config_invalid", f"--http takes HOST:PORT with a port from 0 to 65535, not {bind!r}."
+        )
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
@@ -538,6 +551,9 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
         host, settings.baton_http_token, settings.baton_admin_token, oauth=bool(settings.baton_oauth_issuer)
     )
     runtime.services.setdefault("http_base_url", f"http://{f'[{host}]' if ':' in host else host}:{port}")
+    from baton.hitl.links import record_served
+
+    record_served(runtime)  # so `baton hitl link` in another shell knows whether its links would pass
     from baton.http_guards import guarded
 
     app = guarded(build_http_app(runtime, host), runtime.settings, host, port)
@@ -553,12 +569,16 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
             await super().startup(sockets)
             if self.started:
                 announce_listening(self, host, paths)
-                if not (runtime.settings.baton_admin_token or runtime.settings.baton_http_token):
+                if not runtime.settings.baton_admin_token:
                     sys.stderr.write(
-                        "the inbox and console log in with BATON_ADMIN_TOKEN; set it to use them\n"
+                        "the inbox and console are off for login: no BATON_ADMIN_TOKEN is set, and an "
+                        "agent's BATON_HTTP_TOKEN never opens them (signed links still work)\n"
                     )
 
-    await AnnouncingServer(config).serve()
+    from baton.listening import listening_socket
+
+    sock = listening_socket(host, port)
+    await AnnouncingServer(config).serve(sockets=[sock])
 
 
 def announce_listening(server: Any, host: str, paths: tuple[str, ...]) -> None:

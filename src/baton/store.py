@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.pool import NullPool
 
-from baton.errors import StoreError
+from baton.errors import ConfigError, StoreError
 from baton.schema_migrations import ensure_current
 
 T = TypeVar("T")
@@ -78,13 +78,25 @@ def _private_sqlite_file(url: str) -> None:
 
 def create_store_engine(url: str) -> Engine:
     """An engine for ``url``: SQLite in WAL with queued writers, other databases with a checked pool."""
-    url = normalize_url(url)
-    if url.startswith("sqlite"):
-        _private_sqlite_file(url)
-        engine = create_engine(url, poolclass=NullPool if ":memory:" in url else None)
-        _configure_sqlite(engine)
-        return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        url = normalize_url(url)
+        if url.startswith("sqlite"):
+            _private_sqlite_file(url)
+            engine = create_engine(url, poolclass=NullPool if ":memory:" in url else None)
+            _configure_sqlite(engine)
+            return engine
+        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    except (ArgumentError, NoSuchModuleError, ImportError) as exc:
+        # the URL may hold a password: name the variable and the kind of problem, never the value
+        problem = "its driver is not installed" if not isinstance(exc, ArgumentError) else "it is not a URL"
+        raise ConfigError(
+            "config_invalid",
+            f"BATON_DATABASE_URL cannot be opened: {problem} (e.g. sqlite:///PATH or "
+            "postgresql://USER@HOST/DB with the postgres extra installed).",
+            variable="BATON_DATABASE_URL",
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -102,8 +114,8 @@ class Store:
         self.url = normalize_url(url)
         url = self.url
         self.is_sqlite = url.startswith("sqlite")
+        self.engine = create_store_engine(url)  # config_invalid for a URL that is no database URL
         try:
-            self.engine = create_store_engine(url)
             ensure_current(self.engine)
             _ensure_receipt_head(self.engine)
         except Exception as exc:

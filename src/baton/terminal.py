@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 
 from baton.errors import BatonError
 
@@ -80,10 +80,11 @@ def print_table(
     from baton.redaction import redact_output
 
     rows = [[redact_output(cell) for cell in row] for row in rows]
+    headers = [_column(name, [row[index] for row in rows]) for index, name in enumerate(columns)]
     if out.is_terminal:
-        table = Table(*columns, title=title)
+        table = Table(*headers, title=title)
     else:
-        table = Table(*columns, box=None, show_edge=False, pad_edge=False, title=title)
+        table = Table(*headers, box=None, show_edge=False, pad_edge=False, title=title)
     for row in rows:
         table.add_row(*(cell if markup else escape(cell) for cell in row))
     if out.is_terminal:
@@ -92,6 +93,15 @@ def print_table(
     with out.capture() as captured:
         out.print(table)
     print("\n".join(line.rstrip() for line in captured.get().splitlines()), flush=True)
+
+
+def _column(name: str, cells: Sequence[str]) -> Column:
+    """A column; one of ids (``id``, ``*_id``, ``seq``, ``sha256``) is never wrapped nor cut, so the value a
+    person must type stays whole and other columns wrap first."""
+    if name == "seq" or name == "sha256" or name == "id" or name.endswith("_id"):
+        widest = max([len(name), *(len(cell) for cell in cells)])
+        return Column(name, no_wrap=True, min_width=widest)
+    return Column(name, overflow="fold")
 
 
 @contextmanager

@@ -26,9 +26,10 @@ def test_baton_console_refuses_a_non_loopback_address(baton_env: dict[str, str])
 
 def test_baton_console_serves_the_console_on_loopback_with_a_one_run_token(baton_env: dict[str, str]) -> None:
     port = free_port()
+    agent_token = "the-agents-own-token-0123456789abcdef"
     process = subprocess.Popen(
         [sys.executable, "-m", "baton", "console", "--bind", f"127.0.0.1:{port}"],
-        env=baton_env,
+        env={**baton_env, "BATON_HTTP_TOKEN": agent_token},  # the agent's token is not a console login
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -42,6 +43,12 @@ def test_baton_console_serves_the_console_on_loopback_with_a_one_run_token(baton
         with httpx.Client(base_url=base) as client:
             assert client.get("/inbox/console/requests").status_code == 303
             assert client.post("/mcp", json={}).status_code == 404
+            for refused in (
+                client.post("/inbox/login", data={"token": agent_token}, headers={"Origin": base}),
+                client.get("/inbox/console/requests", headers={"Authorization": f"Bearer {agent_token}"}),
+            ):
+                assert refused.status_code in (401, 303) and "baton_inbox" not in refused.cookies
+                assert refused.headers.get("location", "/inbox/login") == "/inbox/login"
             login = client.post("/inbox/login", data={"token": token}, headers={"Origin": base})
             assert login.status_code == 303
             page = client.get("/inbox/console/requests")

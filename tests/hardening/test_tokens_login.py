@@ -52,7 +52,7 @@ def _login(base: str, token: str, *, source: str = "127.0.0.1") -> httpx.Respons
 
 def test_failed_logins_are_throttled_per_address(baton_env: dict[str, str], tmp_path: Path) -> None:
     port = free_port()
-    env = {**baton_env, "BATON_HTTP_TOKEN": TOKEN, "BATON_LOGIN_MAX_FAILURES": "2"}
+    env = {**baton_env, "BATON_ADMIN_TOKEN": TOKEN, "BATON_LOGIN_MAX_FAILURES": "2"}
     with http_server(env, f"127.0.0.1:{port}", tmp_path):
         base = f"http://127.0.0.1:{port}"
         statuses = []
@@ -88,7 +88,7 @@ def _csrf(html: str) -> str:
 
 
 def test_logout_revokes_the_session_on_every_replica(baton_env: dict[str, str], tmp_path: Path) -> None:
-    env = {**baton_env, "BATON_HTTP_TOKEN": TOKEN}
+    env = {**baton_env, "BATON_ADMIN_TOKEN": TOKEN}
     one, two = free_port(), free_port()
     with http_server(env, f"127.0.0.1:{one}", tmp_path), http_server(env, f"127.0.0.1:{two}", tmp_path):
         login = _login(f"http://127.0.0.1:{one}", TOKEN)
@@ -115,7 +115,7 @@ def test_the_forwarded_protocol_counts_only_from_a_trusted_proxy(
     baton_env: dict[str, str], tmp_path: Path, trusted: str | None, source: str, secure: bool
 ) -> None:
     port = free_port()
-    env = {**baton_env, "BATON_HTTP_TOKEN": TOKEN, "BATON_PUBLIC_URL": "https://baton.example.com"}
+    env = {**baton_env, "BATON_ADMIN_TOKEN": TOKEN, "BATON_PUBLIC_URL": "https://baton.example.com"}
     if trusted:
         env["BATON_TRUSTED_PROXIES"] = trusted
     with http_server(env, f"127.0.0.2:{port}" if source == "127.0.0.2" else f"127.0.0.1:{port}", tmp_path):

@@ -54,6 +54,7 @@ class Console:
             current=page,
             base=BASE,
             logout_csrf=self.inbox.signer.csrf(binding, "logout"),
+            live=self.inbox.live(),
             **values,
         )
         return HTMLResponse(html, headers=HEADERS)

@@ -47,6 +47,7 @@ from baton.hitl.records import (
     refusal,
     row_view,
 )
+from baton.hitl.terminal_line import SERVICE as TERMINAL_SERVICE
 from baton.hitl.waiters import SIGNAL_PREFIX, Waiters
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
@@ -418,6 +419,9 @@ class HitlBroker:
     # announcing -----------------------------------------------------------------------------------
 
     async def _announce(self, view: dict[str, Any]) -> None:
+        terminal = self.runtime.services.get(TERMINAL_SERVICE)
+        if terminal is not None:
+            terminal.announce(view)
         if self.runtime.services.get(ANNOUNCER_SERVICE) is None:
             return  # a channel-less broker: nothing to tell, no link to sign
         link = self.signed_link(view["request_id"], view["expires_epoch"])

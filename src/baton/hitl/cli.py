@@ -1,4 +1,4 @@
-"""``baton hitl list|approve|reject|answer|watch|link``: decide requests from a shell, against the same store.
+"""``baton hitl list|show|approve|reject|answer|watch|link``: decide requests from a shell, against the same store.
 
 A server in another process notices a decision made here within its store poll (a fraction of a
 second) and wakes the waiting tool call.
@@ -61,6 +61,34 @@ def list_requests(as_json: JsonOption = False) -> None:
         _table(rows)
     else:
         out.print("No pending requests.")
+
+
+@app.command("show")
+def show(request_id: str, as_json: JsonOption = False) -> None:
+    """Show one request: its message, context, options, status and decision."""
+    from baton.redaction import redact_output
+
+    try:
+        view = _broker().get(request_id)
+    except BatonError as exc:
+        _fail(exc)
+        return
+    shown = redact_output({key: value for key, value in view.items() if key != "expires_epoch"})
+    if as_json:
+        _print_json(shown)
+        return
+    print_table(
+        ("field", "value"), [(key, _cell(value)) for key, value in shown.items() if value not in (None, "")]
+    )
+
+
+def _cell(value: Any) -> str:
+    """A table cell: JSON for structures, the text itself otherwise."""
+    import json
+
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, indent=2)
+    return str(value)
 
 
 def _decide(request_id: str, **decision: Any) -> None:
@@ -134,7 +162,8 @@ def link(
     ] = None,
 ) -> None:
     """Print a signed single-use inbox link for a pending request (valid until the request expires)."""
-    from baton.hitl.links import LinkSigner
+    from baton.errors import HitlError
+    from baton.hitl.links import LinkSigner, fingerprint, served_fingerprint
 
     broker = _broker()
     try:
@@ -146,6 +175,19 @@ def link(
     if not base:
         err.print("[red]config_invalid[/red]: give --base-url or set BATON_PUBLIC_URL.")
         raise typer.Exit(1)
-    out.print(
-        LinkSigner.for_runtime(broker.runtime).link(base, request_id, view["expires_epoch"]), soft_wrap=True
-    )
+    signer = LinkSigner.for_runtime(broker.runtime)
+    served = served_fingerprint(broker.runtime.settings)
+    if served is not None and served != fingerprint(signer):
+        _fail(
+            HitlError(
+                "hitl_link_invalid",
+                "The server on this home signs links with other tokens than this shell has "
+                "(BATON_HTTP_TOKEN, BATON_ADMIN_TOKEN), so it would refuse this link; run the command "
+                "with the server's environment.",
+            )
+        )
+    if served is None:
+        err.print(
+            "no `baton serve --http` has run on this home yet: the link is signed with this shell's tokens"
+        )
+    out.print(signer.link(base, request_id, view["expires_epoch"]), soft_wrap=True)

@@ -1,7 +1,9 @@
 """The web inbox at ``/inbox`` of ``baton serve --http``: server-rendered pages to decide requests.
 
-Access is either a session (a browser logs in once with ``BATON_HTTP_TOKEN``; an ``Authorization:
-Bearer`` header also works) or a signed single-use link bound to one request. Tokens are never taken
+Access is either a session (a browser logs in once with the operator's ``BATON_ADMIN_TOKEN``; an
+``Authorization: Bearer`` header with it also works) or a signed single-use link bound to one request.
+An agent's credential (``BATON_HTTP_TOKEN``) never opens the inbox: without an admin token, token login
+is off. Tokens are never taken
 from the query string. Every form carries a CSRF token tied to the session (or link) and the request;
 POSTs from another origin are refused; pages are ``no-store`` with a CSP that allows no script.
 """
@@ -27,8 +29,8 @@ COOKIE = "baton_inbox"
 MAX_FORM_BYTES = 64 * 1024
 HEADERS = {
     "Cache-Control": "no-store",
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'",
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; connect-src 'self'; "
+    "style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "Referrer-Policy": "no-referrer",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
@@ -99,10 +101,8 @@ class Inbox:
 
     @property
     def token(self) -> str | None:
-        """The person's credential: ``BATON_ADMIN_TOKEN`` when set (the agent's token then cannot open the
-        inbox), else ``BATON_HTTP_TOKEN``."""
-        settings = self.runtime.settings
-        return settings.baton_admin_token or settings.baton_http_token
+        """The operator's credential, ``BATON_ADMIN_TOKEN``; never the agent's ``BATON_HTTP_TOKEN``."""
+        return self.runtime.settings.baton_admin_token
 
     def binding(self, request: Request) -> str | None:
         """``bearer`` or ``session:<sid>`` when the request is authenticated with the token, else None."""
@@ -158,6 +158,31 @@ class Inbox:
             total=page.total,
             next_cursor=page.next_cursor,
             csrf=self._logout_csrf(binding),
+            live=self.live(),
+        )
+
+    def live(self) -> dict[str, int]:
+        """What a logged-in page needs to update live: the pending count and the store's version."""
+        from baton.hitl.live import state
+
+        return state(self.runtime)
+
+    async def events(self, request: Request) -> Response:
+        """The live-update stream of a logged-in page (server-sent events)."""
+        if self.binding(request) is None:
+            return self.refusal(HitlError("hitl_unauthorized", "Log in first."))
+        from baton.hitl.live import stream
+
+        return stream(self.runtime, request, {"Cache-Control": "no-store"})
+
+    async def live_script(self, request: Request) -> Response:
+        """The same-origin script behind live updates (the only script the CSP allows)."""
+        from baton.hitl.live import script
+
+        return Response(
+            script(),
+            media_type="text/javascript",
+            headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"},
         )
 
     async def login_form(self, request: Request) -> Response:
@@ -224,6 +249,8 @@ class Inbox:
             csrf=self.signer.csrf(binding, request_id),
             hidden={},
             back="/inbox",
+            live=self.live(),
+            live_mode="stay",
         )
 
     async def decide(self, request: Request) -> Response:
@@ -334,4 +361,6 @@ def routes(runtime: Runtime) -> list[Route]:
         Route("/inbox/requests/{request_id}/decide", inbox.decide, methods=["POST"]),
         Route("/inbox/link", inbox.link_page, methods=["GET"]),
         Route("/inbox/link", inbox.link_decide, methods=["POST"]),
+        Route("/inbox/events", inbox.events, methods=["GET"]),
+        Route("/inbox/static/live.js", inbox.live_script, methods=["GET"]),
     ]

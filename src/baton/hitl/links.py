@@ -153,3 +153,31 @@ class LinkSigner:
         """Refuse a form whose token is missing or was made for another session, link or request."""
         if not supplied or not same(self.csrf(binding, request_id), supplied):
             raise HitlError("hitl_csrf_invalid", "The form's security token is missing or invalid.")
+
+
+#: The signing fingerprint of the last ``baton serve --http`` on this home (see :func:`record_served`).
+SERVED_FILE = "hitl_link_secret.served"
+
+
+def fingerprint(signer: LinkSigner) -> str:
+    """A public digest of a signer's secret (it reveals nothing of it): do two processes sign alike?"""
+    return signer._mac("fingerprint", "v1")
+
+
+def record_served(runtime: Runtime) -> None:
+    """Note how the serving process signs, so ``baton hitl link`` in another shell can tell whether the
+    server would accept its links (a shell without the server's tokens signs differently)."""
+    path = Path(runtime.settings.home) / SERVED_FILE
+    staging = path.with_name(path.name + f".{os.getpid()}.tmp")
+    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as handle:
+        handle.write(fingerprint(LinkSigner.for_runtime(runtime)) + "\n")
+    os.replace(staging, path)
+
+
+def served_fingerprint(settings: Settings) -> str | None:
+    """The fingerprint the last HTTP server on this home signs with, or None when none has run."""
+    try:
+        return (Path(settings.home) / SERVED_FILE).read_text(encoding="ascii").strip() or None
+    except OSError:
+        return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -22,7 +22,10 @@ def _service() -> Any:
 
 @app.command("list")
 def list_timers(
-    status: Annotated[str | None, typer.Option(help="Only active, completed or cancelled timers.")] = None,
+    status: Annotated[
+        Literal["active", "completed", "cancelled"] | None,
+        typer.Option(help="Only active, completed or cancelled timers."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List timers in the order they were set."""

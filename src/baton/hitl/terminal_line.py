@@ -1,0 +1,66 @@
+"""One stderr line per new request while ``baton serve`` runs, so the person at that terminal learns that a
+request waits even when no notification channel is configured (the README's quick start).
+
+The line names the asking agent, the request's first line and where to decide it: the inbox page when the
+HTTP server's address is known, else ``baton hitl show ID``. The message comes from the agent, so control
+characters (a terminal escape sequence could rewrite the screen) are shown as ``?``. stdout is never
+touched: on stdio it carries JSON-RPC only. ``BATON_ANNOUNCE_ON_TERMINAL=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import sys
+import unicodedata
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from baton.runtime import Runtime
+
+SERVICE = "terminal_announcer"
+MAX_TITLE_CHARS = 100
+
+
+def printable(text: str) -> str:
+    """``text`` on one line with every control or format character (ESC, CR, bidi overrides) as ``?``."""
+    return "".join("?" if unicodedata.category(char)[0] == "C" else char for char in text)
+
+
+def request_line(view: dict[str, Any], base_url: str | None) -> str:
+    """The line announcing ``view`` (a request as the broker returns it)."""
+    first = str(view.get("message", "")).strip().splitlines()[:1] or [""]
+    title = printable(first[0])
+    if len(title) > MAX_TITLE_CHARS:
+        title = title[: MAX_TITLE_CHARS - 1] + "…"
+    request_id = view["request_id"]
+    where = (
+        f"{base_url.rstrip('/')}/inbox/requests/{request_id}" if base_url else f"baton hitl show {request_id}"
+    )
+    expires = datetime.fromtimestamp(float(view["expires_epoch"]), UTC).strftime("%H:%M:%S UTC")
+    kind = "approval" if view.get("kind") == "approval" else "input"
+    agent = printable(str(view.get("agent") or "an agent"))
+    urgent = "URGENT " if view.get("urgent") else ""
+    return f"baton: {urgent}{kind} requested by {agent}: {title} | decide: {where} | expires {expires}"
+
+
+class TerminalAnnouncer:
+    """Writes :func:`request_line` for each new request to a stream (stderr)."""
+
+    def __init__(self, runtime: Runtime, stream: TextIO | None = None) -> None:
+        self.runtime = runtime
+        self.stream = stream
+
+    def announce(self, view: dict[str, Any]) -> None:
+        """Write the line; a closed or broken stream never breaks the request."""
+        base = self.runtime.settings.baton_public_url or self.runtime.services.get("http_base_url")
+        stream = self.stream or sys.stderr
+        try:
+            stream.write(request_line(view, str(base) if base else None) + "\n")
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def install(runtime: Runtime) -> None:
+    """Announce new requests on stderr for as long as this runtime serves (unless turned off)."""
+    if runtime.settings.baton_announce_on_terminal:
+        runtime.services[SERVICE] = TerminalAnnouncer(runtime)
