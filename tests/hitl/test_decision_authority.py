@@ -31,7 +31,7 @@ ADMIN_TOKEN = "admin-token-for-tests-9876543210"
 
 
 async def self_approval(
-    session: Any, decide: Callable[[str], Awaitable[dict[str, Any]]]
+    session: Any, decide: Callable[[str], Awaitable[dict[str, Any]]], timeout_seconds: int = 3
 ) -> tuple[dict[str, Any], dict[str, Any], str]:
     """Ask for an approval, list it, let ``decide`` answer it; returns (decision answer, asker's result, id)."""
     asked: dict[str, Any] = {}
@@ -41,7 +41,7 @@ async def self_approval(
             await call(
                 session,
                 "mcp_request_admin_approval",
-                {"request_message": "delete prod db", "timeout_seconds": 3},
+                {"request_message": "delete prod db", "timeout_seconds": timeout_seconds},
             )
         )
 
@@ -85,7 +85,8 @@ async def test_a_person_still_decides_through_the_cli_while_the_agent_is_refused
             assert done.returncode == 0, done.stderr
             return refused
 
-        _, asked, _ = await self_approval(session, person)
+        # a person decides, so the request must outlive a CLI start on a busy machine: no wall-clock margin
+        _, asked, _ = await self_approval(session, person, timeout_seconds=3600)
     assert asked["success"] is True and asked["approved"] is False and asked["decision"] == "rejected"
 
 
