@@ -89,8 +89,8 @@ async def test_store_series_agree_across_replicas_and_model_calls_are_counted(
         async with Client(f"http://127.0.0.1:{port_a}/mcp") as client:
             spawned = await client.call_tool("mcp_spawn_subagent", {"task": "Summarise."})
             assert spawned.structured_content["success"] is True
-        a = samples((await scrape(port_a)).text)
-        b = samples((await scrape(port_b)).text)
+        a = samples((await scrape(port_a, token=None)).text)
+        b = samples((await scrape(port_b, token=None)).text)
     for key in [
         ("baton_subagents", (("status", "completed"),)),
         ("baton_receipts_total", ()),

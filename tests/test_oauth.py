@@ -330,3 +330,17 @@ async def test_static_tokens_keep_working_next_to_oauth(baton_env: dict[str, str
                 assert await metrics(static) == 200
                 assert await metrics(issuer.token(f"{base}/mcp")) == 200
                 assert await metrics(static + "x") == 401
+
+
+async def test_each_oauth_client_is_its_own_agent(deployment: Deployment) -> None:
+    """The agent of an access token is ``oauth:`` + its client id; another client does not see its timers."""
+    timer = {"name": "oauth-timer", "delay_seconds": 3600, "action": {"kind": "record"}}
+    first = deployment.issuer.token(deployment.audience, client_id="client-a")
+    second = deployment.issuer.token(deployment.audience, client_id="client-b")
+    async with mcp_client(deployment, first) as a, mcp_client(deployment, second) as b:
+        mine = (await a.call_tool("mcp_set_timer", timer)).structured_content
+        assert mine is not None and mine["agent"] == "oauth:client-a"
+        listed = (await b.call_tool("mcp_list_timers", {})).structured_content
+        assert listed is not None and mine["timer_id"] not in {t["timer_id"] for t in listed["timers"]}
+        cancelled = (await a.call_tool("mcp_cancel_timer", {"timer_id": mine["timer_id"]})).structured_content
+        assert cancelled is not None and cancelled["status"] == "cancelled"

@@ -155,9 +155,10 @@ async def test_a_killed_server_leaves_no_subagent_running_forever(
     import sys
 
     fake_llm.default = Behavior(delay_seconds=60)
+    env = {**model_env, "BATON_AGENT_NAME": "worker"}  # one agent across both servers: it reads its own
     process = subprocess.Popen(
         [sys.executable, "-m", "baton", "serve"],
-        env=model_env,
+        env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -185,7 +186,7 @@ async def test_a_killed_server_leaves_no_subagent_running_forever(
     process.stdin.close()
     process.stdout.close()
 
-    async with stdio_session(model_env) as session:
+    async with stdio_session(env) as session:
         with anyio.fail_after(300):
             while (status := await call(session, "mcp_get_subagent_status", {"subagent_id": subagent_id}))[
                 "status"

@@ -185,12 +185,12 @@ async def test_any_replica_answers_for_a_task_even_after_its_process_died(
     assert done["result"]["structuredContent"]["approved"] is True
 
 
-async def test_a_task_offers_the_inbox_link_as_a_url_input_request_and_the_browser_decides(
+async def test_a_task_offers_the_inbox_page_as_a_url_input_request_and_the_person_decides_after_login(
     baton_env: dict[str, str], tmp_path: Path
 ) -> None:
-    from tests.hitl.test_url_elicitation import decide_in_browser
+    from tests.hitl.test_url_elicitation import ADMIN_TOKEN, decide_in_browser
 
-    inbox = HttpServer(baton_env, tmp_path / "inbox.log")
+    inbox = HttpServer({**baton_env, "BATON_ADMIN_TOKEN": ADMIN_TOKEN}, tmp_path / "inbox.log")
     try:
         env = {**baton_env, "BATON_HITL_ELICITATION": "true", "BATON_PUBLIC_URL": inbox.base_url}
         asked: list[Any] = []
@@ -207,9 +207,10 @@ async def test_a_task_offers_the_inbox_link_as_a_url_input_request_and_the_brows
             status = await client.call_tool("mcp_get_request_status", {"request_id": content["request_id"]})
     finally:
         inbox.stop()
-    assert asked[0]["params"]["mode"] == "url" and asked[0]["params"]["url"].startswith(inbox.base_url)
+    page = f"{inbox.base_url}/inbox/requests/{content['request_id']}"
+    assert asked[0]["params"]["mode"] == "url" and asked[0]["params"]["url"] == page
     assert content["approved"] is False and content["decision"] == "rejected"
-    assert status.structured_content is not None and status.structured_content["decided_via"] == "link"
+    assert status.structured_content is not None and status.structured_content["decided_via"] == "inbox"
     assert status.structured_content["waiter_gone"] is False
 
 

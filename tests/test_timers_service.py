@@ -40,12 +40,15 @@ def test_list_is_in_setting_order_and_filters_by_status(service: TimerService) -
 
 
 def test_cancel_records_when_and_refuses_with_the_timer_named(service: TimerService) -> None:
-    timer = service.set(TimerRequest(name="x", action=RECORD, delay_seconds=60))
-    cancelled = service.cancel(timer["timer_id"])
+    timer = service.set(TimerRequest(name="x", action=RECORD, delay_seconds=60, agent="ops"))
+    with pytest.raises(TimerError) as theirs:  # another agent's timer reads as unknown, and stays active
+        service.cancel(timer["timer_id"], agent="someone-else")
+    assert theirs.value.error_class == "timer_not_found"
+    cancelled = service.cancel(timer["timer_id"], agent="ops")
     assert cancelled["success"] is True
     assert cancelled["status"] == "cancelled" and cancelled["next_fire_at"] is None
     receipts = [r.payload for r in service.runtime.receipts.list(kind="timer_cancelled")]
-    assert receipts == [{"timer_id": timer["timer_id"], "name": "x"}]
+    assert receipts == [{"timer_id": timer["timer_id"], "name": "x", "agent": "ops"}]
     assert cancelled["cancelled_at"] and cancelled["cancelled_at"] >= timer["created_at"]
     with pytest.raises(TimerError) as again:
         service.cancel(timer["timer_id"])

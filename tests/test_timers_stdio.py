@@ -134,8 +134,9 @@ async def test_a_timer_due_while_the_server_was_down_fires_at_start_marked_misse
     runtime = Runtime.open(load_settings(baton_env))
     try:
         service = TimerService(runtime)
-        once = service.set(TimerRequest(name="once", action=RECORD, delay_seconds=1.0))
-        every = service.set(TimerRequest(name="every", action=RECORD, interval_seconds=1.0))
+        # set as the agent the server below serves: an agent lists only its own timers
+        once = service.set(TimerRequest(name="once", action=RECORD, delay_seconds=1.0, agent="ops"))
+        every = service.set(TimerRequest(name="every", action=RECORD, interval_seconds=1.0, agent="ops"))
     finally:
         runtime.close()
     # wait until both are overdue, the interval by more than one repetition
@@ -143,7 +144,7 @@ async def test_a_timer_due_while_the_server_was_down_fires_at_start_marked_misse
     await anyio.sleep(max((overdue - datetime.now(UTC)).total_seconds(), 0))
     assert fired_receipts(baton_env) == []
 
-    async with stdio_session(baton_env) as session:
+    async with stdio_session({**baton_env, "BATON_AGENT_NAME": "ops"}) as session:
         await until_fired(session, once["timer_id"])
         await until_fired(session, every["timer_id"], count=2)
     receipts = fired_receipts(baton_env)
@@ -223,6 +224,8 @@ async def test_a_spawn_subagent_timer_starts_an_async_subagent(
             ] not in {"completed", "failed"}:
                 await anyio.sleep(0.05)
         assert status["status"] == "completed", status
+    # the firing acted as the agent that set the timer: the subagent is that agent's (it could read it)
+    assert status["agent"] == receipt["agent"] == timer["agent"] == "mcp"
     assert "Say whether 17 is prime." in fake_llm.all_request_text()
 
 

@@ -81,6 +81,10 @@ class Settings(BaseModel):
     baton_hitl_allow_mcp_decisions: bool = False
     baton_announce_on_terminal: bool = True
     baton_admin_token: str | None = None
+    # agents (docs/hitl.md, "Agents"): names and the per-agent cap on open requests
+    baton_agent_name: str | None = None
+    baton_http_agent_name: str = "http-agent"
+    baton_hitl_max_pending_per_agent: PositiveInt = 100
     # OAuth 2.1 resource server on --http (docs/operations.md)
     baton_oauth_issuer: str | None = None
     baton_oauth_audience: str | None = None

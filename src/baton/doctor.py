@@ -73,6 +73,38 @@ def check_decision_authority(runtime: Runtime) -> Check:
     return Check("hitl deciders", True, detail)
 
 
+def check_agents(runtime: Runtime) -> list[Check]:
+    """Every agent by name and role, and each opt-in that widens what an agent may see or decide."""
+    from baton.agents import AgentDirectory
+
+    settings = runtime.settings
+    registered = [row for row in AgentDirectory(runtime.store).list() if row["active"]]
+    names = [f"{row['name']} ({row['role']})" for row in registered]
+    if settings.baton_http_token:
+        names.append(f"{settings.baton_http_agent_name} (BATON_HTTP_TOKEN)")
+    if settings.baton_oauth_issuer:
+        names.append("oauth:<client id> (each OAuth client)")
+    names.append(f"{settings.baton_agent_name or '<clientInfo.name>'} (stdio)")
+    if not registered and not settings.baton_http_token:
+        names.append("local (loopback HTTP without a credential)")
+    checks = [Check("agents", True, ", ".join(names))]
+    observers = [row["name"] for row in registered if row["role"] == "observer"]
+    if observers:
+        checks.append(
+            Check("agents: observers", False, f"{', '.join(observers)} see and read every agent's rows")
+        )
+    if settings.baton_hitl_elicitation:
+        checks.append(
+            Check(
+                "hitl elicitation",
+                False,
+                "BATON_HITL_ELICITATION=true: an MCP client's form answer decides its own agent's requests "
+                "(the client's word, not a person's proof; never for quorum or step-up requests)",
+            )
+        )
+    return checks
+
+
 def check_http(runtime: Runtime) -> Check:
     """The HTTP tokens pass the same checks ``serve --http`` makes: on loopback, and beyond it."""
     from baton.server import check_http_bind
@@ -105,6 +137,7 @@ CHECKS: list[Callable[[Runtime], Check | list[Check]]] = [
     check_sandbox,
     check_notifications,
     check_decision_authority,
+    check_agents,
     check_http,
     check_service,
 ]

@@ -14,6 +14,7 @@ those strings; ``docs/error-classes.md`` is checked against it by the tests.
     │   └── BudgetError      a token or cost budget is spent
     ├── SubagentError        subagent lifecycle and context preparation
     ├── HitlError            human-in-the-loop requests
+    ├── AgentError           named agents and their credentials
     ├── NotificationError    notification channels
     ├── TimerError           timers
     ├── GatewayError         governed external MCP servers
@@ -79,6 +80,11 @@ ERROR_CLASSES: dict[str, str] = {
     "hitl_csrf_invalid": "An inbox form was posted without its valid per-form token.",
     "hitl_decider_not_authorized": "This MCP caller may not decide human-in-the-loop requests; a person decides (inbox, CLI, elicitation) unless BATON_HITL_ALLOW_MCP_DECISIONS=1 or the admin credential is used.",
     "approval_denied": "A human rejected the request.",
+    "hitl_too_many_pending": "This agent already has BATON_HITL_MAX_PENDING_PER_AGENT open requests; wait for some to be decided or to expire.",
+    # named agents
+    "agent_name_invalid": "An agent name or role is malformed or reserved.",
+    "agent_exists": "An active agent already has that name; revoke it first to issue a new token.",
+    "agent_not_found": "No active agent has that name.",
     # notifications
     "notification_not_configured": "The channel lacks the configuration it needs; nothing was sent.",
     "notification_delivery_failed": "The channel was configured but delivery failed.",
@@ -237,6 +243,10 @@ class SubagentError(BatonError):
 
 class HitlError(BatonError):
     """A human-in-the-loop operation failed."""
+
+
+class AgentError(BatonError):
+    """A named-agent operation failed."""
 
 
 class NotificationError(BatonError):

@@ -27,7 +27,10 @@ from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import anyio
+
 from baton.addresses import is_loopback
+from baton.agents import AGENT_SCOPE_KEY, AgentDirectory, Caller, bearer_token
 from baton.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -51,6 +54,17 @@ REFETCH_SECONDS = 10.0
 LEEWAY_SECONDS = 30
 #: Paths that need a token with a baton scope.
 GUARDED = ("/mcp", "/metrics")
+
+
+#: Prefix of an OAuth caller's agent name, so that it never equals a registered agent's (no ':' there).
+OAUTH_AGENT_PREFIX = "oauth:"
+
+
+def oauth_caller(access: AccessToken) -> Caller:
+    """The agent an access token names: ``oauth:`` + its client id (the subject when it has none);
+    ``baton:admin`` makes it the operator."""
+    name = f"{OAUTH_AGENT_PREFIX}{access.client_id or access.subject or 'unknown'}"[:128]
+    return Caller(name, "operator" if ADMIN_SCOPE in access.scopes else "agent")
 
 
 def enabled(settings: Settings) -> bool:
@@ -257,10 +271,13 @@ class OAuthMiddleware:
     logins and signed links still apply.
     """
 
-    def __init__(self, app: ASGIApp, static: ASGIApp, settings: Settings) -> None:
+    def __init__(
+        self, app: ASGIApp, static: ASGIApp, settings: Settings, directory: AgentDirectory | None = None
+    ) -> None:
         issuer, audience = check_settings(settings)
         self.app = app
         self.static = static
+        self.directory = directory
         self.static_tokens = [t for t in (settings.baton_http_token, settings.baton_admin_token) if t]
         self.verifier = JwtVerifier(issuer, audience)
         self.metadata_url = resource_metadata_url(audience)
@@ -277,12 +294,16 @@ class OAuthMiddleware:
         if any(hmac.compare_digest(header, f"Bearer {t}".encode()) for t in self.static_tokens):
             await self.static(scope, receive, send)
             return
+        if await self._registered_agent(header):  # a registered agent's token: the static guard names it
+            await self.static(scope, receive, send)
+            return
         guarded = path.startswith(GUARDED)
         if not guarded and not header:  # the metadata, and the inbox's or console's own login and links
             await self.app(scope, receive, send)
             return
         state = scope.setdefault("state", {})
         state.pop(ADMIN_SCOPE_KEY, None)
+        state.pop(AGENT_SCOPE_KEY, None)
         bearer = header[7:].decode("latin-1") if header[:7].lower() == b"bearer " else ""
         access = await self.verifier.verify_token(bearer) if bearer else None
         if access is not None:
@@ -294,6 +315,7 @@ class OAuthMiddleware:
             scope["user"], scope["auth"] = AuthenticatedUser(access), AuthCredentials(access.scopes)
             if ADMIN_SCOPE in access.scopes:
                 state[ADMIN_SCOPE_KEY] = True
+            state[AGENT_SCOPE_KEY] = oauth_caller(access)
         if guarded and access is None:
             await self._refuse(
                 send, 401, "invalid_token", "http_unauthorized", "A valid access token is required."
@@ -309,6 +331,13 @@ class OAuthMiddleware:
             )
             return
         await self.app(scope, receive, send)
+
+    async def _registered_agent(self, header: bytes) -> bool:
+        """Whether the bearer is an active registered agent's token (a JWT never is)."""
+        token = bearer_token(header)
+        if token is None or self.directory is None or token.count(".") == 2:
+            return False
+        return await anyio.to_thread.run_sync(self.directory.lookup, token) is not None
 
     async def _refuse(self, send: Any, status: int, error: str, error_class: str, message: str) -> None:
         challenge = f'Bearer error="{error}", resource_metadata="{self.metadata_url}"'

@@ -80,6 +80,7 @@ subagents = Table(
     Column("unpriced_calls", Integer, nullable=False, default=0, server_default="0"),
     Column("max_total_tokens", Integer),
     Column("max_cost_usd", Float),
+    Column("agent", String(128), index=True),
 )
 
 #: Model spend per UTC day (``YYYY-MM-DD``), shared by replicas: a daily budget check reads one row.
@@ -132,6 +133,7 @@ timers = Table(
     Column("last_missed", Boolean),
     Column("last_outcome", String(16)),
     Column("last_error_class", String(64)),
+    Column("agent", String(128), index=True),
 )
 
 # human in the loop ---------------------------------------------------------------------------------
@@ -159,6 +161,7 @@ hitl_requests = Table(
     Column("waiter_instance", String(128)),
     Column("waiter_seen_epoch", Float),
     Column("waiter_gone", Boolean),
+    Column("agent", String(128)),
     # the pending list's order (urgent first, soonest to expire, then id), and the expiry sweep
     Index(
         "ix_hitl_requests_pending_order",
@@ -168,6 +171,8 @@ hitl_requests = Table(
         "id",
     ),
     Index("ix_hitl_requests_status_expiry", "status", "expires_epoch"),
+    # the per-agent cap and an agent's own pending list
+    Index("ix_hitl_requests_agent_status", "agent", "status"),
 )
 
 #: Signed inbox links that were spent (single use), by nonce.
@@ -229,4 +234,16 @@ mcp_tasks = Table(
     Column("created_at", String(40), nullable=False),
     Column("last_updated_at", String(40), nullable=False),
     Column("expires_epoch", Float, nullable=False),
+    Column("agent", String(128), index=True),
+)
+
+#: Named agents (``baton agents add``): each HTTP credential's sha256, never the token itself.
+agents = Table(
+    "agents",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("token_sha256", String(64), nullable=False, unique=True),
+    Column("role", String(16), nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("revoked_at", String(40)),
 )

@@ -18,6 +18,15 @@ from mcp.server.lowlevel import Server
 
 from baton import __version__, tool_cache
 from baton.addresses import is_loopback
+from baton.agents import (
+    AGENT_SCOPE_KEY,
+    LOCAL_AGENT,
+    OPERATOR,
+    AgentDirectory,
+    Caller,
+    bearer_token,
+    current_agent,
+)
 from baton.errors import BatonError, ConfigError, ToolNameError
 from baton.http_identity import ADMIN_SCOPE_KEY, decision_authority
 from baton.mcp_results import tool_result
@@ -174,6 +183,7 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
                 input_responses=params.input_responses,
                 request_state=params.request_state,
                 task=task,
+                agent=current_agent(ctx, registry.runtime.settings),
             )
             try:
                 result = await registry.call(params.name, params.arguments, context)
@@ -334,10 +344,14 @@ ASGIApp = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]
 
 
 class BearerTokenMiddleware:
-    """Guards the MCP endpoint: the agent's bearer token (when set) or the admin token gets through.
+    """Guards ``/mcp`` and ``/metrics``: names the agent behind each request, or refuses it with 401.
 
-    A request that presents ``BATON_ADMIN_TOKEN`` is marked in ``scope["state"]`` so that the tool
-    boundary can grant it decision authority; the agent's ``BATON_HTTP_TOKEN`` never carries that.
+    In order: ``BATON_ADMIN_TOKEN`` is the operator (marked in ``scope["state"]`` so that the tool boundary
+    grants it decision authority); ``BATON_HTTP_TOKEN`` is the agent named ``BATON_HTTP_AGENT_NAME``; any
+    other bearer must be a registered agent's token (looked up per request, so a revocation holds at once).
+    A request with no credential at all is the agent ``local``, only while no token is set and no agent is
+    registered (a loopback server: off loopback a token or OAuth is required). The agent's caller is put
+    in ``scope["state"]`` under :data:`baton.agents.AGENT_SCOPE_KEY`.
     """
 
     def __init__(
@@ -346,25 +360,47 @@ class BearerTokenMiddleware:
         token: str | None,
         admin_token: str | None = None,
         protected_prefix: str | tuple[str, ...] = ("/mcp", "/metrics"),
+        *,
+        directory: AgentDirectory | None = None,
+        static_agent: str = "http-agent",
     ) -> None:
         self.app = app
         self.token = token
         self.admin_token = admin_token
         self.protected_prefix = protected_prefix
+        self.directory = directory
+        self.static_agent = static_agent
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         """Refuse with 401 before the request reaches the MCP transport."""
         if scope["type"] == "http" and scope["path"].startswith(self.protected_prefix):
-            headers = dict(scope.get("headers") or [])
-            supplied = headers.get(b"authorization", b"")
             state = scope.setdefault("state", {})
             state.pop(ADMIN_SCOPE_KEY, None)
-            if self.admin_token and _bearer_matches(supplied, self.admin_token):
-                state[ADMIN_SCOPE_KEY] = True
-            elif self.token and not _bearer_matches(supplied, self.token):
+            state.pop(AGENT_SCOPE_KEY, None)
+            caller = await self.caller(dict(scope.get("headers") or []).get(b"authorization", b""))
+            if caller is None:
                 await _unauthorized(send)
                 return
+            state[AGENT_SCOPE_KEY] = caller
+            if caller.role == "operator":
+                state[ADMIN_SCOPE_KEY] = True
         await self.app(scope, receive, send)
+
+    async def caller(self, supplied: bytes) -> Caller | None:
+        """The caller a request's Authorization header names, or None (refused)."""
+        if self.admin_token and _bearer_matches(supplied, self.admin_token):
+            return OPERATOR
+        if self.token and _bearer_matches(supplied, self.token):
+            return Caller(self.static_agent)
+        token = bearer_token(supplied)
+        directory = self.directory
+        if token is not None and directory is not None:
+            return await anyio.to_thread.run_sync(directory.lookup, token)
+        if supplied or self.token:
+            return None
+        if directory is not None and await anyio.to_thread.run_sync(directory.any_active):
+            return None
+        return Caller(LOCAL_AGENT)
 
 
 def _bearer_matches(header: bytes, token: str) -> bool:
@@ -421,12 +457,16 @@ def build_http_app(runtime: Runtime, host: str) -> Any:
 
     app.router.lifespan_context = lifespan
     guarded = BearerTokenMiddleware(
-        app, runtime.settings.baton_http_token, runtime.settings.baton_admin_token
+        app,
+        runtime.settings.baton_http_token,
+        runtime.settings.baton_admin_token,
+        directory=AgentDirectory(runtime.store),
+        static_agent=runtime.settings.baton_http_agent_name,
     )
     if runtime.settings.baton_oauth_issuer:
         from baton.oauth import OAuthMiddleware
 
-        return OAuthMiddleware(app, guarded, runtime.settings)
+        return OAuthMiddleware(app, guarded, runtime.settings, AgentDirectory(runtime.store))
     return guarded
 
 

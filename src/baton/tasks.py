@@ -8,6 +8,9 @@ client polls ``tasks/get``, answers ``inputRequests`` with ``tasks/update`` and 
 Task state lives in the store (``mcp_tasks``), so ``tasks/get`` answers from any replica and after a
 restart. A task that waits for a human is also derived from its request: when the request is decided or
 expires, any replica completes the task from it, even if the process that ran the call is gone.
+
+Each task belongs to the agent that created it (``baton.agents.current_agent``): ``tasks/get``,
+``tasks/update`` and ``tasks/cancel`` on another agent's task answer exactly as for an unknown id.
 Cancelling a task stops the waiting, never decides: the request stays open to the inbox and the CLI, and
 nothing is approved.
 
@@ -117,8 +120,8 @@ class TaskStore:
         for changed in list(self._watchers):
             changed.set()
 
-    def create(self, tool: str) -> dict[str, Any]:
-        """A new ``working`` task, committed before its id is returned to anyone."""
+    def create(self, tool: str, agent: str | None = None) -> dict[str, Any]:
+        """A new ``working`` task of ``agent``, committed before its id is returned to anyone."""
         from sqlalchemy import insert
 
         from baton.hitl.records import iso
@@ -136,6 +139,7 @@ class TaskStore:
                     created_at=iso(now),
                     last_updated_at=iso(now),
                     expires_epoch=now + TASK_TTL_SECONDS,
+                    agent=agent,
                 )
             )
         row = self.get(task_id)
@@ -287,13 +291,21 @@ class TasksExtension(Extension):
         return store
 
     async def _row(self, ctx: Any, task_id: str) -> tuple[TaskStore, dict[str, Any]]:
+        """The task, when this caller created it; another agent's task is not found, as an unknown id is
+        (per-task authorization: a client may only access the tasks it created; the operator sees all)."""
         if not client_declared(ctx):
             raise missing_capability()
         store = await self.store()
         row = store.get(task_id)
-        if row is None:
+        scope = (await self._caller(ctx)).write_scope
+        if row is None or (scope is not None and row["agent"] != scope):
             raise _not_found(task_id)
         return store, row
+
+    async def _caller(self, ctx: Any) -> Any:
+        from baton.agents import current_agent
+
+        return current_agent(ctx, (await self.loader.get()).runtime.settings)
 
     # tools/call ------------------------------------------------------------------------------------
 
@@ -305,7 +317,7 @@ class TasksExtension(Extension):
         if not as_task:
             return await call_next(ctx)
         store = await self.store()
-        row = store.create(params.name)
+        row = store.create(params.name, (await self._caller(ctx)).name)
         handle = TaskHandle(store, row["id"])
         work = asyncio.get_running_loop().create_task(self._run(store, handle, params, ctx), name="mcp-task")
         self._running[row["id"]] = work

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from baton.agents import STDIO_FALLBACK, Caller
 from baton.canonical import canonical_json, sha256_hex
 from baton.errors import ArgumentError, BatonError, ToolNameError
 from baton.limits import check_arguments, check_tool_name
@@ -67,6 +68,8 @@ class CallContext:
     request_state: str | None = None
     #: When the call runs as an MCP task (``baton.tasks.TaskHandle``): what it waits on, what input it needs.
     task: Any = None
+    #: The agent behind the call (:func:`baton.agents.current_agent`); what it may see and act on.
+    agent: Caller = field(default_factory=lambda: Caller(STDIO_FALLBACK))
 
 
 Handler = Callable[[ArgsT, CallContext], Awaitable[dict[str, Any]]]
@@ -141,7 +144,7 @@ class ToolRegistry:
         result: dict[str, Any] = self.runtime.redactor.value(raw)
         seconds = time.perf_counter() - started
         if owner is None or not owner.writes_receipts:
-            self._receipt(name, None if oversized else arguments, result, seconds)
+            self._receipt(name, None if oversized else arguments, result, seconds, context)
         adapter = name.split("__", 1)[0] if owner is not None else None
         observe_tool_call(self.metric_label(name, owner), result, seconds, adapter)
         if result.get("error_class") == "unknown_tool" and owner is None and name not in self.tools:
@@ -172,11 +175,17 @@ class ToolRegistry:
         return await _guarded(lambda: spec.handler(args, context))
 
     def _receipt(
-        self, name: str, arguments: dict[str, Any] | None, result: dict[str, Any], seconds: float
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        result: dict[str, Any],
+        seconds: float,
+        context: CallContext,
     ) -> None:
         """Append the ``tool_call`` receipt (arguments refused as too large are not hashed: None)."""
         payload = {
             "tool": name,
+            "agent": context.agent.name,
             "arguments_sha256": None if arguments is None else sha256_hex(canonical_json(arguments)),
             "success": bool(result.get("success")),
             "error_class": result.get("error_class"),

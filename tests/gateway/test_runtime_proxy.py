@@ -191,6 +191,7 @@ async def _decide(session: Any, approved: bool) -> dict[str, Any]:
         while not (pending := (await call(session, "mcp_list_pending_requests"))["requests"]):
             await anyio.sleep(0.05)
     request = pending[0]
+    assert request["agent"] == "mcp"  # the approval is bound to the agent that made the gated call
     assert request["context"]["arguments"] == {"amount": 5, "to": "bob"}
     assert request["context"]["arguments_sha256"] == TRANSFER_SHA256
     await call(session, "mcp_respond_to_request", {"request_id": request["request_id"], "approved": approved})
@@ -386,6 +387,7 @@ async def test_every_proxied_call_is_a_receipt(env: dict[str, str], session: Any
     assert transfers[-1]["approval"]["decision_receipt_sha256"]
     assert transfers[-1]["arguments"] == {"amount": 5, "to": "bob"}
     assert transfers[-1]["arguments_sha256"] == TRANSFER_SHA256
+    assert transfers[-1]["agent"] == echo[-1]["agent"] == "mcp"  # the stdio client's clientInfo.name
     assert any(c["error_class"] == "tool_denied" and c["tool"] == "delete_everything" for c in calls)
 
 

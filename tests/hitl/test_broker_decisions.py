@@ -101,7 +101,7 @@ async def test_a_signed_link_is_spent_with_its_decision_and_only_once(
 async def test_a_decision_is_stored_and_receipted_with_every_field(
     broker: HitlBroker, runtime: Runtime
 ) -> None:
-    view = await broker.create(NewRequest("approval", "Ship?", timeout_seconds=60))
+    view = await broker.create(NewRequest("approval", "Ship?", timeout_seconds=60, agent="ci-bot"))
     decided = broker.respond(view["request_id"], Decision(approved=False, admin_notes="not now", via="cli"))
     assert (decided["status"], decided["decided_via"], decided["admin_notes"]) == (
         "rejected",

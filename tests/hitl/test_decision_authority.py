@@ -74,7 +74,8 @@ async def test_the_agent_cannot_approve_its_own_request_over_stdio(baton_env: di
         answer, asked, _ = await self_approval(session, respond, baton_env)
     assert answer["success"] is False
     assert answer["error_class"] == "hitl_decider_not_authorized"
-    assert "BATON_HITL_ALLOW_MCP_DECISIONS=1" in answer["error"]
+    # the agent is told that a person decides, and where; never which setting would let it decide
+    assert "BATON_" not in answer["error"] and "baton hitl approve|reject|answer" in answer["error"]
     assert asked["approved"] is False and asked["decision"] == "rejected"
     status = json.loads(run_cli(baton_env, "receipts", "list", "--kind", "hitl_decided", "--json").stdout)
     assert [r["payload"]["via"] for r in status] == ["cli"]  # the refused MCP answer decided nothing

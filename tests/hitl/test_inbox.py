@@ -197,3 +197,33 @@ def test_without_a_token_only_links_work_and_the_secret_file_is_private(
     assert broker.get(request_id)["approved"] is True
     secret = Path(baton_env["BATON_HOME"]) / SECRET_FILE
     assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+
+
+def test_the_list_is_paged_and_names_each_requests_agent(
+    token_runtime: Runtime, token_inbox: tuple[str, Clients]
+) -> None:
+    from baton.hitl.inbox import INBOX_PAGE
+
+    _, _client = token_inbox
+    broker = get_broker(token_runtime)
+    made = {
+        _create(
+            broker,
+            NewRequest("approval", f"Step {index}", timeout_seconds=600 + index, agent=f"bot-{index % 2}"),
+        )
+        for index in range(INBOX_PAGE + 3)
+    }
+    client = _client()
+    assert client.post("/inbox/login", data={"token": TOKEN}).status_code == 303
+    first = client.get("/inbox")
+    assert first.status_code == 200 and f"Pending requests ({INBOX_PAGE + 3})" in first.text
+    assert first.text.count('<td class="agent">bot-') == INBOX_PAGE
+    following = first.text.split('id="next-page" href="', 1)[1].split('"', 1)[0].replace("&amp;", "&")
+    second = client.get(following)
+    assert second.status_code == 200 and 'id="next-page"' not in second.text
+    shown = {rid for rid in made if rid in first.text} | {rid for rid in made if rid in second.text}
+    assert shown == made and not {rid for rid in made if rid in first.text} & {
+        rid for rid in made if rid in second.text
+    }
+    forged = client.get("/inbox?cursor=forged")  # an error page, never a crash
+    assert forged.status_code == 400 and "invalid_arguments" in forged.text

@@ -1,15 +1,17 @@
-"""URL-mode elicitation: the client is asked to open the request's signed single-use inbox link.
+"""URL-mode elicitation: the client is asked to open the request's inbox page, which requires a login.
 
-The person decides in the browser (here: httpx playing the browser against a real ``baton serve --http``);
-the waiting tool call, in either era, completes with that decision.
+It is never a pre-authenticated link: opening it without a login leads to the login page, and the client's
+``accept`` decides nothing. The person logs in and decides in the browser (here: httpx playing the browser
+against a real ``baton serve --http``); the waiting tool call, in either era, completes with that decision.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -23,15 +25,25 @@ from tests.hitl.helpers import HttpServer
 pytestmark = pytest.mark.anyio
 
 
+ADMIN_TOKEN = "admin-token-for-url-elicitation-0123456789"
+
+
 def decide_in_browser(url: str, action: str) -> str:
-    """Open the link, read the form's CSRF token, post the decision; returns the page's text."""
-    with httpx.Client(timeout=10) as browser:
+    """Open the page (refused without a login), log in as the person, post the decision; returns the page."""
+    parts = urlsplit(url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    with httpx.Client(timeout=10, headers={"Origin": origin}) as browser:
+        anonymous = browser.get(url)
+        assert anonymous.status_code == 303 and anonymous.headers["location"] == "/inbox/login"
+        login = browser.post(f"{origin}/inbox/login", data={"token": ADMIN_TOKEN})
+        assert login.status_code == 303, login.text
         page = browser.get(url)
         assert page.status_code == 200, page.text
         csrf = page.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
-        fields = {key: values[0] for key, values in parse_qs(urlsplit(url).query).items()}
         posted = browser.post(
-            f"{url.split('?', 1)[0]}", data={**fields, "csrf": csrf, "action": action, "admin_notes": "seen"}
+            f"{url}/decide",
+            data={"csrf": csrf, "action": action, "admin_notes": "seen"},
+            follow_redirects=True,
         )
         assert posted.status_code == 200, posted.text
         return posted.text
@@ -64,7 +76,7 @@ class Browser:
 async def test_the_person_decides_in_the_browser_and_the_call_completes(
     baton_env: dict[str, str], tmp_path: Path, mode: str, era: str
 ) -> None:
-    inbox = HttpServer(baton_env, tmp_path / "inbox.log")
+    inbox = HttpServer({**baton_env, "BATON_ADMIN_TOKEN": ADMIN_TOKEN}, tmp_path / "inbox.log")
     try:
         env = {**baton_env, "BATON_HITL_ELICITATION": "true", "BATON_PUBLIC_URL": inbox.base_url}
         browser = Browser("approve")
@@ -83,12 +95,10 @@ async def test_the_person_decides_in_the_browser_and_the_call_completes(
                     "mcp_get_request_status", {"request_id": content["request_id"]}
                 )
         assert content["success"] is True and content["approved"] is True and content["admin_notes"] == "seen"
-        assert status.structured_content is not None and status.structured_content["decided_via"] == "link"
+        assert status.structured_content is not None and status.structured_content["decided_via"] == "inbox"
         asked = browser.asked[0]
-        assert asked.mode == "url" and asked.url.startswith(f"{inbox.base_url}/inbox/link?")
+        assert asked.mode == "url" and asked.url == f"{inbox.base_url}/inbox/requests/{content['request_id']}"
         assert "Rotate the keys" in asked.message
-        async with httpx.AsyncClient() as reuse:  # the link was single-use
-            assert (await reuse.get(asked.url)).status_code == 403
     finally:
         inbox.stop()
 
@@ -108,6 +118,12 @@ async def test_without_a_public_url_the_form_is_used(baton_env: dict[str, str]) 
         )
     assert seen[0].mode == "form"
     assert result.structured_content is not None and result.structured_content["decision"] == "rejected"
+    # the client's form answer is receipted as elicitation, with the agent (its clientInfo.name) named
+    from tests.hitl.helpers import run_cli
+
+    listed = run_cli(baton_env, "receipts", "list", "--kind", "hitl_decided", "--json")
+    (decided,) = [row["payload"] for row in json.loads(listed.stdout)]
+    assert decided["via"] == "elicitation" and decided["agent"] == "mcp"
 
 
 async def test_a_resumed_wait_elicits_under_a_new_id_that_names_the_request(

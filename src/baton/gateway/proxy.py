@@ -153,6 +153,7 @@ class GatewayProxy(DynamicTools):
             self._admit(adapter, tool, live)
             if tool in adapter.policy.tools.approval_required:
                 approval = await self._approve(adapter, tool, frozen, context)
+                self._still_valid(approval, frozen, context)
             result = await self._forward(adapter, tool, frozen, context)
             outcome = {"success": result["success"], "error_class": result.get("error_class")}
             return {**result, **({"approval": approval} if approval else {})}
@@ -162,7 +163,8 @@ class GatewayProxy(DynamicTools):
                 exc.details.setdefault("approval", approval)
             raise
         finally:
-            self._receipt(adapter, tool, frozen, time.perf_counter() - started, outcome, approval)
+            seconds = time.perf_counter() - started
+            self._receipt(adapter, tool, frozen, seconds, outcome, approval, context.agent.name)
 
     def current(self, adapter: Adapter) -> tuple[Adapter, bool]:
         """The adapter as the store serves it now, and whether it is live (one store read).
@@ -235,7 +237,8 @@ class GatewayProxy(DynamicTools):
             "arguments_sha256": digest,
         }
         timeout = adapter.policy.tools.approval_timeout_seconds
-        view = await broker.create(NewRequest("approval", message, request_context, timeout))
+        new = NewRequest("approval", message, request_context, timeout, agent=context.agent.name)
+        view = await broker.create(new)
         decided = await wait_for_outcome(broker, view, context, None, time.time())
         request_id = view["request_id"]
         if request_id in self._consumed:
@@ -257,6 +260,36 @@ class GatewayProxy(DynamicTools):
                 approval=approval,
             )
         return approval
+
+    def _still_valid(self, approval: dict[str, Any], arguments: dict[str, Any], context: CallContext) -> None:
+        """Re-read the approval from the store just before the upstream call: it must still be an explicit
+        approval, decided before it expired, of this agent's request for exactly these arguments."""
+        from datetime import datetime
+
+        from baton.hitl.broker import get_broker
+
+        request_id = approval["request_id"]
+        view = get_broker(self.runtime).get(request_id)
+        request_context = view.get("context") or {}
+        digest = sha256_hex(canonical_json(arguments))
+        decided_in_time = bool(view["responded_at"]) and datetime.fromisoformat(
+            view["responded_at"]
+        ) < datetime.fromisoformat(view["expires_at"])
+        checks = {
+            "approved": view["status"] == "approved" and view["approved"] is True,
+            "arguments": request_context.get("arguments_sha256") == digest == approval["arguments_sha256"],
+            "in_time": decided_in_time,
+            "agent": context.agent.owns(view.get("agent")),
+        }
+        failed = sorted(name for name, ok in checks.items() if not ok)
+        if failed:
+            raise HitlError(
+                "approval_denied",
+                f"The approval {request_id} is not valid for this call ({', '.join(failed)}); nothing was sent "
+                "upstream.",
+                request_id=request_id,
+                failed_checks=failed,
+            )
 
     def _decision_receipt(self, request_id: str) -> dict[str, Any]:
         """seq and sha256 of the ``hitl_decided`` receipt of ``request_id``."""
@@ -290,6 +323,7 @@ class GatewayProxy(DynamicTools):
         seconds: float,
         outcome: dict[str, Any],
         approval: dict[str, Any] | None,
+        agent: str | None = None,
     ) -> None:
         payload: dict[str, Any] = {
             "adapter_id": adapter.id,
@@ -299,6 +333,7 @@ class GatewayProxy(DynamicTools):
             "success": bool(outcome.get("success")),
             "error_class": outcome.get("error_class", "internal_error" if not outcome else None),
             "approval": approval,
+            "agent": agent,
         }
         if adapter.policy.tools.record_arguments:
             payload["arguments"] = arguments

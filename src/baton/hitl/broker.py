@@ -43,6 +43,7 @@ from baton.hitl.records import (
     decision_values,
     iso,
     link_used,
+    not_found,
     public_view,
     refusal,
     row_view,
@@ -130,22 +131,38 @@ _PENDING = hitl_requests.c.status == "pending"
 #: Rows a page may hold: a real expiry (SQLite keeps a text written into the column, and text sorts after
 #: every number, so such a row could not be a page's position); the others are reported on the first page.
 _PAGEABLE = hitl_requests.c.expires_epoch <= bindparam("max_epoch", MAX_EPOCH, type_=Float)
-_UNPAGEABLE = (
-    select(*LIST_COLUMNS).where(_PENDING, ~_PAGEABLE).order_by(hitl_requests.c.id).limit(bindparam("limit"))
-)
 _DUE = and_(_PENDING, hitl_requests.c.expires_epoch <= bindparam("now"))
 _ANY_DUE = select(hitl_requests.c.id).where(_DUE).limit(1)
 _ALL_DUE = select(hitl_requests.c.id).where(_DUE)
-_FIRST_PAGE = (
-    select(*LIST_COLUMNS).where(_PENDING, _PAGEABLE).order_by(*PENDING_ORDER).limit(bindparam("limit"))
+
+
+@dataclass(frozen=True)
+class _PageStatements:
+    """The pending list's statements, for every agent's requests or (``agent`` bound) one agent's."""
+
+    first: Any
+    after: Any
+    count: Any
+    unpageable: Any
+
+
+def _page_statements(scoped: bool) -> _PageStatements:
+    pending = and_(_PENDING, hitl_requests.c.agent == bindparam("agent")) if scoped else _PENDING
+    rows = select(*LIST_COLUMNS).order_by(*PENDING_ORDER).limit(bindparam("limit"))
+    unpageable = select(*LIST_COLUMNS).where(pending, ~_PAGEABLE).order_by(hitl_requests.c.id)
+    return _PageStatements(
+        rows.where(pending, _PAGEABLE),
+        rows.where(pending, _PAGEABLE, _after_bound()),
+        select(func.count()).where(pending),
+        unpageable.limit(bindparam("limit")),
+    )
+
+
+_ALL_AGENTS = _page_statements(False)
+_ONE_AGENT = _page_statements(True)
+_OPEN_OF_AGENT = select(func.count()).where(
+    _PENDING, hitl_requests.c.agent == bindparam("agent"), hitl_requests.c.expires_epoch > bindparam("now")
 )
-_PAGE_AFTER = (
-    select(*LIST_COLUMNS)
-    .where(_PENDING, _PAGEABLE, _after_bound())
-    .order_by(*PENDING_ORDER)
-    .limit(bindparam("limit"))
-)
-_PENDING_COUNT = select(func.count()).where(_PENDING)
 
 
 class HitlBroker:
@@ -182,8 +199,11 @@ class HitlBroker:
             "expires_at": iso(now + timeout),
             "expires_epoch": now + timeout,
             "owner": self.runtime.instance_id,
+            "agent": new.agent,
         }
         with self.runtime.store.write() as connection:
+            if new.agent is not None:
+                self._check_cap(connection, new.agent, now)
             connection.execute(insert(hitl_requests).values(**row))
             self.runtime.receipts.append_in(
                 connection,
@@ -198,35 +218,56 @@ class HitlBroker:
                     "timeout_seconds": timeout,
                     "created_at": row["created_at"],
                     "expires_at": row["expires_at"],
+                    "agent": new.agent,
                 },
             )
         view = self.get(request_id)
         self._spawn(self._announce(view))
         return view
 
-    def get(self, request_id: str) -> dict[str, Any]:
-        """One request's full state (a pending request past its expiry is marked expired first)."""
-        view = self._read(request_id)
+    def _check_cap(self, connection: Connection, agent: str, now: float) -> None:
+        """Refuse a request past the agent's cap of open requests (``hitl_too_many_pending``)."""
+        cap = self.runtime.settings.baton_hitl_max_pending_per_agent
+        open_count = int(connection.execute(_OPEN_OF_AGENT, {"agent": agent, "now": now}).scalar_one())
+        if open_count >= cap:
+            raise HitlError(
+                "hitl_too_many_pending",
+                f"You already have {open_count} open requests (at most {cap}); wait for a person to "
+                "decide some, or for them to expire, before asking again.",
+                pending=open_count,
+                limit=cap,
+            )
+
+    def get(self, request_id: str, agent: str | None = None) -> dict[str, Any]:
+        """One request's full state (a pending request past its expiry is marked expired first).
+
+        With ``agent``, another agent's request reads exactly as an unknown id (``hitl_request_not_found``).
+        """
+        view = self._read(request_id, agent)
         if view["status"] == "pending" and view["expires_epoch"] <= time.time():
             self.expire_due()
-            view = self._read(request_id)
+            view = self._read(request_id, agent)
         return view
 
-    def list_pending(self) -> list[dict[str, Any]]:
-        """Every pending request, urgent first, then the ones expiring soonest."""
-        return self.screen_pending().rows
+    def list_pending(self, agent: str | None = None) -> list[dict[str, Any]]:
+        """Every pending request (of ``agent`` alone, when given), urgent first, then the soonest to expire."""
+        return self.screen_pending(agent).rows
 
-    def screen_pending(self) -> Screened:
-        """Every pending request, and the stored rows that could not be listed (skipped, with why)."""
+    def screen_pending(self, agent: str | None = None) -> Screened:
+        """Every pending request (of ``agent`` alone, when given), and the stored rows that could not be
+        listed (skipped, with why)."""
         self.expire_due()
         now = time.time()
+        query = _pending_query()
+        if agent is not None:
+            query = query.where(hitl_requests.c.agent == agent)
         with self.runtime.store.read() as connection:
-            rows = connection.execute(_pending_query()).all()
+            rows = connection.execute(query).all()
         screened = screen_requests(rows)
         screened.rows = [view for view in screened.rows if view["expires_epoch"] > now]
         return screened
 
-    def page_pending(self, limit: int, cursor: str | None = None) -> PendingPage:
+    def page_pending(self, limit: int, cursor: str | None = None, agent: str | None = None) -> PendingPage:
         """One page of pending requests in the same order, after ``cursor``; keyset-paginated on the
         ``ix_hitl_requests_pending_order`` index, so a page costs the same with 100 or 100,000 pending.
 
@@ -237,23 +278,29 @@ class HitlBroker:
         params: dict[str, Any] = {"now": time.time(), "limit": limit + 1}
         if cursor is not None:
             params["urgent"], params["expires"], params["after_id"] = decode_cursor(cursor)
-        page = _PAGE_AFTER if cursor is not None else _FIRST_PAGE
+        statements = _ALL_AGENTS if agent is None else _ONE_AGENT
+        counted: dict[str, Any] = {}
+        if agent is not None:
+            params["agent"] = counted["agent"] = agent
+        page = statements.after if cursor is not None else statements.first
         with self.runtime.store.read() as connection:
             due = connection.execute(_ANY_DUE, {"now": params["now"]}).first() is not None
             if not due:  # the common case: one connection for the whole page
                 rows = connection.execute(page, params).all()
-                total = int(connection.execute(_PENDING_COUNT).scalar_one())
+                total = int(connection.execute(statements.count, counted).scalar_one())
         if due:
             self.expire_due()
             with self.runtime.store.read() as connection:
                 rows = connection.execute(page, params).all()
-                total = int(connection.execute(_PENDING_COUNT).scalar_one())
+                total = int(connection.execute(statements.count, counted).scalar_one())
         more = len(rows) > limit
         next_cursor = encode_cursor(rows[limit - 1]) if more else None
         listed = list(rows[:limit])
         if cursor is None:  # rows no page can hold are reported once, with the first page
             with self.runtime.store.read() as connection:
-                listed += connection.execute(_UNPAGEABLE, {"limit": MAX_SKIPPED_LISTED}).all()
+                listed += connection.execute(
+                    statements.unpageable, {**counted, "limit": MAX_SKIPPED_LISTED}
+                ).all()
         screened = screen_requests(listed)
         views = [view for view in screened.rows if view["expires_epoch"] > params["now"]]
         return PendingPage(views, total, next_cursor, screened.skipped)
@@ -336,6 +383,7 @@ class HitlBroker:
                 "response": values["response"],
                 "admin_notes": values["admin_notes"],
                 "via": decision.via,
+                "agent": row.agent,
                 "waiter_gone": gone,
                 "responded_at": iso(now),
             },
@@ -429,15 +477,11 @@ class HitlBroker:
 
     # reading --------------------------------------------------------------------------------------
 
-    def _read(self, request_id: str) -> dict[str, Any]:
+    def _read(self, request_id: str, agent: str | None = None) -> dict[str, Any]:
         with self.runtime.store.read() as connection:
             row = connection.execute(select(hitl_requests).where(hitl_requests.c.id == request_id)).first()
-        if row is None:
-            raise HitlError(
-                "hitl_request_not_found",
-                f"No human-in-the-loop request has the id {request_id!r}.",
-                request_id=request_id,
-            )
+        if row is None or (agent is not None and row.agent != agent):
+            raise not_found(request_id)
         return row_view(row)
 
 

@@ -32,11 +32,12 @@ def _broker() -> Any:
 
 def _table(rows: list[dict[str, Any]]) -> None:
     print_table(
-        ("request_id", "kind", "urgent", "message", "expires_at"),
+        ("request_id", "kind", "agent", "urgent", "message", "expires_at"),
         [
             (
                 row["request_id"],
                 row["kind"],
+                row.get("agent") or "-",
                 "yes" if row["urgent"] else "",
                 row["message"],
                 row["expires_at"],

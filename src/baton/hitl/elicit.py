@@ -3,13 +3,17 @@
 Enabled with ``BATON_HITL_ELICITATION=true`` and used only when the client declared elicitation. Two modes:
 
 * ``url`` — when the client declared URL-mode elicitation and ``BATON_PUBLIC_URL`` names the HTTP server a
-  person's browser can reach: the client is asked to open the request's signed single-use inbox link, and
-  the person decides in the browser (``decided_via="link"``). Each such elicitation has its own
+  person's browser can reach: the client is asked to open the request's inbox page
+  (``/inbox/requests/ID``), which requires the person to log in. It is never a pre-authenticated link (the
+  2026-07-28 spec forbids one): ``accept`` means only that the user consented to open it, and decides
+  nothing; the person decides in the inbox. Each such elicitation has its own
   ``elicitationId`` (``<request_id>.<random>``); once the request is decided, the waiting call sends
   ``notifications/elicitation/complete`` for it.
 * ``form`` — otherwise, when the client declared form elicitation (an empty capability predates modes and
   means form): the client shows a form; an accepted, well-formed answer is the decision
-  (``decided_via="elicitation"``).
+  (``decided_via="elicitation"``, receipted with the agent's name). It is the client's attestation, not a
+  person's proof, so it is offered only on the agent's own request and never on one that needs a quorum
+  or a step-up (:func:`baton.hitl.tools.may_elicit`).
 
 Two eras: on a 2025-11-25 connection the server sends ``elicitation/create`` on the call's own stream (this
 module); on a 2026-07-28 connection there is no back-channel and :mod:`baton.hitl.mrtr` returns an
@@ -92,13 +96,20 @@ def prompt_text(view: dict[str, Any]) -> str:
 
 def url_prompt_text(view: dict[str, Any]) -> str:
     """The message shown beside a URL elicitation."""
-    return f"[{view['request_id']}] Open the baton inbox to decide: {view['message']}"
+    return f"[{view['request_id']}] Log in to the baton inbox to decide: {view['message']}"
+
+
+def request_page(broker: HitlBroker, request_id: str) -> str | None:
+    """The request's inbox page (login required), when the HTTP server's public URL is known."""
+    runtime = broker.runtime
+    base = runtime.settings.baton_public_url or runtime.services.get("http_base_url")
+    return f"{str(base).rstrip('/')}/inbox/requests/{request_id}" if base else None
 
 
 def elicit_request(broker: HitlBroker, view: dict[str, Any], mode: str) -> types.ElicitRequest | None:
-    """The embedded elicitation of an ``InputRequiredResult`` (None when no URL can be signed)."""
+    """The embedded elicitation of an ``InputRequiredResult`` (None when there is no inbox URL)."""
     if mode == "url":
-        link = broker.signed_link(view["request_id"], view["expires_epoch"])
+        link = request_page(broker, view["request_id"])
         if link is None:
             return None
         return types.ElicitRequest(
@@ -141,7 +152,7 @@ async def elicit_decision(
     mode = elicitation_mode(broker.runtime.settings, ctx)
     try:
         if mode == "url":
-            link = broker.signed_link(view["request_id"], view["expires_epoch"])
+            link = request_page(broker, view["request_id"])
             if link is not None:
                 elicitation_id = new_elicitation_id(view["request_id"])
                 if sent is not None:
@@ -149,7 +160,7 @@ async def elicit_decision(
                 await ctx.session.elicit_url(
                     url_prompt_text(view), link, elicitation_id, related_request_id=_REQUEST_SCOPED
                 )
-                return  # the decision arrives through the inbox link, which wakes the waiter
+                return  # accept decides nothing: the person logs in to the inbox, and that wakes the waiter
         answer = await ctx.session.elicit_form(
             prompt_text(view), requested_schema(view), related_request_id=_REQUEST_SCOPED
         )

@@ -151,13 +151,19 @@ class Inbox:
     # token sessions -------------------------------------------------------------------------------
 
     async def index(self, request: Request) -> Response:
-        """Pending requests, urgent first."""
+        """Pending requests of every agent, urgent first, one page (``?cursor=``) at a time."""
         binding = self.binding(request)
         if binding is None:
             return self._login_redirect()
+        try:
+            page = self.broker.page_pending(INBOX_PAGE, request.query_params.get("cursor") or None)
+        except BatonError as exc:
+            return self.refusal(exc, back="/inbox")
         return self.page(
             "list.html",
-            requests=self.broker.list_pending(),
+            requests=page.requests,
+            total=page.total,
+            next_cursor=page.next_cursor,
             csrf=self._logout_csrf(binding),
             live=self.live(),
         )
@@ -312,6 +318,10 @@ class Inbox:
 
     def _login_redirect(self) -> Response:
         return RedirectResponse("/inbox/login", status_code=303, headers=HEADERS)
+
+
+#: Requests per page of the inbox list.
+INBOX_PAGE = 50
 
 
 def _decision(fields: dict[str, str], *, via: str) -> Decision:

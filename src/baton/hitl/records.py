@@ -32,6 +32,8 @@ class NewRequest:
     timeout_seconds: int | None = None
     urgent: bool = False
     options: list[str] | None = None
+    #: The agent that asks (``baton.agents.Caller.name``); None for the operator's own tools.
+    agent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,17 @@ class Decision:
 
 def public_view(view: dict[str, Any]) -> dict[str, Any]:
     """A request as ``mcp_list_pending_requests`` lists it."""
-    keys = ("request_id", "kind", "message", "context", "options", "urgent", "created_at", "expires_at")
+    keys = (
+        "request_id",
+        "kind",
+        "message",
+        "context",
+        "options",
+        "urgent",
+        "created_at",
+        "expires_at",
+        "agent",
+    )
     return {key: view[key] for key in keys}
 
 
@@ -68,6 +80,7 @@ def row_view(row: Any) -> dict[str, Any]:
         "responded_at": row.responded_at,
         "decided_via": row.decided_via,
         "waiter_gone": row.waiter_gone,
+        "agent": row.agent,
     }
 
 
@@ -100,6 +113,15 @@ def screen_requests(rows: Any) -> Screened:
     return screen(rows, _listed_view, ListedRequest, id_key="request_id", raw_id=lambda row: row.id)
 
 
+def not_found(request_id: str) -> HitlError:
+    """The refusal for an unknown id, and for another agent's (so that ids do not leak)."""
+    return HitlError(
+        "hitl_request_not_found",
+        f"No human-in-the-loop request has the id {request_id!r}.",
+        request_id=request_id,
+    )
+
+
 def already_decided(request_id: str) -> HitlError:
     return HitlError(
         "hitl_request_already_decided",
@@ -114,11 +136,7 @@ def link_used(request_id: str) -> HitlError:
 
 def refusal(row: Any, now: float, request_id: str) -> HitlError | None:
     if row is None:
-        return HitlError(
-            "hitl_request_not_found",
-            f"No human-in-the-loop request has the id {request_id!r}.",
-            request_id=request_id,
-        )
+        return not_found(request_id)
     if row.status == "expired" or (row.status == "pending" and row.expires_epoch <= now):
         return HitlError(
             "hitl_request_expired",

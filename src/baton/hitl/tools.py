@@ -166,7 +166,7 @@ async def wait_for_outcome(
     await ctx.progress(0.0, round(total if window is None else min(window, total), 1), message)
     elicited: list[str] = []
     async with anyio.create_task_group() as group:
-        if elicitation_wanted(settings, ctx):
+        if elicitation_wanted(settings, ctx) and may_elicit(view, ctx):
             group.start_soon(elicit_decision, broker, view, ctx, elicited)
         with span(
             "hitl.wait", {"baton.hitl.request_id": view["request_id"], "baton.hitl.kind": view["kind"]}
@@ -199,6 +199,8 @@ async def ask_and_wait(broker: HitlBroker, new: NewRequest, ctx: CallContext) ->
     if ctx.task is not None:
         return await wait_as_task(broker, view, ctx, started)
     mode = elicitation_mode(broker.runtime.settings, ctx) if modern_era(ctx.protocol_version) else None
+    if not may_elicit(view, ctx):
+        mode = None
     elicit = elicit_request(broker, view, mode) if mode is not None else None
     if mode is not None and elicit is not None:
         import mcp_types as types
@@ -230,7 +232,7 @@ async def wait_as_task(
     from baton.hitl.mrtr import INPUT_KEY
 
     mode = elicitation_mode(broker.runtime.settings, ctx)
-    if mode == "form" and ctx.decider is None:
+    if (mode == "form" and ctx.decider is None) or not may_elicit(view, ctx):
         mode = None
     elicit = elicit_request(broker, view, mode) if mode is not None else None
     if elicit is not None:
@@ -246,16 +248,32 @@ async def resume_round(broker: HitlBroker, ctx: CallContext, started: float) -> 
 
     assert ctx.request_state is not None
     state = consume_state(broker.runtime, ctx.request_state)
-    view = broker.get(state.request_id)
+    view = broker.get(state.request_id, ctx.agent.read_scope)
     slot = broker.waiters.enter(state.request_id)  # this retry is the waiting call: not waiter_gone
     try:
         answer = (ctx.input_responses or {}).get(INPUT_KEY)
-        if answer is not None and state.mode == "form" and view["status"] == "pending":
+        if (
+            answer is not None
+            and state.mode == "form"
+            and view["status"] == "pending"
+            and may_elicit(view, ctx)
+        ):
             record_answer(broker, view, str(getattr(answer, "action", "")), getattr(answer, "content", None))
             view = broker.get(state.request_id)
         return await wait_for_outcome(broker, view, ctx, None, started)
     finally:
         broker.waiters.leave(state.request_id, slot)
+
+
+def may_elicit(view: dict[str, Any], ctx: CallContext) -> bool:
+    """Whether this caller's client may be asked (and its form answer count) for this request.
+
+    Only for the agent's own request, and never for one that needs a quorum or a step-up: a client's
+    answer is the client's word, not a person's proof.
+    """
+    if not ctx.agent.owns(view.get("agent")):
+        return False
+    return int(view.get("required_approvals") or 1) <= 1 and not view.get("step_up")
 
 
 def listed(row: dict[str, Any]) -> dict[str, Any]:
@@ -264,14 +282,22 @@ def listed(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "context": None if truncated else row.get("context"), "context_truncated": truncated}
 
 
-def not_authorized(request_id: str) -> HitlError:
-    """The refusal an MCP caller without decision authority gets; the request stays pending."""
+def where_people_decide(runtime: Any, request_id: str) -> str:
+    """Where a person decides a request: its inbox page when the HTTP server runs, else the CLI."""
+    base = runtime.settings.baton_public_url or runtime.services.get("http_base_url")
+    if base:
+        return f"in the baton inbox at {str(base).rstrip('/')}/inbox/requests/{request_id}"
+    return f"with `baton hitl approve|reject|answer {request_id}` on the server's host"
+
+
+def not_authorized(runtime: Any, request_id: str) -> HitlError:
+    """The refusal an MCP caller without decision authority gets; it names where a person decides, and
+    no setting (an agent that can edit its configuration must not read a way around the rule)."""
     return HitlError(
         "hitl_decider_not_authorized",
-        f"An MCP client may not decide request {request_id}: a person decides it in the inbox, with "
-        "`baton hitl approve|reject|answer`, or through the client's elicitation. To let MCP clients of this "
-        "server decide (test harnesses, an operator's own console), set BATON_HITL_ALLOW_MCP_DECISIONS=1, "
-        "or call over HTTP with BATON_ADMIN_TOKEN. The request is still pending.",
+        f"An agent does not decide request {request_id}: a person does, "
+        f"{where_people_decide(runtime, request_id)}. The request is still pending; wait for it with "
+        "mcp_wait_for_request.",
         request_id=request_id,
     )
 
@@ -295,7 +321,14 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
         first progress notification, sent at once ("Waiting for a human decision on hr_…", when the call
         has a progress token), and in mcp_list_pending_requests while it is pending: resume with
         mcp_wait_for_request(request_id). A call run as an MCP task is followed by its task id instead."""
-        new = NewRequest("approval", args.request_message, args.context, args.timeout_seconds, args.urgent)
+        new = NewRequest(
+            "approval",
+            args.request_message,
+            args.context,
+            args.timeout_seconds,
+            args.urgent,
+            agent=ctx.agent.name,
+        )
         return await ask_and_wait(broker, new, ctx)
 
     @registry.tool("mcp_request_admin_input", InputArgs)
@@ -306,7 +339,13 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
         cut-off call with mcp_wait_for_request(request_id): the id is in the first progress notification
         and in mcp_list_pending_requests while it is pending."""
         new = NewRequest(
-            "input", args.question, args.context, args.timeout_seconds, args.urgent, args.options
+            "input",
+            args.question,
+            args.context,
+            args.timeout_seconds,
+            args.urgent,
+            args.options,
+            agent=ctx.agent.name,
         )
         return await ask_and_wait(broker, new, ctx)
 
@@ -316,7 +355,7 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
 
         Returns the decision as the original call would; if timeout_seconds passes first,
         success=false with error_class hitl_still_pending."""
-        view = broker.get(args.request_id)
+        view = broker.get(args.request_id, ctx.agent.read_scope)
         return await wait_for_outcome(broker, view, ctx, args.timeout_seconds, time.time())
 
 
@@ -325,18 +364,20 @@ def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
 
     @registry.tool("mcp_list_pending_requests", ListPendingArgs, read_only=True)
     async def list_pending(args: ListPendingArgs, ctx: CallContext) -> dict[str, Any]:
-        """List the requests waiting for a human decision, one page at a time.
+        """List your requests waiting for a human decision, one page at a time.
 
         Urgent ones come first, then the soonest to expire; total says how many are pending and next_cursor
         fetches the next page. A context larger than 8 KiB is left out (context: null,
         context_truncated: true); mcp_get_request_status has it. A stored request that cannot be read
         is left out and named in skipped ({request_id, reason})."""
         if args.limit <= DEFAULT_PAGE:  # a bounded page on an index: well under a millisecond
-            page = broker.page_pending(args.limit, args.cursor)
+            page = broker.page_pending(args.limit, args.cursor, ctx.agent.read_scope)
         else:
             import anyio
 
-            page = await anyio.to_thread.run_sync(broker.page_pending, args.limit, args.cursor)
+            page = await anyio.to_thread.run_sync(
+                broker.page_pending, args.limit, args.cursor, ctx.agent.read_scope
+            )
         rows = [listed(public_view(view)) for view in page.requests]
         return {
             "requests": rows,
@@ -349,13 +390,15 @@ def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
 
     @registry.tool("mcp_respond_to_request", RespondArgs)
     async def respond(args: RespondArgs, ctx: CallContext) -> dict[str, Any]:
-        """Decide a pending request (a person's or an authorized operator's tool).
+        """Decide a pending request (the operator's tool: a person decides, an agent is refused).
 
-        approved=true/false for approvals, response for input requests. By default a person decides (inbox, CLI, elicitation) and this tool is refused with
-        hitl_decider_not_authorized; BATON_HITL_ALLOW_MCP_DECISIONS=1 or the HTTP admin credential
-        lets MCP callers decide. The first decision wins; later ones fail with hitl_request_already_decided."""
+        approved=true/false for approvals, response for input requests. An agent gets
+        hitl_decider_not_authorized with where a person decides. The first decision wins; later ones
+        fail with hitl_request_already_decided."""
         if ctx.decider is None:
-            raise not_authorized(args.request_id)
+            raise not_authorized(broker.runtime, args.request_id)
+        if ctx.decider != "mcp_admin":  # the opt-in decides only what this caller may see
+            broker.get(args.request_id, ctx.agent.read_scope)
         view = broker.respond(
             args.request_id, Decision(args.approved, args.response, args.admin_notes, via=ctx.decider)
         )
@@ -366,4 +409,4 @@ def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
         """Report a request's state now, with its decision.
 
         The state is pending, approved, rejected, answered or expired."""
-        return status_view(broker.get(args.request_id))
+        return status_view(broker.get(args.request_id, ctx.agent.read_scope))

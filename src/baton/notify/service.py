@@ -271,6 +271,8 @@ def announcement_text(request: dict[str, Any], link: str | None) -> tuple[str, s
     # the title already says a short one-line message; the body repeats it only when the title cut it
     lines = [] if headline == message else [message, ""]
     lines.append(f"Request: {request.get('request_id')}")
+    if request.get("agent"):
+        lines.append(f"Asked by agent: {request['agent']}")
     if request.get("expires_at"):
         lines.append(f"Expires: {request['expires_at']}")
     if request.get("options"):

@@ -51,6 +51,18 @@ class SpawnRequest:
     business_rules: str | None = None
     max_total_tokens: int | None = None
     max_cost_usd: float | None = None
+    #: The agent that spawns it (directly, or through a timer it set); None for the operator.
+    agent: str | None = None
+
+
+def _not_found(subagent_id: str) -> SubagentError:
+    """Unknown ids and other agents' subagents read the same (ids do not leak)."""
+    return SubagentError("subagent_not_found", f"No subagent has id {subagent_id!r}.")
+
+
+def _hidden(row: Any, agent: str | None) -> bool:
+    """Whether ``row`` is another agent's, for a caller scoped to ``agent`` (None: sees every agent's)."""
+    return agent is not None and row.agent != agent
 
 
 class SubagentRunner:
@@ -210,6 +222,7 @@ class SubagentRunner:
                     created_at=now,
                     updated_at=now,
                     started_at=now if request.mode == "sync" else None,
+                    agent=request.agent,
                 )
             )
             _add_message(connection, subagent_id, 0, "user", request.task)
@@ -222,6 +235,7 @@ class SubagentRunner:
                     "context_strategy": request.context_strategy,
                     "filtered_fields": filtered.filtered_fields,
                     "prep_tokens": prep_tokens,
+                    "agent": request.agent,
                 },
             )
         base = {
@@ -360,13 +374,14 @@ class SubagentRunner:
 
     # conversation ---------------------------------------------------------------------------------
 
-    async def send_message(self, subagent_id: str, message: str) -> dict[str, Any]:
-        """Add a user turn to a finished conversation and return the subagent's answer."""
+    async def send_message(self, subagent_id: str, message: str, agent: str | None = None) -> dict[str, Any]:
+        """Add a user turn to a finished conversation and return the subagent's answer (``agent``: only
+        that agent's subagent)."""
         now = utc_now()
         with self.runtime.store.write() as connection:
             row = connection.execute(select(subagents).where(subagents.c.id == subagent_id)).first()
-            if row is None:
-                raise SubagentError("subagent_not_found", f"No subagent has id {subagent_id!r}.")
+            if row is None or _hidden(row, agent):
+                raise _not_found(subagent_id)
             if row.status in ACTIVE:
                 raise SubagentError(
                     "subagent_busy", "The subagent is still working on its current turn.", status=row.status
@@ -411,11 +426,11 @@ class SubagentRunner:
 
     # queries ---------------------------------------------------------------------------------------
 
-    def _load(self, subagent_id: str) -> tuple[Any, list[ChatTurn]]:
+    def _load(self, subagent_id: str, agent: str | None = None) -> tuple[Any, list[ChatTurn]]:
         with self.runtime.store.read() as connection:
             row = connection.execute(select(subagents).where(subagents.c.id == subagent_id)).first()
-            if row is None:
-                raise SubagentError("subagent_not_found", f"No subagent has id {subagent_id!r}.")
+            if row is None or _hidden(row, agent):
+                raise _not_found(subagent_id)
             messages = connection.execute(
                 select(subagent_messages.c.role, subagent_messages.c.content)
                 .where(subagent_messages.c.subagent_id == subagent_id)
@@ -423,9 +438,9 @@ class SubagentRunner:
             ).all()
         return row, [ChatTurn(m.role, m.content) for m in messages]
 
-    def status(self, subagent_id: str) -> dict[str, Any]:
-        """The subagent's state, result, turns, usage and timestamps."""
-        row, turns = self._load(subagent_id)
+    def status(self, subagent_id: str, agent: str | None = None) -> dict[str, Any]:
+        """The subagent's state, result, turns, usage and timestamps (``agent``: only that agent's)."""
+        row, turns = self._load(subagent_id, agent)
         return {
             "success": True,
             "subagent_id": row.id,
@@ -448,6 +463,7 @@ class SubagentRunner:
             "started_at": row.started_at,
             "finished_at": row.finished_at,
             "updated_at": row.updated_at,
+            "agent": row.agent,
         }
 
     def history(self, subagent_id: str) -> list[dict[str, Any]]:
@@ -456,14 +472,22 @@ class SubagentRunner:
         return [{"role": t.role, "content": t.content} for t in turns]
 
     def list(
-        self, status: str | None = None, limit: int = 200, after: tuple[str, str] | None = None
+        self,
+        status: str | None = None,
+        limit: int = 200,
+        after: tuple[str, str] | None = None,
+        agent: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Subagents, newest first, optionally of one status; ``after`` = (created_at, id) of the last one seen
-        (a stored row that cannot be read is left out and logged)."""
-        return self.page(status, limit, after).rows
+        """Subagents, newest first, optionally of one status and one agent; ``after`` = (created_at, id) of
+        the last one seen (a stored row that cannot be read is left out and logged)."""
+        return self.page(status, limit, after, agent).rows
 
     def page(
-        self, status: str | None = None, limit: int = 200, after: tuple[str, str] | None = None
+        self,
+        status: str | None = None,
+        limit: int = 200,
+        after: tuple[str, str] | None = None,
+        agent: str | None = None,
     ) -> ListPage:
         """One page of :meth:`list`, with the rows skipped (``{subagent_id, reason}``) and the next position."""
         query = (
@@ -476,12 +500,15 @@ class SubagentRunner:
                 subagents.c.created_at,
                 subagents.c.updated_at,
                 subagents.c.task,
+                subagents.c.agent,
             )
             .order_by(subagents.c.created_at.desc(), subagents.c.id.desc())
             .limit(limit + 1)
         )
         if status:
             query = query.where(subagents.c.status == status)
+        if agent is not None:
+            query = query.where(subagents.c.agent == agent)
         if after is not None:
             created, last_id = after
             query = query.where(
@@ -494,13 +521,15 @@ class SubagentRunner:
 
     # cancel ----------------------------------------------------------------------------------------
 
-    def cancel(self, subagent_id: str) -> dict[str, Any]:
-        """Mark the subagent cancelled and cancel its in-flight model call (here or, via the store, elsewhere)."""
+    def cancel(self, subagent_id: str, agent: str | None = None) -> dict[str, Any]:
+        """Mark the subagent cancelled and cancel its in-flight model call (here or, via the store, elsewhere);
+        ``agent``: only that agent's subagent."""
         now = utc_now()
         with self.runtime.store.write() as connection:
-            row = connection.execute(select(subagents.c.status).where(subagents.c.id == subagent_id)).first()
-            if row is None:
-                raise SubagentError("subagent_not_found", f"No subagent has id {subagent_id!r}.")
+            query = select(subagents.c.status, subagents.c.agent).where(subagents.c.id == subagent_id)
+            row = connection.execute(query).first()
+            if row is None or _hidden(row, agent):
+                raise _not_found(subagent_id)
             changed = connection.execute(
                 update(subagents)
                 .where(subagents.c.id == subagent_id, subagents.c.status.in_(ACTIVE))
@@ -518,7 +547,9 @@ class SubagentRunner:
                     f"The subagent is already {row.status}; nothing to cancel.",
                     status=row.status,
                 )
-            self.runtime.receipts.append_in(connection, "subagent_cancelled", {"subagent_id": subagent_id})
+            self.runtime.receipts.append_in(
+                connection, "subagent_cancelled", {"subagent_id": subagent_id, "agent": row.agent}
+            )
         task = self._tasks.get(subagent_id)
         in_flight = task is not None and not task.done()
         if task is not None:
@@ -611,6 +642,7 @@ def _listed(row: Any) -> dict[str, Any]:
         "task": row.task,
         "created_at": row.created_at,
         "updated_at": row.updated_at,
+        "agent": row.agent,
     }
 
 

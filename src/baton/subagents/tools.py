@@ -88,39 +88,40 @@ def register(registry: ToolRegistry) -> None:
 
         The context is privacy-filtered, then prepared by the chosen strategy; sync returns the first
         answer, async returns an id to poll with mcp_get_subagent_status."""
-        return await runner.spawn(SpawnRequest(**args.model_dump()))
+        return await runner.spawn(SpawnRequest(**args.model_dump(), agent=ctx.agent.name))
 
     @registry.tool("mcp_send_message_to_subagent", MessageArgs)
     async def send_message(args: MessageArgs, ctx: CallContext) -> dict[str, Any]:
         """Send another message to a subagent.
 
         It answers with its whole conversation in view."""
-        return await runner.send_message(args.subagent_id, args.message)
+        return await runner.send_message(args.subagent_id, args.message, ctx.agent.write_scope)
 
     @registry.tool("mcp_get_subagent_status", SubagentIdArgs, read_only=True)
     async def get_status(args: SubagentIdArgs, ctx: CallContext) -> dict[str, Any]:
         """Report a subagent's status, result, turns and usage.
 
         The status is queued, running, completed, failed or cancelled."""
-        return runner.status(args.subagent_id)
+        return runner.status(args.subagent_id, ctx.agent.read_scope)
 
     @registry.tool("mcp_cancel_subagent", SubagentIdArgs)
     async def cancel(args: SubagentIdArgs, ctx: CallContext) -> dict[str, Any]:
         """Cancel a queued or running subagent.
 
         Its in-flight model call is cancelled too."""
-        return runner.cancel(args.subagent_id)
+        return runner.cancel(args.subagent_id, ctx.agent.write_scope)
 
     @registry.tool("mcp_list_subagents", ListArgs, read_only=True)
     async def list_subagents(args: ListArgs, ctx: CallContext) -> dict[str, Any]:
-        """List subagents, newest first, optionally filtered by status.
+        """List your subagents, newest first, optionally filtered by status.
 
         One page at a time: when more remain, truncated is true and next_cursor continues the list. A stored
         subagent that cannot be read is left out and named in skipped ({subagent_id, reason})."""
         import anyio
 
         after = decode_cursor(args.cursor)
-        page = await anyio.to_thread.run_sync(lambda: runner.page(args.status, args.limit, after))
+        scope = ctx.agent.read_scope
+        page = await anyio.to_thread.run_sync(lambda: runner.page(args.status, args.limit, after, scope))
         return {
             "subagents": page.rows,
             "count": len(page.rows),

@@ -28,14 +28,15 @@ class Outcome:
         return cls("failed", error_class, error, detail)
 
 
-async def run_action(runtime: Runtime, raw_action: dict[str, Any]) -> Outcome:
-    """Run one action; every failure becomes a failed outcome (only cancellation propagates)."""
+async def run_action(runtime: Runtime, raw_action: dict[str, Any], agent: str | None = None) -> Outcome:
+    """Run one action as ``agent`` (the one that set the timer); every failure becomes a failed outcome
+    (only cancellation propagates)."""
     try:
         action = parse_action(raw_action)
         if isinstance(action, NotifyAction):
             return await _notify(runtime, action)
         if isinstance(action, SpawnSubagentAction):
-            return await _spawn(runtime, action)
+            return await _spawn(runtime, action, agent)
         return Outcome("succeeded")
     except BatonError as exc:
         return Outcome.failed(exc.error_class, exc.message, **_pick(exc.details, "reason", "limit"))
@@ -72,7 +73,7 @@ async def _notify(runtime: Runtime, action: NotifyAction) -> Outcome:
     return Outcome("succeeded", detail={"channel": action.channel, **_pick(result, "channel", "provider")})
 
 
-async def _spawn(runtime: Runtime, action: SpawnSubagentAction) -> Outcome:
+async def _spawn(runtime: Runtime, action: SpawnSubagentAction, agent: str | None) -> Outcome:
     from baton.subagents.runner import SpawnRequest
     from baton.timers.caps import SpawnRate
 
@@ -80,7 +81,8 @@ async def _spawn(runtime: Runtime, action: SpawnSubagentAction) -> Outcome:
     if runner is None:
         return Outcome.failed("internal_error", "The subagent service is not running in this server.")
     SpawnRate.for_runtime(runtime).take()
-    result = await runner.spawn(SpawnRequest(task=action.task, role=action.role, mode="async"))
+    request = SpawnRequest(task=action.task, role=action.role, mode="async", agent=agent)
+    result = await runner.spawn(request)
     if not result.get("success"):
         return Outcome.failed(
             str(result.get("error_class") or "internal_error"),

@@ -88,7 +88,7 @@ class Scheduler:
 
     async def _fire(self, claim: Claim) -> None:
         try:
-            outcome = await run_action(self.runtime, claim.action)
+            outcome = await run_action(self.runtime, claim.action, claim.agent)
         except asyncio.CancelledError:
             self._record(
                 claim, Outcome.failed("interrupted_by_restart", "The server stopped during the firing.")

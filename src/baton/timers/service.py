@@ -49,6 +49,8 @@ class TimerRequest:
     fire_at: str | None = None
     delay_seconds: float | None = None
     interval_seconds: float | None = None
+    #: The agent that sets it: its firings act as that agent. None for the operator.
+    agent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class Claim:
     skipped: int
     sequence: int
     next_fire_at: str | None
+    agent: str | None = None
 
 
 class TimerService:
@@ -106,6 +109,7 @@ class TimerService:
             "created_at": stamp,
             "updated_at": stamp,
             "created_by": self.runtime.instance_id,
+            "agent": request.agent,
         }
         with self.runtime.store.write() as connection:
             check_active(connection, self.runtime.settings)
@@ -120,40 +124,52 @@ class TimerService:
                     "interval_seconds": schedule.interval_seconds,
                     "next_fire_at": first,
                     "action": action,
+                    "agent": request.agent,
                 },
             )
         self._changed()
         return {"success": True, **self.get(timer_id)}
 
-    def get(self, timer_id: str) -> dict[str, Any]:
-        """One timer as the tools show it."""
+    def get(self, timer_id: str, agent: str | None = None) -> dict[str, Any]:
+        """One timer as the tools show it (``agent``: only that agent's; another's reads as unknown)."""
         with self.runtime.store.read() as connection:
             row = connection.execute(select(timers).where(timers.c.id == timer_id)).first()
-        if row is None:
-            raise TimerError("timer_not_found", f"No timer has id {timer_id!r}.", timer_id=timer_id)
+        if row is None or (agent is not None and row.agent != agent):
+            raise _not_found(timer_id)
         return present(row._mapping)
 
     def list(
-        self, status: str | None = None, limit: int | None = None, after: tuple[str, str] | None = None
+        self,
+        status: str | None = None,
+        limit: int | None = None,
+        after: tuple[str, str] | None = None,
+        agent: str | None = None,
     ) -> builtins.list[dict[str, Any]]:
-        """Timers (optionally of one status) in the order they were set; ``after`` = (created_at, id) of the
-        last one seen, ``limit`` rows at most (a stored row that cannot be read is left out and logged)."""
+        """Timers (optionally of one status and one agent) in the order they were set; ``after`` =
+        (created_at, id) of the last one seen, ``limit`` rows at most (a stored row that cannot be read is
+        left out and logged)."""
         with self.runtime.store.read() as connection:
-            rows = connection.execute(self._query(status, limit, after)).all()
+            rows = connection.execute(self._query(status, limit, after, agent)).all()
         return screen_timers(rows).rows
 
-    def page(self, status: str | None, limit: int, after: tuple[str, str] | None = None) -> ListPage:
+    def page(
+        self, status: str | None, limit: int, after: tuple[str, str] | None = None, agent: str | None = None
+    ) -> ListPage:
         """One page of :meth:`list`, with the rows skipped (``{timer_id, reason}``) and the next position."""
         with self.runtime.store.read() as connection:
-            rows = connection.execute(self._query(status, limit + 1, after)).all()
+            rows = connection.execute(self._query(status, limit + 1, after, agent)).all()
         return page_of(rows, limit, screen_timers, lambda r: (r.created_at, r.id))
 
     @staticmethod
-    def _query(status: str | None, limit: int | None, after: tuple[str, str] | None) -> Any:
+    def _query(
+        status: str | None, limit: int | None, after: tuple[str, str] | None, agent: str | None = None
+    ) -> Any:
         columns = [raw_json(c) if c.name == "action" else c for c in timers.c]
         query = select(*columns).order_by(timers.c.created_at, timers.c.id)
         if status is not None:
             query = query.where(timers.c.status == status)
+        if agent is not None:
+            query = query.where(timers.c.agent == agent)
         if after is not None:
             created, last_id = after
             query = query.where(
@@ -163,15 +179,18 @@ class TimerService:
             query = query.limit(limit)
         return query
 
-    def cancel(self, timer_id: str) -> dict[str, Any]:
-        """Cancel an active timer for good; a firing already claimed still completes."""
+    def cancel(self, timer_id: str, agent: str | None = None) -> dict[str, Any]:
+        """Cancel an active timer for good (``agent``: only that agent's); a firing already claimed still
+        completes."""
         stamp = format_time(now_utc())
         with self.runtime.store.write() as connection:
             row = connection.execute(
-                select(timers.c.status, timers.c.name).where(timers.c.id == timer_id).with_for_update()
+                select(timers.c.status, timers.c.name, timers.c.agent)
+                .where(timers.c.id == timer_id)
+                .with_for_update()
             ).first()
-            if row is None:
-                raise TimerError("timer_not_found", f"No timer has id {timer_id!r}.", timer_id=timer_id)
+            if row is None or (agent is not None and row.agent != agent):
+                raise _not_found(timer_id)
             changed = connection.execute(
                 update(timers)
                 .where(timers.c.id == timer_id, timers.c.status == "active")
@@ -180,7 +199,7 @@ class TimerService:
             if not changed:
                 _refuse_cancel(timer_id, row.status)
             self.runtime.receipts.append_in(
-                connection, "timer_cancelled", {"timer_id": timer_id, "name": row.name}
+                connection, "timer_cancelled", {"timer_id": timer_id, "name": row.name, "agent": row.agent}
             )
         self._changed()
         return {"success": True, **self.get(timer_id)}
@@ -272,6 +291,7 @@ class TimerService:
             skipped,
             row.fire_count + 1,
             next_fire_at,
+            row.agent,
         )
 
     def record(self, claim: Claim, outcome: Outcome) -> None:
@@ -306,6 +326,7 @@ class TimerService:
             "sequence": claim.sequence,
             "next_fire_at": claim.next_fire_at,
             "fired_by": self.runtime.instance_id,
+            "agent": claim.agent,
             "outcome": outcome.outcome,
             "error_class": outcome.error_class,
             "error": outcome.error,
@@ -391,6 +412,7 @@ def present(row: Any) -> dict[str, Any]:
         "created_at": row["created_at"],
         "cancelled_at": row["cancelled_at"],
         "last_firing": last,
+        "agent": row["agent"],
     }
 
 
@@ -419,6 +441,11 @@ def _listed(row: Any) -> dict[str, Any]:
 def screen_timers(rows: Any) -> Screened:
     """Timers as listed, from rows read with the raw ``action``; a corrupted row is skipped with its reason."""
     return screen(rows, _listed, ListedTimer, id_key="timer_id", raw_id=lambda row: row.id)
+
+
+def _not_found(timer_id: str) -> TimerError:
+    """Unknown ids and other agents' timers read the same (ids do not leak)."""
+    return TimerError("timer_not_found", f"No timer has id {timer_id!r}.", timer_id=timer_id)
 
 
 def _refuse_cancel(timer_id: str, status: str) -> None:

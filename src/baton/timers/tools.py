@@ -67,17 +67,18 @@ def register(registry: ToolRegistry) -> None:
 
         One-shot with fire_at or delay_seconds, repeating with interval_seconds; returns timer_id and
         next_fire_at. Timers survive restarts."""
-        return service.set(TimerRequest(**args.model_dump()))
+        return service.set(TimerRequest(**args.model_dump(), agent=ctx.agent.name))
 
     @registry.tool("mcp_list_timers", ListTimersArgs, read_only=True)
     async def list_timers(args: ListTimersArgs, ctx: CallContext) -> dict[str, Any]:
-        """List timers in the order they were set.
+        """List your timers in the order they were set.
 
         Each shows its status, next_fire_at and its last firing; when more remain than limit, truncated is
         true and next_cursor continues the list. A stored timer that cannot be read is left out and named in
         skipped ({timer_id, reason})."""
         after = decode_cursor(args.cursor)
-        page = await anyio.to_thread.run_sync(lambda: service.page(args.status, args.limit, after))
+        scope = ctx.agent.read_scope
+        page = await anyio.to_thread.run_sync(lambda: service.page(args.status, args.limit, after, scope))
         return {
             "timers": page.rows,
             "count": len(page.rows),
@@ -91,4 +92,4 @@ def register(registry: ToolRegistry) -> None:
         """Cancel an active timer for good.
 
         It never fires again."""
-        return service.cancel(args.timer_id)
+        return service.cancel(args.timer_id, ctx.agent.write_scope)
