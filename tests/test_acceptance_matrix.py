@@ -33,9 +33,10 @@ from tests.hitl.helpers import HttpServer, run_cli
 pytestmark = pytest.mark.anyio
 
 TOKEN = "matrix-agent-token-0123456789abcdef"
+ADMIN_TOKEN = "matrix-operator-token-fedcba9876543210"  # the inbox's; the agent's TOKEN never opens it
 ERAS = {"2025-11-25": "legacy", "2026-07-28": "auto"}
 TRANSPORTS = ("stdio", "http", "stateless")
-DECIDERS = {"form": "elicitation", "url": "link", "inbox": "inbox", "cli": "cli"}
+DECIDERS = {"form": "elicitation", "url": "link", "inbox": "admin_token", "cli": "cli"}
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +53,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         BATON_HOME=str(root / "home"),
         PYTHONPATH=str(SRC) + os.pathsep + env.get("PYTHONPATH", ""),
         BATON_HTTP_TOKEN=TOKEN,
+        BATON_ADMIN_TOKEN=ADMIN_TOKEN,
         BATON_HITL_ELICITATION="true",
         BATON_HITL_PROGRESS_SECONDS="1",
     )
@@ -83,9 +85,9 @@ def browser_decides(url: str) -> None:
 
 
 def inbox_decides(base_url: str, request_id: str) -> None:
-    """A person logging in to the inbox with the token and approving the request."""
+    """The operator logging in to the inbox with the admin token and approving the request."""
     with httpx.Client(base_url=base_url, timeout=10) as browser:
-        assert browser.post("/inbox/login", data={"token": TOKEN}).status_code in (200, 303)
+        assert browser.post("/inbox/login", data={"token": ADMIN_TOKEN}).status_code in (200, 303)
         page = browser.get(f"/inbox/requests/{request_id}")
         csrf = page.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
         done = browser.post(f"/inbox/requests/{request_id}/decide", data={"csrf": csrf, "action": "approve"})

@@ -29,6 +29,7 @@ app.add_typer(subagents_app, name="subagents")
 #: Each subsystem's own sub-app (``app`` in the module), in the order ``baton --help`` lists them.
 SUBSYSTEM_APPS = {
     "hitl": "baton.hitl.cli",
+    "people": "baton.hitl.people_cli",
     "timers": "baton.timers.cli",
     "gateway": "baton.gateway.cli",
     "campaign": "baton.campaign.cli",

@@ -80,6 +80,11 @@ class Settings(BaseModel):
     baton_public_url: str | None = None
     baton_hitl_allow_mcp_decisions: bool = False
     baton_admin_token: str | None = None
+    # people, quorum and step-up (docs/hitl.md)
+    baton_hitl_max_required_approvals: Annotated[int, Field(ge=1, le=20)] = 3
+    baton_hitl_step_up: bool = False
+    baton_hitl_step_up_risk: str | None = None
+    baton_hitl_exclude_owner: bool = False
     # OAuth 2.1 resource server on --http (docs/operations.md)
     baton_oauth_issuer: str | None = None
     baton_oauth_audience: str | None = None

@@ -513,10 +513,15 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
             await super().startup(sockets)
             if self.started:
                 announce_listening(self, host, paths)
-                if not (runtime.settings.baton_admin_token or runtime.settings.baton_http_token):
-                    sys.stderr.write(
-                        "the inbox and console log in with BATON_ADMIN_TOKEN; set it to use them\n"
-                    )
+                if not runtime.settings.baton_admin_token:
+                    from baton.hitl.people import People
+
+                    if not People(runtime).anyone_can_log_in():
+                        sys.stderr.write(
+                            "the inbox and console are off for login: nobody has enrolled a passkey "
+                            "(`baton people add NAME`) and no BATON_ADMIN_TOKEN is set; an agent's "
+                            "BATON_HTTP_TOKEN never opens them (signed links still work)\n"
+                        )
 
     await AnnouncingServer(config).serve()
 

@@ -27,7 +27,7 @@ TOKEN = "inbox-test-token-0123456789"
 
 @pytest.fixture
 def token_runtime(baton_env: dict[str, str]) -> Iterator[Runtime]:
-    rt = Runtime.open(load_settings({**baton_env, "BATON_HTTP_TOKEN": TOKEN}))
+    rt = Runtime.open(load_settings({**baton_env, "BATON_ADMIN_TOKEN": TOKEN}))
     yield rt
     rt.close()
 
@@ -95,7 +95,14 @@ def test_the_list_needs_a_login_and_shows_urgent_requests_first(
     cookie = logged_in.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=strict" in cookie and "path=/inbox" in cookie
     page = client.get("/inbox")
-    assert page.status_code == 200 and "script-src" not in page.headers["content-security-policy"]
+    policy = page.headers["content-security-policy"]
+    assert (
+        page.status_code == 200 and "script-src 'self';" in policy
+    )  # the one same-origin file, nothing inline
+    assert "unsafe-inline'; form" in policy and "unsafe-eval" not in policy and "connect-src" not in policy
+    assert (
+        '<script src="/inbox/static/passkey.js" defer></script>' in page.text and "<script>" not in page.text
+    )
     assert page.text.index(urgent) < page.text.index(calm)
     bearer = _client()  # a fresh client: no cookie, the header alone
     assert bearer.get("/inbox", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
@@ -139,7 +146,8 @@ def test_forms_need_their_csrf_token_and_the_same_origin(
     assert (
         final["status"] == "rejected"
         and final["admin_notes"] == "too risky"
-        and final["decided_via"] == "inbox"
+        and final["decided_via"] == "admin_token"
+        and final["decided_by"] == "operator"
     )
     again = client.post(decide, data={"action": "approve", "csrf": _csrf(page.text)})
     assert again.status_code == 409 and "hitl_request_already_decided" in again.text
@@ -183,7 +191,7 @@ def test_without_a_token_only_links_work_and_the_secret_file_is_private(
     broker = get_broker(runtime)
     request_id = _create(broker, NewRequest("approval", "Tokenless", timeout_seconds=60))
     client = _client()
-    assert "BATON_HTTP_TOKEN" in client.get("/inbox/login").text
+    assert "BATON_ADMIN_TOKEN" in client.get("/inbox/login").text
     assert client.post("/inbox/login", data={"token": ""}).status_code == 401
     link = LinkSigner.for_runtime(runtime).link(base_url, request_id, time.time() + 60)
     page = client.get(link)

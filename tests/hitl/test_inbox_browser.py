@@ -29,6 +29,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 TOKEN = "browser-test-token-0123456789"
+ADMIN_TOKEN = "browser-admin-token-9876543210"  # the operator's; the agent holds TOKEN
 
 pytestmark = [
     pytest.mark.anyio,
@@ -53,7 +54,7 @@ async def test_approve_in_chromium_and_links_forged_expired_reused_are_refused(
 ) -> None:
     from playwright.async_api import async_playwright
 
-    env = {**baton_env, "BATON_HTTP_TOKEN": TOKEN}
+    env = {**baton_env, "BATON_HTTP_TOKEN": TOKEN, "BATON_ADMIN_TOKEN": ADMIN_TOKEN}
     server = http_server_factory(env)
     signer = LinkSigner(
         load_secret(load_settings(env))
@@ -76,7 +77,7 @@ async def test_approve_in_chromium_and_links_forged_expired_reused_are_refused(
             request_id = (await pending_requests(session))[0]["request_id"]
             await page.goto(f"{server.base_url}/inbox")
             assert page.url.endswith("/inbox/login")
-            await page.fill("#token", TOKEN)
+            await page.fill("#token", ADMIN_TOKEN)
             await page.click("#login button")
             await page.click(f"tr[data-request-id='{request_id}'] a")
             assert "validation-only" in (await page.text_content("#context") or "")

@@ -1,8 +1,8 @@
 """``baton console``: the operator console on loopback over the local store, with no MCP server.
 
 It serves the inbox and the console (same routes, same authentication as ``baton serve --http``).
-The login token is BATON_ADMIN_TOKEN (or BATON_HTTP_TOKEN) when set; otherwise a random token is
-made for this run only and shown once on the terminal that started it (like a notebook server's
+The login token is BATON_ADMIN_TOKEN when set (never an agent's BATON_HTTP_TOKEN); otherwise a random
+token is made for this run only and shown once on the terminal that started it (like a notebook server's
 token): it is not configuration, is never written anywhere, and dies with the process.
 """
 
@@ -35,7 +35,7 @@ def run_console(bind: str = DEFAULT_BIND) -> int:
             )
         settings = load_settings()
         one_run_token = None
-        if not (settings.baton_admin_token or settings.baton_http_token):
+        if not settings.baton_admin_token:
             one_run_token = secrets.token_urlsafe(24)
             settings.baton_admin_token = one_run_token
         anyio.run(_serve, settings, host, port, one_run_token)
@@ -81,9 +81,7 @@ async def _serve(settings: Any, host: str, port: int, one_run_token: str | None)
                         f"log in with this one-run token (not stored anywhere): {one_run_token}\n"
                     )
                 else:
-                    sys.stderr.write(
-                        "log in with BATON_ADMIN_TOKEN (or BATON_HTTP_TOKEN when no admin token is set)\n"
-                    )
+                    sys.stderr.write("log in with BATON_ADMIN_TOKEN\n")
                 sys.stderr.flush()
 
     try:

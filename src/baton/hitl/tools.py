@@ -36,6 +36,16 @@ class ApprovalArgs(ToolArgs):
     )
     timeout_seconds: int | None = TimeoutField
     urgent: StrictBool = Field(False, description="Listed first and flagged in notifications.")
+    required_approvals: StrictInt | None = Field(
+        None,
+        ge=1,
+        description="How many distinct people must approve (default 1; at most "
+        "BATON_HITL_MAX_REQUIRED_APPROVALS). One rejection rejects.",
+    )
+    step_up: StrictBool = Field(
+        False,
+        description="Approving needs a fresh passkey confirmation bound to this request and its context.",
+    )
 
 
 class InputArgs(ToolArgs):
@@ -291,7 +301,15 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
         Only an explicit approval yields approved=true; on timeout: success=false, timeout=true,
         approved=false. If this call is cut off, the request stays open: resume with
         mcp_wait_for_request(request_id)."""
-        new = NewRequest("approval", args.request_message, args.context, args.timeout_seconds, args.urgent)
+        new = NewRequest(
+            "approval",
+            args.request_message,
+            args.context,
+            args.timeout_seconds,
+            args.urgent,
+            required_approvals=args.required_approvals,
+            step_up=args.step_up,
+        )
         return await ask_and_wait(broker, new, ctx)
 
     @registry.tool("mcp_request_admin_input", InputArgs)
