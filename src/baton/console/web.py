@@ -4,7 +4,7 @@ Nothing about access is reimplemented here: the inbox's :class:`~baton.hitl.inbo
 who is logged in (token session cookie, ``Path=/inbox``, or a bearer header), checks every form's
 CSRF token and origin, and renders with its security headers (no script, no remote resource).
 Decisions go through the inbox's own decide handler, so the console is one more view of the same
-person's path (``decided_via = "inbox"``).
+paths (``decided_by`` the logged-in person or ``operator``; ``decided_via`` ``passkey`` or ``admin_token``).
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """The web inbox at ``/inbox`` of ``baton serve --http``: server-rendered pages to decide requests.
 
-Access is either a session (a browser logs in once with the operator's ``BATON_ADMIN_TOKEN``; an
-``Authorization: Bearer`` header with it also works) or a signed single-use link bound to one request.
-An agent's credential (``BATON_HTTP_TOKEN``) never opens the inbox: without an admin token, token login
-is off. Tokens are never taken
-from the query string. Every form carries a CSRF token tied to the session (or link) and the request;
-POSTs from another origin are refused; pages are ``no-store`` with a CSP that allows no script.
-"""
+Access is a session bound to who logged in — a person with a passkey (:mod:`baton.hitl.enroll`), or the
+operator with ``BATON_ADMIN_TOKEN`` (form or ``Authorization: Bearer``, the break-glass) — or a signed
+single-use link bound to one request. An agent's credential (``BATON_HTTP_TOKEN``) never opens the inbox.
+Tokens are never taken from the query string. Every decision records who (``decided_by``) and how
+(``decided_via``). Every form carries a CSRF token tied to the session (or link) and the request; POSTs
+from another origin are refused; pages are ``no-store`` with a CSP whose only script is the same-origin
+``/inbox/static/passkey.js`` (the WebAuthn ceremonies)."""
 
 from __future__ import annotations
 
