@@ -114,7 +114,17 @@ async def test_required_approvals_stay_within_the_operator_cap(baton_env: dict[s
         runtime.close()
 
 
-async def test_racing_approvers_of_a_quorum_produce_one_final_outcome(broker: HitlBroker) -> None:
+async def test_racing_approvers_of_a_quorum_produce_one_final_outcome(
+    baton_env: dict[str, str], database_url: str
+) -> None:
+    runtime = Runtime.open(load_settings({**baton_env, "BATON_DATABASE_URL": database_url}))
+    try:
+        await _race(get_broker(runtime))
+    finally:
+        runtime.close()
+
+
+async def _race(broker: HitlBroker) -> None:
     view = await broker.create(NewRequest("approval", "Race", timeout_seconds=600, required_approvals=2))
     outcomes: list[Any] = []
 

@@ -299,7 +299,9 @@ async def test_a_quorum_of_two_needs_two_distinct_people_and_one_rejection_rejec
             assert await alice.text_content(f"tr[data-request-id='{request_id}'] .quorum") == "1 of 2"
             assert result == {}  # one approval of two decides nothing
             await alice.goto(f"{base}/inbox/console/requests")
-            assert await alice.text_content(f"#pending tr[data-request-id='{request_id}'] .quorum") == "1 of 2"
+            assert (
+                await alice.text_content(f"#pending tr[data-request-id='{request_id}'] .quorum") == "1 of 2"
+            )
             await bob.goto(f"{base}/inbox/requests/{request_id}")
             await bob.click("button.approve")
             await bob.wait_for_selector("#status.approved")
