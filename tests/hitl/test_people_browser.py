@@ -111,6 +111,15 @@ async def _error_class(page: Any) -> str | None:
     return text
 
 
+def runtime_logins(env: dict[str, str]) -> list[Any]:
+    """The ``inbox_login`` receipts of the store (who opened a session, and how)."""
+    runtime = Runtime.open(load_settings(env))
+    try:
+        return list(runtime.receipts.list(kind="inbox_login"))
+    finally:
+        runtime.close()
+
+
 async def test_enroll_by_link_log_in_by_passkey_and_approve_with_a_bound_step_up(
     baton_env: dict[str, str], http_server_factory: Any, tmp_path: Path
 ) -> None:
@@ -170,7 +179,9 @@ async def test_enroll_by_link_log_in_by_passkey_and_approve_with_a_bound_step_up
     kinds = {r.kind for r in runtime.receipts.list(limit=1000)}
     runtime.close()
     assert decided[-1]["decided_by"] == "alice" and decided[-1]["step_up"] is True
-    assert {"person_added", "passkey_registered"} <= kinds
+    assert {"person_added", "passkey_registered", "inbox_login"} <= kinds
+    logins = [r.payload for r in runtime_logins(env)]
+    assert logins == [{"person": "alice", "via": "passkey"}]
     target = os.environ.get("BATON_CONSOLE_SCREENSHOTS")
     if target:
         for shot in shots.iterdir():

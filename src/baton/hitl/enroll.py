@@ -95,6 +95,7 @@ class PasskeyPages:
             throttle.failed(address)
             return self.inbox.refusal(exc, back="/inbox/login")
         throttle.succeeded(address)
+        self.runtime.receipts.append("inbox_login", {"person": person, "via": "passkey"})
         return self.inbox.session_response(request, self.inbox.signer.new_session(person=person))
 
 

@@ -223,6 +223,7 @@ class Inbox:
             throttle.failed(address)
             return self.login_page(request, 401, failed=True)
         throttle.succeeded(address)
+        self.runtime.receipts.append("inbox_login", {"person": "operator", "via": "admin_token"})
         return self.session_response(request, self.signer.new_session())
 
     def session_response(self, request: Request, cookie: str) -> Response:
