@@ -34,10 +34,10 @@ from tests.hitl.helpers import HttpServer, run_cli
 pytestmark = pytest.mark.anyio
 
 TOKEN = "matrix-agent-token-0123456789abcdef"
-ADMIN_TOKEN = "matrix-operator-token-fedcba9876543210"
+ADMIN_TOKEN = "matrix-operator-token-fedcba9876543210"  # the inbox's; the agent's TOKEN never opens it
 ERAS = {"2025-11-25": "legacy", "2026-07-28": "auto"}
 TRANSPORTS = ("stdio", "http", "stateless")
-DECIDERS = {"form": "elicitation", "url": "link", "inbox": "inbox", "cli": "cli"}
+DECIDERS = {"form": "elicitation", "url": "link", "inbox": "admin_token", "cli": "cli"}
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,7 @@ def browser_decides(url: str) -> None:
 
 
 def inbox_decides(base_url: str, request_id: str) -> None:
-    """A person logging in to the inbox with the operator's token and approving the request."""
+    """The operator logging in to the inbox with the admin token and approving the request."""
     with httpx.Client(base_url=base_url, timeout=10) as browser:
         assert browser.post("/inbox/login", data={"token": ADMIN_TOKEN}).status_code in (200, 303)
         page = browser.get(f"/inbox/requests/{request_id}")

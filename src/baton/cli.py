@@ -31,6 +31,7 @@ app.add_typer(subagents_app, name="subagents")
 SUBSYSTEM_APPS = {
     "agents": "baton.agents_cli",
     "hitl": "baton.hitl.cli",
+    "people": "baton.hitl.people_cli",
     "timers": "baton.timers.cli",
     "gateway": "baton.gateway.cli",
     "campaign": "baton.campaign.cli",

@@ -85,6 +85,11 @@ class Settings(BaseModel):
     baton_agent_name: str | None = None
     baton_http_agent_name: str = "http-agent"
     baton_hitl_max_pending_per_agent: PositiveInt = 100
+    # people, quorum and step-up (docs/hitl.md)
+    baton_hitl_max_required_approvals: Annotated[int, Field(ge=1, le=20)] = 3
+    baton_hitl_step_up: bool = False
+    baton_hitl_step_up_risk: str | None = None
+    baton_hitl_exclude_owner: bool = False
     # OAuth 2.1 resource server on --http (docs/operations.md)
     baton_oauth_issuer: str | None = None
     baton_oauth_audience: str | None = None

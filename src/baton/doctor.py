@@ -123,6 +123,36 @@ def check_http(runtime: Runtime) -> Check:
     return Check("http", True, "serve --http may listen beyond loopback (tokens set and strong)")
 
 
+def check_people(runtime: Runtime) -> Check:
+    """Each person who decides (passkeys, owned agents), how the inbox logs in, quorum and step-up opt-ins."""
+    from baton.hitl.people import People
+
+    settings = runtime.settings
+    named = []
+    for person in People(runtime).all():
+        facts = [f"{person.passkeys} passkey{'s' if person.passkeys != 1 else ''}"]
+        if person.enrollment_open:
+            facts.append("enrollment link open")
+        if person.owns:
+            facts.append("owns " + ", ".join(person.owns))
+        named.append(f"{person.name} ({'; '.join(facts)})")
+    login = [
+        *(["passkey"] if any(p.passkeys for p in People(runtime).all()) else []),
+        *(["BATON_ADMIN_TOKEN (operator)"] if settings.baton_admin_token else []),
+    ]
+    detail = "people: " + (", ".join(named) if named else "nobody (`baton people add NAME`)")
+    detail += "; inbox login: " + (" and ".join(login) if login else "off")
+    opt_ins = []
+    if settings.baton_hitl_step_up:
+        opt_ins.append("BATON_HITL_STEP_UP=1 (every approval needs a passkey step-up)")
+    if settings.baton_hitl_step_up_risk:
+        opt_ins.append(f"BATON_HITL_STEP_UP_RISK={settings.baton_hitl_step_up_risk}")
+    if settings.baton_hitl_exclude_owner:
+        opt_ins.append("BATON_HITL_EXCLUDE_OWNER=1")
+    opt_ins.append(f"at most {settings.baton_hitl_max_required_approvals} approvals per request")
+    return Check("hitl people", bool(login), detail + "; " + "; ".join(opt_ins))
+
+
 def check_service(runtime: Runtime) -> list[Check]:
     """The daily budget, trace export and OAuth (running as a service)."""
     from baton.ops_checks import service_checks
@@ -139,6 +169,7 @@ CHECKS: list[Callable[[Runtime], Check | list[Check]]] = [
     check_decision_authority,
     check_agents,
     check_http,
+    check_people,
     check_service,
 ]
 

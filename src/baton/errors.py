@@ -15,6 +15,7 @@ those strings; ``docs/error-classes.md`` is checked against it by the tests.
     ├── SubagentError        subagent lifecycle and context preparation
     ├── HitlError            human-in-the-loop requests
     ├── AgentError           named agents and their credentials
+    ├── PeopleError          people who decide, and their passkeys
     ├── NotificationError    notification channels
     ├── TimerError           timers
     ├── GatewayError         governed external MCP servers
@@ -78,6 +79,9 @@ ERROR_CLASSES: dict[str, str] = {
     "hitl_still_pending": "The wait ended before anyone decided; the request is still pending (wait again by id).",
     "mcp_request_state_invalid": "A multi-round-trip retry carried a requestState that was already used or is malformed; call the tool again without it.",
     "hitl_csrf_invalid": "An inbox form was posted without its valid per-form token.",
+    "hitl_step_up_required": "Approving this request needs a fresh passkey assertion bound to its id and arguments digest (step-up); none was given, or it did not verify.",
+    "hitl_approval_duplicate": "This person already approved the request; a person counts once toward required_approvals.",
+    "hitl_owner_excluded": "The agent's registered owner may not approve that agent's requests (BATON_HITL_EXCLUDE_OWNER=1).",
     "hitl_decider_not_authorized": "This MCP caller may not decide human-in-the-loop requests; a person decides (inbox, CLI, elicitation) unless BATON_HITL_ALLOW_MCP_DECISIONS=1 or the admin credential is used.",
     "approval_denied": "A human rejected the request.",
     "hitl_too_many_pending": "This agent already has BATON_HITL_MAX_PENDING_PER_AGENT open requests; wait for some to be decided or to expire.",
@@ -171,6 +175,11 @@ ERROR_CLASSES: dict[str, str] = {
     # campaign
     "campaign_config_incomplete": "The campaign was asked for something its configuration cannot provide.",
     "campaign_bundle_invalid": "A campaign bundle's manifest does not match its files.",
+    # people and passkeys
+    "person_not_found": "No person has that name.",
+    "person_already_exists": "A person with that name already exists.",
+    "enrollment_link_invalid": "A passkey enrollment link is forged, expired, already used or for a removed person.",
+    "passkey_invalid": "A passkey registration or assertion did not verify (wrong origin, challenge, signature, counter or credential).",
     # baton install
     "client_config_invalid": "The MCP client's config file is not a JSON object baton can merge into (left untouched).",
     "client_command_failed": "The client's own command (claude mcp add) is missing or failed.",
@@ -247,6 +256,10 @@ class HitlError(BatonError):
 
 class AgentError(BatonError):
     """A named-agent operation failed."""
+
+
+class PeopleError(BatonError):
+    """People who decide, their enrollment links and passkeys."""
 
 
 class NotificationError(BatonError):

@@ -105,7 +105,9 @@ class SubagentStatus(Ok):
     started_at: str | None
     finished_at: str | None
     updated_at: str
-    agent: str | None = Field(None, description="The agent that spawned it (None for rows from before named agents).")
+    agent: str | None = Field(
+        None, description="The agent that spawned it (None for rows from before named agents)."
+    )
 
 
 class CancelSubagentResult(Ok):
@@ -124,7 +126,9 @@ class SubagentRow(_Result):
     task: str = Field(description="The task's first 200 characters.")
     created_at: str
     updated_at: str
-    agent: str | None = Field(None, description="The agent that spawned it (None for rows from before named agents).")
+    agent: str | None = Field(
+        None, description="The agent that spawned it (None for rows from before named agents)."
+    )
 
 
 class SkippedSubagent(_Result):
@@ -188,7 +192,9 @@ class PendingRequest(_Result):
     urgent: bool
     created_at: str
     expires_at: str
-    agent: str | None = Field(None, description="The agent that asked (None for rows from before named agents).")
+    agent: str | None = Field(
+        None, description="The agent that asked (None for rows from before named agents)."
+    )
 
 
 class SkippedRequest(_Result):
@@ -229,7 +235,9 @@ class RequestStatus(Ok):
     waiter_gone: bool | None = Field(description="True when no call was waiting when the decision came.")
     decided: bool
     timeout: bool = Field(description="True once the request expired undecided.")
-    agent: str | None = Field(None, description="The agent that asked (None for rows from before named agents).")
+    agent: str | None = Field(
+        None, description="The agent that asked (None for rows from before named agents)."
+    )
 
 
 class Responded(RequestStatus):
@@ -283,7 +291,9 @@ class Timer(_Result):
     created_at: str
     cancelled_at: str | None
     last_firing: LastFiring | None
-    agent: str | None = Field(None, description="The agent that set it (None for rows from before named agents).")
+    agent: str | None = Field(
+        None, description="The agent that set it (None for rows from before named agents)."
+    )
 
 
 class TimerResult(Timer):

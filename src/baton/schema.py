@@ -157,6 +157,10 @@ hitl_requests = Table(
     Column("admin_notes", Text),
     Column("responded_at", String(40)),
     Column("decided_via", String(32)),
+    Column("decided_by", String(512)),
+    Column("required_approvals", Integer),
+    Column("step_up", Boolean),
+    Column("arguments_sha256", String(64)),
     Column("owner", String(128)),
     Column("waiter_instance", String(128)),
     Column("waiter_seen_epoch", Float),
@@ -191,6 +195,41 @@ hitl_session_revocations = Table(
     Column("sid", String(64), primary_key=True),
     Column("expires_epoch", Float, nullable=False),
     Column("revoked_at", String(40), nullable=False),
+)
+
+#: Approvals of a request that needs more than one person: one row per person (a person counts once).
+hitl_approvals = Table(
+    "hitl_approvals",
+    metadata,
+    Column("request_id", String(40), primary_key=True),
+    Column("person", String(128), primary_key=True),
+    Column("via", String(32), nullable=False),
+    Column("approved_at", String(40), nullable=False),
+)
+
+# people: who may decide (docs/hitl.md, "People and passkeys") ---------------------------------------
+
+#: A person who decides; ``enroll_nonce`` is the one open enrollment link (cleared when it is used).
+people = Table(
+    "people",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("created_at", String(40), nullable=False),
+    Column("owns", JSON),
+    Column("enroll_nonce", String(64)),
+    Column("enroll_expires_epoch", Float),
+)
+
+#: A person's WebAuthn credentials (passkeys): the public key and the last sign count, never a secret.
+people_passkeys = Table(
+    "people_passkeys",
+    metadata,
+    Column("credential_id", String(1400), primary_key=True),
+    Column("person", String(64), nullable=False, index=True),
+    Column("public_key", Text, nullable=False),
+    Column("sign_count", Integer, nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("last_used_at", String(40)),
 )
 
 # gateway: governed external MCP servers (one row per adapter; the receipts hold the evidence)

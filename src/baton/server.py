@@ -540,10 +540,14 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
             if self.started:
                 announce_listening(self, host, paths)
                 if not runtime.settings.baton_admin_token:
-                    sys.stderr.write(
-                        "the inbox and console are off for login: no BATON_ADMIN_TOKEN is set, and an "
-                        "agent's BATON_HTTP_TOKEN never opens them (signed links still work)\n"
-                    )
+                    from baton.hitl.people import People
+
+                    if not People(runtime).anyone_can_log_in():
+                        sys.stderr.write(
+                            "the inbox and console are off for login: nobody has enrolled a passkey "
+                            "(`baton people add NAME`) and no BATON_ADMIN_TOKEN is set; an agent's "
+                            "BATON_HTTP_TOKEN never opens them (signed links still work)\n"
+                        )
 
     from baton.listening import listening_socket
 

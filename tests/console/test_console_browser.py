@@ -263,7 +263,12 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         assert pending["admin_notes"] == "Approved from the console."
         decided = page.locator(f"#decided tr[data-request-id='{request_id}']")
         text = await decided.inner_text()
-        assert "approved" in text and "web inbox" in text and "Approved from the console." in text
+        assert (
+            "approved" in text
+            and "operator" in text
+            and "admin_token" in text
+            and "Approved from the console." in text
+        )
         assert "#" in text  # the hitl_decided receipt's seq
         cli_row = await page.locator(f"#decided tr[data-request-id='{first_id}']").inner_text()
         assert "baton hitl" in cli_row and "Within policy." in cli_row

@@ -102,10 +102,13 @@ async def test_a_decision_is_stored_and_receipted_with_every_field(
     broker: HitlBroker, runtime: Runtime
 ) -> None:
     view = await broker.create(NewRequest("approval", "Ship?", timeout_seconds=60, agent="ci-bot"))
-    decided = broker.respond(view["request_id"], Decision(approved=False, admin_notes="not now", via="cli"))
-    assert (decided["status"], decided["decided_via"], decided["admin_notes"]) == (
+    decided = broker.respond(
+        view["request_id"], Decision(approved=False, admin_notes="not now", via="cli", decided_by="ana")
+    )
+    assert (decided["status"], decided["decided_via"], decided["decided_by"], decided["admin_notes"]) == (
         "rejected",
         "cli",
+        "ana",
         "not now",
     )
     assert decided["responded_at"] is not None
@@ -118,6 +121,10 @@ async def test_a_decision_is_stored_and_receipted_with_every_field(
         "response": None,
         "admin_notes": "not now",
         "via": "cli",
+        "decided_by": "ana",
+        "approvers": ["ana"],
+        "required_approvals": 1,
+        "step_up": False,
         "waiter_gone": True,
         "responded_at": decided["responded_at"],
     }
@@ -188,6 +195,9 @@ async def test_a_request_is_stored_and_receipted_with_every_field(
         "options": options,
         "urgent": True,
         "timeout_seconds": 90,
+        "required_approvals": 1,
+        "step_up": False,
+        "arguments_sha256": sha256_hex(canonical_json(context)),
         "created_at": view["created_at"],
         "expires_at": view["expires_at"],
     }

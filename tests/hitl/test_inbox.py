@@ -95,8 +95,16 @@ def test_the_list_needs_a_login_and_shows_urgent_requests_first(
     cookie = logged_in.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=strict" in cookie and "path=/inbox" in cookie
     page = client.get("/inbox")
-    assert page.status_code == 200 and "script-src 'self';" in page.headers["content-security-policy"]
-    assert "unsafe-eval" not in page.headers["content-security-policy"] and "<script>" not in page.text
+    policy = page.headers["content-security-policy"]
+    assert (
+        page.status_code == 200 and "script-src 'self';" in policy
+    )  # the one same-origin file, nothing inline
+    assert (
+        "unsafe-inline'; form" in policy and "unsafe-eval" not in policy and "connect-src 'self';" in policy
+    )
+    assert (
+        '<script src="/inbox/static/passkey.js" defer></script>' in page.text and "<script>" not in page.text
+    )
     assert page.text.index(urgent) < page.text.index(calm)
     bearer = _client()  # a fresh client: no cookie, the header alone
     assert bearer.get("/inbox", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
@@ -140,7 +148,8 @@ def test_forms_need_their_csrf_token_and_the_same_origin(
     assert (
         final["status"] == "rejected"
         and final["admin_notes"] == "too risky"
-        and final["decided_via"] == "inbox"
+        and final["decided_via"] == "admin_token"
+        and final["decided_by"] == "operator"
     )
     again = client.post(decide, data={"action": "approve", "csrf": _csrf(page.text)})
     assert again.status_code == 409 and "hitl_request_already_decided" in again.text

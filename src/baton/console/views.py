@@ -23,12 +23,15 @@ log = logging.getLogger("baton.console")
 
 #: Who stands behind each decision path (``decided_via``).
 DECIDERS = {
-    "inbox": "a person, in the web inbox",
-    "link": "a person, through a signed link",
-    "cli": "a person, with baton hitl",
-    "elicitation": "a person, in the MCP client (elicitation)",
+    "passkey": "logged in with a passkey",
+    "admin_token": "the operator's BATON_ADMIN_TOKEN",
+    "inbox": "in the web inbox (before people were named)",
+    "link": "whoever held a signed link",
+    "cli": "with baton hitl, as this OS user",
+    "elicitation": "an MCP client's own form (elicitation)",
     "mcp": "an MCP client with decision authority",
-    "console": "a person, in the console",
+    "mcp_admin": "an MCP caller with the admin credential",
+    "console": "in the console",
 }
 #: Tool-definition fields whose change is drift (SPEC section 6).
 TOOL_FIELDS = ("title", "description", "inputSchema", "outputSchema", "annotations")
@@ -85,7 +88,9 @@ def requests(runtime: Runtime, limit: int = 100) -> dict[str, list[dict[str, Any
         .limit(limit)
     )
     with runtime.store.read() as connection:
-        rows = screen_requests(connection.execute(query).all()).rows  # a corrupted row is left out
+        rows = broker.with_approvals(
+            screen_requests(connection.execute(query).all()).rows
+        )  # corrupted rows left out
     decided_receipts = {r["payload"].get("request_id"): r for r in receipts_of(runtime, "hitl_decided")}
     decided = []
     for row in rows:
@@ -94,7 +99,8 @@ def requests(runtime: Runtime, limit: int = 100) -> dict[str, list[dict[str, Any
         decided.append(
             {
                 **row,
-                "who": DECIDERS.get(via or "", via) if via else "nobody (expired)",
+                "who": row["decided_by"] or ("nobody (expired)" if not via else "unnamed"),
+                "path": DECIDERS.get(via or "", via) if via else "expiry",
                 "waited_seconds": _seconds_between(row["created_at"], row["responded_at"]),
                 "receipt_seq": receipt["seq"] if receipt else None,
                 "receipt_sha256": receipt["sha256"] if receipt else None,

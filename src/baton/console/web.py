@@ -4,7 +4,7 @@ Nothing about access is reimplemented here: the inbox's :class:`~baton.hitl.inbo
 who is logged in (token session cookie, ``Path=/inbox``, or a bearer header), checks every form's
 CSRF token and origin, and renders with its security headers (no script, no remote resource).
 Decisions go through the inbox's own decide handler, so the console is one more view of the same
-person's path (``decided_via = "inbox"``).
+paths (``decided_by`` the logged-in person or ``operator``; ``decided_via`` ``passkey`` or ``admin_token``).
 """
 
 from __future__ import annotations
@@ -19,10 +19,18 @@ from starlette.routing import Route
 from baton.console import charts, views
 from baton.errors import BatonError, HitlError
 from baton.hitl.broker import get_broker
-from baton.hitl.inbox import HEADERS, Inbox
+from baton.hitl.inbox import HEADERS as INBOX_HEADERS
+from baton.hitl.inbox import Inbox
 from baton.runtime import Runtime
 
 BASE = "/inbox/console"
+#: The inbox's headers with no script at all: the console runs no passkey ceremony (a step-up request
+#: links to its inbox page), so its pages keep the script-less policy.
+HEADERS = {
+    **INBOX_HEADERS,
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'",
+}
 PAGES = (
     ("requests", "Requests"),
     ("subagents", "Subagents"),

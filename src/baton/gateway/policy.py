@@ -276,8 +276,14 @@ class Tools(_Strict):
     approval_timeout_seconds: int | None = Field(default=None, ge=1, le=30 * 86_400)
     #: Destructive tools the owner explicitly allows without a human approval.
     allow_destructive_without_approval: list[str] = Field(default_factory=list)
+    #: approval_required tools whose approval needs a passkey step-up, whatever the risk class.
+    step_up: list[str] = Field(default_factory=list)
+    #: Per approval_required tool: how many distinct people must approve a call (default 1).
+    required_approvals: dict[str, Annotated[int, Field(ge=1, le=20)]] = Field(default_factory=dict)
 
-    @field_validator("allowed", "denied", "approval_required", "allow_destructive_without_approval")
+    @field_validator(
+        "allowed", "denied", "approval_required", "allow_destructive_without_approval", "step_up"
+    )
     @classmethod
     def _names(cls, value: list[str]) -> list[str]:
         if len(set(value)) != len(value):
@@ -344,6 +350,10 @@ class Policy(_Strict):
             raise ValueError("pypi artifacts need the wheel filename and the registry's sha256")
         if not set(self.tools.approval_required) <= set(self.tools.allowed):
             raise ValueError("approval_required names a tool that is not allowed")
+        if not set(self.tools.required_approvals) | set(self.tools.step_up) <= set(
+            self.tools.approval_required
+        ):
+            raise ValueError("required_approvals or step_up names a tool that is not in approval_required")
         if (self.runtime.network == "allowlist") != bool(self.runtime.allowed_origins):
             raise ValueError("network='allowlist' needs allowed_origins, and only it takes them")
         if self.runtime.sandbox == "docker" and self.runtime.image is None:

@@ -236,8 +236,17 @@ class GatewayProxy(DynamicTools):
             "arguments": arguments,
             "arguments_sha256": digest,
         }
-        timeout = adapter.policy.tools.approval_timeout_seconds
-        new = NewRequest("approval", message, request_context, timeout, agent=context.agent.name)
+        tools = adapter.policy.tools
+        new = NewRequest(
+            "approval",
+            message,
+            request_context,
+            tools.approval_timeout_seconds,
+            required_approvals=tools.required_approvals.get(tool),
+            step_up=needs_step_up(self.runtime.settings.baton_hitl_step_up_risk, adapter.policy, tool),
+            arguments_sha256=digest,
+            agent=context.agent.name,
+        )
         view = await broker.create(new)
         decided = await wait_for_outcome(broker, view, context, None, time.time())
         request_id = view["request_id"]
@@ -380,3 +389,10 @@ def envelope(adapter_id: str, tool: str, result: Any) -> dict[str, Any]:
     if result.is_error:
         value.update(error_class="mcp_upstream_tool_error", error=text[:2000] or "The upstream tool failed.")
     return value
+
+
+def needs_step_up(risk_classes: str | None, policy: Any, tool: str) -> bool:
+    """Whether approving a call of ``tool`` needs a passkey step-up: the policy lists the tool under
+    ``tools.step_up``, or the adapter's ``risk_class`` is one of BATON_HITL_STEP_UP_RISK (e.g. ``high``)."""
+    classes = {part.strip() for part in (risk_classes or "").split(",") if part.strip()}
+    return tool in policy.tools.step_up or policy.adapter.risk_class in classes

@@ -40,6 +40,8 @@ from baton.hitl.records import (
     Decision,
     NewRequest,
     already_decided,
+    check_approver,
+    decider_name,
     decision_values,
     iso,
     link_used,
@@ -54,7 +56,7 @@ from baton.hitl.waiters import SIGNAL_PREFIX, Waiters
 from baton.receipts import canonical_json, sha256_hex
 from baton.rows import Screened, raw_json
 from baton.runtime import Runtime
-from baton.schema import hitl_link_uses, hitl_requests
+from baton.schema import hitl_approvals, hitl_link_uses, hitl_requests
 
 log = logging.getLogger("baton.hitl")
 
@@ -184,14 +186,17 @@ class HitlBroker:
                 f"The timeout (timeout_seconds, or HITL_TIMEOUT_SECONDS when none is given) must be "
                 f"between 1 and {MAX_TIMEOUT_SECONDS} seconds.",
             )
+        required, step_up = self._quorum_and_step_up(new)
         redact = self.runtime.redactor
         request_id = f"hr_{uuid.uuid4().hex[:20]}"
         now = time.time()
+        context = redact.value(new.context) if new.context is not None else None
+        digest = new.arguments_sha256 or sha256_hex(canonical_json(context))
         row = {
             "id": request_id,
             "kind": new.kind,
             "message": redact.text(new.message),
-            "context": redact.value(new.context) if new.context is not None else None,
+            "context": context,
             "options": redact.value(new.options) if new.options is not None else None,
             "urgent": new.urgent,
             "status": "pending",
@@ -200,6 +205,9 @@ class HitlBroker:
             "expires_epoch": now + timeout,
             "owner": self.runtime.instance_id,
             "agent": new.agent,
+            "required_approvals": required,
+            "step_up": step_up,
+            "arguments_sha256": digest,
         }
         with self.runtime.store.write() as connection:
             if new.agent is not None:
@@ -216,6 +224,9 @@ class HitlBroker:
                     "options": row["options"],
                     "urgent": new.urgent,
                     "timeout_seconds": timeout,
+                    "required_approvals": required,
+                    "step_up": step_up,
+                    "arguments_sha256": digest,
                     "created_at": row["created_at"],
                     "expires_at": row["expires_at"],
                     "agent": new.agent,
@@ -238,6 +249,19 @@ class HitlBroker:
                 limit=cap,
             )
 
+    def _quorum_and_step_up(self, new: NewRequest) -> tuple[int, bool]:
+        """The request's quorum (within BATON_HITL_MAX_REQUIRED_APPROVALS) and whether it needs step-up."""
+        if new.kind != "approval":
+            return 1, False
+        cap = self.runtime.settings.baton_hitl_max_required_approvals
+        required = new.required_approvals or 1
+        if not 1 <= required <= cap:
+            raise ArgumentError(
+                "invalid_arguments",
+                f"required_approvals must be between 1 and {cap} (BATON_HITL_MAX_REQUIRED_APPROVALS).",
+            )
+        return required, bool(new.step_up or self.runtime.settings.baton_hitl_step_up)
+
     def get(self, request_id: str, agent: str | None = None) -> dict[str, Any]:
         """One request's full state (a pending request past its expiry is marked expired first).
 
@@ -251,7 +275,25 @@ class HitlBroker:
 
     def list_pending(self, agent: str | None = None) -> list[dict[str, Any]]:
         """Every pending request (of ``agent`` alone, when given), urgent first, then the soonest to expire."""
-        return self.screen_pending(agent).rows
+        return self.with_approvals(self.screen_pending(agent).rows)
+
+    def with_approvals(self, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Fill ``approvals`` (who approved so far, in order) of the views that need a quorum."""
+        ids = [view["request_id"] for view in views if view["required_approvals"] > 1]
+        if not ids:
+            return views
+        query = (
+            select(hitl_approvals.c.request_id, hitl_approvals.c.person)
+            .where(hitl_approvals.c.request_id.in_(ids))
+            .order_by(hitl_approvals.c.approved_at, hitl_approvals.c.person)
+        )
+        found: dict[str, list[str]] = {}
+        with self.runtime.store.read() as connection:
+            for request_id, person in connection.execute(query).all():
+                found.setdefault(request_id, []).append(person)
+        for view in views:
+            view["approvals"] = found.get(view["request_id"], [])
+        return views
 
     def screen_pending(self, agent: str | None = None) -> Screened:
         """Every pending request (of ``agent`` alone, when given), and the stored rows that could not be
@@ -302,7 +344,7 @@ class HitlBroker:
                     statements.unpageable, {**counted, "limit": MAX_SKIPPED_LISTED}
                 ).all()
         screened = screen_requests(listed)
-        views = [view for view in screened.rows if view["expires_epoch"] > params["now"]]
+        views = self.with_approvals([view for view in screened.rows if view["expires_epoch"] > params["now"]])
         return PendingPage(views, total, next_cursor, screened.skipped)
 
     def expire_due(self) -> int:
@@ -322,18 +364,24 @@ class HitlBroker:
     def respond(
         self, request_id: str, decision: Decision, *, spend_link: str | None = None
     ) -> dict[str, Any]:
-        """Record the first decision on a pending request (atomically); later ones are refused.
+        """Record a decision on a pending request (atomically); once final, later ones are refused.
 
         ``spend_link`` is a signed link's nonce, recorded as used in the same transaction, so a link
-        is spent exactly when its decision is recorded.
+        is spent exactly when its decision is recorded (a step-up's nonce is spent the same way).
+        An approval of a request that needs N people is recorded as a partial approval until the Nth
+        distinct person approves; one rejection rejects.
         """
+        if spend_link is None and decision.step_up is not None:
+            spend_link = decision.step_up.nonce
         try:
             with self.runtime.store.write() as connection:
-                expired = self._decide_in(connection, request_id, decision, spend_link)
-        except IntegrityError as exc:  # the same link spent concurrently
+                expired, final = self._decide_in(connection, request_id, decision, spend_link)
+        except IntegrityError as exc:  # the same link (or step-up) spent, or the same person, concurrently
             raise link_used(request_id) from exc
         if expired is not None:
             raise expired
+        if not final:  # a partial approval: the waiting call keeps waiting
+            return self.get(request_id)
         self.waiters.wake(request_id)
         if self.waiters.signals.cross_process:
             self.waiters.signals.publish(SIGNAL_PREFIX + request_id)
@@ -341,18 +389,25 @@ class HitlBroker:
 
     def _decide_in(
         self, connection: Connection, request_id: str, decision: Decision, spend_link: str | None
-    ) -> HitlError | None:
-        """Decide inside one transaction; raising rolls everything back, an expiry is returned to commit."""
+    ) -> tuple[HitlError | None, bool]:
+        """Decide inside one transaction; raising rolls everything back, an expiry is returned to commit.
+
+        Returns ``(expiry, final)``: ``final`` is false for a partial approval of a quorum."""
         now = time.time()
-        row = connection.execute(select(hitl_requests).where(hitl_requests.c.id == request_id)).first()
+        query = select(hitl_requests).where(hitl_requests.c.id == request_id).with_for_update()
+        row = connection.execute(query).first()
         refused = refusal(row, now, request_id)
         if refused is not None:
             if refused.error_class == "hitl_request_expired" and row is not None and row.status == "pending":
                 self._expire_in(connection, request_id, now)
-                return refused
+                return refused, False
             raise refused
         assert row is not None
         values = decision_values(row, decision, self.runtime.redactor.text)
+        by = decider_name(decision)
+        approvers = [by]
+        if values["status"] == "approved":
+            check_approver(self.runtime, row, decision, by)
         if spend_link is not None:
             used = select(hitl_link_uses.c.nonce).where(hitl_link_uses.c.nonce == spend_link)
             if connection.execute(used).first() is not None:
@@ -360,6 +415,10 @@ class HitlBroker:
             connection.execute(
                 insert(hitl_link_uses).values(nonce=spend_link, request_id=request_id, used_at=iso(now))
             )
+        if values["status"] == "approved" and (row.required_approvals or 1) > 1:
+            approvers = self._count_approval(connection, row, decision, by, now)
+            if len(approvers) < row.required_approvals:
+                return None, False
         gone = not self.waiters.waiter_alive(request_id, row.waiter_instance, row.waiter_seen_epoch)
         result = connection.execute(
             update(hitl_requests)
@@ -368,7 +427,13 @@ class HitlBroker:
                 hitl_requests.c.status == "pending",
                 hitl_requests.c.expires_epoch > now,
             )
-            .values(**values, responded_at=iso(now), decided_via=decision.via, waiter_gone=gone)
+            .values(
+                **values,
+                responded_at=iso(now),
+                decided_via=decision.via,
+                decided_by=", ".join(approvers),
+                waiter_gone=gone,
+            )
         )
         if result.rowcount != 1:  # another decider committed first (PostgreSQL re-checks the WHERE)
             raise already_decided(request_id)
@@ -384,11 +449,55 @@ class HitlBroker:
                 "admin_notes": values["admin_notes"],
                 "via": decision.via,
                 "agent": row.agent,
+                "decided_by": ", ".join(approvers),
+                "approvers": approvers,
+                "required_approvals": row.required_approvals or 1,
+                "step_up": bool(decision.step_up) if row.step_up else False,
                 "waiter_gone": gone,
                 "responded_at": iso(now),
             },
         )
-        return None
+        return None, True
+
+    def _count_approval(
+        self, connection: Connection, row: Any, decision: Decision, by: str, now: float
+    ) -> list[str]:
+        """Record one person's approval of a quorum request; returns every approver so far, in order."""
+        query = (
+            select(hitl_approvals.c.person)
+            .where(hitl_approvals.c.request_id == row.id)
+            .order_by(hitl_approvals.c.approved_at, hitl_approvals.c.person)
+        )
+        earlier = list(connection.execute(query).scalars().all())
+        if by in earlier:
+            raise HitlError(
+                "hitl_approval_duplicate",
+                f"{by} already approved request {row.id}; a person counts once "
+                f"({len(earlier)} of {row.required_approvals}).",
+                request_id=row.id,
+            )
+        connection.execute(
+            insert(hitl_approvals).values(
+                request_id=row.id, person=by, via=decision.via, approved_at=iso(now)
+            )
+        )
+        approvers = [*earlier, by]
+        if len(approvers) < row.required_approvals:
+            self.runtime.receipts.append_in(
+                connection,
+                "hitl_partial_approval",
+                {
+                    "request_id": row.id,
+                    "decided_by": by,
+                    "via": decision.via,
+                    "approvals": len(approvers),
+                    "required_approvals": row.required_approvals,
+                    "approvers": approvers,
+                    "step_up": bool(decision.step_up) if row.step_up else False,
+                    "at": iso(now),
+                },
+            )
+        return approvers
 
     def _expire_in(self, connection: Connection, request_id: str, now: float) -> int:
         result = connection.execute(
@@ -482,7 +591,7 @@ class HitlBroker:
             row = connection.execute(select(hitl_requests).where(hitl_requests.c.id == request_id)).first()
         if row is None or (agent is not None and row.agent != agent):
             raise not_found(request_id)
-        return row_view(row)
+        return self.with_approvals([row_view(row)])[0]
 
 
 def get_broker(runtime: Runtime) -> HitlBroker:

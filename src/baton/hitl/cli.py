@@ -92,10 +92,12 @@ def _cell(value: Any) -> str:
 
 
 def _decide(request_id: str, **decision: Any) -> None:
+    import getpass
+
     from baton.hitl.broker import Decision
 
     try:
-        view = _broker().respond(request_id, Decision(**decision, via="cli"))
+        view = _broker().respond(request_id, Decision(**decision, via="cli", decided_by=getpass.getuser()))
     except BatonError as exc:
         _fail(exc)
         return
@@ -146,7 +148,9 @@ def watch(
             for request_id in seen.keys() - current.keys():
                 final = broker.get(request_id)
                 out.print(
-                    f"{final['status']} {request_id} via {final['decided_via'] or 'expiry'}", soft_wrap=True
+                    f"{final['status']} {request_id} by {final['decided_by'] or 'nobody'} via "
+                    f"{final['decided_via'] or 'expiry'}",
+                    soft_wrap=True,
                 )
             seen = current
             time.sleep(interval)

@@ -1,16 +1,17 @@
 """The web inbox at ``/inbox`` of ``baton serve --http``: server-rendered pages to decide requests.
 
-Access is either a session (a browser logs in once with the operator's ``BATON_ADMIN_TOKEN``; an
-``Authorization: Bearer`` header with it also works) or a signed single-use link bound to one request.
-An agent's credential (``BATON_HTTP_TOKEN``) never opens the inbox: without an admin token, token login
-is off. Tokens are never taken
-from the query string. Every form carries a CSRF token tied to the session (or link) and the request;
-POSTs from another origin are refused; pages are ``no-store`` with a CSP that allows no script.
-"""
+Access is a session bound to who logged in — a person with a passkey (:mod:`baton.hitl.enroll`), or the
+operator with ``BATON_ADMIN_TOKEN`` (form or ``Authorization: Bearer``, the break-glass) — or a signed
+single-use link bound to one request. An agent's credential (``BATON_HTTP_TOKEN``) never opens the inbox.
+Tokens are never taken from the query string. Every decision records who (``decided_by``) and how
+(``decided_via``). Every form carries a CSRF token tied to the session (or link) and the request; POSTs
+from another origin are refused; pages are ``no-store`` with a CSP whose only scripts are same-origin
+files: ``/inbox/static/passkey.js`` (the WebAuthn ceremonies) and ``/inbox/static/live.js`` (live updates)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -44,7 +45,23 @@ STATUS = {
     "hitl_link_invalid": 403,
     "hitl_csrf_invalid": 403,
     "hitl_unauthorized": 401,
+    "hitl_step_up_required": 403,
+    "hitl_approval_duplicate": 409,
+    "hitl_owner_excluded": 403,
+    "hitl_decider_not_authorized": 403,
+    "passkey_invalid": 403,
+    "enrollment_link_invalid": 403,
+    "person_not_found": 404,
 }
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request to the inbox comes from: the CSRF binding, the name decisions record, and the path."""
+
+    binding: str
+    name: str
+    via: str
 
 
 def _templates() -> Any:
@@ -106,25 +123,34 @@ class Inbox:
         return self.runtime.settings.baton_admin_token
 
     def binding(self, request: Request) -> str | None:
-        """``bearer`` or ``session:<sid>`` when the request is authenticated with the token, else None."""
+        """``bearer`` or ``session:<sid>`` when the request is authenticated, else None."""
+        principal = self.principal(request)
+        return principal.binding if principal is not None else None
+
+    def principal(self, request: Request) -> Principal | None:
+        """The operator (admin token: bearer or token session), a person (passkey session), or None."""
+        operator = ("operator", "admin_token")
         if request.scope.get("state", {}).get("baton_admin") is True:
-            return (
-                "bearer"  # the admin token or an OAuth token with baton:admin (http_identity.ADMIN_SCOPE_KEY)
-            )
+            return Principal("bearer", *operator)  # admin token or OAuth baton:admin (ADMIN_SCOPE_KEY)
         token = self.token
-        if not token:
-            return None
         header = request.headers.get("authorization")
         if header is not None:
-            if same(f"Bearer {token}", header):
-                return "bearer"
+            if token and same(f"Bearer {token}", header):
+                return Principal("bearer", *operator)
             # a wrong bearer gets the login redirect, and counts as a failed authentication
             request.scope.setdefault("state", {})[AUTH_FAILED_KEY] = True
             return None
         parts = self.signer.session_parts(request.cookies.get(COOKIE))
         if parts is None or session_revoked(self.runtime, parts[0]):
             return None
-        return f"session:{parts[0]}"
+        person = LinkSigner.session_person(parts[0])
+        if person is None:
+            return Principal(f"session:{parts[0]}", *operator) if token else None
+        from baton.hitl.people import People
+
+        if not People(self.runtime).exists(person):  # removed since: the session ends with them
+            return None
+        return Principal(f"session:{parts[0]}", person, "passkey")
 
     def same_origin(self, request: Request) -> bool:
         """Whether a POST came from the inbox's own origin (browsers send Origin and Sec-Fetch-Site)."""
@@ -152,8 +178,8 @@ class Inbox:
 
     async def index(self, request: Request) -> Response:
         """Pending requests of every agent, urgent first, one page (``?cursor=``) at a time."""
-        binding = self.binding(request)
-        if binding is None:
+        principal = self.principal(request)
+        if principal is None:
             return self._login_redirect()
         try:
             page = self.broker.page_pending(INBOX_PAGE, request.query_params.get("cursor") or None)
@@ -164,8 +190,9 @@ class Inbox:
             requests=page.requests,
             total=page.total,
             next_cursor=page.next_cursor,
-            csrf=self._logout_csrf(binding),
+            csrf=self._logout_csrf(principal.binding),
             live=self.live(),
+            me=principal,
         )
 
     def live(self) -> dict[str, int]:
@@ -193,8 +220,26 @@ class Inbox:
         )
 
     async def login_form(self, request: Request) -> Response:
-        """The token login form."""
-        return self.page("login.html", enabled=bool(self.token), failed=False)
+        """The login page: a passkey (when anyone enrolled one) and the operator's token (when set)."""
+        return self.login_page(request)
+
+    def login_page(self, request: Request, status: int = 200, *, failed: bool = False) -> HTMLResponse:
+        """The login page with a fresh passkey ceremony."""
+        from baton.hitl.people import People
+
+        passkey: dict[str, str] | None = None
+        if People(self.runtime).anyone_can_log_in():
+            from baton.hitl.passkeys import Passkeys
+
+            options, ceremony = Passkeys(self.runtime).login_options(self.relying_party(request))
+            passkey = {"options": options, "ceremony": ceremony}
+        return self.page("login.html", status, enabled=bool(self.token), passkey=passkey, failed=failed)
+
+    def relying_party(self, request: Request) -> Any:
+        """The WebAuthn relying party for this request (BATON_PUBLIC_URL, else the Host it came to)."""
+        from baton.hitl.passkeys import relying_party
+
+        return relying_party(self.runtime.settings.baton_public_url, request.url.scheme, request.url.netloc)
 
     async def login(self, request: Request) -> Response:
         """Exchange the token for a signed session cookie (HttpOnly, SameSite=Strict, Path=/inbox)."""
@@ -203,11 +248,16 @@ class Inbox:
             return self.refusal(HitlError("hitl_csrf_invalid", "Cross-origin login refused."))
         supplied = (await self.form(request)).get("token", "")
         if not token or not same(token, supplied):  # the 401 counts in http_guards.AuthThrottle
-            return self.page("login.html", 401, enabled=bool(token), failed=True)
+            return self.login_page(request, 401, failed=True)
+        self.runtime.receipts.append("inbox_login", {"person": "operator", "via": "admin_token"})
+        return self.session_response(request, self.signer.new_session())
+
+    def session_response(self, request: Request, cookie: str) -> Response:
+        """To the inbox with a new session cookie (HttpOnly, SameSite=Strict, Path=/inbox)."""
         response = RedirectResponse("/inbox", status_code=303, headers=HEADERS)
         response.set_cookie(
             COOKIE,
-            self.signer.new_session(),
+            cookie,
             max_age=SESSION_TTL_SECONDS,
             path="/inbox",
             httponly=True,
@@ -233,8 +283,8 @@ class Inbox:
 
     async def detail(self, request: Request) -> Response:
         """One request with its context and the decision form."""
-        binding = self.binding(request)
-        if binding is None:
+        principal = self.principal(request)
+        if principal is None:
             return self._login_redirect()
         request_id = request.path_params["request_id"]
         try:
@@ -242,30 +292,63 @@ class Inbox:
         except HitlError as exc:
             return self.refusal(exc, back="/inbox")
         action = f"/inbox/requests/{request_id}/decide"
+        step_up = None
+        if view["step_up"] and view["status"] == "pending" and principal.via == "passkey":
+            from baton.hitl.passkeys import Passkeys
+
+            options, ceremony = Passkeys(self.runtime).step_up_options(
+                principal.name, request_id, view["arguments_sha256"], self.relying_party(request)
+            )
+            step_up = {"options": options, "ceremony": ceremony}
         return self.page(
             "request.html",
             r=view,
             action=action,
-            csrf=self.signer.csrf(binding, request_id),
+            csrf=self.signer.csrf(principal.binding, request_id),
             hidden={},
             back="/inbox",
             live=self.live(),
             live_mode="stay",
+            me=principal,
+            step_up=step_up,
         )
 
     async def decide(self, request: Request) -> Response:
         """Record a decision from a logged-in browser, then show the request again."""
-        binding = self.binding(request)
-        if binding is None:
-            return self.refusal(HitlError("hitl_unauthorized", "Log in with the inbox token first."))
+        principal = self.principal(request)
+        if principal is None:
+            return self.refusal(HitlError("hitl_unauthorized", "Log in to the inbox first."))
         request_id = request.path_params["request_id"]
         try:
             fields = await self.form(request)
-            self._check_csrf(binding, request_id, fields.get("csrf"), request)
-            self.broker.respond(request_id, _decision(fields, via="inbox"))
-        except HitlError as exc:
+            self._check_csrf(principal.binding, request_id, fields.get("csrf"), request)
+            decision = _decision(fields, via=principal.via, decided_by=principal.name)
+            if fields.get("credential") and decision.approved is True:
+                decision = replace(decision, step_up=self._step_up(request, principal, request_id, fields))
+            self.broker.respond(request_id, decision)
+        except BatonError as exc:
             return self.refusal(exc, back=f"/inbox/requests/{request_id}")
         return RedirectResponse(f"/inbox/requests/{request_id}", status_code=303, headers=HEADERS)
+
+    def _step_up(
+        self, request: Request, principal: Principal, request_id: str, fields: dict[str, str]
+    ) -> Any:
+        """The verified step-up a passkey approval carries (the request's digest is read from the store)."""
+        from baton.hitl.passkeys import Passkeys
+
+        if principal.via != "passkey":
+            raise HitlError(
+                "hitl_step_up_required", "A step-up is made by a person logged in with a passkey."
+            )
+        view = self.broker.get(request_id)
+        return Passkeys(self.runtime).verify_step_up(
+            principal.name,
+            request_id,
+            view["arguments_sha256"],
+            fields.get("ceremony", ""),
+            fields.get("credential", ""),
+            self.relying_party(request),
+        )
 
     # signed links ---------------------------------------------------------------------------------
 
@@ -324,23 +407,28 @@ class Inbox:
 INBOX_PAGE = 50
 
 
-def _decision(fields: dict[str, str], *, via: str) -> Decision:
+def _decision(fields: dict[str, str], *, via: str, decided_by: str | None = None) -> Decision:
     """A decision from the form's ``action`` (approve, reject, answer, decline)."""
     notes = fields.get("admin_notes", "").strip() or None
     action = fields.get("action")
     if action == "approve":
-        return Decision(approved=True, admin_notes=notes, via=via)
+        return Decision(approved=True, admin_notes=notes, via=via, decided_by=decided_by)
     if action in ("reject", "decline"):
-        return Decision(approved=False, admin_notes=notes, via=via)
+        return Decision(approved=False, admin_notes=notes, via=via, decided_by=decided_by)
     if action == "answer":
-        return Decision(response=fields.get("response", ""), admin_notes=notes, via=via)
+        return Decision(
+            response=fields.get("response", ""), admin_notes=notes, via=via, decided_by=decided_by
+        )
     raise HitlError("hitl_response_invalid", "The form did not say approve, reject or answer.")
 
 
 def routes(runtime: Runtime) -> list[Route]:
     """The inbox's routes for ``baton serve --http``."""
+    from baton.hitl.enroll import passkey_routes
+
     inbox = Inbox(runtime, get_broker(runtime))
     return [
+        *passkey_routes(inbox),
         Route("/inbox", inbox.index, methods=["GET"]),
         Route("/inbox/login", inbox.login_form, methods=["GET"]),
         Route("/inbox/login", inbox.login, methods=["POST"]),

@@ -100,6 +100,12 @@ class LinkSigner:
         key = hmac.new(self._secret, label.encode(), hashlib.sha256).digest()
         return _b64(hmac.new(key, "\n".join(parts).encode(), hashlib.sha256).digest())
 
+    def sign(self, label: str, *parts: str) -> str:
+        """The MAC of ``parts`` under a key of its own for ``label`` (enrollment links, passkey ceremonies)."""
+        if label in ("link", "session", "csrf"):
+            raise ValueError(f"{label!r} is signed by its own method")
+        return self._mac(label, *parts)
+
     # links ----------------------------------------------------------------------------------------
 
     def link(self, base_url: str, request_id: str, expires_epoch: float, nonce: str | None = None) -> str:
@@ -125,9 +131,12 @@ class LinkSigner:
 
     # sessions and CSRF ----------------------------------------------------------------------------
 
-    def new_session(self, ttl_seconds: int = SESSION_TTL_SECONDS) -> str:
-        """A signed session cookie value ``sid.expiry.mac`` for a browser that logged in with the token."""
+    def new_session(self, ttl_seconds: int = SESSION_TTL_SECONDS, person: str | None = None) -> str:
+        """A signed session cookie value ``sid.expiry.mac``: a token session, or one bound to ``person``
+        (who logged in with a passkey), whose sid is ``base64url(name)~random`` under the same MAC."""
         sid = secrets.token_urlsafe(18)
+        if person is not None:
+            sid = f"{_b64(person.encode())}~{sid}"
         expires = str(int(time.time()) + ttl_seconds)
         return f"{sid}.{expires}.{self._mac('session', sid, expires)}"
 
@@ -144,6 +153,17 @@ class LinkSigner:
         if not _digits(expires) or len(expires) > 12 or not same(self._mac("session", sid, expires), mac):
             return None
         return (sid, int(expires)) if int(expires) > time.time() else None
+
+    @staticmethod
+    def session_person(sid: str) -> str | None:
+        """The person a session id is bound to (None for a token session)."""
+        if "~" not in sid:
+            return None
+        encoded = sid.split("~", 1)[0]
+        try:
+            return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            return None
 
     def csrf(self, binding: str, request_id: str) -> str:
         """The per-form token tied to a session (or link nonce) and the request the form decides."""

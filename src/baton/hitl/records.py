@@ -34,16 +34,43 @@ class NewRequest:
     options: list[str] | None = None
     #: The agent that asks (``baton.agents.Caller.name``); None for the operator's own tools.
     agent: str | None = None
+    #: Approvals only: how many distinct people must approve (1 when None).
+    required_approvals: int | None = None
+    #: Approvals only: an approval needs a fresh passkey assertion bound to the request (step-up).
+    step_up: bool = False
+    #: The digest a step-up binds; default sha256(canonical JSON of the context).
+    arguments_sha256: str | None = None
 
 
 @dataclass(frozen=True)
 class Decision:
-    """What a responder submits; ``via`` names the channel (mcp, cli, inbox, link, elicitation)."""
+    """What a responder submits; ``via`` names the path (passkey, admin_token, cli, link, mcp, mcp_admin,
+    elicitation) and ``decided_by`` who (None: the path's default name, see :data:`DEFAULT_DECIDERS`)."""
 
     approved: bool | None = None
     response: str | None = None
     admin_notes: str | None = None
     via: str = "mcp"
+    decided_by: str | None = None
+    #: A verified step-up (:class:`baton.hitl.passkeys.StepUpProof`) when the decider made one.
+    step_up: Any = None
+
+
+#: Who stands behind a path when the decision does not name a person.
+DEFAULT_DECIDERS: dict[str, str] = {
+    "admin_token": "operator",
+    "mcp_admin": "operator",
+    "link": "link-holder",
+    "mcp": "mcp-client",
+    "elicitation": "mcp-client",
+}
+#: Paths whose decider is not a known person: they cannot count toward a quorum of more than one.
+ANONYMOUS_PATHS = frozenset({"link", "mcp", "elicitation"})
+
+
+def decider_name(decision: Decision) -> str:
+    """The name recorded as ``decided_by`` for a decision."""
+    return decision.decided_by or DEFAULT_DECIDERS.get(decision.via, decision.via)
 
 
 def public_view(view: dict[str, Any]) -> dict[str, Any]:
@@ -79,6 +106,11 @@ def row_view(row: Any) -> dict[str, Any]:
         "admin_notes": row.admin_notes,
         "responded_at": row.responded_at,
         "decided_via": row.decided_via,
+        "decided_by": row.decided_by,
+        "required_approvals": row.required_approvals or 1,
+        "step_up": bool(row.step_up),
+        "arguments_sha256": row.arguments_sha256,
+        "approvals": [],
         "waiter_gone": row.waiter_gone,
         "agent": row.agent,
     }
@@ -191,3 +223,45 @@ def decision_values(row: Any, decision: Decision, redact: Any) -> dict[str, Any]
         "response": redact(decision.response),
         "admin_notes": clean_notes,
     }
+
+
+def check_approver(runtime: Any, row: Any, decision: Decision, by: str) -> None:
+    """Refuse an approval the request's rules forbid: no bound step-up, an anonymous path on a quorum,
+    or the asking agent's owner when BATON_HITL_EXCLUDE_OWNER is on."""
+    if row.step_up:
+        proof = decision.step_up
+        bound = (
+            proof is not None
+            and decision.via == "passkey"
+            and proof.request_id == row.id
+            and proof.arguments_sha256 == row.arguments_sha256
+            and proof.person == by
+        )
+        if not bound:
+            raise HitlError(
+                "hitl_step_up_required",
+                f"Approving request {row.id} needs a fresh passkey assertion bound to it (step-up), made by "
+                "the person approving, in the inbox.",
+                request_id=row.id,
+            )
+    required = row.required_approvals or 1
+    if required > 1 and decision.via in ANONYMOUS_PATHS:
+        raise HitlError(
+            "hitl_decider_not_authorized",
+            f"Request {row.id} needs {required} distinct people to approve; a person who logs in decides it.",
+            request_id=row.id,
+        )
+    agent = row._mapping.get("agent")
+    if agent and runtime.settings.baton_hitl_exclude_owner and owner_excluded(runtime, str(agent), by):
+        raise HitlError(
+            "hitl_owner_excluded",
+            f"{by} owns the agent {agent} that asked; another person approves request {row.id}.",
+            request_id=row.id,
+        )
+
+
+def owner_excluded(runtime: Any, agent: str, person: str) -> bool:
+    """Whether ``person`` is a registered owner of ``agent`` (``baton people add NAME --owns AGENT``)."""
+    from baton.hitl.people import People
+
+    return person in People(runtime).owners_of(agent)

@@ -80,11 +80,17 @@ class LoginThrottle:
             self._entries.pop(address, None)
 
 
+def _key(sid: str) -> str:
+    """The random part of a session id (a person's session prefixes it with their encoded name)."""
+    return sid.rsplit("~", 1)[-1]
+
+
 def revoke_session(runtime: Runtime, sid: str, expires_epoch: int) -> None:
     """Record that session ``sid`` ended (and forget revocations whose cookies expired anyway)."""
     from baton.hitl.records import iso
 
     now = time.time()
+    sid = _key(sid)
     with runtime.store.write() as connection:
         connection.execute(
             delete(hitl_session_revocations).where(hitl_session_revocations.c.expires_epoch < now)
@@ -105,5 +111,5 @@ def session_revoked(runtime: Runtime, sid: str) -> bool:
 
 def session_revoked_in(connection: Connection, sid: str) -> bool:
     """:func:`session_revoked` inside an open connection."""
-    query = select(hitl_session_revocations.c.sid).where(hitl_session_revocations.c.sid == sid)
+    query = select(hitl_session_revocations.c.sid).where(hitl_session_revocations.c.sid == _key(sid))
     return connection.execute(query).first() is not None

@@ -36,6 +36,16 @@ class ApprovalArgs(ToolArgs):
     )
     timeout_seconds: int | None = TimeoutField
     urgent: StrictBool = Field(False, description="Listed first and flagged in notifications.")
+    required_approvals: StrictInt | None = Field(
+        None,
+        ge=1,
+        description="How many distinct people must approve (default 1; at most "
+        "BATON_HITL_MAX_REQUIRED_APPROVALS). One rejection rejects.",
+    )
+    step_up: StrictBool = Field(
+        False,
+        description="Approving needs a fresh passkey confirmation bound to this request and its context.",
+    )
 
 
 class InputArgs(ToolArgs):
@@ -328,6 +338,8 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
             args.timeout_seconds,
             args.urgent,
             agent=ctx.agent.name,
+            required_approvals=args.required_approvals,
+            step_up=args.step_up,
         )
         return await ask_and_wait(broker, new, ctx)
 

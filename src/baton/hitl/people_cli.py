@@ -1,0 +1,99 @@
+"""``baton people add|list|remove|enroll``: the people who decide, over :mod:`baton.hitl.people`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from baton.errors import BatonError
+from baton.terminal import fail as _fail
+from baton.terminal import out, print_table
+from baton.terminal import print_json as _print_json
+
+app = typer.Typer(help="People who decide: passkey enrollment links, list, remove.", no_args_is_help=True)
+
+UrlOption = Annotated[
+    str | None,
+    typer.Option("--url", help="The inbox's base URL; default BATON_PUBLIC_URL, else http://localhost:8765."),
+]
+TtlOption = Annotated[
+    int, typer.Option("--expires-in", min=60, help="Seconds the enrollment link stays valid.")
+]
+
+
+def _people() -> Any:
+    from baton.hitl.people import People
+    from baton.runtime import Runtime
+
+    return People(Runtime.open())
+
+
+def _link(people: Any, name: str, url: str | None, ttl: int) -> None:
+    from baton.hitl.people import DEFAULT_BASE_URL
+
+    base = url or people.runtime.settings.baton_public_url or DEFAULT_BASE_URL
+    link = people.enrollment_link(name, base, ttl)
+    out.print(f"Enrollment link for {name} (works once, for {ttl} s; send it to {name} only):")
+    out.print(link, soft_wrap=True, markup=False, highlight=False)
+
+
+@app.command("add")
+def add(
+    name: str,
+    owns: Annotated[
+        list[str] | None, typer.Option("--owns", help="An agent this person owns (repeatable).")
+    ] = None,
+    url: UrlOption = None,
+    ttl: TtlOption = 24 * 3600,
+) -> None:
+    """Create a person and print their one-time passkey enrollment link."""
+    try:
+        people = _people()
+        people.add(name, owns or [])
+        _link(people, name, url, ttl)
+    except BatonError as exc:
+        _fail(exc)
+
+
+@app.command("enroll")
+def enroll(name: str, url: UrlOption = None, ttl: TtlOption = 24 * 3600) -> None:
+    """Print a new enrollment link for an existing person (another passkey; an open link stops working)."""
+    try:
+        people = _people()
+        people.get(name)
+        _link(people, name, url, ttl)
+    except BatonError as exc:
+        _fail(exc)
+
+
+@app.command("list")
+def list_people(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """List people, their passkeys and the agents they own."""
+    import dataclasses
+
+    rows = _people().all()
+    if as_json:
+        _print_json([dataclasses.asdict(person) for person in rows])
+        return
+    if not rows:
+        out.print("Nobody yet: `baton people add NAME`.")
+        return
+    print_table(
+        ("name", "passkeys", "enrollment", "owns", "since"),
+        [
+            (p.name, str(p.passkeys), "open" if p.enrollment_open else "", ", ".join(p.owns), p.created_at)
+            for p in rows
+        ],
+    )
+
+
+@app.command("remove")
+def remove(name: str) -> None:
+    """Remove a person and their passkeys; their inbox sessions end."""
+    try:
+        _people().remove(name)
+    except BatonError as exc:
+        _fail(exc)
+        return
+    out.print(f"Removed {name}.")
