@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, ColumnElement, and_, insert, select, true, update
+from sqlalchemy import ColumnElement, Connection, and_, insert, select, true, update
 from sqlalchemy.exc import IntegrityError
 
 from baton.config import Settings
