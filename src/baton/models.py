@@ -31,6 +31,17 @@ if TYPE_CHECKING:
 
 Purpose = Literal["context_preparation", "subagent_turn"]
 
+#: pydantic-ai's package imports itself circularly: two threads importing it at once (the warm-up's
+#: worker and the event loop) can see it half-initialized. Whoever imports it first does so under this.
+_IMPORT_LOCK = threading.Lock()
+
+
+def load_pydantic_ai() -> None:
+    """Import pydantic-ai once, in one thread at a time (a no-op once imported)."""
+    with _IMPORT_LOCK:
+        import pydantic_ai  # noqa: F401  (the import is the point)
+
+
 PROVIDERS = ("moonshot", "openai", "anthropic", "openrouter", "ollama", "openai-compatible")
 
 #: Model used when OPENAI_MODEL is unset.
@@ -160,6 +171,7 @@ class ModelClient:
 
         The daily budget is reserved first: a call that does not fit is refused before the model sees it.
         """
+        load_pydantic_ai()
         messages = to_model_messages(system, turns)
         self._log_request(system, turns, purpose, subagent_id)
         settings = self.request_settings()
@@ -373,6 +385,7 @@ def to_model_messages(system: str, turns: list[ChatTurn]) -> list[Any]:
 
 def build_model(config: ProviderConfig, settings: Settings) -> Model:
     """The pydantic-ai model object for a resolved provider."""
+    load_pydantic_ai()
     if config.provider == "anthropic":
         from anthropic import AsyncAnthropic
         from pydantic_ai.models.anthropic import AnthropicModel

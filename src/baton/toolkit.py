@@ -51,6 +51,28 @@ class Progress:
 
 
 @dataclass
+class OnBehalf:
+    """A tool call a subagent's model asked for: who asked, and which receipts it links to."""
+
+    subagent_id: str
+    parent_agent: str
+    #: seq and sha256 of the ``subagent_spawned`` receipt and of the ``model_call`` receipt that asked.
+    spawn_receipt: dict[str, Any]
+    model_call_receipt: dict[str, Any]
+    #: Called with a human request's id when the call starts waiting on it (None: not waiting any more).
+    waiting: Callable[[str | None], None] | None = None
+
+    def link(self) -> dict[str, Any]:
+        """The ``subagent`` field of the call's receipt."""
+        return {
+            "subagent_id": self.subagent_id,
+            "parent_agent": self.parent_agent,
+            "spawn_receipt": self.spawn_receipt,
+            "model_call_receipt": self.model_call_receipt,
+        }
+
+
+@dataclass
 class CallContext:
     """What a tool handler may use of the MCP request beyond its arguments."""
 
@@ -67,6 +89,8 @@ class CallContext:
     request_state: str | None = None
     #: When the call runs as an MCP task (``baton.tasks.TaskHandle``): what it waits on, what input it needs.
     task: Any = None
+    #: When a subagent's model asked for the call (its receipts link to the spawn and the model call).
+    on_behalf: OnBehalf | None = None
 
 
 Handler = Callable[[ArgsT, CallContext], Awaitable[dict[str, Any]]]
@@ -132,7 +156,7 @@ class ToolRegistry:
         result: dict[str, Any] = self.runtime.redactor.value(raw)
         seconds = time.perf_counter() - started
         if not (name not in self.tools and any(s.owns(name) and s.writes_receipts for s in self.dynamic)):
-            self._receipt(name, None if oversized else arguments, result, seconds)
+            self._receipt(name, None if oversized else arguments, result, seconds, context.on_behalf)
         adapter = name.split("__", 1)[0] if name not in self.tools and "__" in name else None
         observe_tool_call(name, result, seconds, adapter)
         return result
@@ -151,7 +175,12 @@ class ToolRegistry:
         return await _guarded(lambda: spec.handler(args, context))
 
     def _receipt(
-        self, name: str, arguments: dict[str, Any] | None, result: dict[str, Any], seconds: float
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        result: dict[str, Any],
+        seconds: float,
+        on_behalf: OnBehalf | None = None,
     ) -> None:
         """Append the ``tool_call`` receipt (arguments refused as too large are not hashed: None)."""
         payload = {
@@ -163,6 +192,8 @@ class ToolRegistry:
         }
         if result.get("input_required"):  # the first leg of a multi-round-trip call: nothing decided yet
             payload["input_required"] = True
+        if on_behalf is not None:
+            payload["subagent"] = on_behalf.link()
         try:
             self.runtime.receipts.append("tool_call", payload)
         except BatonError:
