@@ -192,6 +192,31 @@ async def test_the_models_tool_call_reaches_the_sandboxed_upstream_and_every_ste
     assert [first_call["payload"]["model_call_index"], second_call["payload"]["model_call_index"]] == [1, 2]
 
 
+async def test_the_console_shows_a_subagents_tool_calls_in_order_with_their_links(
+    session: Any, llm: FakeLLMServer, home: str
+) -> None:
+    from baton.console.views import subagent
+
+    script = [[ToolCall("demo__echo", {"text": "one"})], [ToolCall("demo__lookup", {"customer": "ACME"})]]
+    llm.when("CONSOLE-TASK", Behavior(tool_rounds=script))
+    spawned = await call(
+        session,
+        "mcp_spawn_subagent",
+        {"task": "CONSOLE-TASK: two steps", "tools": ["demo__echo", "demo__lookup"]},
+    )
+    assert spawned["success"] is True, spawned
+    runtime = Runtime.open(load_settings({"BATON_HOME": home}))
+    try:
+        page = subagent(runtime, spawned["subagent_id"])
+    finally:
+        runtime.close()
+    models = [r for r in of_subagent(chain(home), spawned["subagent_id"]) if r["kind"] == "model_call"]
+    assert [c["tool"] for c in page["tool_calls"]] == ["demo__echo", "demo__lookup"]
+    assert [c["model_call_seq"] for c in page["tool_calls"]] == [models[0]["seq"], models[1]["seq"]]
+    assert page["tool_calls"][0]["seq"] < page["tool_calls"][1]["seq"]
+    assert page["tools"] == ["demo__echo", "demo__lookup"]
+
+
 async def test_a_follow_up_message_keeps_the_spawns_tools(session: Any, llm: FakeLLMServer) -> None:
     llm.when("FIRST-TURN", Behavior(reply="ready"))
     spawned = await call(
