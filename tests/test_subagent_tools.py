@@ -373,3 +373,32 @@ async def test_a_cancel_cuts_a_slow_model_call_with_no_model_receipt_after_it(
             await anyio.sleep(0.05)
     kinds = [r["kind"] for r in of_subagent(chain(home), spawned["subagent_id"])]
     assert kinds == ["subagent_spawned", "subagent_cancelled"]
+
+
+async def test_notifications_cancelled_on_a_sync_spawn_stops_its_model_call(
+    session: Any, llm: FakeLLMServer, home: str
+) -> None:
+    llm.when("SYNC-SLOW", Behavior(delay_seconds=3600))
+    before = {row["subagent_id"] for row in (await call(session, "mcp_list_subagents"))["subagents"]}
+    async with anyio.create_task_group() as group:
+        group.start_soon(
+            call, session, "mcp_spawn_subagent", {"task": "SYNC-SLOW: ponder", "tools": ["demo__echo"]}
+        )
+        with anyio.fail_after(60):
+            while not any("SYNC-SLOW" in json.dumps(r.body) for r in llm.requests):
+                await anyio.sleep(0.02)
+        group.cancel_scope.cancel()  # the client sends notifications/cancelled for the spawn
+    with anyio.fail_after(60):
+        while not any(r.aborted for r in llm.requests if "SYNC-SLOW" in json.dumps(r.body)):
+            await anyio.sleep(0.05)
+    listed = (await call(session, "mcp_list_subagents"))["subagents"]
+    (subagent_id,) = [row["subagent_id"] for row in listed if row["subagent_id"] not in before]
+    status = await settled(session, subagent_id)
+    assert status["status"] == "cancelled"
+    with anyio.fail_after(60):
+        while [r["kind"] for r in of_subagent(chain(home), subagent_id)][-1] != "subagent_cancelled":
+            await anyio.sleep(0.05)
+    assert [r["kind"] for r in of_subagent(chain(home), subagent_id)] == [
+        "subagent_spawned",
+        "subagent_cancelled",
+    ]
