@@ -89,6 +89,18 @@ def _adapters() -> None:
     ToolRegistry.add = add  # type: ignore[method-assign]
 
 
+def _governed_approval() -> None:
+    """A subagent's gated tool call goes upstream without asking anyone."""
+    from baton.gateway.proxy import GatewayProxy
+
+    async def waved_through(
+        self: Any, adapter: Any, tool: str, arguments: Any, context: Any
+    ) -> dict[str, Any]:
+        return {"request_id": None, "arguments_sha256": None}
+
+    GatewayProxy._approve = waved_through  # type: ignore[method-assign]
+
+
 BREAKERS = {
     "scheduler": _scheduler,
     "privacy": _privacy,
@@ -97,6 +109,7 @@ BREAKERS = {
     "secret_in_files": _secret_in_files,
     "catalog": _catalog,
     "adapters": _adapters,
+    "governed_approval": _governed_approval,
 }
 
 

@@ -290,8 +290,7 @@ class ModelClient:
 
     def _log_request(self, system: str, turns: list[ChatTurn], purpose: str, subagent_id: str | None) -> None:
         """Append what is about to be sent to ``BATON_MODEL_REQUEST_LOG`` (JSON lines), for audits."""
-        path = self.settings.baton_model_request_log
-        if path is None:
+        if self.settings.baton_model_request_log is None:
             return
         row = {
             "purpose": purpose,
@@ -299,6 +298,20 @@ class ModelClient:
             "system": system,
             "messages": [{"role": t.role, "content": t.content} for t in turns],
         }
+        self._write_log_row(row)
+
+    def log_model_messages(self, messages: list[Any], purpose: str, subagent_id: str | None) -> None:
+        """Append a tool loop's request (pydantic-ai messages, tool calls and results included) to the log."""
+        if self.settings.baton_model_request_log is None:
+            return
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+        dumped = ModelMessagesTypeAdapter.dump_python(messages, mode="json")
+        self._write_log_row({"purpose": purpose, "subagent_id": subagent_id, "messages": dumped})
+
+    def _write_log_row(self, row: dict[str, Any]) -> None:
+        path = self.settings.baton_model_request_log
+        assert path is not None
         line = json.dumps(self.redactor.value(row), ensure_ascii=False) + "\n"
         self.redactor.guard(line, str(path))
         from baton.private import append_private

@@ -126,6 +126,7 @@ def governed_model(client: ModelClient, links: TurnLinks) -> Any:
             model_request_parameters: ModelRequestParameters,
         ) -> ModelResponse:
             links.before_model_call()
+            client.log_model_messages(messages, "subagent_turn", links.subagent_id)
             tools = [tool.parameters_json_schema for tool in model_request_parameters.function_tools]
             chars = sum(len(str(getattr(p, "content", ""))) for m in messages for p in m.parts)
             chars += len(json.dumps(tools))
