@@ -402,3 +402,20 @@ async def test_notifications_cancelled_on_a_sync_spawn_stops_its_model_call(
         "subagent_spawned",
         "subagent_cancelled",
     ]
+
+
+async def test_a_built_in_tool_call_is_a_tool_call_receipt_linked_to_the_subagent(
+    session: Any, llm: FakeLLMServer, home: str
+) -> None:
+    llm.when("TIMERS-TASK", Behavior.calling("mcp_list_timers", {}, then="timers: {tool_results}"))
+    spawned = await call(
+        session,
+        "mcp_spawn_subagent",
+        {"task": "TIMERS-TASK: what is scheduled?", "tools": ["mcp_list_timers"]},
+    )
+    assert spawned["success"] is True, spawned
+    assert '"timers"' in spawned["result"]
+    mine = of_subagent(chain(home), spawned["subagent_id"])
+    assert [r["kind"] for r in mine] == ["subagent_spawned", "model_call", "tool_call", "model_call"]
+    assert mine[2]["payload"]["tool"] == "mcp_list_timers"
+    assert mine[2]["payload"]["subagent"]["model_call_receipt"]["seq"] == mine[1]["seq"]
