@@ -100,6 +100,11 @@ class TurnLinks:
     model_calls: int = 0
     last_model_call: dict[str, Any] = field(default_factory=dict)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    #: The turn's spend so far (every model call of its loop).
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_seconds: float = 0.0
 
     def on_behalf(self) -> OnBehalf:
         """The caller a tool call of this turn runs for."""
@@ -110,6 +115,55 @@ class TurnLinks:
             model_call_receipt=dict(self.last_model_call),
             waiting=self.waiting,
         )
+
+
+async def run_turn(
+    client: ModelClient,
+    registry: ToolRegistry,
+    privacy: PrivacyFilter,
+    names: list[str],
+    limit: int,
+    history: list[Any],
+    links: TurnLinks,
+) -> ModelReply:
+    """Run one turn (the stored conversation in ``history``) as a pydantic-ai agent over ``names``.
+
+    ``limit`` caps the turn's tool calls (``subagent_tool_limit``) and its model requests at one more.
+    """
+    from baton.models import load_pydantic_ai
+
+    load_pydantic_ai()
+    from pydantic_ai import Agent
+    from pydantic_ai.exceptions import UsageLimitExceeded
+    from pydantic_ai.usage import UsageLimits
+
+    agent: Any = Agent(
+        governed_model(client, links),
+        toolsets=[governed_toolset(registry, names, privacy, links)],
+        model_settings=client.request_settings(),
+    )
+    try:
+        result = await agent.run(
+            message_history=history,
+            usage_limits=UsageLimits(request_limit=limit + 1, tool_calls_limit=limit),
+        )
+    except UsageLimitExceeded as exc:
+        raise SubagentError(
+            "subagent_tool_limit_reached",
+            f"The subagent reached its subagent_tool_limit of {limit} tool calls: {exc}",
+            subagent_tool_limit=limit,
+            tool_calls=len(links.tool_calls),
+        ) from None
+    return ModelReply(
+        text=str(result.output),
+        input_tokens=links.input_tokens,
+        output_tokens=links.output_tokens,
+        receipt={
+            "latency_seconds": round(links.latency_seconds, 6),
+            "cost_usd": links.cost_usd,
+            "tool_calls": links.tool_calls,
+        },
+    )
 
 
 def governed_model(client: ModelClient, links: TurnLinks) -> Any:
@@ -140,6 +194,10 @@ def governed_model(client: ModelClient, links: TurnLinks) -> Any:
 
             def record(connection: Connection, reply: ModelReply, written: Receipt) -> None:
                 links.last_model_call = {"seq": written.seq, "sha256": written.sha256}
+                links.input_tokens += reply.input_tokens
+                links.output_tokens += reply.output_tokens
+                links.cost_usd += reply.cost_usd or 0.0
+                links.latency_seconds += float(reply.receipt["latency_seconds"])
                 links.record_in(connection, reply, written)
 
             response, _reply = await client.governed_call(

@@ -28,7 +28,7 @@ from baton.subagents.context import (
     select_slice,
     subagent_system_prompt,
 )
-from baton.subagents.governed import TurnLinks, check_tools, governed_model, governed_toolset
+from baton.subagents.governed import TurnLinks, check_tools, run_turn
 from baton.toolkit import ToolRegistry
 
 log = logging.getLogger("baton.subagents")
@@ -420,17 +420,21 @@ class SubagentRunner:
                     text,
                     latency=reply.receipt["latency_seconds"],
                 )
+        if not changed and subagent_id not in self._cancelling:
+            self._receipt_if_cancelled_elsewhere(subagent_id)
         return reply if changed else None
+
+    def _receipt_if_cancelled_elsewhere(self, subagent_id: str) -> None:
+        """A turn that ended just as another process cancelled it: this process receipts the cancel."""
+        with self.runtime.store.read() as connection:
+            status = connection.execute(
+                select(subagents.c.status).where(subagents.c.id == subagent_id)
+            ).scalar()
+        if status == "cancelled":
+            self._cancel_receipt(subagent_id)
 
     async def _governed_turn(self, row: Any, turns: list[ChatTurn], system: str) -> ModelReply:
         """One turn as a pydantic-ai agent run over the spawn's tools (see :mod:`baton.subagents.governed`)."""
-        from baton.models import load_pydantic_ai
-
-        load_pydantic_ai()
-        from pydantic_ai import Agent
-        from pydantic_ai.exceptions import UsageLimitExceeded
-        from pydantic_ai.usage import UsageLimits
-
         from baton.models import to_model_messages
 
         if self.registry is None:
@@ -438,16 +442,11 @@ class SubagentRunner:
                 "subagent_tool_not_allowed", "This process serves no tools to give a subagent."
             )
         subagent_id = row.id
-        totals = {"input": 0, "output": 0, "cost": 0.0, "latency": 0.0}
 
         def record_in(connection: Connection, reply: ModelReply, _written: Any) -> None:
             connection.execute(
                 update(subagents).where(subagents.c.id == subagent_id).values(**_spend_values(reply))
             )
-            totals["input"] += reply.input_tokens
-            totals["output"] += reply.output_tokens
-            totals["cost"] += reply.cost_usd or 0.0
-            totals["latency"] += float(reply.receipt["latency_seconds"])
 
         def before_model_call() -> None:
             current, _turns = self._load(subagent_id)
@@ -464,33 +463,9 @@ class SubagentRunner:
             waiting=lambda request_id: self._set_waiting(subagent_id, request_id),
         )
         limit = int(row.tool_limit or self.runtime.settings.baton_subagent_tool_limit)
-        agent: Any = Agent(
-            governed_model(self.models, links),
-            toolsets=[governed_toolset(self.registry, list(row.tools), self.privacy, links)],
-            model_settings=self.models.request_settings(),
-        )
         history = to_model_messages(system, turns)
-        try:
-            result = await agent.run(
-                message_history=history,
-                usage_limits=UsageLimits(request_limit=limit + 1, tool_calls_limit=limit),
-            )
-        except UsageLimitExceeded as exc:
-            raise SubagentError(
-                "subagent_tool_limit_reached",
-                f"The subagent reached its subagent_tool_limit of {limit} tool calls: {exc}",
-                subagent_tool_limit=limit,
-                tool_calls=len(links.tool_calls),
-            ) from None
-        return ModelReply(
-            text=str(result.output),
-            input_tokens=int(totals["input"]),
-            output_tokens=int(totals["output"]),
-            receipt={
-                "latency_seconds": round(totals["latency"], 6),
-                "cost_usd": totals["cost"],
-                "tool_calls": links.tool_calls,
-            },
+        return await run_turn(
+            self.models, self.registry, self.privacy, list(row.tools), limit, history, links
         )
 
     def _spawn_receipt(self, subagent_id: str) -> dict[str, Any]:
@@ -563,7 +538,15 @@ class SubagentRunner:
                 .values(status="running", updated_at=now, error=None, error_class=None)
             )
         task = self._start_task(subagent_id, self._run_turn(subagent_id))
-        await asyncio.wait({task})
+        if not await self._wait_sync(subagent_id, task):
+            state = self.status(subagent_id)
+            return {
+                "success": True,
+                "subagent_id": subagent_id,
+                "status": "waiting_for_approval",
+                "request_id": state["waiting_request_id"],
+                "turn": state["turns"],
+            }
         reply = None if task.cancelled() else task.result()
         state = self.status(subagent_id)
         if state["status"] != "completed" or reply is None:
