@@ -34,12 +34,24 @@ Purpose = Literal["context_preparation", "subagent_turn"]
 #: pydantic-ai's package imports itself circularly: two threads importing it at once (the warm-up's
 #: worker and the event loop) can see it half-initialized. Whoever imports it first does so under this.
 _IMPORT_LOCK = threading.Lock()
+_IMPORTED = threading.Event()
 
 
 def load_pydantic_ai() -> None:
     """Import pydantic-ai once, in one thread at a time (a no-op once imported)."""
+    if _IMPORTED.is_set():
+        return
     with _IMPORT_LOCK:
         import pydantic_ai  # noqa: F401  (the import is the point)
+    _IMPORTED.set()
+
+
+async def aload_pydantic_ai() -> None:
+    """:func:`load_pydantic_ai` from async code: in a worker thread, so the event loop never waits on it."""
+    if not _IMPORTED.is_set():
+        import anyio
+
+        await anyio.to_thread.run_sync(load_pydantic_ai)
 
 
 PROVIDERS = ("moonshot", "openai", "anthropic", "openrouter", "ollama", "openai-compatible")
@@ -171,7 +183,7 @@ class ModelClient:
 
         The daily budget is reserved first: a call that does not fit is refused before the model sees it.
         """
-        load_pydantic_ai()
+        await aload_pydantic_ai()
         messages = to_model_messages(system, turns)
         self._log_request(system, turns, purpose, subagent_id)
         settings = self.request_settings()

@@ -130,9 +130,9 @@ async def run_turn(
 
     ``limit`` caps the turn's tool calls (``subagent_tool_limit``) and its model requests at one more.
     """
-    from baton.models import load_pydantic_ai
+    from baton.models import aload_pydantic_ai
 
-    load_pydantic_ai()
+    await aload_pydantic_ai()
     from pydantic_ai import Agent
     from pydantic_ai.exceptions import UsageLimitExceeded
     from pydantic_ai.usage import UsageLimits
