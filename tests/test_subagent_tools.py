@@ -193,7 +193,7 @@ async def test_the_models_tool_call_reaches_the_sandboxed_upstream_and_every_ste
 
 
 async def test_the_console_shows_a_subagents_tool_calls_in_order_with_their_links(
-    session: Any, llm: FakeLLMServer, home: str
+    session: Any, llm: FakeLLMServer, home: str, env: dict[str, str]
 ) -> None:
     from baton.console.views import subagent
 
@@ -215,6 +215,45 @@ async def test_the_console_shows_a_subagents_tool_calls_in_order_with_their_link
     assert [c["model_call_seq"] for c in page["tool_calls"]] == [models[0]["seq"], models[1]["seq"]]
     assert page["tool_calls"][0]["seq"] < page["tool_calls"][1]["seq"]
     assert page["tools"] == ["demo__echo", "demo__lookup"]
+    html = console_page(env, f"/inbox/console/subagents/{spawned['subagent_id']}")
+    table = html.split('id="tool-calls"', 1)[1].split("</section>", 1)[0]
+    assert table.index("demo__echo") < table.index("demo__lookup")
+    assert table.count('class="tool-call"') == 2
+    assert f">{models[0]['seq']}<" in table
+
+
+def console_page(env: dict[str, str], path: str) -> str:
+    """One page of ``baton console`` over the test's store, after logging in with its one-run token."""
+    import subprocess
+    import sys
+
+    import httpx
+
+    from tests.hitl.helpers import free_port
+    from tests.test_serve_terminal import read_stderr_until
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "baton", "console", "--bind", f"127.0.0.1:{port}"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        seen = read_stderr_until(process, b"not stored anywhere): ", seconds=60).decode()
+        if "\n" not in seen.split("not stored anywhere): ", 1)[-1]:
+            seen += read_stderr_until(process, b"\n", seconds=30).decode()
+        token = seen.split("not stored anywhere): ", 1)[1].split()[0]
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=base, timeout=120) as client:
+            client.post("/inbox/login", data={"token": token}, headers={"Origin": base})
+            page = client.get(path)
+            assert page.status_code == 200, page.text[:500]
+            return page.text
+    finally:
+        process.terminate()
+        process.communicate(timeout=60)
 
 
 async def test_a_follow_up_message_keeps_the_spawns_tools(session: Any, llm: FakeLLMServer) -> None:
