@@ -244,6 +244,10 @@ class GatewayProxy(DynamicTools):
             on_behalf.waiting(view["request_id"])
         try:
             decided = await wait_for_outcome(broker, view, context, None, time.time())
+        except BaseException:
+            if on_behalf is not None:  # the subagent was cancelled: nobody will act on a decision
+                broker.withdraw(view["request_id"], f"subagent {on_behalf.subagent_id} was cancelled")
+            raise
         finally:
             if on_behalf is not None and on_behalf.waiting is not None:
                 on_behalf.waiting(None)
