@@ -36,6 +36,7 @@ OPTIONAL_MODULES: dict[str, int] = {
     "gateway_replay": 5,
     "hitl_wakeup": 200,
     "replica_wakeup": 100,
+    "subagent_tools": 100,
 }
 
 

@@ -133,6 +133,18 @@ def _adapters() -> None:
     _replace_handler("mcp_list_adapters", "The adapter listing is broken on purpose.")
 
 
+def _governed_approval() -> None:
+    """A subagent's gated tool call goes upstream without asking anyone."""
+    from baton.gateway.proxy import GatewayProxy
+
+    async def waved_through(
+        self: Any, adapter: Any, tool: str, arguments: Any, context: Any
+    ) -> dict[str, Any]:
+        return {"request_id": None, "arguments_sha256": None}
+
+    GatewayProxy._approve = waved_through  # type: ignore[method-assign]
+
+
 BREAKERS = {
     "scheduler": _scheduler,
     "privacy": _privacy,
@@ -144,6 +156,7 @@ BREAKERS = {
     "secret_in_files": _secret_in_files,
     "catalog": _catalog,
     "adapters": _adapters,
+    "governed_approval": _governed_approval,
 }
 
 

@@ -14,6 +14,7 @@ import jsonschema
 import pytest
 
 from baton.campaign.gates import classify_status
+from baton.campaign.governed import governed_script
 from baton.campaign.human import parse_human_decision
 from baton.campaign.verify import verify_bundle
 from baton.chain_verify import read_public_key
@@ -33,11 +34,13 @@ CORE_GATES = {
     "privacy_canary_absent_from_model_requests",
     "no_secret_in_bundle",
     "timers_fire_and_cancel",
+    "subagent_used_governed_tool",
 }
 
 
 def campaign_env(baton_env: dict[str, str], fake_llm: FakeLLMServer) -> dict[str, str]:
     fake_llm.when("taxonomy", Behavior(delay_seconds=60))
+    fake_llm.when("GOVERNED-TOOL-CASE", governed_script())
     env = {
         **baton_env,
         "COLLAB_PROVIDER": "moonshot",

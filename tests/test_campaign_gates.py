@@ -53,6 +53,7 @@ def run_broken(capability: str, baton_env: dict[str, str], fake_llm: FakeLLMServ
         ("secret_in_files", "no_secret_in_bundle"),
         ("catalog", "real_mcp_catalog_has_required_primitives"),
         ("adapters", "adapters_listed_with_contracts"),
+        ("governed_approval", "subagent_used_governed_tool"),
     ],
 )
 def test_a_broken_capability_turns_its_gate_false(

@@ -4,9 +4,14 @@ The daily spend lives in one ``model_spend`` row per UTC day, updated in the sam
 ``model_call`` receipt, so every replica on one store shares it and a budget check reads one row by its
 primary key (summing receipts would parse every payload of the day on every call).
 
-A budget is checked before a model is called: a call is refused once what was spent reaches the limit
-(any call spends at least one token). A call that crosses the limit while it runs finishes and is
-recorded; the next one is refused.
+Before each model call, its estimated tokens and cost (the prompt's size plus ``COLLAB_MAX_TOKENS`` of
+output) are *reserved* on the day's row by one conditional ``UPDATE`` that only succeeds while what was
+spent plus what calls in flight reserved is still below the limit; otherwise the call is refused with
+``budget_exceeded`` before the model sees it. The call's receipt settles the reservation (the actual
+spend replaces it, in the same transaction); a failed or cancelled call releases it. The update is
+atomic on SQLite and PostgreSQL alike, so concurrent calls (any replica) cannot all pass a check and then
+all spend: once one call holds the rest of the budget, every other waits its turn or is refused, and the
+day overshoots its limit by at most one call's estimate (the last call admitted while room remained).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import ColumnElement, Connection, and_, insert, select, true, update
 from sqlalchemy.exc import IntegrityError
 
 from baton.config import Settings
@@ -76,6 +81,20 @@ class Limits:
             )
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """What one model call holds of a day's budget until its receipt settles it."""
+
+    day: str
+    tokens: int
+    cost_usd: float
+
+
+def estimate_tokens(prompt_chars: int, max_output_tokens: int) -> int:
+    """A generous estimate of one call's tokens: a token per three prompt characters, plus the output cap."""
+    return prompt_chars // 3 + 16 + max_output_tokens
+
+
 def utc_day(now: datetime | None = None) -> str:
     """The UTC day a spend counts in, ``YYYY-MM-DD``."""
     return (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%d")
@@ -115,6 +134,63 @@ class DailyBudget:
             day = utc_day()
             self.limits.check(self.spent(day), budget="daily", day=day)
 
+    def reserve(self, tokens: int, cost_usd: float) -> Reservation:
+        """Reserve one call's estimate on today's row, or refuse it (``budget_exceeded``) when no room is left."""
+        day = self.prepare()
+        reservation = Reservation(day, tokens, cost_usd)
+        if not self.enabled:
+            return reservation
+        row = model_spend.c
+        fits: list[ColumnElement[bool]] = [row.day == day]
+        if self.limits.max_total_tokens is not None:
+            held = row.input_tokens + row.output_tokens + row.reserved_tokens
+            fits.append(held < self.limits.max_total_tokens)
+        if self.limits.max_cost_usd is not None:
+            fits.append(row.cost_usd + row.reserved_usd < self.limits.max_cost_usd)
+        with self.store.write() as connection:
+            changed = connection.execute(
+                update(model_spend)
+                .where(and_(true(), *fits))
+                .values(
+                    reserved_tokens=row.reserved_tokens + tokens, reserved_usd=row.reserved_usd + cost_usd
+                )
+            ).rowcount
+        if not changed:
+            spent = self.spent(day)
+            raise BudgetError(
+                "budget_exceeded",
+                f"The daily budget has no room for this model call (about {tokens} tokens): what was spent "
+                f"({spent.total_tokens} tokens, ${spent.cost_usd:.6f}) and what calls in flight reserved "
+                "reach the limit; the model was not called.",
+                budget="daily",
+                day=day,
+                spent=spent.as_dict(),
+                estimate={"total_tokens": tokens, "cost_usd": round(cost_usd, 10)},
+                limit={
+                    "max_total_tokens": self.limits.max_total_tokens,
+                    "max_cost_usd": self.limits.max_cost_usd,
+                },
+            )
+        return reservation
+
+    def release(self, reservation: Reservation, connection: Connection | None = None) -> None:
+        """Give a reservation back (the call failed, was cancelled, or its receipt records the actual spend)."""
+        if not self.enabled:
+            return
+        statement = (
+            update(model_spend)
+            .where(model_spend.c.day == reservation.day)
+            .values(
+                reserved_tokens=model_spend.c.reserved_tokens - reservation.tokens,
+                reserved_usd=model_spend.c.reserved_usd - reservation.cost_usd,
+            )
+        )
+        if connection is not None:
+            connection.execute(statement)
+            return
+        with self.store.write() as own:
+            own.execute(statement)
+
     def prepare(self) -> str:
         """Make sure today's ledger row exists (its own transaction, so a race between replicas is harmless)."""
         day = utc_day()
@@ -127,7 +203,14 @@ class DailyBudget:
                 with self.store.write() as connection:
                     connection.execute(
                         insert(model_spend).values(
-                            day=day, calls=0, input_tokens=0, output_tokens=0, cost_usd=0.0, unpriced_calls=0
+                            day=day,
+                            calls=0,
+                            input_tokens=0,
+                            output_tokens=0,
+                            cost_usd=0.0,
+                            unpriced_calls=0,
+                            reserved_tokens=0,
+                            reserved_usd=0.0,
                         )
                     )
             except IntegrityError:

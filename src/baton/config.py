@@ -71,6 +71,10 @@ class Settings(BaseModel):
     # cost budgets per UTC day, counted in the store (shared by replicas)
     baton_budget_daily_usd: float | None = None
     baton_budget_daily_tokens: int | None = None
+    # governed subagents (docs/subagents.md): concurrent subagents, default tool-call limit, sync wait
+    baton_subagent_max_concurrent: int | None = None
+    baton_subagent_tool_limit: int = 20
+    baton_subagent_approval_wait_seconds: float = 30.0
     # human in the loop
     hitl_timeout_seconds: int = 300
     hitl_admin_email: str | None = None

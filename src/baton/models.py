@@ -10,22 +10,49 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from baton.budgets import DailyBudget
+from baton.budgets import DailyBudget, estimate_tokens
 from baton.config import Settings
 from baton.errors import BatonError, ProviderError
 from baton.metrics import RECORDER
 from baton.pricing import price_call
-from baton.receipts import ReceiptLog, Redactor
+from baton.receipts import Receipt, ReceiptLog, Redactor
 from baton.tracing import http_event_hooks, model_instrumentation
 
 if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelResponse
     from pydantic_ai.models import Model
+    from pydantic_ai.settings import ModelSettings
+    from sqlalchemy import Connection
 
 Purpose = Literal["context_preparation", "subagent_turn"]
+
+#: pydantic-ai's package imports itself circularly: two threads importing it at once (the warm-up's
+#: worker and the event loop) can see it half-initialized. Whoever imports it first does so under this.
+_IMPORT_LOCK = threading.Lock()
+_IMPORTED = threading.Event()
+
+
+def load_pydantic_ai() -> None:
+    """Import pydantic-ai once, in one thread at a time (a no-op once imported)."""
+    if _IMPORTED.is_set():
+        return
+    with _IMPORT_LOCK:
+        import pydantic_ai  # noqa: F401  (the import is the point)
+    _IMPORTED.set()
+
+
+async def aload_pydantic_ai() -> None:
+    """:func:`load_pydantic_ai` from async code: in a worker thread, so the event loop never waits on it."""
+    if not _IMPORTED.is_set():
+        import anyio
+
+        await anyio.to_thread.run_sync(load_pydantic_ai)
+
 
 PROVIDERS = ("moonshot", "openai", "anthropic", "openrouter", "ollama", "openai-compatible")
 
@@ -154,60 +181,117 @@ class ModelClient:
     ) -> ModelReply:
         """Send one request; map every provider failure to a typed error; receipt and price the success.
 
-        The daily budget is checked first: a spent budget refuses the call before the model sees it.
+        The daily budget is reserved first: a call that does not fit is refused before the model sees it.
+        """
+        await aload_pydantic_ai()
+        messages = to_model_messages(system, turns)
+        self._log_request(system, turns, purpose, subagent_id)
+        settings = self.request_settings()
+
+        async def send(model: Model) -> ModelResponse:
+            from pydantic_ai.direct import model_request
+
+            return await model_request(
+                model, messages, model_settings=settings, instrument=model_instrumentation()
+            )
+
+        _response, reply = await self.governed_call(
+            send, prompt_chars=_prompt_chars(messages), purpose=purpose, subagent_id=subagent_id
+        )
+        return reply
+
+    def request_settings(self) -> ModelSettings:
+        """The model settings of every call: the output cap and the timeout."""
+        return {
+            "max_tokens": self.settings.collab_max_tokens,
+            "timeout": self.settings.collab_model_timeout_seconds,
+        }
+
+    async def governed_call(
+        self,
+        send: Callable[[Model], Awaitable[ModelResponse]],
+        *,
+        prompt_chars: int,
+        purpose: Purpose,
+        subagent_id: str | None,
+        links: dict[str, Any] | None = None,
+        record_in: Callable[[Connection, ModelReply, Receipt], None] | None = None,
+    ) -> tuple[ModelResponse, ModelReply]:
+        """The one path of every model call: reserve the budget, send, receipt and settle (or release).
+
+        ``links`` go into the receipt's payload; ``record_in`` runs in the receipt's transaction. A failed
+        call is receipted with its ``error_class``; a cancelled one leaves no receipt and its reservation
+        is released.
         """
         config = self.config()
         self.daily.check()
-        day = self.daily.prepare()
         model = self.model()
-        from pydantic_ai.direct import model_request
-
-        messages = to_model_messages(system, turns)
-        self._log_request(system, turns, purpose, subagent_id)
+        reservation = self.daily.reserve(*self._estimate(config, prompt_chars))
+        settled = False
         started = time.perf_counter()
         try:
-            response = await model_request(
-                model,
-                messages,
-                model_settings={
-                    "max_tokens": self.settings.collab_max_tokens,
-                    "timeout": self.settings.collab_model_timeout_seconds,
+            try:
+                response = await send(model)
+            except BatonError:
+                raise
+            except Exception as exc:
+                failure = provider_failure(exc, self.redactor)
+                payload = failed_call_receipt(
+                    config, purpose, subagent_id, time.perf_counter() - started, failure
+                )
+                self.receipts.append("model_call", {**payload, **(links or {})})
+                raise failure from None
+            latency = time.perf_counter() - started
+            text = "".join(
+                getattr(part, "content", "") for part in response.parts if part.part_kind == "text"
+            )
+            usage = response.usage
+            input_tokens, output_tokens = int(usage.input_tokens or 0), int(usage.output_tokens or 0)
+            price = price_call(config.provider, config.model, usage, response.model_name)
+            receipt = {
+                "response": {
+                    "id": response.provider_response_id,
+                    "model": response.model_name or config.model,
                 },
-                instrument=model_instrumentation(),
+                "usage": {
+                    "input_tokens": input_tokens,
+                    "output_tokens": output_tokens,
+                    "total_tokens": input_tokens + output_tokens,
+                },
+                **price.receipt_fields(),
+                "latency_seconds": round(latency, 6),
+                "provider": config.provider,
+                "purpose": purpose,
+                "subagent_id": subagent_id,
+                **(links or {}),
+            }
+            reply = ModelReply(
+                text=text, input_tokens=input_tokens, output_tokens=output_tokens, receipt=receipt
             )
-        except BatonError:
-            raise
-        except Exception as exc:
-            failure = provider_failure(exc, self.redactor)
-            self.receipts.append(
-                "model_call",
-                failed_call_receipt(config, purpose, subagent_id, time.perf_counter() - started, failure),
-            )
-            raise failure from None
-        latency = time.perf_counter() - started
-        text = "".join(getattr(part, "content", "") for part in response.parts if part.part_kind == "text")
-        usage = response.usage
-        input_tokens, output_tokens = int(usage.input_tokens or 0), int(usage.output_tokens or 0)
-        price = price_call(config.provider, config.model, usage, response.model_name)
-        receipt = {
-            "response": {"id": response.provider_response_id, "model": response.model_name or config.model},
-            "usage": {
-                "input_tokens": input_tokens,
-                "output_tokens": output_tokens,
-                "total_tokens": input_tokens + output_tokens,
-            },
-            **price.receipt_fields(),
-            "latency_seconds": round(latency, 6),
-            "provider": config.provider,
-            "purpose": purpose,
-            "subagent_id": subagent_id,
-        }
-        with self.receipts.store.write() as connection:
-            self.receipts.append_in(connection, "model_call", receipt)
-            self.daily.record_in(connection, day, input_tokens, output_tokens, price.cost_usd)
+            with self.receipts.store.write() as connection:
+                written = self.receipts.append_in(connection, "model_call", receipt)
+                self.daily.record_in(connection, reservation.day, input_tokens, output_tokens, price.cost_usd)
+                self.daily.release(reservation, connection)
+                if record_in is not None:
+                    record_in(connection, reply, written)
+            settled = True
+        finally:
+            if not settled:
+                self.daily.release(reservation)
         RECORDER.model_call(config.provider, config.model, input_tokens, output_tokens, price.cost_usd)
         self._append_receipt_file(receipt)
-        return ModelReply(text=text, input_tokens=input_tokens, output_tokens=output_tokens, receipt=receipt)
+        return response, reply
+
+    def _estimate(self, config: ProviderConfig, prompt_chars: int) -> tuple[int, float]:
+        """A generous (tokens, dollars) estimate of one call, for the budget reservation."""
+        tokens = estimate_tokens(prompt_chars, self.settings.collab_max_tokens)
+        if self.daily.limits.max_cost_usd is None:
+            return tokens, 0.0
+        from pydantic_ai.usage import RequestUsage
+
+        output = self.settings.collab_max_tokens
+        usage = RequestUsage(input_tokens=tokens - output, output_tokens=output)
+        return tokens, price_call(config.provider, config.model, usage).cost_usd or 0.0
 
     async def aclose(self) -> None:
         """Close the provider's HTTP connections."""
@@ -218,8 +302,7 @@ class ModelClient:
 
     def _log_request(self, system: str, turns: list[ChatTurn], purpose: str, subagent_id: str | None) -> None:
         """Append what is about to be sent to ``BATON_MODEL_REQUEST_LOG`` (JSON lines), for audits."""
-        path = self.settings.baton_model_request_log
-        if path is None:
+        if self.settings.baton_model_request_log is None:
             return
         row = {
             "purpose": purpose,
@@ -227,6 +310,20 @@ class ModelClient:
             "system": system,
             "messages": [{"role": t.role, "content": t.content} for t in turns],
         }
+        self._write_log_row(row)
+
+    def log_model_messages(self, messages: list[Any], purpose: str, subagent_id: str | None) -> None:
+        """Append a tool loop's request (pydantic-ai messages, tool calls and results included) to the log."""
+        if self.settings.baton_model_request_log is None:
+            return
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+        dumped = ModelMessagesTypeAdapter.dump_python(messages, mode="json")
+        self._write_log_row({"purpose": purpose, "subagent_id": subagent_id, "messages": dumped})
+
+    def _write_log_row(self, row: dict[str, Any]) -> None:
+        path = self.settings.baton_model_request_log
+        assert path is not None
         line = json.dumps(self.redactor.value(row), ensure_ascii=False) + "\n"
         self.redactor.guard(line, str(path))
         from baton.private import append_private
@@ -265,6 +362,11 @@ def failed_call_receipt(
         "subagent_id": subagent_id,
         "error_class": failure.error_class,
     }
+
+
+def _prompt_chars(messages: list[Any]) -> int:
+    """The characters of what is sent (every part's content), for the budget estimate."""
+    return sum(len(str(getattr(part, "content", ""))) for message in messages for part in message.parts)
 
 
 def _read_rows(path: Path) -> list[dict[str, Any]]:
@@ -308,6 +410,7 @@ def to_model_messages(system: str, turns: list[ChatTurn]) -> list[Any]:
 
 def build_model(config: ProviderConfig, settings: Settings) -> Model:
     """The pydantic-ai model object for a resolved provider."""
+    load_pydantic_ai()
     if config.provider == "anthropic":
         from anthropic import AsyncAnthropic
         from pydantic_ai.models.anthropic import AnthropicModel

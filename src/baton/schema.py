@@ -81,6 +81,10 @@ subagents = Table(
     Column("max_total_tokens", Integer),
     Column("max_cost_usd", Float),
     Column("agent", String(128), index=True),
+    # governed subagents: the tools it may call (None: none), its tool-call limit, the request it waits on
+    Column("tools", JSON),
+    Column("tool_limit", Integer),
+    Column("waiting_request_id", String(40)),
 )
 
 #: Model spend per UTC day (``YYYY-MM-DD``), shared by replicas: a daily budget check reads one row.
@@ -93,6 +97,9 @@ model_spend = Table(
     Column("output_tokens", BigInteger, nullable=False, default=0),
     Column("cost_usd", Float, nullable=False, default=0.0),
     Column("unpriced_calls", Integer, nullable=False, default=0),
+    # what model calls in flight reserved of the day's budget (settled when each call is receipted)
+    Column("reserved_tokens", BigInteger, nullable=False, default=0, server_default="0"),
+    Column("reserved_usd", Float, nullable=False, default=0.0, server_default="0"),
 )
 
 subagent_messages = Table(

@@ -52,6 +52,28 @@ class Progress:
 
 
 @dataclass
+class OnBehalf:
+    """A tool call a subagent's model asked for: who asked, and which receipts it links to."""
+
+    subagent_id: str
+    parent_agent: str
+    #: seq and sha256 of the ``subagent_spawned`` receipt and of the ``model_call`` receipt that asked.
+    spawn_receipt: dict[str, Any]
+    model_call_receipt: dict[str, Any]
+    #: Called with a human request's id when the call starts waiting on it (None: not waiting any more).
+    waiting: Callable[[str | None], None] | None = None
+
+    def link(self) -> dict[str, Any]:
+        """The ``subagent`` field of the call's receipt."""
+        return {
+            "subagent_id": self.subagent_id,
+            "parent_agent": self.parent_agent,
+            "spawn_receipt": self.spawn_receipt,
+            "model_call_receipt": self.model_call_receipt,
+        }
+
+
+@dataclass
 class CallContext:
     """What a tool handler may use of the MCP request beyond its arguments."""
 
@@ -70,6 +92,8 @@ class CallContext:
     task: Any = None
     #: The agent behind the call (:func:`baton.agents.current_agent`); what it may see and act on.
     agent: Caller = field(default_factory=lambda: Caller(STDIO_FALLBACK))
+    #: When a subagent's model asked for the call (its receipts link to the spawn and the model call).
+    on_behalf: OnBehalf | None = None
 
 
 Handler = Callable[[ArgsT, CallContext], Awaitable[dict[str, Any]]]
@@ -193,6 +217,8 @@ class ToolRegistry:
         }
         if result.get("input_required"):  # the first leg of a multi-round-trip call: nothing decided yet
             payload["input_required"] = True
+        if context.on_behalf is not None:
+            payload["subagent"] = context.on_behalf.link()
         try:
             self.runtime.receipts.append("tool_call", payload)
         except BatonError:

@@ -236,3 +236,26 @@ def test_mcp_server_sqlite_replays_when_its_loose_mcp_range_is_constrained(tmp_p
         assert observed["server_name"] == "sqlite" and observed["tool_count"] >= 5
     finally:
         runtime.close()
+
+
+async def test_a_subagent_calls_a_registry_servers_tool_through_baton_serve(tmp_path: Path) -> None:
+    """A governed subagent's model asks for server-everything's echo; the call runs in its sandbox."""
+    from baton.testing import Behavior, FakeLLMServer
+
+    home, env = _live_home(tmp_path)
+    adapter_id = _govern(home, "npm:@modelcontextprotocol/server-everything", [], {}, ["echo"], [])
+    tool = f"{adapter_id}__echo"
+    with FakeLLMServer() as model:
+        model.when(
+            "LIVE-ECHO", Behavior.calling(tool, {"message": "hi from a subagent"}, then="{tool_results}")
+        )
+        env.update(
+            COLLAB_PROVIDER="openai-compatible",
+            OPENAI_MODEL="loopback",
+            OPENAI_BASE_URL=model.base_url,
+            OPENAI_API_KEY="",
+        )
+        async with stdio_session(env) as session:
+            result = await call(session, "mcp_spawn_subagent", {"task": "LIVE-ECHO please", "tools": [tool]})
+    assert result["success"] is True, result
+    assert "hi from a subagent" in result["result"]

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from baton.campaign.bundle import BundleWriter
 from baton.campaign.gates import human_decision_accepted
+from baton.campaign.governed import ECHO, TRANSFER, governed_case, subagent_used_governed_tool
 from baton.campaign.options import CampaignOptions, CaseRow
 
 CANARY = "PRIVATE-MARKER-MUST-BE-FILTERED"
@@ -77,6 +78,10 @@ CASES = [
     "timer_set",
     "timer_list",
     "adapters_list",
+    "governed_subagent_spawn",
+    "governed_status_N",
+    "governed_operator_approval",
+    "governed_final_N",
 ]
 TASK = "Decide whether the refund meets the supplied policy and explain."
 APPROVAL_MESSAGE = "Approve publishing this baton validation campaign's result?"
@@ -99,6 +104,8 @@ async def run_cases(campaign: Campaign) -> dict[str, Any]:
         outcome.update(await _timer_cases(campaign))
     if "mcp_list_adapters" in campaign.tool_names:
         outcome["adapters"] = await campaign.call("adapters_list", "mcp_list_adapters", {})
+    if ECHO in campaign.tool_names and TRANSFER in campaign.tool_names:
+        outcome.update(await governed_case(campaign))
     return outcome
 
 
@@ -377,6 +384,11 @@ def compute_gates(
         gates["timers_fire_and_cancel"] = timers_fired_and_cancelled(outcome, chain.get("receipts") or [])
     if "adapters" in outcome:
         gates["adapters_listed_with_contracts"] = _adapters_pinned(outcome.get("adapters") or {})
+    if "governed" in outcome:
+        receipts = chain.get("receipts") or []
+        gates["subagent_used_governed_tool"] = subagent_used_governed_tool(
+            outcome, receipts, bool(chain.get("ok"))
+        )
     return gates
 
 

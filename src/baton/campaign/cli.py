@@ -40,10 +40,12 @@ def run(
     environ = dict(os.environ)
     fake = None
     if loopback_model:
+        from baton.campaign.governed import governed_script
         from baton.testing import Behavior, FakeLLMServer
 
         fake = FakeLLMServer().start()
         fake.when("taxonomy", Behavior(delay_seconds=60))
+        fake.when("GOVERNED-TOOL-CASE", governed_script())
         environ.update(
             {
                 "COLLAB_PROVIDER": "openai-compatible",

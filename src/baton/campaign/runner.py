@@ -49,6 +49,8 @@ class Campaign:
         self.rows: list[CaseRow] = []
         self.tool_names: set[str] = set()
         self.session: Any = None
+        #: Why the governed-subagent case cannot run here (None: its adapter is live).
+        self.governed_unavailable: str | None = None
 
     def _server_env(self) -> dict[str, str]:
         env = dict(self.options.environ)
@@ -138,6 +140,9 @@ class Campaign:
 
         self.run_dir.mkdir(parents=True, exist_ok=False, mode=0o700)
         private_dir(self.run_dir)  # 0700 whatever the umask: the bundle holds receipts and model outputs
+        from baton.campaign.governed import prepare_adapter
+
+        self.governed_unavailable = await anyio.to_thread.run_sync(prepare_adapter, self.home)
         self.bundle.write_json("protocol.json", self._protocol())
         self.console.print(f"[bold]baton campaign[/bold] {self.options.campaign_id} → {self.run_dir}")
         parameters = StdioServerParameters(
@@ -175,6 +180,9 @@ class Campaign:
             "interactive_human": self.options.interactive_human,
             "real_notifications": self.options.real_notifications,
             "privacy_canary": CANARY,
+            "governed_adapter": "campaign (the stdlib test MCP server, locked and promoted in the run's store)"
+            if self.governed_unavailable is None
+            else f"not prepared: {self.governed_unavailable}",
         }
 
     def _finish(self, outcome: dict[str, Any]) -> Path:

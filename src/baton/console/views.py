@@ -137,6 +137,43 @@ def model_calls_by_subagent(runtime: Runtime) -> dict[str, dict[str, float]]:
     return totals
 
 
+def subagent_tool_calls(runtime: Runtime, subagent_id: str) -> list[dict[str, Any]]:
+    """A governed subagent's tool calls in order, each with the receipts it links (model call, decision)."""
+    needle = f'%"subagent_id":"{subagent_id}"%'
+    query = (
+        select(receipts_table)
+        .where(
+            receipts_table.c.kind.in_(("gateway_call", "tool_call")), receipts_table.c.payload.like(needle)
+        )
+        .order_by(receipts_table.c.seq)
+    )
+    with runtime.store.read() as connection:
+        rows = connection.execute(query).all()
+    calls = []
+    for row in rows:
+        payload = json.loads(row.payload)
+        link = payload.get("subagent") or {}
+        if link.get("subagent_id") != subagent_id:
+            continue
+        tool = payload["tool"] if row.kind == "tool_call" else f"{payload['adapter_id']}__{payload['tool']}"
+        approval = payload.get("approval") or {}
+        calls.append(
+            {
+                "seq": row.seq,
+                "at": row.at,
+                "tool": tool,
+                "success": payload.get("success"),
+                "error_class": payload.get("error_class"),
+                "duration_seconds": payload.get("duration_seconds"),
+                "arguments_sha256": payload.get("arguments_sha256"),
+                "model_call_seq": (link.get("model_call_receipt") or {}).get("seq"),
+                "request_id": approval.get("request_id"),
+                "decision_seq": approval.get("decision_receipt_seq"),
+            }
+        )
+    return calls
+
+
 def subagents(runtime: Runtime, status: str | None = None) -> list[dict[str, Any]]:
     """Subagents, newest first, with turns, tokens and model latency."""
     runner = subagent_runner(runtime)
@@ -179,6 +216,7 @@ def subagent(runtime: Runtime, subagent_id: str) -> dict[str, Any]:
         **detail,
         "prepared_context": prepared,
         "messages": runner.history(subagent_id),
+        "tool_calls": subagent_tool_calls(runtime, subagent_id),
         "model_calls": int(model.get("calls", 0)),
         "latency_seconds": round(model.get("latency_seconds", 0.0), 2),
         "active": detail["status"] in ("queued", "running"),

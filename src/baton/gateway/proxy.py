@@ -2,7 +2,10 @@
 
 Listing reads the pinned schemas from the policy's replay receipt (no upstream starts); a call goes
 through the policy (denied → ``tool_denied``), an approval when the tool needs one, then the upstream
-(:class:`~baton.gateway.upstream.Upstream`), and always ends in a ``gateway_call`` receipt.
+(:class:`~baton.gateway.upstream.Upstream`), and always ends in a ``gateway_call`` receipt. A governed
+subagent's tool call takes the same :meth:`GatewayProxy.call` (through the same ``ToolRegistry.call``);
+its ``CallContext.on_behalf`` names the subagent in the approval request and links the receipt to the
+spawn and to the model call that asked.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from baton.gateway.promotion import LiveAdapter
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
 from baton.schema import receipts
-from baton.toolkit import CallContext, DynamicTools
+from baton.toolkit import CallContext, DynamicTools, OnBehalf
 
 log = logging.getLogger("baton.gateway")
 SEPARATOR = "__"
@@ -164,7 +167,9 @@ class GatewayProxy(DynamicTools):
             raise
         finally:
             seconds = time.perf_counter() - started
-            self._receipt(adapter, tool, frozen, seconds, outcome, approval, context.agent.name)
+            self._receipt(
+                adapter, tool, frozen, seconds, outcome, approval, context.agent.name, context.on_behalf
+            )
 
     def current(self, adapter: Adapter) -> tuple[Adapter, bool]:
         """The adapter as the store serves it now, and whether it is live (one store read).
@@ -230,12 +235,20 @@ class GatewayProxy(DynamicTools):
         digest = sha256_hex(canonical_json(arguments))
         broker = get_broker(self.runtime)
         message = f"Allow adapter {adapter.id} to run its tool {tool} with exactly these arguments?"
-        request_context = {
+        request_context: dict[str, Any] = {
             "adapter_id": adapter.id,
             "tool": tool,
             "arguments": arguments,
             "arguments_sha256": digest,
         }
+        on_behalf = context.on_behalf
+        if on_behalf is not None:
+            message = (
+                f"Subagent {on_behalf.subagent_id} (spawned by {on_behalf.parent_agent}) asks: allow adapter "
+                f"{adapter.id} to run its tool {tool} with exactly these arguments?"
+            )
+            request_context["subagent_id"] = on_behalf.subagent_id
+            request_context["parent_agent"] = on_behalf.parent_agent
         tools = adapter.policy.tools
         new = NewRequest(
             "approval",
@@ -248,7 +261,17 @@ class GatewayProxy(DynamicTools):
             agent=context.agent.name,
         )
         view = await broker.create(new)
-        decided = await wait_for_outcome(broker, view, context, None, time.time())
+        if on_behalf is not None and on_behalf.waiting is not None:
+            on_behalf.waiting(view["request_id"])
+        try:
+            decided = await wait_for_outcome(broker, view, context, None, time.time())
+        except BaseException:
+            if on_behalf is not None:  # the subagent was cancelled: nobody will act on a decision
+                broker.withdraw(view["request_id"], f"subagent {on_behalf.subagent_id} was cancelled")
+            raise
+        finally:
+            if on_behalf is not None and on_behalf.waiting is not None:
+                on_behalf.waiting(None)
         request_id = view["request_id"]
         if request_id in self._consumed:
             raise HitlError(
@@ -333,6 +356,7 @@ class GatewayProxy(DynamicTools):
         outcome: dict[str, Any],
         approval: dict[str, Any] | None,
         agent: str | None = None,
+        on_behalf: OnBehalf | None = None,
     ) -> None:
         payload: dict[str, Any] = {
             "adapter_id": adapter.id,
@@ -346,6 +370,8 @@ class GatewayProxy(DynamicTools):
         }
         if adapter.policy.tools.record_arguments:
             payload["arguments"] = arguments
+        if on_behalf is not None:
+            payload["subagent"] = on_behalf.link()
         try:
             self.runtime.receipts.append("gateway_call", payload)
         except BatonError:

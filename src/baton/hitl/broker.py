@@ -516,6 +516,26 @@ class HitlBroker:
         )
         return 1
 
+    def withdraw(self, request_id: str, reason: str) -> bool:
+        """Close a pending request nobody waits for any more (its asker was cancelled) as expired, with a
+        ``hitl_withdrawn`` receipt; a later decision is refused with ``hitl_request_expired``."""
+        now = time.time()
+        with self.runtime.store.write() as connection:
+            changed = connection.execute(
+                update(hitl_requests)
+                .where(hitl_requests.c.id == request_id, hitl_requests.c.status == "pending")
+                .values(status="expired", approved=False)
+            ).rowcount
+            if changed:
+                self.runtime.receipts.append_in(
+                    connection,
+                    "hitl_withdrawn",
+                    {"request_id": request_id, "reason": reason, "withdrawn_at": iso(now)},
+                )
+        if changed:
+            self.waiters.wake(request_id)
+        return bool(changed)
+
     def link_spent(self, nonce: str) -> bool:
         """Whether a signed link with this nonce was already used."""
         with self.runtime.store.read() as connection:

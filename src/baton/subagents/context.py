@@ -95,6 +95,39 @@ class PrivacyFilter:
         result.value = self._walk(context or {}, "", result)
         return result
 
+    def filter_result(self, value: Any) -> Any:
+        """A tool's result as a model may see it: private keys and credential-shaped values removed, in
+        JSON objects and in text that holds a JSON object or array; then no removed value is left in any
+        other string (an upstream that repeats a private value elsewhere is filtered there too)."""
+        out = FilteredContext(value={})
+        cleaned = self._walk_result(value, out)
+        removed = [v for v in out.removed_values if len(v) >= MIN_CANARY_LENGTH]
+        return _scrub(cleaned, removed) if removed else cleaned
+
+    def _walk_result(self, value: Any, out: FilteredContext) -> Any:
+        if isinstance(value, dict):
+            return self._walk(value, "", out)
+        if isinstance(value, list):
+            return [self._walk_result(item, out) for item in value]
+        if isinstance(value, str):
+            stripped = value.strip()
+            if stripped[:1] in ("{", "["):
+                try:
+                    parsed = json.loads(stripped)
+                except ValueError:
+                    parsed = None
+                if isinstance(parsed, dict | list):
+                    walked = (
+                        self._walk(parsed, "", out)
+                        if isinstance(parsed, dict)
+                        else self._walk_result(parsed, out)
+                    )
+                    return json.dumps(walked, ensure_ascii=False)
+            if self.is_credential_value(value):
+                out.removed_values.append(value)
+                return FILTERED
+        return value
+
     def _walk(self, value: Any, path: str, out: FilteredContext) -> Any:
         if isinstance(value, dict):
             kept: dict[str, Any] = {}
@@ -106,6 +139,8 @@ class PrivacyFilter:
                     continue
                 kept[str(key)] = self._walk(item, child, out)
             return kept
+        if isinstance(value, str) and value.strip()[:1] in ("{", "["):
+            return self._walk_result(value, out)  # JSON inside a string (an upstream's text block)
         if isinstance(value, list):
             kept_items = []
             for index, item in enumerate(value):
@@ -120,6 +155,23 @@ class PrivacyFilter:
 
     def _holds_credential(self, value: Any) -> bool:
         return isinstance(value, str) and self.is_credential_value(value)
+
+
+#: What stands where a removed value was in a tool result.
+FILTERED = "[filtered]"
+
+
+def _scrub(value: Any, removed: list[str]) -> Any:
+    """Every string of ``value`` with each removed value replaced by ``[filtered]``."""
+    if isinstance(value, str):
+        for secret in removed:
+            value = value.replace(secret, FILTERED)
+        return value
+    if isinstance(value, dict):
+        return {key: _scrub(item, removed) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_scrub(item, removed) for item in value]
+    return value
 
 
 def _string_leaves(value: Any) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from dataclasses import dataclass, replace
@@ -17,7 +18,7 @@ from baton.models import ChatTurn, ModelClient, ModelReply
 from baton.receipts import utc_now
 from baton.rows import ListPage, RowShape, Screened, page_of, screen
 from baton.runtime import Runtime
-from baton.schema import subagent_messages, subagents
+from baton.schema import receipts, subagent_messages, subagents
 from baton.subagents.context import (
     PREPARATION_SYSTEM_PROMPT,
     ContextStrategy,
@@ -28,6 +29,8 @@ from baton.subagents.context import (
     select_slice,
     subagent_system_prompt,
 )
+from baton.subagents.governed import TurnLinks, check_tools, run_turn
+from baton.toolkit import ToolRegistry
 
 log = logging.getLogger("baton.subagents")
 
@@ -51,6 +54,12 @@ class SpawnRequest:
     business_rules: str | None = None
     max_total_tokens: int | None = None
     max_cost_usd: float | None = None
+    #: Tools the subagent may call (see :mod:`baton.subagents.governed`); None: none.
+    tools: list[str] | None = None
+    #: Most tool calls per turn (``subagent_tool_limit``); None: ``BATON_SUBAGENT_TOOL_LIMIT``.
+    subagent_tool_limit: int | None = None
+    #: Who spawns it (named in approval requests its tool calls create).
+    parent_agent: str = "agent"
     #: The agent that spawns it (directly, or through a timer it set); None for the operator.
     agent: str | None = None
 
@@ -68,13 +77,22 @@ def _hidden(row: Any, agent: str | None) -> bool:
 class SubagentRunner:
     """Owns every subagent's state in the store and the tasks running their model calls."""
 
-    def __init__(self, runtime: Runtime, models: ModelClient | None = None) -> None:
+    def __init__(
+        self, runtime: Runtime, models: ModelClient | None = None, registry: ToolRegistry | None = None
+    ) -> None:
         self.runtime = runtime
+        #: The server's tools, which a governed subagent's calls go through (None: no tools to give).
+        self.registry = registry
         self.models = models or ModelClient(runtime.settings, runtime.receipts, runtime.redactor)
         self.privacy = PrivacyFilter.from_settings(
             runtime.settings.baton_private_keys, runtime.settings.sensitive_values()
         )
         self._tasks: dict[str, asyncio.Task[Any]] = {}
+        #: Set when a subagent's tool call starts waiting on a human request (what a sync spawn watches).
+        self._waiting: dict[str, asyncio.Event] = {}
+        #: Subagents whose cancel receipt waits for their local task to stop.
+        self._cancelling: set[str] = set()
+        self._parents: dict[str, str] = {}
 
     # lifecycle -----------------------------------------------------------------------------------
 
@@ -164,8 +182,8 @@ class SubagentRunner:
             )
         for subagent_id in cancelled:
             task = self._tasks.get(subagent_id)
-            if task is not None:
-                task.cancel()
+            if task is not None and subagent_id not in self._cancelling:
+                self._stop_then_receipt(subagent_id, task)
 
     # spawn ----------------------------------------------------------------------------------------
 
@@ -173,6 +191,10 @@ class SubagentRunner:
         """Prepare the context, persist the subagent, then run its first turn now or in the background."""
         self.models.config()  # provider_not_configured before anything is stored
         self.models.daily.check()  # budget_exceeded before anything is stored or sent
+        tools = check_tools(self.registry, request.tools, request.parent_agent) if request.tools else None
+        tool_limit = request.subagent_tool_limit or self.runtime.settings.baton_subagent_tool_limit
+        with self.runtime.store.read() as connection:
+            self._check_concurrency(connection, request.agent)  # before a preparation call spends anything
         # nothing is used as given: a credential in the task never reaches the store, nor any model (the
         # preparation call, and every turn, which is sent the stored conversation)
         redact = self.runtime.redactor.text
@@ -200,6 +222,24 @@ class SubagentRunner:
         now = utc_now()
         status: Status = "running" if request.mode == "sync" else "queued"
         with self.runtime.store.write() as connection:
+            # the receipt first: appending locks the chain's head, so on PostgreSQL too the count below
+            # and the insert are one step for every process (a refusal rolls the receipt back)
+            spawned = self.runtime.receipts.append_in(
+                connection,
+                "subagent_spawned",
+                {
+                    "subagent_id": subagent_id,
+                    "mode": request.mode,
+                    "context_strategy": request.context_strategy,
+                    "filtered_fields": filtered.filtered_fields,
+                    "prep_tokens": prep_tokens,
+                    "tools": tools,
+                    "subagent_tool_limit": tool_limit if tools else None,
+                    "parent_agent": request.parent_agent,
+                    "agent": request.agent,
+                },
+            )
+            self._check_concurrency(connection, request.agent)
             connection.execute(
                 insert(subagents).values(
                     id=subagent_id,
@@ -217,6 +257,8 @@ class SubagentRunner:
                     unpriced_calls=1 if prep and prep.cost_usd is None else 0,
                     max_total_tokens=request.max_total_tokens,
                     max_cost_usd=request.max_cost_usd,
+                    tools=tools,
+                    tool_limit=tool_limit if tools else None,
                     owner=self.runtime.instance_id,
                     lease_expires_at=lease_until(),
                     created_at=now,
@@ -226,18 +268,7 @@ class SubagentRunner:
                 )
             )
             _add_message(connection, subagent_id, 0, "user", request.task)
-            self.runtime.receipts.append_in(
-                connection,
-                "subagent_spawned",
-                {
-                    "subagent_id": subagent_id,
-                    "mode": request.mode,
-                    "context_strategy": request.context_strategy,
-                    "filtered_fields": filtered.filtered_fields,
-                    "prep_tokens": prep_tokens,
-                    "agent": request.agent,
-                },
-            )
+        self._parents[subagent_id] = request.parent_agent
         base = {
             "subagent_id": subagent_id,
             "mode": request.mode,
@@ -246,6 +277,9 @@ class SubagentRunner:
             "prepared_context": prepared,
             "prep_tokens": prep_tokens,
             "filtered_fields": filtered.filtered_fields,
+            "tools": tools,
+            "subagent_tool_limit": tool_limit if tools else None,
+            "spawn_receipt": {"seq": spawned.seq, "sha256": spawned.sha256},
         }
         if request.mode == "async":
             self._start_task(subagent_id, self._run_first_turn(subagent_id))
@@ -253,7 +287,17 @@ class SubagentRunner:
             cost = {"cost_usd": (prep.cost_usd if prep else 0.0)}
             return {**base, "success": True, "status": "queued", "result": None, **spent, **cost}
         task = self._start_task(subagent_id, self._run_first_turn(subagent_id))
-        await asyncio.wait({task})
+        if not await self._wait_sync(subagent_id, task):
+            state = self.status(subagent_id)
+            return {
+                **base,
+                "success": True,
+                "status": "waiting_for_approval",
+                "request_id": state["waiting_request_id"],
+                "result": None,
+                "usage": state["usage"],
+                "cost_usd": state["cost_usd"],
+            }
         state = self.status(subagent_id)
         outcome = {
             **base,
@@ -271,6 +315,51 @@ class SubagentRunner:
                 "error_class": state["error_class"] or "subagent_cancelled",
             }
         return {**outcome, "success": True}
+
+    def _check_concurrency(self, connection: Connection, agent: str | None) -> None:
+        """Refuse (``subagent_concurrency_exceeded``) a spawn past ``BATON_SUBAGENT_MAX_CONCURRENT`` subagents
+        queued or running for the same agent."""
+        limit = self.runtime.settings.baton_subagent_max_concurrent
+        if limit is None:
+            return
+        active = int(
+            connection.execute(
+                select(func.count()).where(subagents.c.status.in_(ACTIVE), subagents.c.agent.is_(agent))
+                if agent is None
+                else select(func.count()).where(subagents.c.status.in_(ACTIVE), subagents.c.agent == agent)
+            ).scalar_one()
+        )
+        if active >= limit:
+            raise SubagentError(
+                "subagent_concurrency_exceeded",
+                f"{active} subagents are already queued or running (BATON_SUBAGENT_MAX_CONCURRENT={limit}); "
+                "wait for one to finish or cancel one.",
+                active=active,
+                limit=limit,
+            )
+
+    async def _wait_sync(self, subagent_id: str, task: asyncio.Task[Any]) -> bool:
+        """Wait for a sync turn; False when it waits on a human approval past the sync wait (it goes on).
+
+        A cancel of the waiting call (``notifications/cancelled``) cancels the subagent and its work.
+        """
+        waiting = self._waiting.setdefault(subagent_id, asyncio.Event())
+        watcher = asyncio.ensure_future(waiting.wait())
+        try:
+            await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():
+                wait = self.runtime.settings.baton_subagent_approval_wait_seconds
+                await asyncio.wait({task}, timeout=wait)
+        except asyncio.CancelledError:
+            if not task.done():
+                with contextlib.suppress(SubagentError):
+                    self.cancel(subagent_id)
+                await asyncio.wait({task})
+            raise
+        finally:
+            watcher.cancel()
+            self._waiting.pop(subagent_id, None)
+        return task.done()
 
     async def _prepare_with_model(
         self, request: SpawnRequest, filtered: dict[str, Any], subagent_id: str
@@ -303,11 +392,15 @@ class SubagentRunner:
         """Send the stored conversation to the model and record the answer; never raises."""
         row, turns = self._load(subagent_id)
         system = subagent_system_prompt(row.role, row.prepared_context)
+        counted = bool(row.tools)  # a governed turn adds each model call to the totals as it is receipted
         try:
-            check_subagent_budget(row)
-            reply = await self.models.complete(
-                system, turns, purpose="subagent_turn", subagent_id=subagent_id
-            )
+            if row.tools:
+                reply = await self._governed_turn(row, turns, system)
+            else:
+                check_subagent_budget(row)
+                reply = await self.models.complete(
+                    system, turns, purpose="subagent_turn", subagent_id=subagent_id
+                )
         except asyncio.CancelledError:
             self._finish(
                 subagent_id,
@@ -336,10 +429,8 @@ class SubagentRunner:
                     result=text,
                     updated_at=now,
                     finished_at=now,
-                    input_tokens=subagents.c.input_tokens + reply.input_tokens,
-                    output_tokens=subagents.c.output_tokens + reply.output_tokens,
-                    cost_usd=subagents.c.cost_usd + (reply.cost_usd or 0.0),
-                    unpriced_calls=subagents.c.unpriced_calls + (1 if reply.cost_usd is None else 0),
+                    waiting_request_id=None,
+                    **({} if counted else _spend_values(reply)),
                 )
             ).rowcount
             if changed:
@@ -351,7 +442,73 @@ class SubagentRunner:
                     text,
                     latency=reply.receipt["latency_seconds"],
                 )
+        if not changed and subagent_id not in self._cancelling:
+            self._receipt_if_cancelled_elsewhere(subagent_id)
         return reply if changed else None
+
+    def _receipt_if_cancelled_elsewhere(self, subagent_id: str) -> None:
+        """A turn that ended just as another process cancelled it: this process receipts the cancel."""
+        with self.runtime.store.read() as connection:
+            status = connection.execute(
+                select(subagents.c.status).where(subagents.c.id == subagent_id)
+            ).scalar()
+        if status == "cancelled":
+            self._cancel_receipt(subagent_id)
+
+    async def _governed_turn(self, row: Any, turns: list[ChatTurn], system: str) -> ModelReply:
+        """One turn as a pydantic-ai agent run over the spawn's tools (see :mod:`baton.subagents.governed`)."""
+        from baton.models import to_model_messages
+
+        if self.registry is None:
+            raise SubagentError(
+                "subagent_tool_not_allowed", "This process serves no tools to give a subagent."
+            )
+        subagent_id = row.id
+
+        def record_in(connection: Connection, reply: ModelReply, _written: Any) -> None:
+            connection.execute(
+                update(subagents).where(subagents.c.id == subagent_id).values(**_spend_values(reply))
+            )
+
+        def before_model_call() -> None:
+            current, _turns = self._load(subagent_id)
+            if current.status not in ACTIVE:
+                raise SubagentError("subagent_cancelled", "The subagent was cancelled.")
+            check_subagent_budget(current)
+
+        links = TurnLinks(
+            subagent_id=subagent_id,
+            parent_agent=self._parents.get(subagent_id, "agent"),
+            spawn_receipt=self._spawn_receipt(subagent_id),
+            record_in=record_in,
+            before_model_call=before_model_call,
+            waiting=lambda request_id: self._set_waiting(subagent_id, request_id),
+        )
+        limit = int(row.tool_limit or self.runtime.settings.baton_subagent_tool_limit)
+        history = to_model_messages(system, turns)
+        return await run_turn(
+            self.models, self.registry, self.privacy, list(row.tools), limit, history, links
+        )
+
+    def _spawn_receipt(self, subagent_id: str) -> dict[str, Any]:
+        """seq and sha256 of the subagent's ``subagent_spawned`` receipt."""
+        needle = f'%"subagent_id":"{subagent_id}"%'
+        query = select(receipts.c.seq, receipts.c.sha256).where(
+            receipts.c.kind == "subagent_spawned", receipts.c.payload.like(needle)
+        )
+        with self.runtime.store.read() as connection:
+            row = connection.execute(query.limit(1)).first()
+        return {"seq": row.seq, "sha256": row.sha256} if row else {"seq": None, "sha256": None}
+
+    def _set_waiting(self, subagent_id: str, request_id: str | None) -> None:
+        """Record the human request a tool call of the subagent waits on (None: no longer waiting)."""
+        with self.runtime.store.write() as connection:
+            connection.execute(
+                update(subagents).where(subagents.c.id == subagent_id).values(waiting_request_id=request_id)
+            )
+        event = self._waiting.get(subagent_id)
+        if request_id is not None and event is not None:
+            event.set()
 
     def _finish(self, subagent_id: str, status: Status, *, error: str, error_class: str) -> None:
         now = utc_now()
@@ -374,9 +531,12 @@ class SubagentRunner:
 
     # conversation ---------------------------------------------------------------------------------
 
-    async def send_message(self, subagent_id: str, message: str, agent: str | None = None) -> dict[str, Any]:
-        """Add a user turn to a finished conversation and return the subagent's answer (``agent``: only
-        that agent's subagent)."""
+    async def send_message(
+        self, subagent_id: str, message: str, agent: str | None = None, parent_agent: str = "agent"
+    ) -> dict[str, Any]:
+        """Add a user turn to a finished conversation and return the subagent's answer (with the spawn's
+        tools, if it has any; ``agent``: only that agent's subagent)."""
+        self._parents[subagent_id] = parent_agent
         now = utc_now()
         with self.runtime.store.write() as connection:
             row = connection.execute(select(subagents).where(subagents.c.id == subagent_id)).first()
@@ -400,7 +560,15 @@ class SubagentRunner:
                 .values(status="running", updated_at=now, error=None, error_class=None)
             )
         task = self._start_task(subagent_id, self._run_turn(subagent_id))
-        await asyncio.wait({task})
+        if not await self._wait_sync(subagent_id, task):
+            state = self.status(subagent_id)
+            return {
+                "success": True,
+                "subagent_id": subagent_id,
+                "status": "waiting_for_approval",
+                "request_id": state["waiting_request_id"],
+                "turn": state["turns"],
+            }
         reply = None if task.cancelled() else task.result()
         state = self.status(subagent_id)
         if state["status"] != "completed" or reply is None:
@@ -459,6 +627,9 @@ class SubagentRunner:
             "budget": {"max_total_tokens": row.max_total_tokens, "max_cost_usd": row.max_cost_usd},
             "prep_tokens": row.prep_tokens,
             "filtered_fields": row.filtered_fields,
+            "tools": row.tools,
+            "subagent_tool_limit": row.tool_limit,
+            "waiting_request_id": row.waiting_request_id,
             "created_at": row.created_at,
             "started_at": row.started_at,
             "finished_at": row.finished_at,
@@ -522,12 +693,19 @@ class SubagentRunner:
     # cancel ----------------------------------------------------------------------------------------
 
     def cancel(self, subagent_id: str, agent: str | None = None) -> dict[str, Any]:
-        """Mark the subagent cancelled and cancel its in-flight model call (here or, via the store, elsewhere);
-        ``agent``: only that agent's subagent."""
+        """Mark the subagent cancelled and stop its work; the ``subagent_cancelled`` receipt comes after it.
+
+        Here, the in-flight model call and tool call are cancelled and the receipt is written once the
+        task has stopped; a subagent another live process runs is stopped, and receipted, by that
+        process (it notices within a second). ``agent``: only that agent's subagent.
+        """
         now = utc_now()
         with self.runtime.store.write() as connection:
-            query = select(subagents.c.status, subagents.c.agent).where(subagents.c.id == subagent_id)
-            row = connection.execute(query).first()
+            row = connection.execute(
+                select(
+                    subagents.c.status, subagents.c.owner, subagents.c.lease_expires_at, subagents.c.agent
+                ).where(subagents.c.id == subagent_id)
+            ).first()
             if row is None or _hidden(row, agent):
                 raise _not_found(subagent_id)
             changed = connection.execute(
@@ -539,6 +717,7 @@ class SubagentRunner:
                     error_class="subagent_cancelled",
                     updated_at=now,
                     finished_at=now,
+                    waiting_request_id=None,
                 )
             ).rowcount
             if not changed:
@@ -547,13 +726,14 @@ class SubagentRunner:
                     f"The subagent is already {row.status}; nothing to cancel.",
                     status=row.status,
                 )
-            self.runtime.receipts.append_in(
-                connection, "subagent_cancelled", {"subagent_id": subagent_id, "agent": row.agent}
-            )
         task = self._tasks.get(subagent_id)
         in_flight = task is not None and not task.done()
-        if task is not None:
-            task.cancel()
+        if task is not None and in_flight:
+            self._stop_then_receipt(subagent_id, task)
+        elif row.owner == self.runtime.instance_id or owner_is_gone(
+            row.owner, row.lease_expires_at, me=self.runtime.instance_id
+        ):
+            self._cancel_receipt(subagent_id)
         return {
             "success": True,
             "subagent_id": subagent_id,
@@ -561,6 +741,36 @@ class SubagentRunner:
             "previous_status": row.status,
             "cancelled_in_flight_call": in_flight,
         }
+
+    async def cancel_and_wait(self, subagent_id: str, agent: str | None = None) -> dict[str, Any]:
+        """:meth:`cancel`, returning once local work has stopped and the cancel receipt is written."""
+        task = self._tasks.get(subagent_id)
+        result = self.cancel(subagent_id, agent)
+        if task is not None and not task.done():
+            await asyncio.wait({task})
+            await asyncio.sleep(0)  # the receipt callback runs right after the task's own callbacks
+        return result
+
+    def _stop_then_receipt(self, subagent_id: str, task: asyncio.Task[Any]) -> None:
+        """Cancel a local task; its cancel receipt is appended when it has stopped (nothing runs after)."""
+        self._cancelling.add(subagent_id)
+
+        def receipt(_task: asyncio.Task[Any]) -> None:
+            self._cancelling.discard(subagent_id)
+            self._cancel_receipt(subagent_id)
+
+        task.add_done_callback(receipt)
+        task.cancel()
+
+    def _cancel_receipt(self, subagent_id: str) -> None:
+        with self.runtime.store.read() as connection:
+            agent = connection.execute(
+                select(subagents.c.agent).where(subagents.c.id == subagent_id)
+            ).scalar()
+        try:
+            self.runtime.receipts.append("subagent_cancelled", {"subagent_id": subagent_id, "agent": agent})
+        except BatonError:
+            log.exception("cancel receipt refused")
 
     async def aclose(self) -> None:
         """Cancel every local task and close the provider's connections (server shutdown)."""
@@ -575,6 +785,16 @@ def check_subagent_budget(row: Any, **details: Any) -> None:
     """Refuse (``budget_exceeded``) the next model call of a subagent whose own budget is spent."""
     spent = Spend(int(row.input_tokens), int(row.output_tokens), float(row.cost_usd))
     Limits(row.max_total_tokens, row.max_cost_usd).check(spent, budget="subagent", **details)
+
+
+def _spend_values(reply: ModelReply) -> dict[str, Any]:
+    """The column updates that add one model call to a subagent's totals."""
+    return {
+        "input_tokens": subagents.c.input_tokens + reply.input_tokens,
+        "output_tokens": subagents.c.output_tokens + reply.output_tokens,
+        "cost_usd": subagents.c.cost_usd + (reply.cost_usd or 0.0),
+        "unpriced_calls": subagents.c.unpriced_calls + (1 if reply.cost_usd is None else 0),
+    }
 
 
 def _cost(row: Any) -> float | None:

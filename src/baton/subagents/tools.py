@@ -42,6 +42,16 @@ class SpawnArgs(ToolArgs):
     max_cost_usd: float | None = Field(
         None, gt=0, description="Cost budget of the whole subagent in US dollars."
     )
+    tools: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        None,
+        max_length=100,
+        description="Tools the subagent may call: promoted adapter tools ({adapter_id}__{tool}) or the "
+        "documented built-ins (mcp_set_timer, mcp_list_timers, mcp_cancel_timer, the notification tools). "
+        "Every call takes the gateway's path (policy, sandbox, approvals) and leaves a receipt.",
+    )
+    subagent_tool_limit: int | None = Field(
+        None, ge=1, le=1000, description="Most tool calls per turn (default BATON_SUBAGENT_TOOL_LIMIT)."
+    )
 
 
 class SubagentIdArgs(ToolArgs):
@@ -68,9 +78,14 @@ class ListArgs(ToolArgs):
     )
 
 
+def spawning_agent(ctx: CallContext) -> str:
+    """The agent that asks, as approval requests name it (:func:`baton.agents.current_agent`)."""
+    return ctx.agent.name
+
+
 def register(registry: ToolRegistry) -> None:
     """Add the subagent tools and their background work to the registry."""
-    runner = SubagentRunner(registry.runtime)
+    runner = SubagentRunner(registry.runtime, registry=registry)
     registry.runtime.services["subagents"] = runner
 
     async def maintain() -> None:
@@ -88,14 +103,18 @@ def register(registry: ToolRegistry) -> None:
 
         The context is privacy-filtered, then prepared by the chosen strategy; sync returns the first
         answer, async returns an id to poll with mcp_get_subagent_status."""
-        return await runner.spawn(SpawnRequest(**args.model_dump(), agent=ctx.agent.name))
+        return await runner.spawn(
+            SpawnRequest(**args.model_dump(), agent=ctx.agent.name, parent_agent=spawning_agent(ctx))
+        )
 
     @registry.tool("mcp_send_message_to_subagent", MessageArgs)
     async def send_message(args: MessageArgs, ctx: CallContext) -> dict[str, Any]:
         """Send another message to a subagent.
 
         It answers with its whole conversation in view."""
-        return await runner.send_message(args.subagent_id, args.message, ctx.agent.write_scope)
+        return await runner.send_message(
+            args.subagent_id, args.message, ctx.agent.write_scope, spawning_agent(ctx)
+        )
 
     @registry.tool("mcp_get_subagent_status", SubagentIdArgs, read_only=True)
     async def get_status(args: SubagentIdArgs, ctx: CallContext) -> dict[str, Any]:
@@ -108,8 +127,8 @@ def register(registry: ToolRegistry) -> None:
     async def cancel(args: SubagentIdArgs, ctx: CallContext) -> dict[str, Any]:
         """Cancel a queued or running subagent.
 
-        Its in-flight model call is cancelled too."""
-        return runner.cancel(args.subagent_id, ctx.agent.write_scope)
+        Its in-flight model call and tool call are cancelled too; nothing of it runs after the cancel."""
+        return await runner.cancel_and_wait(args.subagent_id, ctx.agent.write_scope)
 
     @registry.tool("mcp_list_subagents", ListArgs, read_only=True)
     async def list_subagents(args: ListArgs, ctx: CallContext) -> dict[str, Any]:

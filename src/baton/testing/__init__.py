@@ -1,6 +1,6 @@
 """Loopback test peers that speak real protocols on 127.0.0.1, for baton's tests and yours."""
 
-from baton.testing.fake_llm import Behavior, FakeLLMServer
+from baton.testing.fake_llm import Behavior, FakeLLMServer, ToolCall
 from baton.testing.smtp import ReceivedMail, SMTPReceiver
 from baton.testing.webhooks import ReceivedRequest, SilentServer, WebhookReceiver
 
@@ -11,5 +11,6 @@ __all__ = [
     "ReceivedRequest",
     "SMTPReceiver",
     "SilentServer",
+    "ToolCall",
     "WebhookReceiver",
 ]

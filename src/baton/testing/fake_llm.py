@@ -3,7 +3,9 @@
 It answers ``POST /v1/chat/completions`` (and ``/chat/completions``) with ids and usage,
 records every request body, and can be told to be slow, fail with a status, send malformed
 JSON or hang, either for every request or for requests whose text contains a marker.
-It notices when a client hangs up during a slow answer, so tests can prove a cancel
+A behavior can also answer with OpenAI-format ``tool_calls`` from a script (one round per model call
+after the last user message), then, once the tool results arrived, with a final text that may quote
+them, so tests drive real tool loops offline. It notices when a client hangs up during a slow answer, so tests can prove a cancel
 reached the wire. It counts the requests in flight (and the most ever at once), and can hold every
 answer until released, so a test proves concurrency by overlap instead of by elapsed time.
 """
@@ -23,14 +25,39 @@ from typing import Any
 from baton.testing.loopback import LoopbackHTTPServer, serve_in_thread
 
 
+@dataclass(frozen=True)
+class ToolCall:
+    """One scripted tool call: the tool's name and its arguments (a JSON object)."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass
 class Behavior:
-    """How to answer one request: a delay, then a reply, an error status, malformed JSON or silence."""
+    """How to answer one request: a delay, then a reply, an error status, malformed JSON or silence.
+
+    ``tool_rounds[i]`` is what the model asks for after ``i`` earlier tool rounds of the current user turn
+    (each round one assistant message with ``tool_calls``); past the script it answers with text:
+    ``after_tools`` with ``{tool_results}`` replaced by the tool messages' contents, joined by newlines.
+    """
 
     delay_seconds: float = 0.0
     status: int = 200
     malformed: bool = False
     reply: str | None = None
+    tool_rounds: list[list[ToolCall]] = field(default_factory=list)
+    after_tools: str = "Tool results: {tool_results}"
+
+    @classmethod
+    def calling(
+        cls, name: str, arguments: dict[str, Any] | None = None, *, then: str | None = None
+    ) -> Behavior:
+        """Answer the first model call of a turn with one tool call, and the next with text."""
+        script = cls(tool_rounds=[[ToolCall(name, arguments or {})]])
+        if then is not None:
+            script.after_tools = then
+        return script
 
 
 @dataclass
@@ -129,7 +156,29 @@ class FakeLLMServer:
         messages = body.get("messages") or []
         prompt_text = " ".join(_message_text(m) for m in messages)
         last_user = next((_message_text(m) for m in reversed(messages) if m.get("role") == "user"), "")
-        content = behavior.reply if behavior.reply is not None else _default_reply(last_user, len(messages))
+        rounds, results = _tool_progress(messages)
+        message: dict[str, Any]
+        if behavior.tool_rounds and rounds < len(behavior.tool_rounds):
+            calls = [
+                {
+                    "id": f"call_{next(self._ids):06d}",
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+                }
+                for call in behavior.tool_rounds[rounds]
+            ]
+            content = " ".join(call.name for call in behavior.tool_rounds[rounds])
+            message = {"role": "assistant", "content": None, "tool_calls": calls}
+            finish = "tool_calls"
+        else:
+            if behavior.tool_rounds:
+                content = behavior.after_tools.replace("{tool_results}", "\n".join(results))
+            elif behavior.reply is not None:
+                content = behavior.reply
+            else:
+                content = _default_reply(last_user, len(messages))
+            message = {"role": "assistant", "content": content}
+            finish = "stop"
         prompt_tokens = max(1, len(prompt_text.split()))
         completion_tokens = max(1, len(content.split()))
         return {
@@ -137,9 +186,7 @@ class FakeLLMServer:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model", "fake-model"),
-            "choices": [
-                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
-            ],
+            "choices": [{"index": 0, "finish_reason": finish, "message": message}],
             "usage": {
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
@@ -160,6 +207,14 @@ def _message_text(message: dict[str, Any]) -> str:
     if isinstance(content, list):
         return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return ""
+
+
+def _tool_progress(messages: list[dict[str, Any]]) -> tuple[int, list[str]]:
+    """Tool rounds since the last user message, and the contents of their tool results."""
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    since = messages[last_user + 1 :]
+    rounds = sum(1 for m in since if m.get("role") == "assistant" and m.get("tool_calls"))
+    return rounds, [_message_text(m) for m in since if m.get("role") == "tool"]
 
 
 def _default_reply(last_user: str, message_count: int) -> str:

@@ -17,7 +17,8 @@ It runs under any ``python3`` (inside a sandbox too) and is packaged as an npm-s
   it was given), ``crash`` (the process dies mid-call), ``slow`` (waits ``seconds``; a
   ``notifications/cancelled`` for it is counted), ``cancellations`` (how many were counted), ``calls`` (JSON counts of calls per tool),
   ``hang`` (blocks the server for good), ``read`` / ``write`` (a file at ``path``), ``flood`` (``megabytes`` MiB to stderr), ``whoami`` (the params of the client's initialize),
-  ``fetch`` (GET ``url`` through ``HTTP_PROXY`` when set), anything else: "called NAME".
+  ``fetch`` (GET ``url`` through ``HTTP_PROXY`` when set), ``lookup`` (the text of
+  ``BATON_TEST_MCP_RECORD``: a record the caller did not give it), anything else: "called NAME".
 """
 
 from __future__ import annotations
@@ -150,6 +151,8 @@ def call_tool(request: dict[str, Any], state: dict[str, Any]) -> None:
         text_result(request_id, json.dumps(counts, sort_keys=True))
     elif name == "fetch":
         text_result(request_id, fetch(str(arguments.get("url"))))
+    elif name == "lookup":
+        text_result(request_id, os.environ.get("BATON_TEST_MCP_RECORD", "{}"))
     elif name == "meta":  # the request's _meta as the gateway sent it (trace context propagation)
         text_result(request_id, json.dumps(params.get("_meta") or {}, sort_keys=True))
     else:
