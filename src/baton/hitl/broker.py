@@ -35,6 +35,7 @@ from sqlalchemy.exc import IntegrityError
 
 from baton.errors import ArgumentError, HitlError
 from baton.hitl.announce import ANNOUNCER_SERVICE, announce_safely
+from baton.hitl.quorum import count_approval, with_approvals
 from baton.hitl.records import (
     MAX_TIMEOUT_SECONDS,
     Decision,
@@ -56,7 +57,7 @@ from baton.hitl.waiters import SIGNAL_PREFIX, Waiters
 from baton.receipts import canonical_json, sha256_hex
 from baton.rows import Screened, raw_json
 from baton.runtime import Runtime
-from baton.schema import hitl_approvals, hitl_link_uses, hitl_requests
+from baton.schema import hitl_link_uses, hitl_requests
 
 log = logging.getLogger("baton.hitl")
 
@@ -278,22 +279,8 @@ class HitlBroker:
         return self.with_approvals(self.screen_pending(agent).rows)
 
     def with_approvals(self, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Fill ``approvals`` (who approved so far, in order) of the views that need a quorum."""
-        ids = [view["request_id"] for view in views if view["required_approvals"] > 1]
-        if not ids:
-            return views
-        query = (
-            select(hitl_approvals.c.request_id, hitl_approvals.c.person)
-            .where(hitl_approvals.c.request_id.in_(ids))
-            .order_by(hitl_approvals.c.approved_at, hitl_approvals.c.person)
-        )
-        found: dict[str, list[str]] = {}
-        with self.runtime.store.read() as connection:
-            for request_id, person in connection.execute(query).all():
-                found.setdefault(request_id, []).append(person)
-        for view in views:
-            view["approvals"] = found.get(view["request_id"], [])
-        return views
+        """Fill ``approvals`` (who approved so far) of the views that need a quorum."""
+        return with_approvals(self.runtime, views)
 
     def screen_pending(self, agent: str | None = None) -> Screened:
         """Every pending request (of ``agent`` alone, when given), and the stored rows that could not be
@@ -416,7 +403,7 @@ class HitlBroker:
                 insert(hitl_link_uses).values(nonce=spend_link, request_id=request_id, used_at=iso(now))
             )
         if values["status"] == "approved" and (row.required_approvals or 1) > 1:
-            approvers = self._count_approval(connection, row, decision, by, now)
+            approvers = count_approval(self.runtime, connection, row, decision, by, now)
             if len(approvers) < row.required_approvals:
                 return None, False
         gone = not self.waiters.waiter_alive(request_id, row.waiter_instance, row.waiter_seen_epoch)
@@ -458,46 +445,6 @@ class HitlBroker:
             },
         )
         return None, True
-
-    def _count_approval(
-        self, connection: Connection, row: Any, decision: Decision, by: str, now: float
-    ) -> list[str]:
-        """Record one person's approval of a quorum request; returns every approver so far, in order."""
-        query = (
-            select(hitl_approvals.c.person)
-            .where(hitl_approvals.c.request_id == row.id)
-            .order_by(hitl_approvals.c.approved_at, hitl_approvals.c.person)
-        )
-        earlier = list(connection.execute(query).scalars().all())
-        if by in earlier:
-            raise HitlError(
-                "hitl_approval_duplicate",
-                f"{by} already approved request {row.id}; a person counts once "
-                f"({len(earlier)} of {row.required_approvals}).",
-                request_id=row.id,
-            )
-        connection.execute(
-            insert(hitl_approvals).values(
-                request_id=row.id, person=by, via=decision.via, approved_at=iso(now)
-            )
-        )
-        approvers = [*earlier, by]
-        if len(approvers) < row.required_approvals:
-            self.runtime.receipts.append_in(
-                connection,
-                "hitl_partial_approval",
-                {
-                    "request_id": row.id,
-                    "decided_by": by,
-                    "via": decision.via,
-                    "approvals": len(approvers),
-                    "required_approvals": row.required_approvals,
-                    "approvers": approvers,
-                    "step_up": bool(decision.step_up) if row.step_up else False,
-                    "at": iso(now),
-                },
-            )
-        return approvers
 
     def _expire_in(self, connection: Connection, request_id: str, now: float) -> int:
         result = connection.execute(

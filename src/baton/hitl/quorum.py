@@ -1,0 +1,74 @@
+"""Quorum: approvals of a request that needs N distinct people, one row per person in ``hitl_approvals``.
+
+A person counts once (the table's key is the request and the person); every approval before the Nth
+is a ``hitl_partial_approval`` receipt, written in the decision's own transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, insert, select
+
+from baton.errors import HitlError
+from baton.hitl.records import Decision, iso
+from baton.runtime import Runtime
+from baton.schema import hitl_approvals
+
+
+def with_approvals(runtime: Runtime, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Fill ``approvals`` (who approved so far, in order) of the views that need a quorum."""
+    ids = [view["request_id"] for view in views if view["required_approvals"] > 1]
+    if not ids:
+        return views
+    query = (
+        select(hitl_approvals.c.request_id, hitl_approvals.c.person)
+        .where(hitl_approvals.c.request_id.in_(ids))
+        .order_by(hitl_approvals.c.approved_at, hitl_approvals.c.person)
+    )
+    found: dict[str, list[str]] = {}
+    with runtime.store.read() as connection:
+        for request_id, person in connection.execute(query).all():
+            found.setdefault(request_id, []).append(person)
+    for view in views:
+        view["approvals"] = found.get(view["request_id"], [])
+    return views
+
+
+def count_approval(
+    runtime: Runtime, connection: Connection, row: Any, decision: Decision, by: str, now: float
+) -> list[str]:
+    """Record one person's approval of a quorum request; returns every approver so far, in order."""
+    query = (
+        select(hitl_approvals.c.person)
+        .where(hitl_approvals.c.request_id == row.id)
+        .order_by(hitl_approvals.c.approved_at, hitl_approvals.c.person)
+    )
+    earlier = list(connection.execute(query).scalars().all())
+    if by in earlier:
+        raise HitlError(
+            "hitl_approval_duplicate",
+            f"{by} already approved request {row.id}; a person counts once "
+            f"({len(earlier)} of {row.required_approvals}).",
+            request_id=row.id,
+        )
+    connection.execute(
+        insert(hitl_approvals).values(request_id=row.id, person=by, via=decision.via, approved_at=iso(now))
+    )
+    approvers = [*earlier, by]
+    if len(approvers) < row.required_approvals:
+        runtime.receipts.append_in(
+            connection,
+            "hitl_partial_approval",
+            {
+                "request_id": row.id,
+                "decided_by": by,
+                "via": decision.via,
+                "approvals": len(approvers),
+                "required_approvals": row.required_approvals,
+                "approvers": approvers,
+                "step_up": bool(decision.step_up) if row.step_up else False,
+                "at": iso(now),
+            },
+        )
+    return approvers
