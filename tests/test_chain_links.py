@@ -216,3 +216,30 @@ def test_the_store_verifier_checks_links_and_the_head(baton_env: dict[str, str])
         db.execute("UPDATE receipt_head SET sha256 = ?", ("f" * 64,))  # a head that is no receipt's hash
     wrong = run(baton_env, "-m", "baton", "receipts", "verify")
     assert wrong.returncode == 1 and "the chain head does not match" in wrong.stderr
+
+
+def test_a_checkpoint_that_does_not_verify_or_is_not_one_is_named_by_its_seq(
+    export: Path, baton_env: dict[str, str]
+) -> None:
+    path = export / "checkpoints.jsonl"
+    lines = path.read_text().splitlines()
+    forged = json.loads(lines[1])
+    forged["sha256"] = "e" * 64  # the seq-6 anchor moved; its signature no longer covers it
+    path.write_text(lines[0] + "\n" + json.dumps(forged) + "\n")
+    done, report = checked(export, baton_env)
+    assert done.returncode == 1
+    assert done.stderr.startswith(
+        "receipt_checkpoint_invalid: at seq 6: the checkpoint at seq 6 has a signature that does not verify"
+    ), done.stderr
+    assert report.error_class == "receipt_checkpoint_invalid" and report.first_bad_seq == 6
+    path.write_text(lines[0] + "\n" + '["not", "a", "checkpoint"]\n')
+    done, report = checked(export, baton_env)
+    assert done.stderr.startswith("receipt_checkpoint_invalid: at seq None: a checkpoint is malformed")
+    assert report.first_bad_seq is None and report.reason == "a checkpoint is malformed"
+    path.write_text(lines[0] + "\n" + json.dumps({**forged, "key_id": "0" * 16}) + "\n")
+    done, report = checked(export, baton_env)
+    assert (
+        "at seq 6: the checkpoint at seq 6 is signed by key 0000000000000000, which is not trusted"
+        in done.stderr
+    )
+    assert report.first_bad_seq == 6
