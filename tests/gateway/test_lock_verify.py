@@ -16,7 +16,7 @@ from baton.errors import GatewayError
 from baton.gateway import artifacts, stages, state
 from baton.gateway.policy import load_policy
 from baton.runtime import Runtime
-from baton.testing.npm_registry import NpmRegistryServer, build_tarball, integrity_of
+from baton.testing.npm_registry import NpmRegistryServer, build_tarball, build_wheel, integrity_of
 
 from .conftest import TEST_SERVER, install_policy, policy_document, publish_server
 
@@ -211,10 +211,14 @@ def pypi_runtime(runtime: Runtime, registry: NpmRegistryServer) -> Runtime:
 def test_a_pypi_wheel_is_locked_by_its_published_sha256_and_verified(
     runtime: Runtime, registry: NpmRegistryServer
 ) -> None:
-    wheel = b"PK\x03\x04 a tiny wheel"
+    wheel = build_wheel({"tiny_mcp/__init__.py": "", "tiny_mcp/__main__.py": ""})
     registry.publish_wheel("tiny-mcp", "0.1.0", "tiny_mcp-0.1.0-py3-none-any.whl", wheel)
+    registry.publish_wheel("not-a-wheel", "0.1.0", "not_a_wheel-0.1.0-py3-none-any.whl", b"PK\x03\x04 no zip")
     pypi = pypi_runtime(runtime, registry)
     try:
+        with pytest.raises(GatewayError) as nothing:  # a wheel that cannot be read runs nothing
+            artifacts.lock(pypi, "pypi:not-a-wheel==0.1.0")
+        assert nothing.value.error_class == "artifact_no_entrypoint"
         locked = artifacts.lock(pypi, "pypi:tiny-mcp==0.1.0")
         policy, _ = load_policy(Path(locked["policy_path"]))
         assert policy.artifacts[0].filename == "tiny_mcp-0.1.0-py3-none-any.whl"

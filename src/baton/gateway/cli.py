@@ -15,6 +15,43 @@ app = typer.Typer(
 )
 
 
+#: How much of a failed server's stderr the terminal shows (the receipt keeps its last 2 KiB).
+STDERR_LINES_SHOWN = 12
+STDERR_LINE_CHARS = 200
+
+
+def explain(exc: BatonError) -> list[str]:
+    """The lines under a stage failure: the server's exit status, its last stderr lines, the receipt."""
+    from baton.redaction import redact_output
+
+    details = exc.details
+    lines = []
+    if details.get("process_exit_code") is not None:
+        lines.append(f"exit status: {details['process_exit_code']}")
+    tail = str(redact_output(details.get("stderr_tail") or "")).rstrip("\n")
+    if tail.strip():
+        shown = tail.splitlines()[-STDERR_LINES_SHOWN:]
+        lines.append(f"last {len(shown)} lines of the server's stderr:")
+        lines += [
+            "  " + (line if len(line) <= STDERR_LINE_CHARS else line[:STDERR_LINE_CHARS] + "…")
+            for line in shown
+        ]
+    if details.get("failure_receipt_path"):
+        lines.append(f"receipt: {details['failure_receipt_path']}")
+    return lines
+
+
+def _fail(exc: BatonError) -> Any:
+    from rich.markup import escape
+
+    from baton.terminal import err
+
+    err.print(f"[red]{exc.error_class}[/red]: {escape(exc.message)}")
+    for line in explain(exc):
+        err.print(escape(line), highlight=False, soft_wrap=True)
+    raise typer.Exit(1)
+
+
 def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
     from baton.terminal import fail, open_runtime, progress
 
@@ -26,7 +63,7 @@ def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
         with progress(f"gateway {fn.__name__.replace('_', ' ')}"):
             return fn(runtime, *args, **kwargs)
     except BatonError as exc:
-        fail(exc)
+        _fail(exc)
     except Exception as exc:  # never a traceback to the user; the log has it
         logging.getLogger("baton.gateway").debug("unexpected failure", exc_info=True)
         fail(BatonError("internal_error", f"The command failed unexpectedly ({type(exc).__name__})."))
@@ -57,7 +94,7 @@ def lock(
         list[str] | None,
         typer.Option(
             "--allow-without-install-scripts",
-            help="Accept that this package runs without the install script it declares (repeatable).",
+            help="Accept that these packages run without the install scripts they declare: NAME[,NAME…] (repeatable).",
         ),
     ] = None,
     constraint: Annotated[
@@ -74,9 +111,35 @@ def lock(
             help="Draft the candidate as the next version of the existing policy --id (it keeps serving).",
         ),
     ] = False,
+    mount: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mount", help="HOST:SANDBOX[:ro|rw|rw+exec], a host directory for the server (repeatable)."
+        ),
+    ] = None,
+    env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--env",
+            help="NAME=VALUE, or a credential by reference: NAME=env:HOST_VAR (never stored as a value) (repeatable).",
+        ),
+    ] = None,
+    entrypoint: Annotated[
+        str | None,
+        typer.Option(
+            "--entrypoint", help="The command that starts the server, e.g. 'node node_modules/x/cli.js'."
+        ),
+    ] = None,
 ) -> None:
     """Resolve the whole closure, fetch and check every package, write the bundle and the lock receipt."""
     from baton.gateway.artifacts import lock as lock_adapter
+    from baton.gateway.lock_options import parse_options
+    from baton.terminal import fail
+
+    try:
+        options = parse_options(list(mount or []), list(env or []), entrypoint)
+    except BatonError as exc:
+        fail(exc)
 
     _print(
         _run(
@@ -84,9 +147,15 @@ def lock(
             target,
             adapter_id=adapter_id,
             arguments=list(argument or []),
-            allow_without_install_scripts=list(allow_without_install_scripts or []),
+            allow_without_install_scripts=[
+                name.strip()
+                for item in allow_without_install_scripts or []
+                for name in item.split(",")
+                if name.strip()
+            ],
             constraints=list(constraint or []),
             replace=replace,
+            options=options,
         )
     )
 
@@ -124,11 +193,41 @@ def replay(
 
 
 @app.command()
-def promote(adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")]) -> None:
+def promote(
+    adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")],
+    serve_nothing: Annotated[
+        bool, typer.Option("--serve-nothing", help="Promote even though the policy allows no tool.")
+    ] = False,
+) -> None:
     """Make the adapter live in baton serve (only after a passing replay under the current policy)."""
     from baton.gateway.promotion import promote as promote_adapter
 
-    _print(_run(promote_adapter, adapter))
+    _print(_run(promote_adapter, adapter, serve_nothing=serve_nothing))
+
+
+@app.command()
+def allow(
+    adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")],
+    tools: Annotated[list[str], typer.Argument(help="Tools of the pinned contract to allow.")],
+    approval: Annotated[
+        bool, typer.Option("--approval", help="Each call of these tools waits for a human approval.")
+    ] = False,
+) -> None:
+    """Allow tools (checked at once against the pinned contract); a new replay --apply makes it count."""
+    from baton.gateway.allowlist import change_tools
+
+    _print(_run(change_tools, adapter, list(tools), allow=True, approval=approval))
+
+
+@app.command()
+def deny(
+    adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")],
+    tools: Annotated[list[str], typer.Argument(help="Tools of the pinned contract to deny.")],
+) -> None:
+    """Deny tools (checked at once against the pinned contract); a new replay --apply makes it count."""
+    from baton.gateway.allowlist import change_tools
+
+    _print(_run(change_tools, adapter, list(tools), allow=False))
 
 
 @app.command()

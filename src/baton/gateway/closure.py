@@ -77,11 +77,31 @@ def _npm_fetch(registries: Registries, entry: npm_resolve.LockEntry) -> tuple[Fe
     return fetched, strength, scripts, bool(dist.get("hasInstallScript"))
 
 
+def install_scripts_refused(keys: list[str]) -> GatewayError:
+    """One refusal naming every package that declares an install script, and the one flag that accepts them."""
+    names = sorted({key.rsplit("@", 1)[0] for key in keys})
+    return GatewayError(
+        "artifact_install_script_refused",
+        f"{len(keys)} package(s) declare an install script, which never runs here: {', '.join(keys)}. "
+        "Accept running them without it with one flag: --allow-without-install-scripts "
+        f"{','.join(names)} (or resolution.allow_without_install_scripts in the policy).",
+        packages=keys,
+    )
+
+
 def npm_closure(
     registries: Registries, lockfile: bytes, name: str, allow_without_scripts: list[str]
 ) -> Closure:
     """Fetch and check every package a lockfile installs on this platform."""
     entries = npm_resolve.parse_lockfile(lockfile, name)
+    # npm's resolution already says which packages declare install scripts: refuse before any download
+    declared = {
+        e.key
+        for e in entries
+        if e.platform_ok and e.has_install_script and e.name not in allow_without_scripts
+    }
+    if declared:
+        raise install_scripts_refused(sorted(declared))
     fetched: dict[str, Fetched] = {}
     skipped: list[str] = []
     weak: list[str] = []
@@ -106,13 +126,7 @@ def npm_closure(
         if scripts or entry.has_install_script or registry_flag:
             (accepted if entry.name in allow_without_scripts else refused).append(entry.key)
     if refused:
-        raise GatewayError(
-            "artifact_install_script_refused",
-            f"{', '.join(sorted(refused))} declare(s) an install script, which never runs here; accept "
-            "running without it with resolution.allow_without_install_scripts (or lock "
-            "--allow-without-install-scripts NAME).",
-            packages=sorted(refused),
-        )
+        raise install_scripts_refused(sorted(refused))
     root = next(fetched[e.key] for e in entries if e.path == f"node_modules/{name}")
     ordered = [root, *sorted((f for f in fetched.values() if f is not root), key=lambda f: f.key)]
     return Closure(

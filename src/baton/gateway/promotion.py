@@ -102,8 +102,11 @@ def unforwardable(policy: Policy, receipt: dict[str, Any]) -> list[str]:
     return needs
 
 
-def promote(runtime: Runtime, adapter: str) -> dict[str, Any]:
-    """Make the adapter live; refuses with ``adapter_promotion_refused`` unless the replay matches."""
+def promote(runtime: Runtime, adapter: str, *, serve_nothing: bool = False) -> dict[str, Any]:
+    """Make the adapter live; refuses with ``adapter_promotion_refused`` unless the replay matches.
+
+    An adapter that allows no tool would serve nothing: refused unless ``serve_nothing`` says so.
+    """
     path = policy_path(runtime.settings, adapter)
     adapter_id, _ = identify(path)
     row = state.get_adapter(runtime, adapter_id)
@@ -113,6 +116,12 @@ def promote(runtime: Runtime, adapter: str) -> dict[str, Any]:
     check_chain(runtime, policy)
     receipt = _check_replay(runtime, policy, checksum, row)
     assert policy.contract is not None
+    if not policy.tools.allowed and not serve_nothing:
+        raise _refuse(
+            policy.id,
+            f"it allows no tool, so it would serve nothing. Allow tools first (baton gateway allow {policy.id} "
+            f"TOOL… then baton gateway replay {policy.id} --apply), or pass --serve-nothing.",
+        )
     needs = unforwardable(policy, receipt)
     if needs:
         raise GatewayError(
@@ -134,8 +143,9 @@ def promote(runtime: Runtime, adapter: str) -> dict[str, Any]:
         "approval_required": list(policy.tools.approval_required),
         "network": policy.runtime.network,
         "allowed_origins": list(policy.runtime.allowed_origins),
-        "mounts": [mount.model_dump() for mount in policy.runtime.mounts],
+        "mounts": [mount.model_dump(exclude_none=True) for mount in policy.runtime.mounts],
         "constraints": list(policy.resolution.constraints),
+        "serve_nothing": not policy.tools.allowed,
     }
     stored = state.record(
         runtime,

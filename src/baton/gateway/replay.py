@@ -56,6 +56,22 @@ class Observation:
     tool_execution: dict[str, Any]
 
 
+def host_references(policy: Policy) -> dict[str, str]:
+    """The values of the host variables the policy passes by reference, read now; unset is refused."""
+    values = {}
+    for name, host in policy.runtime.env_from_host.items():
+        value = os.environ.get(host)
+        if value is None:
+            raise GatewayError(
+                "adapter_env_unset",
+                f"The policy passes {name} from the host variable {host}, which is not set for baton.",
+                name=name,
+                host_variable=host,
+            )
+        values[name] = value
+    return values
+
+
 def sandbox_spec(
     policy: Policy,
     workdir: Path,
@@ -70,7 +86,7 @@ def sandbox_spec(
     return SandboxSpec(
         workdir=workdir,
         argv=[*runtime.entrypoint, *runtime.arguments],
-        env={**python, **runtime.env, **(extra_env or {})},
+        env={**python, **runtime.env, **host_references(policy), **(extra_env or {})},
         memory_bytes=runtime.memory_bytes(),
         memory_limit=runtime.memory_limit,
         pids_limit=runtime.pids_limit,
@@ -308,6 +324,11 @@ def _apply(
 
 def replay(runtime: Runtime, adapter: str, *, apply: bool = False, record: bool = False) -> dict[str, Any]:
     """Replay an adapter (``apply``), or without ``apply`` show the plan after checking the chain."""
+    if record and not apply:
+        raise GatewayError(
+            "invalid_arguments",
+            "--record-contract pins what a real replay observes; add --apply (nothing was run or written).",
+        )
     path = policy_path(runtime.settings, adapter)
     adapter_id, checksum = identify(path)
     session = Session()

@@ -424,7 +424,7 @@ def enforcement(policy: Policy) -> dict[str, Any]:
         "memory_limit_scope": "process_and_sandbox" if cgroups.base_for("memory") else "process",
         "cpu_seconds_per_process": runtime.cpu_seconds,
         "cpu_limit": runtime.cpu_limit,
-        "mounts": [mount.model_dump() for mount in runtime.mounts],
+        "mounts": [mount.model_dump(exclude_none=True) for mount in runtime.mounts],
     }
 
 

@@ -95,6 +95,13 @@ def fail_closed(
             receipt={**receipt, "receipt_sha256": sha, **serving},
         )
         exc.details.setdefault("failure_receipt_sha256", sha)
+        exc.details.setdefault(
+            "failure_receipt_path",
+            str(state.adapter_dir(runtime, adapter_id) / "receipts" / f"{stage}-failure-{run_id}.json"),
+        )
+        for key in ("process_exit_code", "stderr_tail"):
+            if receipt.get(key) is not None:
+                exc.details.setdefault(key, receipt[key])
         raise
 
 
@@ -266,7 +273,14 @@ def served_state(row: dict[str, Any]) -> tuple[str, str | None]:
     if not state.is_live(row):
         return row["state"], None
     shown = "blocked" if row.get("serving_block_reason") else "promoted"
-    return shown, None if state.stage_is_served_version(row) else row["state"]
+    if state.stage_is_served_version(row):
+        return shown, None
+    same_version = row.get("policy_checksum") and row.get("policy_checksum") == row.get(
+        "serving_policy_checksum"
+    )
+    if same_version and row["state"] != "blocked":
+        return shown, None  # the served version itself re-verified or re-replayed: no next version exists
+    return shown, row["state"]
 
 
 def list_view(runtime: Runtime) -> list[dict[str, Any]]:
