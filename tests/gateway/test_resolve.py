@@ -282,7 +282,10 @@ def test_optional_packages_for_other_platforms_are_skipped_required_ones_refused
 ) -> None:
     registry.publish("mac-only", "1.0.0", package("mac-only", "1.0.0"), os=["darwin"])
     registry.publish(
-        "portable", "1.0.0", package("portable", "1.0.0"), optionalDependencies={"mac-only": "1.0.0"}
+        "portable",
+        "1.0.0",
+        package("portable", "1.0.0", {"index.js": ""}),
+        optionalDependencies={"mac-only": "1.0.0"},
     )
     locked = artifacts.lock(runtime, "npm:portable")
     assert set(locked["packages"]) == {"portable@1.0.0"}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
@@ -52,15 +54,53 @@ def _fail(exc: BatonError) -> Any:
     raise typer.Exit(1)
 
 
+@contextmanager
+def _progress(title: str) -> Iterator[None]:
+    """On a terminal, a progress display on stderr fed by the core's phases; on a pipe, nothing."""
+    from baton.gateway.progress import Listener, listening
+    from baton.terminal import err
+
+    if not err.is_terminal:
+        yield
+        return
+    from rich.filesize import decimal
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = [
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[count]}"),
+        TimeElapsedColumn(),
+    ]
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task(title, total=None, count="")
+        sizes = {"bytes": 0}
+
+        def on_phase(description: str, total: int | None) -> None:
+            sizes["bytes"] = 0
+            bar.reset(task, description=description, total=total, count="" if total is None else f"0/{total}")
+
+        def on_advance(size: int) -> None:
+            sizes["bytes"] += size
+            bar.advance(task)
+            done = bar.tasks[0]
+            total = "" if done.total is None else f"/{done.total:.0f}"
+            bar.update(task, count=f"{done.completed:.0f}{total} · {decimal(sizes['bytes'])}")
+
+        with listening(Listener(on_phase, on_advance)):
+            yield
+
+
 def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    from baton.terminal import fail, open_runtime, progress
+    from baton.terminal import fail, open_runtime
 
     try:
         runtime = open_runtime()
     except BatonError as exc:
         fail(exc)
     try:
-        with progress(f"gateway {fn.__name__.replace('_', ' ')}"):
+        with _progress(f"gateway {fn.__name__.replace('_', ' ')}"):
             return fn(runtime, *args, **kwargs)
     except BatonError as exc:
         _fail(exc)
@@ -71,10 +111,25 @@ def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
         runtime.close()
 
 
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print the full result as JSON.")]
+
+
 def _print(value: Any) -> None:
     from baton.terminal import print_json
 
     print_json(value)
+
+
+def _emit(command: str, result: dict[str, Any], as_json: bool) -> None:
+    """The full result as JSON with ``--json``; else a short summary ending with the next command."""
+    if as_json:
+        _print(result)
+        return
+    from baton.gateway.summary import summarize
+    from baton.redaction import redact_output
+
+    for line in summarize(command, result):
+        typer.echo(redact_output(line))
 
 
 @app.command()
@@ -124,6 +179,7 @@ def lock(
             help="NAME=VALUE, or a credential by reference: NAME=env:HOST_VAR (never stored as a value) (repeatable).",
         ),
     ] = None,
+    as_json: JsonFlag = False,
     entrypoint: Annotated[
         str | None,
         typer.Option(
@@ -141,7 +197,8 @@ def lock(
     except BatonError as exc:
         fail(exc)
 
-    _print(
+    _emit(
+        "lock",
         _run(
             lock_adapter,
             target,
@@ -156,24 +213,29 @@ def lock(
             constraints=list(constraint or []),
             replace=replace,
             options=options,
-        )
+        ),
+        as_json,
     )
 
 
 @app.command()
-def verify(adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")]) -> None:
+def verify(
+    adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")], as_json: JsonFlag = False
+) -> None:
     """Run the independent (standard-library-only) verifier over the bundle."""
     from baton.gateway.stages import verify as verify_adapter
 
-    _print(_run(verify_adapter, adapter))
+    _emit("verify", _run(verify_adapter, adapter), as_json)
 
 
 @app.command()
-def check(adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")]) -> None:
+def check(
+    adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")], as_json: JsonFlag = False
+) -> None:
     """Validate the policy and the lock and verifier receipts; runs nothing."""
     from baton.gateway.stages import check as check_adapter
 
-    _print(_run(check_adapter, adapter))
+    _emit("check", _run(check_adapter, adapter), as_json)
 
 
 @app.command()
@@ -183,13 +245,14 @@ def replay(
     record_contract: Annotated[
         bool, typer.Option("--record-contract", help="Pin the observed contract into a draft policy.")
     ] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Replay initialize + tools/list in the sandbox and compare the contract with the pins."""
     from baton.gateway.replay import replay as replay_adapter
 
     result = _run(replay_adapter, adapter, apply=apply, record=record_contract)
     result.pop("receipt", None)
-    _print(result)
+    _emit("replay", result, as_json)
 
 
 @app.command()
@@ -198,11 +261,29 @@ def promote(
     serve_nothing: Annotated[
         bool, typer.Option("--serve-nothing", help="Promote even though the policy allows no tool.")
     ] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Make the adapter live in baton serve (only after a passing replay under the current policy)."""
     from baton.gateway.promotion import promote as promote_adapter
 
-    _print(_run(promote_adapter, adapter, serve_nothing=serve_nothing))
+    _emit("promote", _run(promote_adapter, adapter, serve_nothing=serve_nothing), as_json)
+
+
+@app.command()
+def diff(
+    adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")], as_json: JsonFlag = False
+) -> None:
+    """Tools added, removed and changed between the served version and the next (a unified diff)."""
+    from baton.gateway.diff import adapter_diff, summary_lines
+
+    result = _run(adapter_diff, adapter)
+    if as_json:
+        _print(result)
+        return
+    from baton.redaction import redact_output
+
+    for line in summary_lines(result):
+        typer.echo(redact_output(line))
 
 
 @app.command()
@@ -212,30 +293,34 @@ def allow(
     approval: Annotated[
         bool, typer.Option("--approval", help="Each call of these tools waits for a human approval.")
     ] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Allow tools (checked at once against the pinned contract); a new replay --apply makes it count."""
     from baton.gateway.allowlist import change_tools
 
-    _print(_run(change_tools, adapter, list(tools), allow=True, approval=approval))
+    _emit("allow", _run(change_tools, adapter, list(tools), allow=True, approval=approval), as_json)
 
 
 @app.command()
 def deny(
     adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")],
     tools: Annotated[list[str], typer.Argument(help="Tools of the pinned contract to deny.")],
+    as_json: JsonFlag = False,
 ) -> None:
     """Deny tools (checked at once against the pinned contract); a new replay --apply makes it count."""
     from baton.gateway.allowlist import change_tools
 
-    _print(_run(change_tools, adapter, list(tools), allow=False))
+    _emit("deny", _run(change_tools, adapter, list(tools), allow=False), as_json)
 
 
 @app.command()
-def demote(adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")]) -> None:
+def demote(
+    adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")], as_json: JsonFlag = False
+) -> None:
     """Take a promoted adapter out of service (its tools disappear from baton serve)."""
     from baton.gateway.promotion import demote as demote_adapter
 
-    _print(_run(demote_adapter, adapter))
+    _emit("demote", _run(demote_adapter, adapter), as_json)
 
 
 @app.command("list")

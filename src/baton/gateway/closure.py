@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import quote, urljoin
 
 from baton.errors import GatewayError
-from baton.gateway import npm_resolve
+from baton.gateway import npm_resolve, progress
 from baton.gateway.constraints import npm_overrides
 from baton.gateway.registries import Fetched, Registries, tarball_filename
 
@@ -103,6 +103,7 @@ def npm_closure(
     if declared:
         raise install_scripts_refused(sorted(declared))
     fetched: dict[str, Fetched] = {}
+    progress.phase("downloading and checking npm packages", len({e.key for e in entries if e.platform_ok}))
     skipped: list[str] = []
     weak: list[str] = []
     refused: list[str] = []
@@ -121,6 +122,7 @@ def npm_closure(
             continue
         item, strength, scripts, registry_flag = _npm_fetch(registries, entry)
         fetched[entry.key] = item
+        progress.advance(len(item.content))
         if strength != "sha512":
             weak.append(entry.key)
         if scripts or entry.has_install_script or registry_flag:
@@ -149,6 +151,7 @@ def resolve_npm(
 ) -> Closure:
     """npm resolves ``name@spec``; baton fetches and checks the closure."""
     overrides = npm_overrides(constraints or [])
+    progress.phase(f"resolving {name}@{spec} with npm")
     lockfile = npm_resolve.npm_lockfile(name, spec, registries.npm_url, overrides)
     return npm_closure(registries, lockfile, name, allow_without_scripts)
 
@@ -365,10 +368,12 @@ def resolve_pypi(
             "adapter_candidate_invalid", f"{name!r} {version!r} is not a PyPI name and version."
         )
     requirement = f"{name}=={version}" if version else name
+    progress.phase(f"resolving {requirement} with uv")
     pins = uv_compile(requirement, f"{registries.pypi_url}/simple", python, constraints)
     ranking = {tag: i for i, tag in enumerate(target_tags(python_version))}
     fetched: list[Fetched] = []
     lines = []
+    progress.phase("downloading and checking wheels", len(pins))
     for dist, (pinned, hashes) in sorted(pins.items()):
         key = f"{dist}=={pinned}"
         page = registries.json_document(f"{registries.pypi_url}/simple/{quote(dist)}/", accept=SIMPLE_JSON)
@@ -376,6 +381,7 @@ def resolve_pypi(
         wheel = pick_wheel(files if isinstance(files, list) else [], pinned, hashes, ranking, key)
         digest = str(wheel["hashes"]["sha256"])
         fetched.append(fetch_wheel(registries, dist, pinned, digest, str(wheel.get("filename"))))
+        progress.advance(len(fetched[-1].content))
         lines.append(f"{dist}=={pinned} --hash=sha256:{digest}")
     root_name = canonical_name(name)
     root = next((f for f in fetched if f.name == root_name), None)

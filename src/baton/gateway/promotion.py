@@ -132,6 +132,9 @@ def promote(runtime: Runtime, adapter: str, *, serve_nothing: bool = False) -> d
             adapter_id=policy.id,
             needs=needs,
         )
+    from baton.gateway.diff import adapter_diff, summary_lines
+
+    changes = adapter_diff(runtime, policy.id)
     snapshot(runtime, policy.id, path, checksum)
     payload = {
         "policy_checksum": checksum,
@@ -146,6 +149,7 @@ def promote(runtime: Runtime, adapter: str, *, serve_nothing: bool = False) -> d
         "mounts": [mount.model_dump(exclude_none=True) for mount in policy.runtime.mounts],
         "constraints": list(policy.resolution.constraints),
         "serve_nothing": not policy.tools.allowed,
+        "tools_diff": {key: changes[key] for key in ("added", "removed", "changed")},
     }
     stored = state.record(
         runtime,
@@ -160,7 +164,14 @@ def promote(runtime: Runtime, adapter: str, *, serve_nothing: bool = False) -> d
         **_serving(checksum, row["replay_receipt_sha256"], policy.contract.model_dump()),
     )
     prune_snapshots(runtime, policy.id, keep=checksum)
-    return {"adapter_id": policy.id, "state": "promoted", "receipt_seq": stored.seq, **payload}
+    return {
+        "adapter_id": policy.id,
+        "state": "promoted",
+        "receipt_seq": stored.seq,
+        **payload,
+        "diff_unified": changes["unified"],
+        "diff_lines": summary_lines(changes),
+    }
 
 
 def _serving(checksum: str | None, replay_receipt: str | None, contract: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from baton.errors import GatewayError
-from baton.gateway import state
+from baton.gateway import progress, state
 from baton.gateway.policy import Policy, adapters_dir, load_policy, policy_path, read_policy_document
 from baton.receipts import canonical_json, sha256_hex, utc_now
 from baton.runtime import Runtime
@@ -146,6 +146,7 @@ def verify(runtime: Runtime, adapter: str) -> dict[str, Any]:
         policy, checksum = load_policy(path)
         row = _locked_row(runtime, policy)
         bundle = state.adapter_dir(runtime, policy.id) / "bundle"
+        progress.phase(f"verifying the {len(policy.artifacts)} packages of {policy.id}")
         receipt, sha = verify_bundle(
             bundle, policy_file=path, expected_lock_sha256=row["lock_receipt_sha256"]
         )
@@ -168,7 +169,8 @@ def verify(runtime: Runtime, adapter: str) -> dict[str, Any]:
             verify_receipt_sha256=sha,
             replay_receipt_sha256=None,
         )
-        return {**payload, "adapter_id": policy.id, "receipt_seq": stored.seq}
+        pinned = policy.contract is not None
+        return {**payload, "adapter_id": policy.id, "receipt_seq": stored.seq, "contract_pinned": pinned}
 
     return fail_closed(runtime, adapter_id, path, "verify", stage, policy_checksum=checksum)
 
