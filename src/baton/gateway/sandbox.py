@@ -65,6 +65,14 @@ fi
 mount -t tmpfs -o "$2" baton-tmp "$stage/tmp"
 mount -t tmpfs -o nosuid,nodev,mode=0755 baton-work "$stage/work"
 cp -R --preserve=mode "$3/." "$stage/work/"
+# rw host mounts the policy does not let execute: bound here and remounted noexec,nosuid,nodev, flags
+# that no namespace below this one (bwrap's) can lift
+if [ -s "$stage/noexec-mounts" ]; then
+  while IFS="$(printf '\t')" read -r src dst; do
+    mount --bind "$src" "$dst"
+    mount -o remount,bind,noexec,nosuid,nodev "$dst"
+  done < "$stage/noexec-mounts"
+fi
 bwrap=$5
 shift 5
 exec "$bwrap" --args 3 -- "$@" 3<"$stage/bwrap.args" 4<"$stage/seccomp.bpf"
@@ -78,6 +86,13 @@ class HostMount:
     host: Path
     sandbox: str
     mode: Literal["ro", "rw"] = "ro"
+    #: An ``rw`` mount is ``noexec,nosuid,nodev`` unless the policy says ``exec = true`` for it.
+    exec: bool = False
+
+    @property
+    def noexec(self) -> bool:
+        """Whether the launcher binds it ``noexec,nosuid,nodev`` before bwrap sees it."""
+        return self.mode == "rw" and not self.exec
 
 
 @dataclass(frozen=True)
@@ -304,8 +319,9 @@ class BubblewrapSandbox:
             args += ["--tmpfs", mount]
         for source, target in spec.extra_ro_binds:
             args += ["--ro-bind", str(source), target]
-        for host in spec.mounts:
-            args += ["--bind" if host.mode == "rw" else "--ro-bind", str(host.host), host.sandbox]
+        for index, host in enumerate(spec.mounts):
+            source = stage / f"mount-{index}" if host.noexec else host.host
+            args += ["--bind" if host.mode == "rw" else "--ro-bind", str(source), host.sandbox]
         args += ["--remount-ro", "/", "--chdir", SANDBOX_WORKDIR, "--clearenv"]
         env = {"HOME": tmp_path, "CI": "1", "PATH": SANDBOX_PATH, **spec.env}
         for name, value in sorted(env.items()):
@@ -329,6 +345,13 @@ class BubblewrapSandbox:
         try:
             for name in ("tmp", "work"):
                 (stage / name).mkdir()
+            lines = []
+            for index, host in enumerate(spec.mounts):
+                if host.noexec:  # a mount point of the host path's kind, bound by the launcher
+                    point = stage / f"mount-{index}"
+                    point.mkdir() if host.host.is_dir() else point.touch()
+                    lines.append(f"{host.host}\t{point}\n")
+            (stage / "noexec-mounts").write_text("".join(lines), encoding="utf-8")
             args = self.bwrap_args(spec, stage)
             (stage / "bwrap.args").write_bytes(b"".join(arg.encode() + b"\0" for arg in args))
             (stage / "seccomp.bpf").write_bytes(program)
