@@ -95,6 +95,7 @@ ERROR_CLASSES: dict[str, str] = {
     "adapter_mount_invalid": "A host mount does not exist, is a symlink, a system tree, or BATON_HOME or a parent of it.",
     "adapter_env_unset": "The policy passes a variable by reference to a host variable that is not set for baton.",
     "artifact_no_entrypoint": "The locked package ships no runnable entrypoint (no bin or main file, no console script or __main__); name one with --entrypoint.",
+    "mcp_tool_poisoning_suspected": "A replayed tool definition looks poisoned (hidden Unicode, model-aimed instructions, references to other tools, a shadowing name, an oversized description); promote needs each finding accepted by id.",
     "adapter_mount_not_writable": "A rw host mount is not writable by the user the sandbox writes as (host uid 65534 under root).",
     "adapter_capability_unforwardable": "The adapter needs a client feature baton cannot forward at run time (sampling, elicitation, tasks).",
     "adapter_policy_exists": "lock was given a package spec but a policy for that adapter id already exists.",

@@ -261,12 +261,21 @@ def promote(
     serve_nothing: Annotated[
         bool, typer.Option("--serve-nothing", help="Promote even though the policy allows no tool.")
     ] = False,
+    accept_finding: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--accept-finding", help="Accept this tool-poisoning finding by id (repeatable; receipted)."
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Make the adapter live in baton serve (only after a passing replay under the current policy)."""
     from baton.gateway.promotion import promote as promote_adapter
 
-    _emit("promote", _run(promote_adapter, adapter, serve_nothing=serve_nothing), as_json)
+    result = _run(
+        promote_adapter, adapter, serve_nothing=serve_nothing, accept_findings=list(accept_finding or [])
+    )
+    _emit("promote", result, as_json)
 
 
 @app.command()
@@ -347,5 +356,6 @@ def list_adapters(as_json: Annotated[bool, typer.Option("--json", help="Print JS
         shown = row["state"] + (
             f" (next: {row['next_version_state']})" if row.get("next_version_state") else ""
         )
-        cells.append((row["adapter_id"], shown, pinned, mounts, constraints, reason))
-    print_table(("adapter", "state", "contract", "mounts", "constraints", "reason"), cells)
+        findings = ", ".join(f"{f.get('id')}" for f in row.get("poisoning_findings") or [])
+        cells.append((row["adapter_id"], shown, pinned, mounts, constraints, findings, reason))
+    print_table(("adapter", "state", "contract", "mounts", "constraints", "findings", "reason"), cells)

@@ -102,7 +102,9 @@ def unforwardable(policy: Policy, receipt: dict[str, Any]) -> list[str]:
     return needs
 
 
-def promote(runtime: Runtime, adapter: str, *, serve_nothing: bool = False) -> dict[str, Any]:
+def promote(
+    runtime: Runtime, adapter: str, *, serve_nothing: bool = False, accept_findings: list[str] | None = None
+) -> dict[str, Any]:
     """Make the adapter live; refuses with ``adapter_promotion_refused`` unless the replay matches.
 
     An adapter that allows no tool would serve nothing: refused unless ``serve_nothing`` says so.
@@ -121,6 +123,24 @@ def promote(runtime: Runtime, adapter: str, *, serve_nothing: bool = False) -> d
             policy.id,
             f"it allows no tool, so it would serve nothing. Allow tools first (baton gateway allow {policy.id} "
             f"TOOL… then baton gateway replay {policy.id} --apply), or pass --serve-nothing.",
+        )
+    findings = receipt.get("poisoning_findings") or []
+    accepted = set(accept_findings or [])
+    unknown = sorted(accepted - {f.get("id") for f in findings})
+    if unknown:
+        raise _refuse(
+            policy.id, f"--accept-finding names no finding of its last replay: {', '.join(unknown)}."
+        )
+    open_findings = [f for f in findings if f.get("id") not in accepted]
+    if open_findings:
+        listed = "; ".join(f"{f['id']} ({f['tool']}: {f['detail']})" for f in open_findings[:10])
+        raise GatewayError(
+            "mcp_tool_poisoning_suspected",
+            f"Adapter {policy.id} has {len(open_findings)} tool-poisoning finding(s): {listed}. Read them "
+            "(baton gateway diff, the replay receipt) and accept each by id with --accept-finding ID, or "
+            "do not promote it.",
+            adapter_id=policy.id,
+            findings=open_findings,
         )
     needs = unforwardable(policy, receipt)
     if needs:
@@ -149,6 +169,7 @@ def promote(runtime: Runtime, adapter: str, *, serve_nothing: bool = False) -> d
         "mounts": [mount.model_dump(exclude_none=True) for mount in policy.runtime.mounts],
         "constraints": list(policy.resolution.constraints),
         "serve_nothing": not policy.tools.allowed,
+        "accepted_findings": [f for f in findings if f.get("id") in accepted],
         "tools_diff": {key: changes[key] for key in ("added", "removed", "changed")},
     }
     stored = state.record(

@@ -300,6 +300,7 @@ def _apply(
     check_partition(policy.tools, observation.tools)
     check_policy_rules(policy, observation.definitions)
     receipt = build_receipt(policy, checksum, run_id, evidence, observation, extracted)
+    receipt["poisoning_findings"] = poisoning_findings(runtime, policy.id, observation.definitions)
     sha = write_receipt_file(runtime, policy.id, f"replay-{run_id}.json", receipt)
     summary = {
         "run_id": run_id,
@@ -307,6 +308,7 @@ def _apply(
         "policy_checksum": checksum,
         "protocol_observation": receipt["protocol_observation"],
         "client": receipt["client"],
+        "poisoning_findings": receipt["poisoning_findings"],
     }
     stored = state.record(
         runtime,
@@ -320,6 +322,17 @@ def _apply(
         contract=policy.contract.model_dump(),
     )
     return {**summary, "adapter_id": policy.id, "receipt_seq": stored.seq, "receipt": receipt}
+
+
+def poisoning_findings(
+    runtime: Runtime, adapter_id: str, definitions: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The tool-poisoning findings over a replay's definitions, other live adapters' tools considered."""
+    from baton.gateway.poisoning import scan
+    from baton.gateway.promotion import live_adapters
+
+    others = {tool: live.policy.id for live in live_adapters(runtime) for tool in live.policy.tools.allowed}
+    return scan(definitions, adapter_id=adapter_id, other_tools=others)
 
 
 def replay(runtime: Runtime, adapter: str, *, apply: bool = False, record: bool = False) -> dict[str, Any]:

@@ -252,18 +252,24 @@ def check(runtime: Runtime, adapter: str) -> dict[str, Any]:
     return fail_closed(runtime, adapter_id, path, "check", stage, policy_checksum=checksum)
 
 
-def _replayed_definitions(runtime: Runtime, adapter_id: str, row: dict[str, Any]) -> list[dict[str, Any]]:
-    """The tool definitions of the adapter's last replay (its annotations feed the destructive rule)."""
+def last_replay_receipt(runtime: Runtime, adapter_id: str, row: dict[str, Any]) -> dict[str, Any]:
+    """The receipt of the adapter's last passing replay ({} when there is none)."""
     sha = row.get("replay_receipt_sha256")
     directory = state.adapter_dir(runtime, adapter_id) / "receipts"
     if not sha or not directory.is_dir():
-        return []
+        return {}
     for file in directory.glob("replay-*.json"):
         data = file.read_bytes()
         if sha256_hex(data) == sha:
-            definitions = json.loads(data).get("tool_definitions")
-            return definitions if isinstance(definitions, list) else []
-    return []
+            receipt = json.loads(data)
+            return receipt if isinstance(receipt, dict) else {}
+    return {}
+
+
+def _replayed_definitions(runtime: Runtime, adapter_id: str, row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool definitions of the adapter's last replay (its annotations feed the destructive rule)."""
+    definitions = last_replay_receipt(runtime, adapter_id, row).get("tool_definitions")
+    return definitions if isinstance(definitions, list) else []
 
 
 def served_state(row: dict[str, Any]) -> tuple[str, str | None]:
@@ -319,6 +325,8 @@ def list_view(runtime: Runtime) -> list[dict[str, Any]]:
                 "error_class": row.get("serving_error_class") or row.get("error_class"),
                 "policy_path": row["policy_path"],
                 "updated_at": row.get("updated_at"),
+                "poisoning_findings": last_replay_receipt(runtime, adapter_id, row).get("poisoning_findings")
+                or [],
             }
         )
     return result

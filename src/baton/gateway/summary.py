@@ -45,8 +45,13 @@ def summarize(command: str, result: dict[str, Any]) -> list[str]:
             f"{observation.get('tool_count')} tool(s) match the pinned contract",
             f"allowed: {', '.join(allowed) or 'none'}; denied: {observation.get('adapter_denied_tool_count', 0)}",
         ]
-        lines += [f"finding: {f}" for f in result.get("findings_shown") or []]
+        findings = result.get("poisoning_findings") or []
+        lines += [f"finding {f['id']}: {f['tool']} ({f['where']}): {f['detail']}" for f in findings]
         nxt = f"baton gateway promote {adapter_id}" if allowed else f"baton gateway allow {adapter_id} TOOL…"
+        if findings and allowed:
+            nxt += (
+                " " + " ".join(f"--accept-finding {f['id']}" for f in findings) + "   (once you judged them)"
+            )
         return [*lines, f"next: {nxt}"]
     if command == "promote":
         tools = list(result.get("allowed_tools") or [])
