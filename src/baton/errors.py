@@ -96,6 +96,8 @@ ERROR_CLASSES: dict[str, str] = {
     "adapter_env_unset": "The policy passes a variable by reference to a host variable that is not set for baton.",
     "artifact_no_entrypoint": "The locked package ships no runnable entrypoint (no bin or main file, no console script or __main__); name one with --entrypoint.",
     "mcp_tool_poisoning_suspected": "A replayed tool definition looks poisoned (hidden Unicode, model-aimed instructions, references to other tools, a shadowing name, an oversized description); promote needs each finding accepted by id.",
+    "gateway_policy_forbidden": "The adapter's Cedar call policy forbids this call (explicitly, or no policy permits it: default deny).",
+    "gateway_policy_error": "The adapter's Cedar call policy does not parse, is not the pinned one, or failed on this call; the call is refused (fails closed).",
     "adapter_mount_not_writable": "A rw host mount is not writable by the user the sandbox writes as (host uid 65534 under root).",
     "adapter_capability_unforwardable": "The adapter needs a client feature baton cannot forward at run time (sampling, elicitation, tasks).",
     "adapter_policy_exists": "lock was given a package spec but a policy for that adapter id already exists.",

@@ -278,6 +278,53 @@ def promote(
     _emit("promote", result, as_json)
 
 
+policy_app = typer.Typer(
+    help="The adapter's Cedar call policy: pin it, test it over recorded calls.", no_args_is_help=True
+)
+app.add_typer(policy_app, name="policy")
+
+
+@policy_app.command("pin")
+def policy_pin(
+    adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")],
+    source: Annotated[str | None, typer.Argument(help="A Cedar file (default: adapters/ID.cedar).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Check the Cedar policy parses and pin its sha256 in the adapter's policy (replay --apply next)."""
+    from baton.gateway.cedar_policy import pin
+
+    result = _run(pin, adapter, source)
+    if as_json:
+        _print(result)
+        return
+    typer.echo(
+        f"pinned {result['policies']} Cedar polic(ies) for {result['adapter_id']}: {result['call_policy_sha256']}"
+    )
+    typer.echo(f"next: {result['next']}")
+
+
+@policy_app.command("test")
+def policy_test(
+    adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")],
+    calls: Annotated[str, typer.Argument(help="JSONL: one {tool, arguments, principal?} a line.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Dry run: the pinned call policy's decision for each recorded call; nothing is called."""
+    from baton.gateway.cedar_policy import test_calls
+    from baton.redaction import redact_output
+
+    result = _run(test_calls, adapter, calls)
+    if as_json:
+        _print(result)
+        return
+    for row in result["calls"]:
+        extra = f" ({row['approvals']} approval(s))" if row.get("approvals") else ""
+        why = row.get("reason") or ", ".join(row.get("reasons") or [])
+        typer.echo(
+            redact_output(f"{row['line']}: {row.get('tool', '?')}: {row['decision']}{extra}  {why}".rstrip())
+        )
+
+
 @app.command()
 def diff(
     adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")], as_json: JsonFlag = False

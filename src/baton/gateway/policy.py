@@ -306,6 +306,8 @@ class Tools(_Strict):
     approval_timeout_seconds: int | None = Field(default=None, ge=1, le=30 * 86_400)
     #: Destructive tools the owner explicitly allows without a human approval.
     allow_destructive_without_approval: list[str] = Field(default_factory=list)
+    #: sha256 of the adapter's Cedar call policy (``adapters/<id>.cedar``; see baton.gateway.cedar_policy).
+    call_policy_sha256: str | None = Field(default=None, pattern=SHA256_PATTERN)
 
     @field_validator("allowed", "denied", "approval_required", "allow_destructive_without_approval")
     @classmethod

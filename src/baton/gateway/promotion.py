@@ -168,6 +168,7 @@ def promote(
         "allowed_origins": list(policy.runtime.allowed_origins),
         "mounts": [mount.model_dump(exclude_none=True) for mount in policy.runtime.mounts],
         "constraints": list(policy.resolution.constraints),
+        "call_policy_sha256": policy.tools.call_policy_sha256,
         "serve_nothing": not policy.tools.allowed,
         "accepted_findings": [f for f in findings if f.get("id") in accepted],
         "tools_diff": {key: changes[key] for key in ("added", "removed", "changed")},
@@ -240,6 +241,12 @@ def snapshot(runtime: Runtime, adapter_id: str, path: Path, checksum: str) -> Pa
             raise _refuse(adapter_id, "the policy file changed while it was being promoted.")
         bundle = state.adapter_dir(runtime, adapter_id) / "bundle"
         shutil.copytree(bundle, staging / "bundle", copy_function=_link_or_copy)
+        from baton.gateway.cedar_policy import SNAPSHOT_NAME, policy_file, read_pinned
+
+        pinned = load_policy(staging / "policy.toml", check_expiry=False)[0].tools.call_policy_sha256
+        text = read_pinned(policy_file(path), pinned)
+        if text is not None:
+            (staging / SNAPSHOT_NAME).write_text(text, encoding="utf-8")
         if root.exists():
             shutil.rmtree(root)
         staging.rename(root)

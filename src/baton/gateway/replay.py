@@ -300,6 +300,7 @@ def _apply(
     check_partition(policy.tools, observation.tools)
     check_policy_rules(policy, observation.definitions)
     receipt = build_receipt(policy, checksum, run_id, evidence, observation, extracted)
+    receipt["call_policy_sha256"] = policy.tools.call_policy_sha256
     receipt["poisoning_findings"] = poisoning_findings(runtime, policy.id, observation.definitions)
     sha = write_receipt_file(runtime, policy.id, f"replay-{run_id}.json", receipt)
     summary = {
@@ -347,9 +348,12 @@ def replay(runtime: Runtime, adapter: str, *, apply: bool = False, record: bool 
     session = Session()
 
     def stage(run_id: str) -> dict[str, Any]:
+        from baton.gateway.cedar_policy import policy_file, read_pinned
+
         policy, _ = load_policy(path)
         evidence = check_chain(runtime, policy)
         check_interpreter_pin(policy)
+        read_pinned(policy_file(path), policy.tools.call_policy_sha256)  # the pinned call policy is there
         if policy.contract is None and not record:
             raise GatewayError("adapter_contract_unpinned", f"Adapter {policy.id} pins no contract yet.")
         if apply:

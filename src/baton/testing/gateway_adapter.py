@@ -104,7 +104,9 @@ def make_live(
     write_policy(path, pinned.model_copy(update={"tools": tools}))
     replayed = replay(runtime, policy.id, apply=True)
     shadowing = [
-        f["id"] for f in replayed.get("poisoning_findings") or [] if f.get("kind") == "name_shadows_adapter_tool"
+        f["id"]
+        for f in replayed.get("poisoning_findings") or []
+        if f.get("kind") == "name_shadows_adapter_tool"
     ]
     promote(runtime, policy.id, accept_findings=shadowing)
     return path
