@@ -16,7 +16,7 @@ from baton.errors import GatewayError
 from baton.gateway import artifacts, stages, state
 from baton.gateway.policy import load_policy
 from baton.runtime import Runtime
-from baton.testing.npm_registry import NpmRegistryServer, build_tarball, integrity_of
+from baton.testing.npm_registry import NpmRegistryServer, build_tarball, build_wheel, integrity_of
 
 from .conftest import TEST_SERVER, install_policy, policy_document, publish_server
 
@@ -211,10 +211,14 @@ def pypi_runtime(runtime: Runtime, registry: NpmRegistryServer) -> Runtime:
 def test_a_pypi_wheel_is_locked_by_its_published_sha256_and_verified(
     runtime: Runtime, registry: NpmRegistryServer
 ) -> None:
-    wheel = b"PK\x03\x04 a tiny wheel"
+    wheel = build_wheel({"tiny_mcp/__init__.py": "", "tiny_mcp/__main__.py": ""})
     registry.publish_wheel("tiny-mcp", "0.1.0", "tiny_mcp-0.1.0-py3-none-any.whl", wheel)
+    registry.publish_wheel("not-a-wheel", "0.1.0", "not_a_wheel-0.1.0-py3-none-any.whl", b"PK\x03\x04 no zip")
     pypi = pypi_runtime(runtime, registry)
     try:
+        with pytest.raises(GatewayError) as nothing:  # a wheel that cannot be read runs nothing
+            artifacts.lock(pypi, "pypi:not-a-wheel==0.1.0")
+        assert nothing.value.error_class == "artifact_no_entrypoint"
         locked = artifacts.lock(pypi, "pypi:tiny-mcp==0.1.0")
         policy, _ = load_policy(Path(locked["policy_path"]))
         assert policy.artifacts[0].filename == "tiny_mcp-0.1.0-py3-none-any.whl"
@@ -298,3 +302,67 @@ def test_an_allowed_and_denied_tool_blocks_every_stage_with_a_failure_receipt(
         "check",
     ]
     assert failure_of(runtime, "demo")["error_class"] == "adapter_tool_overlap"
+
+
+def snapshot_of(directory: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()
+    }
+
+
+def test_the_standalone_verifier_writes_nothing_unless_asked_and_never_a_traceback(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    import os
+    import shutil
+    import tempfile
+
+    policy = install_policy(runtime, policy_document("demo", publish_server(registry)))
+    locked = artifacts.lock(runtime, "demo")
+    stages.verify(runtime, "demo")
+    bundle = Path(locked["bundle"])
+    before = snapshot_of(bundle)
+    command = [sys.executable, "-m", "baton.gateway.verifier", str(bundle), "--policy", str(policy)]
+    command += ["--lock-receipt-sha256", locked["lock_receipt_sha256"]]
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "PATH": "/usr/bin:/bin"}
+    passed = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    assert passed.returncode == 0 and json.loads(passed.stdout)["status"] == "completed_verified"
+    assert snapshot_of(bundle) == before, "the bundle is untouched"
+    stages.check(runtime, "demo")  # the store's verifier receipt still links up
+
+    # a read-only copy, verified by a user who cannot write it
+    base = Path(tempfile.mkdtemp(prefix="baton-ro-bundle-"))
+    try:
+        shutil.copytree(bundle, base / "bundle")
+        shutil.copy(policy, base / "policy.toml")
+        for path in [base, *base.rglob("*")]:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        ro = [
+            sys.executable,
+            "-m",
+            "baton.gateway.verifier",
+            str(base / "bundle"),
+            "--policy",
+            str(base / "policy.toml"),
+        ]
+        if os.geteuid() == 0:
+            ro = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *ro]
+        result = subprocess.run(ro, capture_output=True, text=True, env=env, check=False)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["status"] == "completed_verified"
+        target = base / "bundle" / "verifier-receipt.json"
+        asked = subprocess.run(
+            [*ro, "--write-receipt", str(target)], capture_output=True, text=True, env=env, check=False
+        )
+        assert asked.returncode == 2 and "Traceback" not in asked.stderr
+        assert asked.stderr.startswith("verifier_receipt_not_written:")
+        out = Path(tempfile.mkdtemp(prefix="baton-receipt-")) / "receipt.json"
+        written = subprocess.run(
+            [*command, "--write-receipt", str(out)], capture_output=True, text=True, env=env, check=False
+        )
+        assert written.returncode == 0 and out.read_text() == written.stdout
+        shutil.rmtree(out.parent)
+    finally:
+        for path in [base, *base.rglob("*")]:
+            path.chmod(0o755)
+        shutil.rmtree(base)

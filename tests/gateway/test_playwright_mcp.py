@@ -67,7 +67,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -
 
 def baton(env: dict[str, str], *args: str) -> Any:
     completed = subprocess.run(
-        [sys.executable, "-m", "baton", "gateway", *args],
+        [sys.executable, "-m", "baton", "gateway", *args, "--json"],
         env=env,
         capture_output=True,
         text=True,

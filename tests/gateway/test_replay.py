@@ -307,7 +307,8 @@ def test_promote_refuses_what_baton_cannot_forward_at_run_time(
     assert needs in info.value.message
     edit_policy(path, lambda d: d["tools"].update(allowed=[], denied=["delete_everything", "echo"]))
     replay(runtime, "demo", apply=True)
-    assert promote(runtime, "demo")["state"] == "promoted"  # nothing allowed needs it any more
+    # nothing allowed needs it any more (and serving nothing is said explicitly)
+    assert promote(runtime, "demo", serve_nothing=True)["state"] == "promoted"
 
 
 def test_mounts_are_shown_by_list_and_recorded_by_promote(

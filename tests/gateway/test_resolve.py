@@ -216,6 +216,27 @@ def test_install_scripts_are_refused_unless_the_policy_accepts_running_without_t
 
 
 @needs_npm
+def test_every_install_script_is_refused_in_one_message_before_any_download_and_one_flag_accepts_them(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    for name in ("native-a", "native-b"):
+        scripts = {"postinstall": "node build.js"}
+        registry.publish(
+            name, "1.0.0", package(name, "1.0.0", scripts=scripts), scripts=scripts, hasInstallScript=True
+        )
+    deps = {"native-a": "1", "native-b": "1"}
+    registry.publish("app", "1.0.0", package("app", "1.0.0", {"index.js": ""}), dependencies=deps)
+    error = lock_fails(runtime, "npm:app", "artifact_install_script_refused")
+    assert error.details["packages"] == ["native-a@1.0.0", "native-b@1.0.0"]
+    assert "--allow-without-install-scripts native-a,native-b" in error.message
+    assert not [r for r in registry.requests if "/-/tarballs/" in r], "refused before any download"
+    locked = artifacts.lock(
+        runtime, "npm:app", adapter_id="app2", allow_without_install_scripts=["native-a", "native-b"]
+    )
+    assert locked["without_install_scripts"] == ["native-a@1.0.0", "native-b@1.0.0"]
+
+
+@needs_npm
 def test_a_binding_gyp_counts_as_an_install_script_even_when_the_registry_hides_it(
     runtime: Runtime, registry: NpmRegistryServer
 ) -> None:
@@ -261,7 +282,10 @@ def test_optional_packages_for_other_platforms_are_skipped_required_ones_refused
 ) -> None:
     registry.publish("mac-only", "1.0.0", package("mac-only", "1.0.0"), os=["darwin"])
     registry.publish(
-        "portable", "1.0.0", package("portable", "1.0.0"), optionalDependencies={"mac-only": "1.0.0"}
+        "portable",
+        "1.0.0",
+        package("portable", "1.0.0", {"index.js": ""}),
+        optionalDependencies={"mac-only": "1.0.0"},
     )
     locked = artifacts.lock(runtime, "npm:portable")
     assert set(locked["packages"]) == {"portable@1.0.0"}

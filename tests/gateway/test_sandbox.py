@@ -44,10 +44,10 @@ def dropped_script():
         handle.write("#!/bin/sh\necho ran\n")
     os.chmod("/tmp/dropped.sh", 0o755)
     run("/tmp/dropped.sh")
-def dropped_binary():
-    shutil.copy("/usr/bin/true", "/tmp/true")
-    os.chmod("/tmp/true", 0o755)
-    run("/tmp/true")
+def dropped_binary(directory="/tmp"):
+    shutil.copy("/usr/bin/true", directory + "/true")
+    os.chmod(directory + "/true", 0o755)
+    run(directory + "/true")
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 def syscall(number, args):
@@ -62,7 +62,10 @@ if os.path.isdir("/data"):
         "read_ro": open("/data/ro/hello.txt").read(),
         "write_ro": attempt(lambda: write("/data/ro/new.txt")),
         "write_rw": attempt(lambda: write("/data/rw/out.txt")),
+        "exec_rw_binary": attempt(lambda: dropped_binary("/data/rw")),
     }
+if os.path.isdir("/data/rwx"):
+    mounted["exec_rwx_binary"] = attempt(lambda: dropped_binary("/data/rwx"))
 print(json.dumps({
     "uid": os.getuid(), "gid": os.getgid(), "euid": os.geteuid(),
     "cap_eff": status["CapEff"].strip(), "cap_bnd": status["CapBnd"].strip(),
@@ -141,8 +144,8 @@ def secret_file() -> Iterator[Path]:
 def host_dirs() -> Iterator[dict[str, Path]]:
     """A read-only mount with one file, a read-write one the sandbox's user owns, and the workdir."""
     base = world_readable_dir("baton-mounts-")
-    ro, rw, workdir = base / "ro", base / "rw", base / "workdir"
-    for directory in (ro, rw, workdir):
+    ro, rw, rwx, workdir = base / "ro", base / "rw", base / "rwx", base / "workdir"
+    for directory in (ro, rw, rwx, workdir):
         directory.mkdir(mode=0o755)
         directory.chmod(0o755)
     (ro / "hello.txt").write_text("hello from the host")
@@ -151,7 +154,8 @@ def host_dirs() -> Iterator[dict[str, Path]]:
     (workdir / "marker").chmod(0o444)
     if os.geteuid() == 0:
         os.chown(rw, 65534, 65534)
-    yield {"base": base, "ro": ro, "rw": rw, "workdir": workdir}
+        os.chown(rwx, 65534, 65534)
+    yield {"base": base, "ro": ro, "rw": rw, "rwx": rwx, "workdir": workdir}
     shutil.rmtree(base)
 
 
@@ -163,7 +167,11 @@ def probe(secret_file: Path, host_dirs: dict[str, Path]) -> dict[str, Any]:
         argv=["python3", "-c", PROBE],
         env={"PROBE_SYSCALLS": json.dumps(syscall_table())},
         extra_ro_binds=((secret_file, "/secret"),),
-        mounts=(HostMount(host_dirs["ro"], "/data/ro", "ro"), HostMount(host_dirs["rw"], "/data/rw", "rw")),
+        mounts=(
+            HostMount(host_dirs["ro"], "/data/ro", "ro"),
+            HostMount(host_dirs["rw"], "/data/rw", "rw"),
+            HostMount(host_dirs["rwx"], "/data/rwx", "rw", exec=True),
+        ),
     )
     return run_probe(spec)
 
@@ -194,6 +202,20 @@ def test_nothing_dropped_into_tmp_can_be_executed(probe: dict[str, object]) -> N
     assert probe["exec_usr"] == "ok"  # the control: executing is possible where it is allowed
     tmp = [line for line in str(probe["mountinfo"]).splitlines() if line.split(" ")[4] == "/tmp"]
     assert len(tmp) == 1 and "noexec" in tmp[0].split(" ")[5].split(",")
+
+
+def test_a_binary_copied_into_an_rw_mount_cannot_run_unless_the_policy_says_exec(
+    probe: dict[str, Any], host_dirs: dict[str, Path]
+) -> None:
+    mounted = probe["mounted"]
+    assert mounted["exec_rw_binary"] == "PermissionError"  # copied, chmod 755, execve: EACCES
+    assert (host_dirs["rw"] / "true").exists()  # the copy itself was written
+    assert mounted["exec_rwx_binary"] == "ok"  # the control: exec = true for that mount
+    lines = {
+        line.split(" ")[4]: line.split(" ")[5].split(",") for line in str(probe["mountinfo"]).splitlines()
+    }
+    assert {"noexec", "nosuid", "nodev"} <= set(lines["/data/rw"])
+    assert "noexec" not in lines["/data/rwx"]
 
 
 def test_the_host_path_of_the_tree_is_not_visible_inside(

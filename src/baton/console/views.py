@@ -278,9 +278,25 @@ def adapters(runtime: Runtime) -> list[dict[str, Any]]:
                 "tools": tools,
                 "last_replay": replays.get(row["adapter_id"]),
                 "drift": drift(adapter_dir(runtime, row["adapter_id"]) / "receipts"),
+                "next_diff": next_diff(runtime, stored),
             }
         )
     return result
+
+
+def next_diff(runtime: Runtime, row: dict[str, Any]) -> dict[str, Any] | None:
+    """For a live adapter whose next version has replayed: its tools against the served ones (else None)."""
+    from baton.gateway.diff import adapter_diff
+    from baton.gateway.state import is_live
+
+    if not row or not is_live(row) or not row.get("replay_receipt_sha256"):
+        return None
+    if row.get("replay_receipt_sha256") == row.get("serving_replay_receipt_sha256"):
+        return None
+    try:
+        return adapter_diff(runtime, row["id"])
+    except BatonError:
+        return None
 
 
 def _observed_tools(path: Path) -> dict[Any, dict[str, Any]] | None:

@@ -22,6 +22,8 @@ from baton.errors import GatewayError
 from baton.gateway import checks, closure, interpreter, npm_resolve, state
 from baton.gateway.closure import Closure
 from baton.gateway.constraints import normalize as normalize_constraints
+from baton.gateway.entry import check_runnable_entry
+from baton.gateway.lock_options import LockOptions, apply_options
 from baton.gateway.policy import (
     Artifact,
     Identity,
@@ -370,12 +372,14 @@ def lock(
     allow_without_install_scripts: list[str] | None = None,
     constraints: list[str] | None = None,
     replace: bool = False,
+    options: LockOptions | None = None,
 ) -> dict[str, Any]:
     """Lock an adapter (policy id or path), or draft and lock a package spec such as ``npm:NAME@VER``.
 
     ``constraints`` (drafts only) narrow what the ecosystem's resolver may pick; see
     :mod:`baton.gateway.constraints`. ``replace`` drafts the candidate as the next version of the
     existing policy ``adapter_id`` (see :func:`next_version`); a live adapter keeps serving meanwhile.
+    ``options`` (mounts, environment, entrypoint from the command line) are written into the policy.
     """
     from baton.gateway.stages import fail_closed, identify
 
@@ -405,7 +409,16 @@ def lock(
             path,
             "lock",
             lambda run_id: _lock_draft(
-                runtime, target, adapter_id, path, arguments or [], allowed, narrowed, run_id, previous
+                runtime,
+                target,
+                adapter_id,
+                path,
+                arguments or [],
+                allowed,
+                narrowed,
+                run_id,
+                previous,
+                options,
             ),
         )
     if constraints:
@@ -423,7 +436,7 @@ def lock(
         known_id,
         path,
         "lock",
-        lambda run_id: _lock_policy(runtime, path, run_id),
+        lambda run_id: _lock_policy(runtime, path, run_id, options),
         policy_checksum=checksum,
     )
 
@@ -459,6 +472,7 @@ def _lock_draft(
     constraints: list[str],
     run_id: str,
     previous: Policy | None = None,
+    options: LockOptions | None = None,
 ) -> dict[str, Any]:
     if previous is not None:  # unless given anew, the next version keeps what the owner accepted
         allow_without_scripts = allow_without_scripts or list(
@@ -468,11 +482,38 @@ def _lock_draft(
         arguments = arguments or list(previous.runtime.arguments)
     resolved, pin = resolve_candidate(runtime, target, allow_without_scripts, constraints)
     policy = draft_policy(adapter_id, target, resolved, arguments, pin, allow_without_scripts, constraints)
+    given = options is not None and bool(options.entrypoint)
     if previous is not None:
         policy = next_version(previous, policy)
+        if not given and _still_runnable(resolved.root, previous.runtime.entrypoint):
+            # the owner's entrypoint is kept while the new version still ships what it runs
+            policy = policy.model_copy(
+                update={
+                    "runtime": policy.runtime.model_copy(update={"entrypoint": previous.runtime.entrypoint})
+                }
+            )
+    policy = apply_options(policy, options or LockOptions())
+    if not given:
+        check_runnable_entry(resolved.root, policy.runtime.entrypoint)
+    command = policy.runtime.entrypoint[0]
+    if policy.runtime.sandbox != "docker" and (
+        policy.interpreter is None or policy.interpreter.command != command
+    ):
+        seen = interpreter.observe(command)  # the interpreter the entrypoint names is the one pinned
+        policy = policy.model_copy(
+            update={"interpreter": Interpreter.model_validate(seen) if seen is not None else None}
+        )
     checks.check_entrypoint(policy)
     checks.check_arguments(policy)
     return _record_lock(runtime, policy, path, resolved, run_id, write=True)
+
+
+def _still_runnable(root: Fetched, entrypoint: list[str]) -> bool:
+    try:
+        check_runnable_entry(root, entrypoint)
+    except GatewayError:
+        return False
+    return True
 
 
 def next_version(previous: Policy, drafted: Policy) -> Policy:
@@ -542,8 +583,13 @@ def _resolver_file(bundle: Path, name: str, expected: str) -> bytes:
     return content
 
 
-def _lock_policy(runtime: Runtime, path: Path, run_id: str) -> dict[str, Any]:
+def _lock_policy(
+    runtime: Runtime, path: Path, run_id: str, options: LockOptions | None = None
+) -> dict[str, Any]:
     policy, _ = load_policy(path)
+    given = options is not None and not options.empty()
+    if options is not None:
+        policy = apply_options(policy, options)
     checks.check_entrypoint(policy)
     checks.check_arguments(policy)
     with closing(registries_for(runtime)) as registries:
@@ -558,7 +604,7 @@ def _lock_policy(runtime: Runtime, path: Path, run_id: str) -> dict[str, Any]:
     if pin is not None and (policy.interpreter is None or policy.interpreter.model_dump() != pin):
         policy = policy.model_copy(update={"interpreter": Interpreter.model_validate(pin)})
         return _record_lock(runtime, policy, path, resolved, run_id, write=True)
-    return _record_lock(runtime, policy, path, resolved, run_id, write=False)
+    return _record_lock(runtime, policy, path, resolved, run_id, write=given)
 
 
 def _record_lock(

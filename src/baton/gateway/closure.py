@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import quote, urljoin
 
 from baton.errors import GatewayError
-from baton.gateway import npm_resolve
+from baton.gateway import npm_resolve, progress
 from baton.gateway.constraints import npm_overrides
 from baton.gateway.registries import Fetched, Registries, tarball_filename
 
@@ -77,12 +77,33 @@ def _npm_fetch(registries: Registries, entry: npm_resolve.LockEntry) -> tuple[Fe
     return fetched, strength, scripts, bool(dist.get("hasInstallScript"))
 
 
+def install_scripts_refused(keys: list[str]) -> GatewayError:
+    """One refusal naming every package that declares an install script, and the one flag that accepts them."""
+    names = sorted({key.rsplit("@", 1)[0] for key in keys})
+    return GatewayError(
+        "artifact_install_script_refused",
+        f"{len(keys)} package(s) declare an install script, which never runs here: {', '.join(keys)}. "
+        "Accept running them without it with one flag: --allow-without-install-scripts "
+        f"{','.join(names)} (or resolution.allow_without_install_scripts in the policy).",
+        packages=keys,
+    )
+
+
 def npm_closure(
     registries: Registries, lockfile: bytes, name: str, allow_without_scripts: list[str]
 ) -> Closure:
     """Fetch and check every package a lockfile installs on this platform."""
     entries = npm_resolve.parse_lockfile(lockfile, name)
+    # npm's resolution already says which packages declare install scripts: refuse before any download
+    declared = {
+        e.key
+        for e in entries
+        if e.platform_ok and e.has_install_script and e.name not in allow_without_scripts
+    }
+    if declared:
+        raise install_scripts_refused(sorted(declared))
     fetched: dict[str, Fetched] = {}
+    progress.phase("downloading and checking npm packages", len({e.key for e in entries if e.platform_ok}))
     skipped: list[str] = []
     weak: list[str] = []
     refused: list[str] = []
@@ -101,18 +122,13 @@ def npm_closure(
             continue
         item, strength, scripts, registry_flag = _npm_fetch(registries, entry)
         fetched[entry.key] = item
+        progress.advance(len(item.content))
         if strength != "sha512":
             weak.append(entry.key)
         if scripts or entry.has_install_script or registry_flag:
             (accepted if entry.name in allow_without_scripts else refused).append(entry.key)
     if refused:
-        raise GatewayError(
-            "artifact_install_script_refused",
-            f"{', '.join(sorted(refused))} declare(s) an install script, which never runs here; accept "
-            "running without it with resolution.allow_without_install_scripts (or lock "
-            "--allow-without-install-scripts NAME).",
-            packages=sorted(refused),
-        )
+        raise install_scripts_refused(sorted(refused))
     root = next(fetched[e.key] for e in entries if e.path == f"node_modules/{name}")
     ordered = [root, *sorted((f for f in fetched.values() if f is not root), key=lambda f: f.key)]
     return Closure(
@@ -135,6 +151,7 @@ def resolve_npm(
 ) -> Closure:
     """npm resolves ``name@spec``; baton fetches and checks the closure."""
     overrides = npm_overrides(constraints or [])
+    progress.phase(f"resolving {name}@{spec} with npm")
     lockfile = npm_resolve.npm_lockfile(name, spec, registries.npm_url, overrides)
     return npm_closure(registries, lockfile, name, allow_without_scripts)
 
@@ -351,10 +368,12 @@ def resolve_pypi(
             "adapter_candidate_invalid", f"{name!r} {version!r} is not a PyPI name and version."
         )
     requirement = f"{name}=={version}" if version else name
+    progress.phase(f"resolving {requirement} with uv")
     pins = uv_compile(requirement, f"{registries.pypi_url}/simple", python, constraints)
     ranking = {tag: i for i, tag in enumerate(target_tags(python_version))}
     fetched: list[Fetched] = []
     lines = []
+    progress.phase("downloading and checking wheels", len(pins))
     for dist, (pinned, hashes) in sorted(pins.items()):
         key = f"{dist}=={pinned}"
         page = registries.json_document(f"{registries.pypi_url}/simple/{quote(dist)}/", accept=SIMPLE_JSON)
@@ -362,6 +381,7 @@ def resolve_pypi(
         wheel = pick_wheel(files if isinstance(files, list) else [], pinned, hashes, ranking, key)
         digest = str(wheel["hashes"]["sha256"])
         fetched.append(fetch_wheel(registries, dist, pinned, digest, str(wheel.get("filename"))))
+        progress.advance(len(fetched[-1].content))
         lines.append(f"{dist}=={pinned} --hash=sha256:{digest}")
     root_name = canonical_name(name)
     root = next((f for f in fetched if f.name == root_name), None)

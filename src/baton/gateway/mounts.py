@@ -80,7 +80,7 @@ def check_mount(mount: Mount, home: Path) -> HostMount:
             "give that user write access (e.g. chown 65534:65534) or mount it ro.",
             host=mount.host,
         )
-    return HostMount(Path(real), mount.sandbox, mount.mode)
+    return HostMount(Path(real), mount.sandbox, mount.mode, exec=bool(mount.exec))
 
 
 def host_mounts(policy: Policy, home: Path) -> tuple[HostMount, ...]:

@@ -59,6 +59,14 @@ SANDBOX_RESERVED = (
 TMPFS_OPTIONS = re.compile(r"^(?:rw|noexec|exec|nosuid|nodev|size=[1-9][0-9]*[kmg]?|mode=[0-7]{3,4})$")
 
 
+ENV_NAME_PATTERN = r"[A-Z_][A-Z0-9_]{0,63}"
+
+
+def host_variable_may_be_given(name: str) -> bool:
+    """Whether a host variable may be handed to an adapter: never one of baton's own credentials."""
+    return name not in SENSITIVE_ENV_NAMES and not name.startswith("BATON_")
+
+
 def _overlaps(path: PurePosixPath, trees: tuple[str, ...]) -> str | None:
     """The first tree that ``path`` is, lies in, or contains."""
     for tree in map(PurePosixPath, trees):
@@ -77,6 +85,8 @@ class Mount(_Strict):
     host: str = Field(min_length=2, max_length=4096)
     sandbox: str = Field(min_length=2, max_length=4096)
     mode: Literal["ro", "rw"] = "ro"
+    #: An ``rw`` mount is ``noexec,nosuid,nodev`` unless the policy lets the server run what it writes there.
+    exec: bool | None = None
 
     @field_validator("host", "sandbox")
     @classmethod
@@ -158,6 +168,9 @@ class RuntimeSpec(_Strict):
     entrypoint: list[str] = Field(min_length=1)
     arguments: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    #: Sandbox variable → the host variable baton reads at each start (a credential goes by reference,
+    #: never as a stored value; see ``lock --env NAME=env:HOST_VAR``).
+    env_from_host: dict[str, str] = Field(default_factory=dict, max_length=64)
     #: ``allowlist`` grants, at run time only, egress to ``allowed_origins`` through baton's proxy.
     network: Literal["none", "allowlist"] = "none"
     allowed_origins: list[str] = Field(default_factory=list, max_length=64)
@@ -229,6 +242,23 @@ class RuntimeSpec(_Strict):
                 raise ValueError(f"env name {name!r} is malformed or names a credential")
         return value
 
+    @field_validator("env_from_host")
+    @classmethod
+    def _references(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, host in value.items():
+            if not re.fullmatch(ENV_NAME_PATTERN, name):
+                raise ValueError(f"env name {name!r} is malformed")
+            if not re.fullmatch(ENV_NAME_PATTERN, host) or not host_variable_may_be_given(host):
+                raise ValueError(f"host variable {host!r} is malformed or is one of baton's own credentials")
+        return value
+
+    @model_validator(mode="after")
+    def _env_once(self) -> RuntimeSpec:
+        both = set(self.env) & set(self.env_from_host)
+        if both:
+            raise ValueError(f"env names {sorted(both)} are given both as a value and by reference")
+        return self
+
     def memory_bytes(self) -> int:
         """``memory_limit`` in bytes."""
         match = SIZE_PATTERN.fullmatch(self.memory_limit)
@@ -280,6 +310,8 @@ class Tools(_Strict):
     step_up: list[str] = Field(default_factory=list)
     #: Per approval_required tool: how many distinct people must approve a call (default 1).
     required_approvals: dict[str, Annotated[int, Field(ge=1, le=20)]] = Field(default_factory=dict)
+    #: sha256 of the adapter's Cedar call policy (``adapters/<id>.cedar``; see baton.gateway.cedar_policy).
+    call_policy_sha256: str | None = Field(default=None, pattern=SHA256_PATTERN)
 
     @field_validator(
         "allowed", "denied", "approval_required", "allow_destructive_without_approval", "step_up"

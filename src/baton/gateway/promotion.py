@@ -103,8 +103,13 @@ def unforwardable(policy: Policy, receipt: dict[str, Any]) -> list[str]:
     return needs
 
 
-def promote(runtime: Runtime, adapter: str) -> dict[str, Any]:
-    """Make the adapter live; refuses with ``adapter_promotion_refused`` unless the replay matches."""
+def promote(
+    runtime: Runtime, adapter: str, *, serve_nothing: bool = False, accept_findings: list[str] | None = None
+) -> dict[str, Any]:
+    """Make the adapter live; refuses with ``adapter_promotion_refused`` unless the replay matches.
+
+    An adapter that allows no tool would serve nothing: refused unless ``serve_nothing`` says so.
+    """
     path = policy_path(runtime.settings, adapter)
     adapter_id, _ = identify(path)
     row = state.get_adapter(runtime, adapter_id)
@@ -114,6 +119,30 @@ def promote(runtime: Runtime, adapter: str) -> dict[str, Any]:
     check_chain(runtime, policy)
     receipt = _check_replay(runtime, policy, checksum, row)
     assert policy.contract is not None
+    if not policy.tools.allowed and not serve_nothing:
+        raise _refuse(
+            policy.id,
+            f"it allows no tool, so it would serve nothing. Allow tools first (baton gateway allow {policy.id} "
+            f"TOOL… then baton gateway replay {policy.id} --apply), or pass --serve-nothing.",
+        )
+    findings = receipt.get("poisoning_findings") or []
+    accepted = set(accept_findings or [])
+    unknown = sorted(accepted - {f.get("id") for f in findings})
+    if unknown:
+        raise _refuse(
+            policy.id, f"--accept-finding names no finding of its last replay: {', '.join(unknown)}."
+        )
+    open_findings = [f for f in findings if f.get("id") not in accepted]
+    if open_findings:
+        listed = "; ".join(f"{f['id']} ({f['tool']}: {f['detail']})" for f in open_findings[:10])
+        raise GatewayError(
+            "mcp_tool_poisoning_suspected",
+            f"Adapter {policy.id} has {len(open_findings)} tool-poisoning finding(s): {listed}. Read them "
+            "(baton gateway diff, the replay receipt) and accept each by id with --accept-finding ID, or "
+            "do not promote it.",
+            adapter_id=policy.id,
+            findings=open_findings,
+        )
     needs = unforwardable(policy, receipt)
     if needs:
         raise GatewayError(
@@ -124,6 +153,9 @@ def promote(runtime: Runtime, adapter: str) -> dict[str, Any]:
             adapter_id=policy.id,
             needs=needs,
         )
+    from baton.gateway.diff import adapter_diff, summary_lines
+
+    changes = adapter_diff(runtime, policy.id)
     snapshot(runtime, policy.id, path, checksum)
     payload = {
         "policy_checksum": checksum,
@@ -135,8 +167,12 @@ def promote(runtime: Runtime, adapter: str) -> dict[str, Any]:
         "approval_required": list(policy.tools.approval_required),
         "network": policy.runtime.network,
         "allowed_origins": list(policy.runtime.allowed_origins),
-        "mounts": [mount.model_dump() for mount in policy.runtime.mounts],
+        "mounts": [mount.model_dump(exclude_none=True) for mount in policy.runtime.mounts],
         "constraints": list(policy.resolution.constraints),
+        "call_policy_sha256": policy.tools.call_policy_sha256,
+        "serve_nothing": not policy.tools.allowed,
+        "accepted_findings": [f for f in findings if f.get("id") in accepted],
+        "tools_diff": {key: changes[key] for key in ("added", "removed", "changed")},
     }
     stored = state.record(
         runtime,
@@ -151,7 +187,14 @@ def promote(runtime: Runtime, adapter: str) -> dict[str, Any]:
         **_serving(checksum, row["replay_receipt_sha256"], policy.contract.model_dump()),
     )
     prune_snapshots(runtime, policy.id, keep=checksum)
-    return {"adapter_id": policy.id, "state": "promoted", "receipt_seq": stored.seq, **payload}
+    return {
+        "adapter_id": policy.id,
+        "state": "promoted",
+        "receipt_seq": stored.seq,
+        **payload,
+        "diff_unified": changes["unified"],
+        "diff_lines": summary_lines(changes),
+    }
 
 
 def _serving(checksum: str | None, replay_receipt: str | None, contract: Any) -> dict[str, Any]:
@@ -200,6 +243,12 @@ def snapshot(runtime: Runtime, adapter_id: str, path: Path, checksum: str) -> Pa
             raise _refuse(adapter_id, "the policy file changed while it was being promoted.")
         bundle = state.adapter_dir(runtime, adapter_id) / "bundle"
         shutil.copytree(bundle, staging / "bundle", copy_function=_link_or_copy)
+        from baton.gateway.cedar_policy import SNAPSHOT_NAME, policy_file, read_pinned
+
+        pinned = load_policy(staging / "policy.toml", check_expiry=False)[0].tools.call_policy_sha256
+        text = read_pinned(policy_file(path), pinned)
+        if text is not None:
+            (staging / SNAPSHOT_NAME).write_text(text, encoding="utf-8")
         if root.exists():
             shutil.rmtree(root)
         staging.rename(root)

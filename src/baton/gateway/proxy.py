@@ -21,6 +21,7 @@ from sqlalchemy import desc, select
 
 from baton.errors import BatonError, GatewayError, HitlError
 from baton.gateway import promotion
+from baton.gateway.cedar_policy import check_call
 from baton.gateway.promotion import LiveAdapter
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
@@ -41,6 +42,7 @@ class Adapter:
         from baton.gateway.upstream import Upstream  # the SDK client and the sandbox: only when live
 
         self.definitions = pinned_definitions(runtime, live)
+        self.bundle_root = live.bundle.parent
         self.upstream = Upstream(
             runtime, live.policy, lambda error, evidence: proxy.block(self, error, evidence), live.bundle
         )
@@ -154,7 +156,8 @@ class GatewayProxy(DynamicTools):
         approval: dict[str, Any] | None = None
         try:
             self._admit(adapter, tool, live)
-            if tool in adapter.policy.tools.approval_required:
+            decision = check_call(adapter.policy, adapter.bundle_root, tool, frozen)
+            if tool in adapter.policy.tools.approval_required or decision.effect == "approval":
                 approval = await self._approve(adapter, tool, frozen, context)
                 self._still_valid(approval, frozen, context)
             result = await self._forward(adapter, tool, frozen, context)
@@ -367,6 +370,7 @@ class GatewayProxy(DynamicTools):
             "error_class": outcome.get("error_class", "internal_error" if not outcome else None),
             "approval": approval,
             "agent": agent,
+            "call_policy_sha256": adapter.policy.tools.call_policy_sha256,
         }
         if adapter.policy.tools.record_arguments:
             payload["arguments"] = arguments

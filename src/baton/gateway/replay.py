@@ -57,6 +57,22 @@ class Observation:
     tool_execution: dict[str, Any]
 
 
+def host_references(policy: Policy) -> dict[str, str]:
+    """The values of the host variables the policy passes by reference, read now; unset is refused."""
+    values = {}
+    for name, host in policy.runtime.env_from_host.items():
+        value = os.environ.get(host)
+        if value is None:
+            raise GatewayError(
+                "adapter_env_unset",
+                f"The policy passes {name} from the host variable {host}, which is not set for baton.",
+                name=name,
+                host_variable=host,
+            )
+        values[name] = value
+    return values
+
+
 def sandbox_spec(
     policy: Policy,
     workdir: Path,
@@ -71,7 +87,7 @@ def sandbox_spec(
     return SandboxSpec(
         workdir=workdir,
         argv=[*runtime.entrypoint, *runtime.arguments],
-        env={**python, **runtime.env, **(extra_env or {})},
+        env={**python, **runtime.env, **host_references(policy), **(extra_env or {})},
         memory_bytes=runtime.memory_bytes(),
         memory_limit=runtime.memory_limit,
         pids_limit=runtime.pids_limit,
@@ -285,6 +301,8 @@ def _apply(
     check_partition(policy.tools, observation.tools)
     check_policy_rules(policy, observation.definitions)
     receipt = build_receipt(policy, checksum, run_id, evidence, observation, extracted)
+    receipt["call_policy_sha256"] = policy.tools.call_policy_sha256
+    receipt["poisoning_findings"] = poisoning_findings(runtime, policy.id, observation.definitions)
     sha = write_receipt_file(runtime, policy.id, f"replay-{run_id}.json", receipt)
     summary = {
         "run_id": run_id,
@@ -292,6 +310,7 @@ def _apply(
         "policy_checksum": checksum,
         "protocol_observation": receipt["protocol_observation"],
         "client": receipt["client"],
+        "poisoning_findings": receipt["poisoning_findings"],
     }
     stored = state.record(
         runtime,
@@ -307,16 +326,35 @@ def _apply(
     return {**summary, "adapter_id": policy.id, "receipt_seq": stored.seq, "receipt": receipt}
 
 
+def poisoning_findings(
+    runtime: Runtime, adapter_id: str, definitions: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The tool-poisoning findings over a replay's definitions, other live adapters' tools considered."""
+    from baton.gateway.poisoning import scan
+    from baton.gateway.promotion import live_adapters
+
+    others = {tool: live.policy.id for live in live_adapters(runtime) for tool in live.policy.tools.allowed}
+    return scan(definitions, adapter_id=adapter_id, other_tools=others)
+
+
 def replay(runtime: Runtime, adapter: str, *, apply: bool = False, record: bool = False) -> dict[str, Any]:
     """Replay an adapter (``apply``), or without ``apply`` show the plan after checking the chain."""
+    if record and not apply:
+        raise GatewayError(
+            "invalid_arguments",
+            "--record-contract pins what a real replay observes; add --apply (nothing was run or written).",
+        )
     path = policy_path(runtime.settings, adapter)
     adapter_id, checksum = identify(path)
     session = Session()
 
     def stage(run_id: str) -> dict[str, Any]:
+        from baton.gateway.cedar_policy import policy_file, read_pinned
+
         policy, _ = load_policy(path)
         evidence = check_chain(runtime, policy)
         check_interpreter_pin(policy)
+        read_pinned(policy_file(path), policy.tools.call_policy_sha256)  # the pinned call policy is there
         if policy.contract is None and not record:
             raise GatewayError("adapter_contract_unpinned", f"Adapter {policy.id} pins no contract yet.")
         if apply:

@@ -61,6 +61,14 @@ fi
 mount -t tmpfs -o "$2" baton-tmp "$stage/tmp"
 mount -t tmpfs -o nosuid,nodev,mode=0755 baton-work "$stage/work"
 cp -R --preserve=mode "$3/." "$stage/work/"
+# rw host mounts the policy does not let execute: bound here and remounted noexec,nosuid,nodev, flags
+# that no namespace below this one (bwrap's) can lift
+if [ -s "$stage/noexec-mounts" ]; then
+  while IFS="$(printf '\t')" read -r src dst; do
+    mount --bind "$src" "$dst"
+    mount -o remount,bind,noexec,nosuid,nodev "$dst"
+  done < "$stage/noexec-mounts"
+fi
 bwrap=$5
 shift 5
 exec "$bwrap" --args 3 -- "$@" 3<"$stage/bwrap.args" 4<"$stage/seccomp.bpf"
@@ -254,8 +262,9 @@ class BubblewrapSandbox:
             args += ["--tmpfs", mount]
         for source, target in spec.extra_ro_binds:
             args += ["--ro-bind", str(source), target]
-        for host in spec.mounts:
-            args += ["--bind" if host.mode == "rw" else "--ro-bind", str(host.host), host.sandbox]
+        for index, host in enumerate(spec.mounts):
+            source = stage / f"mount-{index}" if host.noexec else host.host
+            args += ["--bind" if host.mode == "rw" else "--ro-bind", str(source), host.sandbox]
         args += ["--remount-ro", "/", "--chdir", SANDBOX_WORKDIR, "--clearenv"]
         env = {"HOME": tmp_path, "CI": "1", "PATH": SANDBOX_PATH, **spec.env}
         for name, value in sorted(env.items()):
@@ -279,6 +288,13 @@ class BubblewrapSandbox:
         try:
             for name in ("tmp", "work"):
                 (stage / name).mkdir()
+            lines = []
+            for index, host in enumerate(spec.mounts):
+                if host.noexec:  # a mount point of the host path's kind, bound by the launcher
+                    point = stage / f"mount-{index}"
+                    point.mkdir() if host.host.is_dir() else point.touch()
+                    lines.append(f"{host.host}\t{point}\n")
+            (stage / "noexec-mounts").write_text("".join(lines), encoding="utf-8")
             args = self.bwrap_args(spec, stage)
             (stage / "bwrap.args").write_bytes(b"".join(arg.encode() + b"\0" for arg in args))
             (stage / "seccomp.bpf").write_bytes(program)
@@ -374,7 +390,7 @@ def enforcement(policy: Policy) -> dict[str, Any]:
         "memory_limit_scope": "process_and_sandbox" if cgroups.base_for("memory") else "process",
         "cpu_seconds_per_process": runtime.cpu_seconds,
         "cpu_limit": runtime.cpu_limit,
-        "mounts": [mount.model_dump() for mount in runtime.mounts],
+        "mounts": [mount.model_dump(exclude_none=True) for mount in runtime.mounts],
     }
 
 

@@ -24,6 +24,13 @@ class HostMount:
     host: Path
     sandbox: str
     mode: Literal["ro", "rw"] = "ro"
+    #: An ``rw`` mount is ``noexec,nosuid,nodev`` unless the policy says ``exec = true`` for it.
+    exec: bool = False
+
+    @property
+    def noexec(self) -> bool:
+        """Whether the launcher binds it ``noexec,nosuid,nodev`` before bwrap sees it."""
+        return self.mode == "rw" and not self.exec
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from baton.errors import GatewayError
-from baton.gateway import state
+from baton.gateway import progress, state
 from baton.gateway.policy import Policy, adapters_dir, load_policy, policy_path, read_policy_document
 from baton.private import private_tree, write_private
 from baton.receipts import canonical_json, sha256_hex, utc_now
@@ -96,6 +96,13 @@ def fail_closed(
             receipt={**receipt, "receipt_sha256": sha, **serving},
         )
         exc.details.setdefault("failure_receipt_sha256", sha)
+        exc.details.setdefault(
+            "failure_receipt_path",
+            str(state.adapter_dir(runtime, adapter_id) / "receipts" / f"{stage}-failure-{run_id}.json"),
+        )
+        for key in ("process_exit_code", "stderr_tail"):
+            if receipt.get(key) is not None:
+                exc.details.setdefault(key, receipt[key])
         raise
 
 
@@ -140,6 +147,7 @@ def verify(runtime: Runtime, adapter: str) -> dict[str, Any]:
         policy, checksum = load_policy(path)
         row = _locked_row(runtime, policy)
         bundle = state.adapter_dir(runtime, policy.id) / "bundle"
+        progress.phase(f"verifying the {len(policy.artifacts)} packages of {policy.id}")
         receipt, sha = verify_bundle(
             bundle, policy_file=path, expected_lock_sha256=row["lock_receipt_sha256"]
         )
@@ -162,7 +170,8 @@ def verify(runtime: Runtime, adapter: str) -> dict[str, Any]:
             verify_receipt_sha256=sha,
             replay_receipt_sha256=None,
         )
-        return {**payload, "adapter_id": policy.id, "receipt_seq": stored.seq}
+        pinned = policy.contract is not None
+        return {**payload, "adapter_id": policy.id, "receipt_seq": stored.seq, "contract_pinned": pinned}
 
     return fail_closed(runtime, adapter_id, path, "verify", stage, policy_checksum=checksum)
 
@@ -244,18 +253,24 @@ def check(runtime: Runtime, adapter: str) -> dict[str, Any]:
     return fail_closed(runtime, adapter_id, path, "check", stage, policy_checksum=checksum)
 
 
-def _replayed_definitions(runtime: Runtime, adapter_id: str, row: dict[str, Any]) -> list[dict[str, Any]]:
-    """The tool definitions of the adapter's last replay (its annotations feed the destructive rule)."""
+def last_replay_receipt(runtime: Runtime, adapter_id: str, row: dict[str, Any]) -> dict[str, Any]:
+    """The receipt of the adapter's last passing replay ({} when there is none)."""
     sha = row.get("replay_receipt_sha256")
     directory = state.adapter_dir(runtime, adapter_id) / "receipts"
     if not sha or not directory.is_dir():
-        return []
+        return {}
     for file in directory.glob("replay-*.json"):
         data = file.read_bytes()
         if sha256_hex(data) == sha:
-            definitions = json.loads(data).get("tool_definitions")
-            return definitions if isinstance(definitions, list) else []
-    return []
+            receipt = json.loads(data)
+            return receipt if isinstance(receipt, dict) else {}
+    return {}
+
+
+def _replayed_definitions(runtime: Runtime, adapter_id: str, row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool definitions of the adapter's last replay (its annotations feed the destructive rule)."""
+    definitions = last_replay_receipt(runtime, adapter_id, row).get("tool_definitions")
+    return definitions if isinstance(definitions, list) else []
 
 
 def served_state(row: dict[str, Any]) -> tuple[str, str | None]:
@@ -267,7 +282,14 @@ def served_state(row: dict[str, Any]) -> tuple[str, str | None]:
     if not state.is_live(row):
         return row["state"], None
     shown = "blocked" if row.get("serving_block_reason") else "promoted"
-    return shown, None if state.stage_is_served_version(row) else row["state"]
+    if state.stage_is_served_version(row):
+        return shown, None
+    same_version = row.get("policy_checksum") and row.get("policy_checksum") == row.get(
+        "serving_policy_checksum"
+    )
+    if same_version and row["state"] != "blocked":
+        return shown, None  # the served version itself re-verified or re-replayed: no next version exists
+    return shown, row["state"]
 
 
 def list_view(runtime: Runtime) -> list[dict[str, Any]]:
@@ -304,6 +326,8 @@ def list_view(runtime: Runtime) -> list[dict[str, Any]]:
                 "error_class": row.get("serving_error_class") or row.get("error_class"),
                 "policy_path": row["policy_path"],
                 "updated_at": row.get("updated_at"),
+                "poisoning_findings": last_replay_receipt(runtime, adapter_id, row).get("poisoning_findings")
+                or [],
             }
         )
     return result

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import sys
 import tomllib
 import uuid
@@ -294,6 +293,18 @@ def verify_bundle(
     bundle: Path, *, policy_file: Path | None = None, expected_lock_sha256: str | None = None
 ) -> tuple[dict[str, Any], str]:
     """Verify a bundle and write ``verifier-receipt.json`` into it; returns the receipt and its sha256."""
+    receipt, data = verifier_receipt(
+        bundle, policy_file=policy_file, expected_lock_sha256=expected_lock_sha256
+    )
+    if bundle.is_dir():
+        (bundle / "verifier-receipt.json").write_bytes(data)
+    return receipt, _sha256(data)
+
+
+def verifier_receipt(
+    bundle: Path, *, policy_file: Path | None = None, expected_lock_sha256: str | None = None
+) -> tuple[dict[str, Any], bytes]:
+    """Verify a bundle and return the receipt and its bytes; writes nothing."""
     run_id = str(uuid.uuid4())
     base: dict[str, Any] = {
         "schema_version": VERIFIER_RECEIPT_SCHEMA_VERSION,
@@ -310,26 +321,37 @@ def verify_bundle(
     else:
         receipt = {**base, **result, "status": "completed_verified"}
         receipt["independent_post_verifier"] = {"implementation": implementation, "status": "passed"}
-    data = canonical_json(receipt).encode("utf-8") + b"\n"
-    if bundle.is_dir():
-        fd = os.open(bundle / "verifier-receipt.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), 0o600)
-            handle.write(data)
-    return receipt, _sha256(data)
+    return receipt, canonical_json(receipt).encode("utf-8") + b"\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: print the verifier receipt; exit 1 when the bundle does not verify."""
-    parser = argparse.ArgumentParser(description=__doc__)
+    """Command line: print the verifier receipt (written only to ``--write-receipt PATH``); exit 1 when
+    the bundle does not verify, 2 when the receipt cannot be written. Never a traceback."""
+    parser = argparse.ArgumentParser(
+        description="Recompute every hash of a baton gateway bundle; read-only unless --write-receipt."
+    )
     parser.add_argument("bundle", type=Path)
     parser.add_argument("--policy", type=Path)
     parser.add_argument("--lock-receipt-sha256")
+    parser.add_argument("--write-receipt", type=Path, help="also write the receipt to this file")
     args = parser.parse_args(argv)
-    receipt, _ = verify_bundle(
-        args.bundle, policy_file=args.policy, expected_lock_sha256=args.lock_receipt_sha256
-    )
-    sys.stdout.write(canonical_json(receipt) + "\n")
+    try:
+        receipt, data = verifier_receipt(
+            args.bundle, policy_file=args.policy, expected_lock_sha256=args.lock_receipt_sha256
+        )
+    except Exception as exc:  # an unforeseen input: a typed answer, never a traceback
+        sys.stdout.write(
+            canonical_json({"status": "failed", "error_class": "internal_error", "error": type(exc).__name__})
+            + "\n"
+        )
+        return 1
+    sys.stdout.write(data.decode("utf-8"))
+    if args.write_receipt is not None:
+        try:
+            args.write_receipt.write_bytes(data)
+        except OSError as exc:
+            sys.stderr.write(f"verifier_receipt_not_written: {args.write_receipt}: {exc.strerror or exc}\n")
+            return 2
     return 0 if receipt["status"] == "completed_verified" else 1
 
 

@@ -78,7 +78,11 @@ def make_live(
     approval_timeout_seconds: int | None = None,
     allow_destructive_without_approval: list[str] | None = None,
 ) -> Path:
-    """Lock, verify, replay (pinning the contract), set the tools, replay again and promote."""
+    """Lock, verify, replay (pinning the contract), set the tools, replay again and promote.
+
+    The suite runs several copies of one test server, whose tools share names: the
+    ``name_shadows_adapter_tool`` findings that causes are accepted by id (any other finding refuses).
+    """
     policy = parse_policy(draft)
     path = runtime.settings.home / "adapters" / f"{policy.id}.toml"
     write_policy(path, policy)
@@ -98,6 +102,11 @@ def make_live(
         }
     )
     write_policy(path, pinned.model_copy(update={"tools": tools}))
-    replay(runtime, policy.id, apply=True)
-    promote(runtime, policy.id)
+    replayed = replay(runtime, policy.id, apply=True)
+    shadowing = [
+        f["id"]
+        for f in replayed.get("poisoning_findings") or []
+        if f.get("kind") == "name_shadows_adapter_tool"
+    ]
+    promote(runtime, policy.id, accept_findings=shadowing)
     return path

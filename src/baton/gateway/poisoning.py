@@ -1,0 +1,165 @@
+"""Tool-poisoning checks at replay: what a server's tool definitions say to the model, not to the user.
+
+A pinned contract stops a server from changing after review (a rug pull); it does not stop one that was
+poisoned from its first version. Every tool's name, title, description and every string in its schemas
+is scanned. Each finding is typed (``kind``), has a stable ``id`` (the same text gives the same id at
+every replay) and is receipted; ``promote`` refuses (``mcp_tool_poisoning_suspected``) until each one is
+accepted by id. The pattern set below is maintained here and listed in docs/gateway.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterator
+from typing import Any
+
+#: Characters a reader does not see: Unicode tags, zero-width characters, bidirectional controls.
+HIDDEN_CHARACTERS = re.compile(
+    "[\U000e0000-\U000e007f\u200b\u200c\u200d\u2060\ufeff\u180e\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]"
+)
+
+#: Instructions aimed at the model (case-insensitive). Each is (name, pattern).
+MODEL_INSTRUCTION_PATTERNS: tuple[tuple[str, str], ...] = (
+    (
+        "ignore_previous",
+        r"\b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|above|earlier|other)\s+(?:instructions|messages|rules|prompts?)",
+    ),
+    (
+        "hide_from_user",
+        r"\b(?:do\s+not|don'?t|never)\s+(?:tell|inform|mention|reveal|show|notify)\b[^.]{0,40}\buser\b",
+    ),
+    (
+        "before_any_other_tool",
+        r"\bbefore\s+(?:using|calling|invoking|running)\s+(?:any|every|each|the)\s+other\s+tools?\b",
+    ),
+    ("instead_of_other_tool", r"\binstead\s+of\s+(?:using|calling)\s+(?:any|the)\s+other\s+tools?\b"),
+    (
+        "hidden_markup",
+        r"<\s*/?\s*(?:important|system|instructions?|secret|hidden)\s*>|\[\s*(?:system|important)\s*\]",
+    ),
+    ("system_prompt", r"\b(?:system\s+prompt|developer\s+message|your\s+instructions)\b"),
+    (
+        "secret_material",
+        r"(?:~/\.ssh|id_rsa|\.env\b|/etc/passwd|\.aws/credentials|\bapi[_ ]?keys?\b[^.]{0,30}\b(?:send|include|pass|add)\b)",
+    ),
+    (
+        "must_call",
+        r"\byou\s+(?:must|should|have\s+to)\s+(?:always\s+)?(?:first\s+)?(?:call|invoke|run|use)\s+(?:the\s+)?[a-z0-9_]+__",
+    ),
+)
+_INSTRUCTIONS = [(name, re.compile(pattern, re.IGNORECASE)) for name, pattern in MODEL_INSTRUCTION_PATTERNS]
+
+#: A description (or title) longer than this is a finding: room for a prompt the user never reads.
+MAX_DESCRIPTION_CHARS = 4096
+
+#: baton's own tools (a test compares this with the registry); an upstream tool named like one
+#: (with or without ``mcp_``) shadows it in the model's eyes.
+BUILTIN_TOOLS = frozenset(
+    {
+        "mcp_cancel_subagent",
+        "mcp_cancel_timer",
+        "mcp_get_request_status",
+        "mcp_get_subagent_status",
+        "mcp_list_adapters",
+        "mcp_list_pending_requests",
+        "mcp_list_subagents",
+        "mcp_list_timers",
+        "mcp_notification_channels",
+        "mcp_ping",
+        "mcp_request_admin_approval",
+        "mcp_request_admin_input",
+        "mcp_respond_to_request",
+        "mcp_send_discord_message",
+        "mcp_send_email",
+        "mcp_send_message_to_subagent",
+        "mcp_send_slack_message",
+        "mcp_send_telegram_message",
+        "mcp_send_webhook",
+        "mcp_set_timer",
+        "mcp_spawn_subagent",
+        "mcp_wait_for_request",
+    }
+)
+
+
+def _finding(kind: str, tool: str, where: str, detail: str) -> dict[str, Any]:
+    digest = hashlib.sha256(f"{kind}\0{tool}\0{where}\0{detail}".encode()).hexdigest()[:12]
+    return {"id": f"{kind}-{digest}", "kind": kind, "tool": tool, "where": where, "detail": detail}
+
+
+def _texts(value: Any, where: str) -> Iterator[tuple[str, str]]:
+    """Every string in a definition (keys of schema properties too), with where it sits."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _texts(str(key), f"{where}.{key}#key")
+            yield from _texts(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _texts(item, f"{where}[{index}]")
+
+
+def _hidden(text: str) -> str | None:
+    found = sorted({f"U+{ord(c):04X}" for c in HIDDEN_CHARACTERS.findall(text)})
+    return ", ".join(found[:8]) if found else None
+
+
+def scan(
+    definitions: list[dict[str, Any]],
+    *,
+    adapter_id: str,
+    other_tools: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """The findings over one server's tool definitions. ``other_tools``: live tool name → its adapter."""
+    other_tools = {n: a for n, a in (other_tools or {}).items() if a != adapter_id}
+    builtin = BUILTIN_TOOLS | {name.removeprefix("mcp_") for name in BUILTIN_TOOLS}
+    own = {str(d.get("name")) for d in definitions}
+    findings: list[dict[str, Any]] = []
+    for definition in definitions:
+        name = str(definition.get("name"))
+        if name in builtin or name.startswith("mcp_"):
+            findings.append(
+                _finding("name_shadows_builtin", name, "name", f"{name} looks like baton's own tool")
+            )
+        if name in other_tools:
+            findings.append(
+                _finding(
+                    "name_shadows_adapter_tool",
+                    name,
+                    "name",
+                    f"the live adapter {other_tools[name]} has {name}",
+                )
+            )
+        for field in ("title", "description"):
+            text = definition.get(field)
+            if isinstance(text, str) and len(text) > MAX_DESCRIPTION_CHARS:
+                findings.append(_finding("oversized_description", name, field, f"{len(text)} characters"))
+        for where, text in _texts({k: v for k, v in definition.items() if k != "annotations"}, name):
+            hidden = _hidden(text)
+            if hidden:
+                findings.append(_finding("hidden_unicode", name, where, hidden))
+            visible = unicodedata.normalize("NFKC", HIDDEN_CHARACTERS.sub("", text))
+            for pattern_name, pattern in _INSTRUCTIONS:
+                match = pattern.search(visible)
+                if match:
+                    findings.append(
+                        _finding("model_instruction", name, where, f"{pattern_name}: {match.group(0)[:80]}")
+                    )
+            if where.endswith("#key") or where == f"{name}.name":
+                continue
+            for word in sorted(set(re.findall(r"[A-Za-z0-9][A-Za-z0-9_-]*", visible))):
+                if "__" in word and not word.startswith("__"):
+                    findings.append(_finding("tool_reference", name, where, f"names the adapter tool {word}"))
+                elif word in BUILTIN_TOOLS:
+                    findings.append(_finding("tool_reference", name, where, f"names baton's tool {word}"))
+                elif word in other_tools and word not in own and ("_" in word or "-" in word):
+                    findings.append(
+                        _finding(
+                            "tool_reference", name, where, f"names {word} of the adapter {other_tools[word]}"
+                        )
+                    )
+    unique = {f["id"]: f for f in findings}
+    return sorted(unique.values(), key=lambda f: (f["tool"], f["kind"], f["where"]))

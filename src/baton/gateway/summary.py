@@ -1,0 +1,76 @@
+"""The short human summary each ``baton gateway`` command prints (``--json`` prints the full result)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _contract_step(adapter_id: str, pinned: bool) -> str:
+    record = "" if pinned else " --record-contract"
+    return f"baton gateway replay {adapter_id} --apply{record}"
+
+
+def summarize(command: str, result: dict[str, Any]) -> list[str]:
+    """A few lines saying what happened, the last one the next command to run."""
+    adapter_id = str(result.get("adapter_id", "?"))
+    if command == "lock":
+        packages = result.get("packages") or {}
+        skipped = result.get("without_install_scripts") or []
+        lines = [f"locked {adapter_id}: {len(packages)} package(s) pinned, bundle at {result.get('bundle')}"]
+        lines.append(f"policy: {result.get('policy_path')}")
+        if skipped:
+            lines.append(f"runs without the install scripts of: {', '.join(skipped)}")
+        return [*lines, f"next: baton gateway verify {adapter_id}"]
+    if command == "verify":
+        return [
+            f"verified {adapter_id}: every hash recomputed by the independent verifier",
+            f"next: {_contract_step(adapter_id, bool(result.get('contract_pinned')))}",
+        ]
+    if command == "check":
+        return [
+            f"checked {adapter_id}: policy, receipts, bundle hashes, policy rules and interpreter pin hold",
+            f"next: {_contract_step(adapter_id, bool(result.get('contract_pinned')))}",
+        ]
+    if command == "replay":
+        if result.get("status") == "completed_check_mode_no_runtime_execution":
+            argv = " ".join(str(a) for a in result.get("argv") or [])
+            return [
+                f"plan for {adapter_id} ({result.get('sandbox')}): {argv}",
+                f"next: baton gateway replay {adapter_id} --apply",
+            ]
+        observation = result.get("protocol_observation") or {}
+        allowed = list(observation.get("adapter_allowed_tools") or [])
+        lines = [
+            f"replayed {adapter_id}: {observation.get('server_name')} {observation.get('server_version')}, "
+            f"{observation.get('tool_count')} tool(s) match the pinned contract",
+            f"allowed: {', '.join(allowed) or 'none'}; denied: {observation.get('adapter_denied_tool_count', 0)}",
+        ]
+        findings = result.get("poisoning_findings") or []
+        lines += [f"finding {f['id']}: {f['tool']} ({f['where']}): {f['detail']}" for f in findings]
+        nxt = f"baton gateway promote {adapter_id}" if allowed else f"baton gateway allow {adapter_id} TOOL…"
+        if findings and allowed:
+            nxt += (
+                " " + " ".join(f"--accept-finding {f['id']}" for f in findings) + "   (once you judged them)"
+            )
+        return [*lines, f"next: {nxt}"]
+    if command == "promote":
+        tools = list(result.get("allowed_tools") or [])
+        approval = list(result.get("approval_required") or [])
+        lines = [f"promoted {adapter_id}: serving {', '.join(tools) or 'nothing'}"]
+        if approval:
+            lines.append(f"each call waits for a human: {', '.join(approval)}")
+        lines += list(result.get("diff_lines") or [])
+        return [*lines, "next: baton serve (its tools are listed as " + f"{adapter_id}__TOOL)"]
+    if command == "demote":
+        return [
+            f"demoted {adapter_id}: now {result.get('state')}",
+            f"next: baton gateway promote {adapter_id}",
+        ]
+    if command in ("allow", "deny"):
+        return [
+            f"{adapter_id}: allowed {', '.join(result.get('allowed') or []) or 'nothing'}; "
+            f"approval required for {', '.join(result.get('approval_required') or []) or 'none'}; "
+            f"{len(result.get('denied') or [])} denied",
+            f"next: {result.get('next')}",
+        ]
+    return [f"{command} {adapter_id}: done"]
