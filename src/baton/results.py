@@ -50,12 +50,19 @@ class Usage(_Result):
 # subagents ----------------------------------------------------------------------------------------
 
 SubagentState = Literal["queued", "running", "completed", "failed", "cancelled"]
+#: What a spawn or a message answers: a state, or that a tool call of the subagent waits for a person.
+TurnState = Literal["queued", "running", "completed", "failed", "cancelled", "waiting_for_approval"]
 Strategy = Literal["minimal", "llm_generated", "full"]
+
+
+class ReceiptLink(_Result):
+    seq: int | None
+    sha256: str | None
 
 
 class SpawnResult(Ok):
     subagent_id: str
-    status: SubagentState
+    status: TurnState
     mode: Literal["sync", "async"]
     context_strategy: Strategy
     role: str
@@ -66,17 +73,22 @@ class SpawnResult(Ok):
     usage: Usage
     cost_usd: float | None = Field(description="USD spent so far; null for an unpriced model.")
     unpriced_calls: int = Field(0, description="Sync mode: model calls without a known price.")
+    tools: list[str] | None = None
+    subagent_tool_limit: int | None = None
+    spawn_receipt: ReceiptLink | None = None
+    request_id: str | None = Field(None, description="waiting_for_approval: the request it waits on.")
 
 
 class MessageResult(Ok):
     subagent_id: str
-    response: str | None
+    response: str | None = None
     turn: int = Field(description="Assistant turns so far, this one included.")
-    status: SubagentState
-    usage: Usage = Field(description="Tokens of this turn.")
-    cost_usd: float | None = Field(description="USD of this turn; null for an unpriced model.")
-    subagent_usage: Usage = Field(description="Tokens of the whole subagent so far.")
-    subagent_cost_usd: float | None
+    status: TurnState
+    usage: Usage | None = Field(None, description="Tokens of this turn.")
+    cost_usd: float | None = Field(None, description="USD of this turn; null for an unpriced model.")
+    subagent_usage: Usage | None = Field(None, description="Tokens of the whole subagent so far.")
+    subagent_cost_usd: float | None = None
+    request_id: str | None = Field(None, description="waiting_for_approval: the request it waits on.")
 
 
 class Budget(_Result):
@@ -101,13 +113,14 @@ class SubagentStatus(Ok):
     budget: Budget
     prep_tokens: int
     filtered_fields: list[str]
+    tools: list[str] | None = None
+    subagent_tool_limit: int | None = None
+    waiting_request_id: str | None = None
     created_at: str
     started_at: str | None
     finished_at: str | None
     updated_at: str
-    agent: str | None = Field(
-        None, description="The agent that spawned it (None for rows from before named agents)."
-    )
+    agent: str | None = None
 
 
 class CancelSubagentResult(Ok):
@@ -126,9 +139,7 @@ class SubagentRow(_Result):
     task: str = Field(description="The task's first 200 characters.")
     created_at: str
     updated_at: str
-    agent: str | None = Field(
-        None, description="The agent that spawned it (None for rows from before named agents)."
-    )
+    agent: str | None = None
 
 
 class SkippedSubagent(_Result):
@@ -192,9 +203,7 @@ class PendingRequest(_Result):
     urgent: bool
     created_at: str
     expires_at: str
-    agent: str | None = Field(
-        None, description="The agent that asked (None for rows from before named agents)."
-    )
+    agent: str | None = None
 
 
 class SkippedRequest(_Result):
@@ -226,18 +235,21 @@ class RequestStatus(Ok):
     created_at: str
     expires_at: str
     approved: bool
-    response: str | None
+    response: str | None = None
     admin_notes: str | None
     responded_at: str | None
     decided_via: str | None = Field(
-        description="The channel that decided it: inbox, link, cli, elicitation, mcp or mcp_admin."
+        description="The channel that decided it: passkey, admin_token, link, cli, elicitation, mcp or mcp_admin."
     )
     waiter_gone: bool | None = Field(description="True when no call was waiting when the decision came.")
+    decided_by: str | None = None
+    required_approvals: int = 1
+    approvals: list[str] = Field(default_factory=list)
+    step_up: bool = False
+    arguments_sha256: str | None = None
     decided: bool
     timeout: bool = Field(description="True once the request expired undecided.")
-    agent: str | None = Field(
-        None, description="The agent that asked (None for rows from before named agents)."
-    )
+    agent: str | None = None
 
 
 class Responded(RequestStatus):
@@ -291,9 +303,7 @@ class Timer(_Result):
     created_at: str
     cancelled_at: str | None
     last_firing: LastFiring | None
-    agent: str | None = Field(
-        None, description="The agent that set it (None for rows from before named agents)."
-    )
+    agent: str | None = None
 
 
 class TimerResult(Timer):
