@@ -103,6 +103,7 @@ def _seed_subagents(env: dict[str, str], count: int) -> None:
                         "prepared_context": "",
                         "filtered_fields": [],
                         "status": "completed",
+                        "agent": "mcp",  # the official client's clientInfo.name: the stdio agent
                         "input_tokens": 0,
                         "output_tokens": 0,
                         "prep_tokens": 0,
