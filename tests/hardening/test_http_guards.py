@@ -15,6 +15,7 @@ import pytest
 from tests.servers import free_port, http_server
 
 TOKEN = "guards-test-token-0123456789abcdef-XYZ"
+AGENT_TOKEN = "guards-agent-token-9876543210fedcba-XYZ"
 
 
 def _raw(port: int, request: bytes, *, host: str = "127.0.0.1", then: bytes = b"") -> tuple[int, bytes]:
@@ -44,7 +45,7 @@ def _raw(port: int, request: bytes, *, host: str = "127.0.0.1", then: bytes = b"
 @pytest.fixture
 def server(baton_env: dict[str, str], tmp_path: Path):  # type: ignore[no-untyped-def]
     port = free_port()
-    env = {**baton_env, "BATON_HTTP_TOKEN": TOKEN}
+    env = {**baton_env, "BATON_HTTP_TOKEN": AGENT_TOKEN, "BATON_ADMIN_TOKEN": TOKEN}  # TOKEN logs in
     with http_server(env, f"127.0.0.1:{port}", tmp_path) as process:
         yield port, process
 
