@@ -316,7 +316,7 @@ def test_a_payload_that_is_not_json_is_a_typed_failure_not_a_traceback(baton_env
     assert verified.returncode == 1
     assert "receipt_chain_broken: at seq 2" in verified.stderr
     assert "not valid JSON" in verified.stderr
-    listed = baton(baton_env, "receipts", "list", "--json")
+    listed = baton(baton_env, "receipts", "list", "--oldest", "--json")
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout)[1]["payload"] == {"unreadable_payload": True}
     for done in (verified, listed):

@@ -213,8 +213,8 @@ async def test_a_configured_key_in_tasks_replies_requests_and_timers_never_reach
             ("subagents", "show", subagent_id),
             ("timers", "list", "--json"),
             ("timers", "list"),
-            ("receipts", "list", "--json", "--limit", "500"),
-            ("receipts", "list", "--limit", "500"),
+            ("receipts", "list", "--oldest", "--json", "--limit", "500"),
+            ("receipts", "list", "--oldest", "--limit", "500"),
         ):
             outputs.append(baton_cli(env, *args))
         files_while_serving = every_file_bytes(home, mirrors)

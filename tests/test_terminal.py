@@ -127,6 +127,6 @@ def test_listing_cells_are_text_not_markup(baton_env: dict[str, str]) -> None:
         "Runtime.open().receipts.append('test', {'note': '[bold]x[/bold] [false]'})\n"
     )
     subprocess.run([sys.executable, "-c", code], env=baton_env, check=True, timeout=60)
-    done = baton(baton_env, "receipts", "list")
+    done = baton(baton_env, "receipts", "list", "--oldest")
     assert done.returncode == 0, done.stderr
     assert "[bold]x[/bold] [false]" in done.stdout

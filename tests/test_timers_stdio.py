@@ -39,7 +39,7 @@ def baton(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 def fired_receipts(env: dict[str, str]) -> list[dict[str, Any]]:
     """The payloads of every ``timer_fired`` receipt, read with ``baton receipts list --json``."""
-    done = baton(env, "receipts", "list", "--kind", "timer_fired", "--limit", "10000", "--json")
+    done = baton(env, "receipts", "list", "--oldest", "--kind", "timer_fired", "--limit", "10000", "--json")
     assert done.returncode == 0, done.stderr
     return [row["payload"] for row in json.loads(done.stdout)]
 

@@ -206,7 +206,7 @@ async def test_an_oversized_call_to_an_unknown_tool_never_succeeds_nor_stores_it
             assert result.is_error or not (result.structured_content or {}).get("success"), result
             assert MEGABYTE[:1000] not in str(result.content)
         assert (await call(session, "mcp_ping"))["success"] is True
-    listed = run_cli(baton_env, "receipts", "list", "--limit", "10000", "--json")
+    listed = run_cli(baton_env, "receipts", "list", "--oldest", "--limit", "10000", "--json")
     assert listed.returncode == 0, listed.stderr
     receipts = json.loads(listed.stdout)
     assert receipts, "the calls left no receipt at all"

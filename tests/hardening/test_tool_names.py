@@ -35,6 +35,7 @@ def receipts(env: dict[str, str]) -> list[dict[str, Any]]:
             "baton",
             "receipts",
             "list",
+            "--oldest",
             "--kind",
             "tool_call",
             "--limit",

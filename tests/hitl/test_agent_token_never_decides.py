@@ -46,8 +46,12 @@ def route_paths(env: dict[str, str], ids: dict[str, str]) -> list[tuple[str, str
 
 
 def refused(response: httpx.Response) -> bool:
-    """A refusal: the login page (form or "login is off"), a redirect to it, or a 4xx."""
-    if response.request.method == "GET" and response.request.url.path == "/inbox/login":
+    """A refusal: the login page (form or "login is off"), a redirect to it, or a 4xx. The inbox's static
+    scripts are public files (they hold no request and decide nothing)."""
+    path = response.request.url.path
+    if response.request.method == "GET" and path.startswith("/inbox/static/") and path.endswith(".js"):
+        return response.status_code == 200 and "text/javascript" in response.headers["content-type"]
+    if response.request.method == "GET" and path == "/inbox/login":
         return response.status_code == 200
     if response.status_code == 303:
         return response.headers["location"] == "/inbox/login"

@@ -127,6 +127,7 @@ async def test_a_decision_is_stored_and_receipted_with_every_field(
         "step_up": False,
         "waiter_gone": True,
         "responded_at": decided["responded_at"],
+        "agent": "ci-bot",
     }
 
 
@@ -200,6 +201,7 @@ async def test_a_request_is_stored_and_receipted_with_every_field(
         "arguments_sha256": sha256_hex(canonical_json(context)),
         "created_at": view["created_at"],
         "expires_at": view["expires_at"],
+        "agent": None,  # asked by no named agent (the broker called directly)
     }
     plain = await broker.create(NewRequest("approval", "Plain?", timeout_seconds=MAX_TIMEOUT_SECONDS))
     assert (plain["context"], plain["options"], plain["urgent"]) == (None, None, False)

@@ -77,7 +77,9 @@ async def test_the_agent_cannot_approve_its_own_request_over_stdio(baton_env: di
     # the agent is told that a person decides, and where; never which setting would let it decide
     assert "BATON_" not in answer["error"] and "baton hitl approve|reject|answer" in answer["error"]
     assert asked["approved"] is False and asked["decision"] == "rejected"
-    status = json.loads(run_cli(baton_env, "receipts", "list", "--kind", "hitl_decided", "--json").stdout)
+    status = json.loads(
+        run_cli(baton_env, "receipts", "list", "--oldest", "--kind", "hitl_decided", "--json").stdout
+    )
     assert [r["payload"]["via"] for r in status] == ["cli"]  # the refused MCP answer decided nothing
 
 

@@ -171,10 +171,12 @@ async def test_stateless_replicas_accept_each_others_state_once_and_refuse_forge
             )
         assert isinstance(replay, types.CallToolResult) and replay.structured_content is not None
         assert replay.structured_content["error_class"] == "mcp_request_state_invalid"
-        receipts = run_cli(env, "receipts", "list", "--kind", "hitl_decided", "--json")
+        receipts = run_cli(env, "receipts", "list", "--oldest", "--kind", "hitl_decided", "--json")
         decided = json.loads(receipts.stdout)
         assert [receipt["payload"]["via"] for receipt in decided] == ["elicitation"]
-        calls = json.loads(run_cli(env, "receipts", "list", "--kind", "tool_call", "--json").stdout)
+        calls = json.loads(
+            run_cli(env, "receipts", "list", "--oldest", "--kind", "tool_call", "--json").stdout
+        )
         legs = [
             r["payload"].get("input_required", False)
             for r in calls

@@ -121,7 +121,7 @@ async def test_without_a_public_url_the_form_is_used(baton_env: dict[str, str]) 
     # the client's form answer is receipted as elicitation, with the agent (its clientInfo.name) named
     from tests.hitl.helpers import run_cli
 
-    listed = run_cli(baton_env, "receipts", "list", "--kind", "hitl_decided", "--json")
+    listed = run_cli(baton_env, "receipts", "list", "--oldest", "--kind", "hitl_decided", "--json")
     (decided,) = [row["payload"] for row in json.loads(listed.stdout)]
     assert decided["via"] == "elicitation" and decided["agent"] == "mcp"
 

@@ -91,7 +91,9 @@ def decided_waiter_gone(env: dict[str, str], runtime: Runtime, request_id: str) 
 
 
 async def tool_call_receipts(env: dict[str, str]) -> list[dict[str, Any]]:
-    listed = await anyio.to_thread.run_sync(run_cli, env, "receipts", "list", "--kind", "tool_call", "--json")
+    listed = await anyio.to_thread.run_sync(
+        run_cli, env, "receipts", "list", "--oldest", "--kind", "tool_call", "--json"
+    )
     return [r for r in json.loads(listed.stdout) if r["payload"]["tool"] == "mcp_request_admin_approval"]
 
 
