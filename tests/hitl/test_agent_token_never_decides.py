@@ -71,7 +71,9 @@ async def answer(http: httpx.AsyncClient, method: str, path: str, **kwargs: Any)
 async def test_the_agents_token_fails_on_every_inbox_and_console_route(
     baton_env: dict[str, str], tmp_path: Path, operator_token: str | None
 ) -> None:
-    env = {**baton_env, "BATON_HTTP_TOKEN": AGENT_TOKEN}
+    # every route is tried with the agent's token: each is a failed authentication, so the per-address
+    # lockout (tested in tests/hardening/test_tokens_login.py) is set past the count of routes here
+    env = {**baton_env, "BATON_HTTP_TOKEN": AGENT_TOKEN, "BATON_LOGIN_MAX_FAILURES": "1000"}
     if operator_token:
         env["BATON_ADMIN_TOKEN"] = operator_token
     port = free_port()
