@@ -307,7 +307,7 @@ def test_a_replay_runs_when_baton_is_an_ordinary_user(runtime: Runtime, registry
         shutil.copytree(runtime.settings.home, home / "home")
         subprocess.run(["chown", "-R", "65534:65534", str(home)], check=True)
         result = subprocess.run(
-            [*command, "-m", "baton", "gateway", "replay", "demo", "--apply"],
+            [*command, "-m", "baton", "gateway", "replay", "demo", "--apply", "--json"],
             capture_output=True,
             timeout=120,
             check=False,
