@@ -251,6 +251,8 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         async with anyio.create_task_group() as group:
             group.start_soon(_approval, session, "Publish the quarterly refund report?", pending)
             request_id = (await pending_requests(session))[0]["request_id"]
+            # the open inbox tab reloads itself for the new request (live updates): let it, then navigate
+            await page.wait_for_function("document.title.startsWith('(1) ')", timeout=60_000)
             response = await page.goto(f"{server.base_url}/inbox/console/requests")
             assert response is not None and response.status == 200
             check_headers(response)
