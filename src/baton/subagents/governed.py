@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from baton.agents import Caller
 from baton.errors import SubagentError
 from baton.models import ModelClient, ModelReply
 from baton.receipts import Receipt
@@ -248,7 +249,9 @@ def governed_toolset(
             self, name: str, tool_args: dict[str, Any], ctx: RunContext[None], tool: ToolsetTool[None]
         ) -> Any:
             behalf = links.on_behalf()
-            result = await registry.call(name, tool_args, CallContext(on_behalf=behalf))
+            # the call runs as the spawning agent: what it may see, and whose its requests are
+            caller = Caller(behalf.parent_agent)
+            result = await registry.call(name, tool_args, CallContext(on_behalf=behalf, agent=caller))
             links.tool_calls.append(
                 {
                     "tool": name,

@@ -478,7 +478,8 @@ class SubagentRunner:
 
         links = TurnLinks(
             subagent_id=subagent_id,
-            parent_agent=self._parents.get(subagent_id, "agent"),
+            # the subagent acts as the agent that spawned it (the stored one outlives this process)
+            parent_agent=row.agent or self._parents.get(subagent_id, "agent"),
             spawn_receipt=self._spawn_receipt(subagent_id),
             record_in=record_in,
             before_model_call=before_model_call,
