@@ -210,7 +210,9 @@ async def test_a_task_offers_the_inbox_page_as_a_url_input_request_and_the_perso
     page = f"{inbox.base_url}/inbox/requests/{content['request_id']}"
     assert asked[0]["params"]["mode"] == "url" and asked[0]["params"]["url"] == page
     assert content["approved"] is False and content["decision"] == "rejected"
-    assert status.structured_content is not None and status.structured_content["decided_via"] == "inbox"
+    assert (
+        status.structured_content is not None and status.structured_content["decided_via"] == "admin_token"
+    )  # the operator logged in with the admin token
     assert status.structured_content["waiter_gone"] is False
 
 

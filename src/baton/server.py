@@ -214,9 +214,10 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
     from baton.hitl.mrtr import boundary
 
     server.middleware.append(boundary(loader.current_settings))
+    from baton.task_listen import ListenHandler
     from baton.tasks import install
 
-    install(server, loader, run_call)
+    install(server, loader, run_call, ListenHandler)
     return server
 
 
@@ -428,6 +429,7 @@ async def _unauthorized(send: Any) -> None:
 #: Extra Starlette routes (the web inbox) contributed by subsystems: module path -> ``routes(runtime)``.
 HTTP_ROUTE_PROVIDERS: tuple[str, ...] = (
     "baton.hitl.inbox",
+    "baton.hitl.enroll",
     "baton.console.web",
     "baton.metrics",
     "baton.oauth",

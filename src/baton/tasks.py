@@ -407,12 +407,14 @@ class TasksExtension(Extension):
         return {"resultType": "complete"}
 
 
-def install(server: Any, loader: RegistryLoader, call_tool: Callable[..., Any]) -> None:
-    """Apply the extension to the low-level server, as ``MCPServer(extensions=...)`` would."""
+def install(
+    server: Any, loader: RegistryLoader, call_tool: Callable[..., Any], listen: Callable[[Any], Any]
+) -> None:
+    """Apply the extension to the low-level server, as ``MCPServer(extensions=...)`` would; ``listen`` makes
+    the ``subscriptions/listen`` handler (:class:`baton.task_listen.ListenHandler`, passed in by the server so
+    that the two modules import one way)."""
     import mcp_types as types
     from mcp.server.extension import compose_tool_call_handler
-
-    from baton.task_listen import ListenHandler
 
     extension = TasksExtension(loader, call_tool)
     for method in extension.methods():
@@ -422,7 +424,7 @@ def install(server: Any, loader: RegistryLoader, call_tool: Callable[..., Any]) 
         "tools/call", types.CallToolRequestParams, compose_tool_call_handler([extension], entry.handler)
     )
     server.add_request_handler(
-        "subscriptions/listen", types.SubscriptionsListenRequestParams, ListenHandler(extension)
+        "subscriptions/listen", types.SubscriptionsListenRequestParams, listen(extension)
     )
     server.add_request_handler("server/discover", types.RequestParams, _discover(server))
     server.extensions[EXTENSION_ID] = extension.settings()

@@ -18,7 +18,7 @@ import pytest
 
 from baton.config import load_settings
 from baton.console import web
-from baton.hitl import inbox
+from baton.hitl import enroll, inbox
 from baton.hitl.broker import get_broker
 from baton.runtime import Runtime
 from tests.hitl.helpers import pending_requests
@@ -35,7 +35,7 @@ def route_paths(env: dict[str, str], ids: dict[str, str]) -> list[tuple[str, str
     """(method, path) of every inbox and console route, path parameters filled from ``ids``."""
     runtime = Runtime.open(load_settings(env))
     try:
-        found = [*inbox.routes(runtime), *web.routes(runtime)]
+        found = [*inbox.routes(runtime), *enroll.routes(runtime), *web.routes(runtime)]
     finally:
         runtime.close()
     pairs = []

@@ -52,9 +52,9 @@ def build_app(runtime: Any) -> Any:
     from starlette.applications import Starlette
 
     from baton.console import web
-    from baton.hitl import inbox
+    from baton.hitl import enroll, inbox
 
-    return Starlette(routes=[*inbox.routes(runtime), *web.routes(runtime)])
+    return Starlette(routes=[*inbox.routes(runtime), *enroll.routes(runtime), *web.routes(runtime)])
 
 
 async def _serve(settings: Any, host: str, port: int, one_run_token: str | None) -> None:

@@ -45,7 +45,7 @@ def tool_diff(served: list[dict[str, Any]], following: list[dict[str, Any]]) -> 
 
 
 def _definitions(runtime: Runtime, adapter_id: str, sha: str | None) -> list[dict[str, Any]]:
-    from baton.gateway.promotion import replay_receipt
+    from baton.gateway.state import replay_receipt
 
     if not sha:
         return []

@@ -10,7 +10,6 @@ blocked until a version is locked, verified, replayed and promoted anew.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import uuid
@@ -22,9 +21,9 @@ from baton.errors import GatewayError
 from baton.gateway import state
 from baton.gateway.policy import Policy, load_policy, policy_path, read_policy_document
 from baton.gateway.stages import check_chain, identify
-from baton.gateway.state import is_live, stage_is_served_version
+from baton.gateway.state import is_live, replay_receipt, stage_is_served_version
 from baton.private import FILE_MODE, private_tree
-from baton.receipts import sha256_hex, utc_now
+from baton.receipts import utc_now
 from baton.runtime import Runtime
 
 RUNTIME_STAGE = "runtime"
@@ -45,17 +44,6 @@ def _refuse(adapter_id: str, reason: str) -> GatewayError:
         f"Adapter {adapter_id} cannot be promoted: {reason}",
         adapter_id=adapter_id,
     )
-
-
-def replay_receipt(runtime: Runtime, adapter_id: str, sha256: str) -> dict[str, Any] | None:
-    """The replay receipt file whose bytes hash to ``sha256``, or None."""
-    directory = state.adapter_dir(runtime, adapter_id) / "receipts"
-    for file in sorted(directory.glob("replay-*.json")) if directory.is_dir() else []:
-        data = file.read_bytes()
-        if sha256_hex(data) == sha256:
-            value: dict[str, Any] = json.loads(data)
-            return value
-    return None
 
 
 def _check_replay(runtime: Runtime, policy: Policy, checksum: str, row: dict[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from anyio.abc import TaskGroup
 from sqlalchemy import desc, select
 
 from baton.errors import BatonError, GatewayError, HitlError
-from baton.gateway import promotion
+from baton.gateway import promotion, state
 from baton.gateway.cedar_policy import check_call
 from baton.gateway.promotion import LiveAdapter
 from baton.receipts import canonical_json, sha256_hex
@@ -58,9 +58,7 @@ class Adapter:
 
 def pinned_definitions(runtime: Runtime, live: LiveAdapter) -> dict[str, dict[str, Any]]:
     """The allowed tools' definitions as the replay recorded them (name → definition)."""
-    receipt = promotion.replay_receipt(
-        runtime, live.policy.id, live.row["serving_replay_receipt_sha256"] or ""
-    )
+    receipt = state.replay_receipt(runtime, live.policy.id, live.row["serving_replay_receipt_sha256"] or "")
     listed = (receipt or {}).get("tool_definitions") or []
     allowed = set(live.policy.tools.allowed)
     return {tool["name"]: tool for tool in listed if tool.get("name") in allowed}

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Literal
 
 from sqlalchemy import bindparam, insert, select, update
 
 from baton.errors import BatonError
-from baton.receipts import Receipt, utc_now
+from baton.receipts import Receipt, sha256_hex, utc_now
 from baton.runtime import Runtime
 from baton.schema import gateway_adapters
 
@@ -118,3 +119,14 @@ def record_failure(
         block_reason=f"{stage}: {error.message}",
         error_class=error.error_class,
     )
+
+
+def replay_receipt(runtime: Runtime, adapter_id: str, sha256: str) -> dict[str, Any] | None:
+    """The replay receipt file whose bytes hash to ``sha256``, or None."""
+    directory = adapter_dir(runtime, adapter_id) / "receipts"
+    for file in sorted(directory.glob("replay-*.json")) if directory.is_dir() else []:
+        data = file.read_bytes()
+        if sha256_hex(data) == sha256:
+            value: dict[str, Any] = json.loads(data)
+            return value
+    return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import tomllib
 import uuid
@@ -296,8 +297,11 @@ def verify_bundle(
     receipt, data = verifier_receipt(
         bundle, policy_file=policy_file, expected_lock_sha256=expected_lock_sha256
     )
-    if bundle.is_dir():
-        (bundle / "verifier-receipt.json").write_bytes(data)
+    if bundle.is_dir():  # 0600 like every file baton keeps (the stdlib alone: this module imports no baton)
+        fd = os.open(bundle / "verifier-receipt.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), 0o600)
+            handle.write(data)
     return receipt, _sha256(data)
 
 

@@ -16,6 +16,7 @@ from starlette.routing import Route
 from baton.errors import BatonError, HitlError
 from baton.hitl.inbox import HEADERS, Inbox
 from baton.http_guards import AUTH_FAILED_KEY
+from baton.runtime import Runtime
 
 SCRIPT = Path(__file__).parent / "static" / "passkey.js"
 
@@ -103,3 +104,11 @@ def passkey_routes(inbox: Inbox) -> list[Route]:
         Route("/inbox/enroll", pages.enroll, methods=["POST"]),
         Route("/inbox/login/passkey", pages.login, methods=["POST"]),
     ]
+
+
+def routes(runtime: Runtime) -> list[Route]:
+    """The enrollment and passkey routes for ``baton serve --http`` and ``baton console`` (their own
+    provider, so that the inbox module does not import this one)."""
+    from baton.hitl.broker import get_broker
+
+    return passkey_routes(Inbox(runtime, get_broker(runtime)))

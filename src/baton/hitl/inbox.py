@@ -424,11 +424,8 @@ def _decision(fields: dict[str, str], *, via: str, decided_by: str | None = None
 
 def routes(runtime: Runtime) -> list[Route]:
     """The inbox's routes for ``baton serve --http``."""
-    from baton.hitl.enroll import passkey_routes
-
     inbox = Inbox(runtime, get_broker(runtime))
     return [
-        *passkey_routes(inbox),
         Route("/inbox", inbox.index, methods=["GET"]),
         Route("/inbox/login", inbox.login_form, methods=["GET"]),
         Route("/inbox/login", inbox.login, methods=["POST"]),
