@@ -254,6 +254,7 @@ async def test_only_an_active_timer_fires_whatever_else_the_store_holds(
             "next_fire_at": due,
             "created_at": at(60),
             "updated_at": at(60),
+            "agent": "mcp",  # the official client's clientInfo.name: the stdio agent that lists them
             **changes,
         }
 

@@ -218,16 +218,14 @@ def receipts_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List receipts, the newest first (--oldest: from the start of the chain)."""
-    from baton.errors import ArgumentError
-
     log = open_runtime().receipts
     found = log.list(kind=kind, limit=limit) if oldest else log.newest(kind=kind, limit=limit)
     if kind is not None and not found and kind not in (known := log.kinds()):
-        fail(
-            ArgumentError(
-                "invalid_arguments",
-                f"No receipt has the kind {kind!r}; the chain holds: {', '.join(known) or 'nothing yet'}.",
-            )
+        # not an error (a kind may simply not have happened yet), but say what the chain does hold
+        err.print(
+            f"no receipt has the kind {kind!r} yet; the chain holds: {', '.join(known) or 'nothing yet'}",
+            highlight=False,
+            markup=False,
         )
     rows = [row.model_dump() for row in found]
     if as_json:
