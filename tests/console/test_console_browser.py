@@ -27,6 +27,7 @@ from baton.testing.npm_registry import NpmRegistryServer
 from tests.conftest import FAKE_MOONSHOT_KEY, call
 from tests.hitl.helpers import pending_requests
 from tests.hitl.test_inbox_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.hitl.test_live_updates import title_counts
 
 TOKEN = "console-admin-token-0123456789"
 AGENT_TOKEN = "console-agent-token-9876543210"
@@ -252,7 +253,7 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
             group.start_soon(_approval, session, "Publish the quarterly refund report?", pending)
             request_id = (await pending_requests(session))[0]["request_id"]
             # the open inbox tab reloads itself for the new request (live updates): let it, then navigate
-            await page.wait_for_function("document.title.startsWith('(1) ')", timeout=60_000)
+            await title_counts(page, "(1) ")
             response = await page.goto(f"{server.base_url}/inbox/console/requests")
             assert response is not None and response.status == 200
             check_headers(response)
