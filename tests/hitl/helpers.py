@@ -78,3 +78,18 @@ class HttpServer:
                 self.process.kill()
                 self.process.wait()
         self._log.close()
+
+
+async def goto(page: Any, url: str) -> Any:
+    """``page.goto(url)``, again when an open list page's live reload aborted it (a new request, a decision
+    elsewhere: the tab reloads itself, by design)."""
+    from playwright.async_api import Error
+
+    for attempt in range(5):
+        try:
+            return await page.goto(url)
+        except Error as exc:
+            if "ERR_ABORTED" not in str(exc) or attempt == 4:
+                raise
+            await anyio.sleep(0.2)
+    return None

@@ -26,7 +26,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from baton.config import load_settings
 from baton.runtime import Runtime
 from tests.conftest import call
-from tests.hitl.helpers import pending_requests, run_cli
+from tests.hitl.helpers import goto, pending_requests, run_cli
 from tests.hitl.test_inbox_browser import CHROMIUM, CHROMIUM_ARGS
 
 AGENT_TOKEN = "people-agent-token-0123456789abcdef"
@@ -298,7 +298,7 @@ async def test_a_quorum_of_two_needs_two_distinct_people_and_one_rejection_rejec
                 lambda: _ask(session, result, request_message="Rotate keys", required_approvals=2)
             )
             request_id = (await pending_requests(session))[0]["request_id"]
-            await alice.goto(f"{base}/inbox/requests/{request_id}")
+            await goto(alice, f"{base}/inbox/requests/{request_id}")
             assert await alice.text_content("#quorum .quorum") == "0 of 2"
             await alice.click("button.approve")
             await alice.wait_for_selector("#quorum")
@@ -306,19 +306,19 @@ async def test_a_quorum_of_two_needs_two_distinct_people_and_one_rejection_rejec
             assert await alice.text_content("#quorum .quorum") == "1 of 2"
             await alice.click("button.approve")  # the same person again
             assert await _error_class(alice) == "hitl_approval_duplicate"
-            await alice.goto(f"{base}/inbox")
+            await goto(alice, f"{base}/inbox")
             assert await alice.text_content(f"tr[data-request-id='{request_id}'] .quorum") == "1 of 2"
             assert result == {}  # one approval of two decides nothing
-            await alice.goto(f"{base}/inbox/console/requests")
+            await goto(alice, f"{base}/inbox/console/requests")
             assert (
                 await alice.text_content(f"#pending tr[data-request-id='{request_id}'] .quorum") == "1 of 2"
             )
-            await bob.goto(f"{base}/inbox/requests/{request_id}")
+            await goto(bob, f"{base}/inbox/requests/{request_id}")
             await bob.click("button.approve")
             await bob.wait_for_selector("#status.approved")
             assert await bob.text_content("#decided-by") == "alice, bob"
             assert (await _settled(result))["approved"] is True
-            await bob.goto(f"{base}/inbox/console/requests")
+            await goto(bob, f"{base}/inbox/console/requests")
             decided_row = f"#decided tr[data-request-id='{request_id}'] .decided-by"
             assert await bob.text_content(decided_row) == "alice, bob"
 
@@ -328,10 +328,10 @@ async def test_a_quorum_of_two_needs_two_distinct_people_and_one_rejection_rejec
                 lambda: _ask(session, rejected, request_message="Drop table", required_approvals=2)
             )
             request_id = (await pending_requests(session))[0]["request_id"]
-            await alice.goto(f"{base}/inbox/requests/{request_id}")
+            await goto(alice, f"{base}/inbox/requests/{request_id}")
             await alice.click("button.approve")
             await alice.wait_for_selector("#quorum")
-            await bob.goto(f"{base}/inbox/requests/{request_id}")
+            await goto(bob, f"{base}/inbox/requests/{request_id}")
             await bob.click("button.reject")
             await bob.wait_for_selector("#status.rejected")
             outcome = await _settled(rejected)
