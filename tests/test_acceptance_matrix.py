@@ -16,7 +16,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -37,7 +37,7 @@ TOKEN = "matrix-agent-token-0123456789abcdef"
 ADMIN_TOKEN = "matrix-operator-token-fedcba9876543210"  # the inbox's; the agent's TOKEN never opens it
 ERAS = {"2025-11-25": "legacy", "2026-07-28": "auto"}
 TRANSPORTS = ("stdio", "http", "stateless")
-DECIDERS = {"form": "elicitation", "url": "link", "inbox": "admin_token", "cli": "cli"}
+DECIDERS = {"form": "elicitation", "url": "admin_token", "inbox": "admin_token", "cli": "cli"}
 
 
 @pytest.fixture(scope="module")
@@ -75,13 +75,19 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 
 def browser_decides(url: str) -> None:
-    """A person opening a signed link and approving there."""
+    """A person opening the elicited inbox page: refused without a login, so they log in and approve there."""
+    parts = urlsplit(url)
+    origin = f"{parts.scheme}://{parts.netloc}"
     with httpx.Client(timeout=10) as browser:
+        anonymous = browser.get(url)
+        assert anonymous.status_code == 303 and anonymous.headers["location"] == "/inbox/login"
+        assert browser.post(f"{origin}/inbox/login", data={"token": ADMIN_TOKEN}).status_code == 303
         page = browser.get(url)
         assert page.status_code == 200, page.text
         csrf = page.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
-        fields = {key: values[0] for key, values in parse_qs(urlsplit(url).query).items()}
-        posted = browser.post(url.split("?", 1)[0], data={**fields, "csrf": csrf, "action": "approve"})
+        posted = browser.post(
+            f"{url}/decide", data={"csrf": csrf, "action": "approve"}, follow_redirects=True
+        )
         assert posted.status_code == 200, posted.text
 
 

@@ -25,7 +25,7 @@ from baton.testing import Behavior, FakeLLMServer
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.conftest import FAKE_MOONSHOT_KEY, call
-from tests.hitl.helpers import pending_requests
+from tests.hitl.helpers import goto, pending_requests
 from tests.hitl.test_inbox_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.hitl.test_live_updates import title_counts
 
@@ -243,7 +243,7 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
             executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
         )
         page = await browser.new_page(viewport={"width": 1366, "height": 900})
-        await page.goto(f"{server.base_url}/inbox/console/requests")
+        await goto(page, f"{server.base_url}/inbox/console/requests")
         assert page.url.endswith("/inbox/login")
         await page.fill("#token", TOKEN)
         await page.click("#login button")
@@ -254,7 +254,7 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
             request_id = (await pending_requests(session))[0]["request_id"]
             # the open inbox tab reloads itself for the new request (live updates): let it, then navigate
             await title_counts(page, "(1) ")
-            response = await page.goto(f"{server.base_url}/inbox/console/requests")
+            response = await goto(page, f"{server.base_url}/inbox/console/requests")
             assert response is not None and response.status == 200
             check_headers(response)
             row = page.locator(f"#pending tr[data-request-id='{request_id}']")
@@ -277,7 +277,7 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         assert "baton hitl" in cli_row and "Within policy." in cli_row
 
         # subagents: list, detail (redacted context and conversation), cancel the running one
-        response = await page.goto(f"{server.base_url}/inbox/console/subagents")
+        response = await goto(page, f"{server.base_url}/inbox/console/subagents")
         assert response is not None
         check_headers(response)
         row = page.locator(f"tr[data-subagent-id='{slow['subagent_id']}']")
@@ -290,11 +290,11 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         assert "tok-should-not-show" not in await page.content()
         assert "Item unused." in (await page.text_content("#conversation") or "")
         await page.screenshot(path=str(shots / "subagent.png"), full_page=False)
-        await page.goto(f"{server.base_url}/inbox/console/subagents/{slow['subagent_id']}")
+        await goto(page, f"{server.base_url}/inbox/console/subagents/{slow['subagent_id']}")
         await page.click("#cancel button")
         await page.wait_for_selector("#status.cancelled")
         await _status(session, slow["subagent_id"], "cancelled")
-        await page.goto(f"{server.base_url}/inbox/console/subagents")
+        await goto(page, f"{server.base_url}/inbox/console/subagents")
         await page.select_option("#status-filter", "cancelled")
         await page.click("#filter button")
         ids = await page.locator("#subagents tr[data-subagent-id]").evaluate_all(
@@ -303,7 +303,7 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         assert ids == [slow["subagent_id"]]
 
         # timers: cancel one by a click
-        response = await page.goto(f"{server.base_url}/inbox/console/timers")
+        response = await goto(page, f"{server.base_url}/inbox/console/timers")
         assert response is not None
         check_headers(response)
         await page.screenshot(path=str(shots / "timers.png"))
@@ -313,7 +313,7 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         assert {t["timer_id"]: t["status"] for t in listed["timers"]}[later["timer_id"]] == "cancelled"
 
         # adapters: state, pins, partition, drift of the changed description
-        response = await page.goto(f"{server.base_url}/inbox/console/adapters")
+        response = await goto(page, f"{server.base_url}/inbox/console/adapters")
         assert response is not None
         check_headers(response)
         card = await page.locator("section[data-adapter-id='notes']").inner_text()
@@ -326,7 +326,7 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         await page.screenshot(path=str(shots / "adapters.png"), full_page=True)
 
         # receipts: the chain verifies; filter by kind with a real select and submit
-        response = await page.goto(f"{server.base_url}/inbox/console/receipts")
+        response = await goto(page, f"{server.base_url}/inbox/console/receipts")
         assert response is not None
         check_headers(response)
         assert await page.text_content("#chain-status") == "chain verifies"
@@ -343,7 +343,7 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         assert await page.locator("#receipts").count() == 0
 
         # charts: four server-rendered SVGs with no script; the page's one script is the live updater
-        response = await page.goto(f"{server.base_url}/inbox/console/charts")
+        response = await goto(page, f"{server.base_url}/inbox/console/charts")
         assert response is not None
         check_headers(response)
         assert await page.locator(".chart svg").count() == 4

@@ -16,7 +16,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from baton.config import load_settings
 from baton.hitl.links import LinkSigner, load_secret
 from tests.conftest import call
-from tests.hitl.helpers import pending_requests
+from tests.hitl.helpers import goto, pending_requests
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -75,7 +75,7 @@ async def test_approve_in_chromium_and_links_forged_expired_reused_are_refused(
         async with anyio.create_task_group() as group:
             group.start_soon(_ask, session, "Publish the validation bundle?", first)
             request_id = (await pending_requests(session))[0]["request_id"]
-            await page.goto(f"{server.base_url}/inbox")
+            await goto(page, f"{server.base_url}/inbox")
             assert page.url.endswith("/inbox/login")
             await page.fill("#token", ADMIN_TOKEN)
             await page.click("#login button")
@@ -93,19 +93,19 @@ async def test_approve_in_chromium_and_links_forged_expired_reused_are_refused(
             request_id = (await pending_requests(session))[0]["request_id"]
             query = signer.link_params(request_id, time.time() + 60)
             link = f"{server.base_url}/inbox/link?{urlencode(query)}"
-            forged = await page.goto(f"{server.base_url}/inbox/link?{urlencode({**query, 's': 'A' * 43})}")
+            forged = await goto(page, f"{server.base_url}/inbox/link?{urlencode({**query, 's': 'A' * 43})}")
             assert forged is not None and forged.status == 403
             expired_query = signer.link_params(request_id, time.time() - 5)
-            expired = await page.goto(f"{server.base_url}/inbox/link?{urlencode(expired_query)}")
+            expired = await goto(page, f"{server.base_url}/inbox/link?{urlencode(expired_query)}")
             assert expired is not None and expired.status == 403 and "expired" in await page.content()
             assert second == {}
-            opened = await page.goto(link)
+            opened = await goto(page, link)
             assert opened is not None and opened.status == 200
             await page.click("button.approve")
             await page.wait_for_selector("#title")
             assert "approved" in (await page.text_content("#title") or "")
             assert (await _settled(second))["approved"] is True
-        reused = await page.goto(link)
+        reused = await goto(page, link)
         assert reused is not None and reused.status == 403
         assert await page.text_content("#error-class") == "hitl_link_invalid"
         await browser.close()

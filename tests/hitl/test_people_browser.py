@@ -95,11 +95,11 @@ async def _shoot(page: Any, shots: Path, name: str) -> None:
 
 
 async def _enroll_and_log_in(page: Any, link: str, base: str, name: str) -> None:
-    await page.goto(link)
+    await goto(page, link)
     await page.click("#enroll button")
     await page.wait_for_selector("#title")
     assert await page.text_content("#title") == "Passkey registered"
-    await page.goto(f"{base}/inbox/login")
+    await goto(page, f"{base}/inbox/login")
     await page.click("#passkey-login button")
     await page.wait_for_selector("#me")
     assert await page.text_content("#me") == f"{name} · passkey"
@@ -136,17 +136,17 @@ async def test_enroll_by_link_log_in_by_passkey_and_approve_with_a_bound_step_up
             executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
         )
         context, page = await _person(browser)
-        await page.goto(link)
+        await goto(page, link)
         assert await page.text_content("#person") == "alice"
         await _shoot(page, shots, "enroll")
         await page.click("#enroll button")
         await page.wait_for_selector("#title")
         assert await page.text_content("#title") == "Passkey registered"
-        reused = await page.goto(link)
+        reused = await goto(page, link)
         assert reused is not None and reused.status == 403
         assert await page.text_content("#error-class") == "enrollment_link_invalid"
 
-        await page.goto(f"{base}/inbox")
+        await goto(page, f"{base}/inbox")
         assert page.url.endswith("/inbox/login")
         await _shoot(page, shots, "login")
         await page.click("#passkey-login button")
@@ -161,7 +161,7 @@ async def test_enroll_by_link_log_in_by_passkey_and_approve_with_a_bound_step_up
                 )
             )
             request_id = (await pending_requests(session))[0]["request_id"]
-            await page.goto(f"{base}/inbox/requests/{request_id}")
+            await goto(page, f"{base}/inbox/requests/{request_id}")
             assert await page.is_visible("#step-up-note")
             await page.fill("#admin_notes", "Checked the diff.")
             await _shoot(page, shots, "step-up")
@@ -220,7 +220,7 @@ async def test_a_step_up_is_refused_without_an_assertion_or_with_one_for_another
             a, b = ids["Pay A"], ids["Pay B"]
 
             # 1. no assertion at all: a plain approve from the logged-in person
-            await page.goto(f"{base}/inbox/requests/{b}")
+            await goto(page, f"{base}/inbox/requests/{b}")
             csrf_b = await page.get_attribute("#decide input[name=csrf]", "value")
             ceremony_b = await page.get_attribute("#decide input[name=ceremony]", "value")
             plain = await context.request.post(
@@ -231,7 +231,7 @@ async def test_a_step_up_is_refused_without_an_assertion_or_with_one_for_another
             assert plain.status == 403 and "hitl_step_up_required" in await plain.text()
 
             # 2. A's assertion (A's ceremony) posted to B
-            await page.goto(f"{base}/inbox/requests/{a}")
+            await goto(page, f"{base}/inbox/requests/{a}")
             await page.evaluate(
                 "([action, csrf]) => { const f = document.querySelector('#decide'); f.action = action;"
                 " f.elements.csrf.value = csrf; }",
@@ -241,7 +241,7 @@ async def test_a_step_up_is_refused_without_an_assertion_or_with_one_for_another
             assert await _error_class(page) == "passkey_invalid"
 
             # 3. A's assertion under B's ceremony: the challenge binds A's id and digest, not B's
-            await page.goto(f"{base}/inbox/requests/{a}")
+            await goto(page, f"{base}/inbox/requests/{a}")
             await page.evaluate(
                 "([action, csrf, ceremony]) => { const f = document.querySelector('#decide'); f.action = action;"
                 " f.elements.csrf.value = csrf; f.elements.ceremony.value = ceremony; }",
@@ -262,10 +262,10 @@ async def test_a_step_up_is_refused_without_an_assertion_or_with_one_for_another
             assert first == {} and second == {}
 
             # B's own assertion approves B; rejecting A needs none
-            await page.goto(f"{base}/inbox/requests/{b}")
+            await goto(page, f"{base}/inbox/requests/{b}")
             await page.click("button.approve")
             await page.wait_for_selector("#status.approved")
-            await page.goto(f"{base}/inbox/requests/{a}")
+            await goto(page, f"{base}/inbox/requests/{a}")
             await page.click("button.reject")
             await page.wait_for_selector("#status.rejected")
         assert (await _settled(second))["approved"] is True

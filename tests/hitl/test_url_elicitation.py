@@ -95,7 +95,10 @@ async def test_the_person_decides_in_the_browser_and_the_call_completes(
                     "mcp_get_request_status", {"request_id": content["request_id"]}
                 )
         assert content["success"] is True and content["approved"] is True and content["admin_notes"] == "seen"
-        assert status.structured_content is not None and status.structured_content["decided_via"] == "inbox"
+        assert (
+            status.structured_content is not None
+            and status.structured_content["decided_via"] == "admin_token"
+        )
         asked = browser.asked[0]
         assert asked.mode == "url" and asked.url == f"{inbox.base_url}/inbox/requests/{content['request_id']}"
         assert "Rotate the keys" in asked.message
@@ -131,7 +134,7 @@ async def test_a_resumed_wait_elicits_under_a_new_id_that_names_the_request(
 ) -> None:
     """2025-11-25: the call is cut after its URL elicitation; ``mcp_wait_for_request`` asks again under a new
     ``elicitationId``, and the decision is announced with ``notifications/elicitation/complete`` for it."""
-    inbox = HttpServer(baton_env, tmp_path / "inbox.log")
+    inbox = HttpServer({**baton_env, "BATON_ADMIN_TOKEN": ADMIN_TOKEN}, tmp_path / "inbox.log")
     asked: list[Any] = []
     first_asked = anyio.Event()
     completed: list[str] = []
