@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(590)  # a hang guard, not a margin: busy CI machines run this slowly
 def test_bench_run_quick_measures_every_benchmark_and_writes_json(tmp_path: Path) -> None:
     output = tmp_path / "quick.json"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -23,7 +23,7 @@ def test_bench_run_quick_measures_every_benchmark_and_writes_json(tmp_path: Path
         capture_output=True,
         text=True,
         env=env,
-        timeout=170,
+        timeout=580,
         check=False,
     )
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
