@@ -104,7 +104,7 @@ class SlackActions:
         self.runtime = runtime
         self.decider = ChatDecider(runtime)
 
-    async def __call__(self, request: Request) -> Response:
+    async def handle(self, request: Request) -> Response:
         """Verify, decide (or link), acknowledge; the reply follows on ``response_url``."""
         settings = self.runtime.settings
         if not settings.slack_signing_secret:

@@ -61,7 +61,7 @@ class TelegramWebhook:
         self.runtime = runtime
         self.decider = ChatDecider(runtime)
 
-    async def __call__(self, request: Request) -> Response:
+    async def handle(self, request: Request) -> Response:
         """Check the secret token, decide (or link), acknowledge; the answers follow."""
         settings = self.runtime.settings
         secret = settings.telegram_webhook_secret

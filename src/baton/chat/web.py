@@ -15,6 +15,6 @@ TELEGRAM_WEBHOOK_PATH = "/chat/telegram/webhook"
 def routes(runtime: Runtime) -> list[Route]:
     """``POST /chat/slack/actions`` (Slack's interactivity URL) and ``POST /chat/telegram/webhook``."""
     return [
-        Route(SLACK_ACTIONS_PATH, SlackActions(runtime), methods=["POST"]),
-        Route(TELEGRAM_WEBHOOK_PATH, TelegramWebhook(runtime), methods=["POST"]),
+        Route(SLACK_ACTIONS_PATH, SlackActions(runtime).handle, methods=["POST"]),
+        Route(TELEGRAM_WEBHOOK_PATH, TelegramWebhook(runtime).handle, methods=["POST"]),
     ]
