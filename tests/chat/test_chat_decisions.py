@@ -177,23 +177,26 @@ async def test_a_signed_slack_press_decides_and_the_waiting_call_returns_approve
         assert secret not in everything
 
 
-async def test_slack_refuses_bad_signatures_and_replays_and_links_the_unmapped_and_quorum_requests(
+async def test_slack_refuses_bad_signatures_and_replays_and_links_the_unmapped_quorum_and_step_up(
     chat_env: dict[str, str], slack: FakeSlack, tmp_path: Path
 ) -> None:
     port = free_port()
+    asks = (
+        {"request_message": "Rotate the signing key", "timeout_seconds": HOUR},
+        {"request_message": "Drop the audit table", "timeout_seconds": HOUR, "required_approvals": 2},
+        {"request_message": "Wire EUR 9000", "timeout_seconds": HOUR, "step_up": True},
+    )
     with http_server(chat_env, f"127.0.0.1:{port}", tmp_path):
         async with agent(port) as client, anyio.create_task_group() as group:
-            for arguments in (
-                {"request_message": "Rotate the signing key", "timeout_seconds": HOUR},
-                {"request_message": "Drop the audit table", "timeout_seconds": HOUR, "required_approvals": 2},
-            ):
+            for count, arguments in enumerate(asks, start=1):
                 group.start_soon(tool, client, "mcp_request_admin_approval", arguments)
-                await posted(slack, "chat.postMessage", 1 if "required_approvals" not in arguments else 2)
-            single, quorum = (call.body for call in slack.of("chat.postMessage"))
+                await posted(slack, "chat.postMessage", count)  # one at a time: the order is known
+            single, quorum, step_up = (call.body for call in slack.of("chat.postMessage"))
             single_id = next(b for b in single["blocks"] if b["type"] == "actions")["elements"][0]["value"]
-            # a quorum request carries no buttons: its message says to decide in the inbox
-            assert not [b for b in quorum["blocks"] if b["type"] == "actions"]
+            # quorum and step-up requests carry no buttons: their messages say to decide in the inbox
+            assert not [b for b in quorum["blocks"] + step_up["blocks"] if b["type"] == "actions"]
             assert "needs 2 different people: decide in the inbox" in json.dumps(quorum["blocks"])
+            assert "needs a passkey step-up: decide in the inbox" in json.dumps(step_up["blocks"])
             press = slack_block_actions(single, ALICE_SLACK, "baton_approve", slack.response_url())
 
             forged = await press_slack(port, press, secret="not-the-signing-secret-at-all-000")
@@ -208,31 +211,35 @@ async def test_slack_refuses_bad_signatures_and_replays_and_links_the_unmapped_a
                 )
             assert changed.status_code == 401 and changed.json()["error_class"] == "chat_signature_invalid"
 
-            stranger = slack_block_actions(single, "UBOB00002", "baton_approve", slack.response_url("2"))
+            stranger = slack_block_actions(single, "UBOB00002", "baton_approve", slack.response_url("1"))
             assert (await press_slack(port, stranger)).status_code == 200
             ephemeral = (await posted(slack, "response_url"))[0].body
             assert ephemeral["response_type"] == "ephemeral" and ephemeral["replace_original"] is False
             assert "not linked" in ephemeral["text"] and f"/inbox/requests/{single_id}" in ephemeral["text"]
 
-            quorum_id = (await tool(client, "mcp_list_pending_requests", {}))["requests"]
-            quorum_id = next(r["request_id"] for r in quorum_id if r["message"] == "Drop the audit table")
-            quorum_press = slack_block_actions(single, ALICE_SLACK, "baton_approve", slack.response_url("3"))
-            quorum_press["actions"][0]["value"] = quorum_id  # as if the buttons had been there
-            assert (await press_slack(port, quorum_press)).status_code == 200
-            linked = (await posted(slack, "response_url", 2))[1].body
-            assert linked["response_type"] == "ephemeral"
-            assert (
-                "needs 2 different people" in linked["text"]
-                and f"/inbox/requests/{quorum_id}" in linked["text"]
-            )
+            listed = (await tool(client, "mcp_list_pending_requests", {}))["requests"]
+            ids = {r["message"]: r["request_id"] for r in listed}
+            quorum_id, step_up_id = ids["Drop the audit table"], ids["Wire EUR 9000"]
+            reasons = ((quorum_id, "needs 2 different people"), (step_up_id, "needs a passkey step-up"))
+            for n, (request_id, reason) in enumerate(reasons, start=2):
+                forced = slack_block_actions(single, ALICE_SLACK, "baton_approve", slack.response_url(str(n)))
+                forced["actions"][0]["value"] = request_id  # as if the buttons had been there
+                assert (await press_slack(port, forced)).status_code == 200
+                linked = (await posted(slack, "response_url", n))[n - 1].body
+                assert linked["response_type"] == "ephemeral" and reason in linked["text"]
+                assert f"/inbox/requests/{request_id}" in linked["text"]
 
-            for request_id in (single_id, quorum_id):
+            for request_id in (single_id, quorum_id, step_up_id):
                 status = await tool(client, "mcp_get_request_status", {"request_id": request_id})
                 assert status["status"] == "pending" and status["decided"] is False
             group.cancel_scope.cancel()
     assert receipts(chat_env, "hitl_decided") == []
     outcomes = [(r["person"], r["request_id"], r["outcome"]) for r in receipts(chat_env, "chat_action")]
-    assert outcomes == [(None, single_id, "link"), ("alice", quorum_id, "link")]
+    assert outcomes == [
+        (None, single_id, "link"),
+        ("alice", quorum_id, "link"),
+        ("alice", step_up_id, "link"),
+    ]
 
 
 async def test_a_telegram_press_decides_through_the_webhook_and_edits_the_message(
@@ -313,6 +320,8 @@ def test_chat_identities_are_linked_listed_unlinked_and_go_with_their_person(
     assert run_cli(baton_env, "people", "link-chat", "carol", "telegram:31337").returncode == 0
     taken = run_cli(baton_env, "people", "link-chat", "dave", "slack:UCAROL001")
     assert taken.returncode == 1 and "chat_identity_taken" in taken.stderr
+    doctor = {c["name"]: c for c in json.loads(run_cli(baton_env, "doctor", "--json").stdout)}
+    assert "decide as: carol as slack:UCAROL001, telegram:31337" in doctor["hitl chat"]["detail"]
     listed = {p["name"]: p["chat"] for p in json.loads(run_cli(baton_env, "people", "list", "--json").stdout)}
     assert listed == {"carol": ["slack:UCAROL001", "telegram:31337"], "dave": []}
     assert run_cli(baton_env, "people", "unlink-chat", "telegram:31337").returncode == 0
