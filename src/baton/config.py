@@ -40,6 +40,10 @@ SENSITIVE_ENV_NAMES: frozenset[str] = frozenset(
         "TELEGRAM_BOT_TOKEN",
         "TELEGRAM_DEFAULT_CHAT_ID",
         "SLACK_WEBHOOK_URL",
+        "SLACK_BOT_TOKEN",
+        "SLACK_SIGNING_SECRET",
+        "SLACK_CHANNEL_ID",
+        "TELEGRAM_WEBHOOK_SECRET",
         "DISCORD_WEBHOOK_URL",
         "HITL_ADMIN_EMAIL",
         "HITL_WEBHOOK_URL",
@@ -108,9 +112,15 @@ class Settings(BaseModel):
     telegram_default_chat_id: str | None = None
     slack_webhook_url: str | None = None
     discord_webhook_url: str | None = None
+    # deciding from chat (docs/notifications.md, "Deciding from chat"): Slack app, Telegram webhook
+    slack_bot_token: str | None = None
+    slack_channel_id: str | None = None
+    slack_signing_secret: str | None = None
+    telegram_webhook_secret: str | None = None
     # notifications: transport details and loopback overrides (docs/notifications.md)
     baton_smtp_security: str | None = None
     baton_telegram_api_url: str | None = None
+    baton_slack_api_url: str | None = None
     baton_sendgrid_api_url: str | None = None
     baton_notify_timeout_seconds: float = 10.0
     baton_notify_attempts: int = 3
@@ -219,6 +229,10 @@ NOTIFICATION_VARIABLES: tuple[str, ...] = (
     "TELEGRAM_BOT_TOKEN",
     "TELEGRAM_DEFAULT_CHAT_ID",
     "SLACK_WEBHOOK_URL",
+    "SLACK_BOT_TOKEN",
+    "SLACK_CHANNEL_ID",
+    "SLACK_SIGNING_SECRET",
+    "TELEGRAM_WEBHOOK_SECRET",
     "DISCORD_WEBHOOK_URL",
     "HITL_ADMIN_EMAIL",
     "HITL_WEBHOOK_URL",

@@ -153,6 +153,27 @@ def check_people(runtime: Runtime) -> Check:
     return Check("hitl people", bool(login), detail + "; " + "; ".join(opt_ins))
 
 
+def check_chat(runtime: Runtime) -> Check:
+    """Who may decide by pressing a button in Slack or Telegram: which routes are on, which accounts decide."""
+    from baton.chat.identities import ChatIdentities
+    from baton.notify import slack_app, telegram_bot
+
+    settings = runtime.settings
+    routes = [
+        *(["Slack buttons (/chat/slack/actions)"] if slack_app.buttons_enabled(settings) else []),
+        *(["Telegram keyboard (/chat/telegram/webhook)"] if telegram_bot.buttons_enabled(settings) else []),
+    ]
+    linked: dict[str, list[str]] = {}
+    for item in ChatIdentities(runtime).all():
+        linked.setdefault(item.person, []).append(str(item.identity))
+    accounts = "; ".join(f"{person} as {', '.join(ids)}" for person, ids in linked.items())
+    detail = (
+        ("on: " + ", ".join(routes)) if routes else "off (no SLACK_SIGNING_SECRET / TELEGRAM_WEBHOOK_SECRET)"
+    )
+    detail += "; decide as: " + (accounts or "nobody (`baton people link-chat NAME slack:U…`)")
+    return Check("hitl chat", True, detail)
+
+
 def check_service(runtime: Runtime) -> list[Check]:
     """The daily budget, trace export and OAuth (running as a service)."""
     from baton.ops_checks import service_checks
@@ -170,6 +191,7 @@ CHECKS: list[Callable[[Runtime], Check | list[Check]]] = [
     check_agents,
     check_http,
     check_people,
+    check_chat,
     check_service,
 ]
 

@@ -16,6 +16,7 @@ those strings; ``docs/error-classes.md`` is checked against it by the tests.
     ├── HitlError            human-in-the-loop requests
     ├── AgentError           named agents and their credentials
     ├── PeopleError          people who decide, and their passkeys
+    ├── ChatError            decisions from Slack and Telegram callbacks
     ├── NotificationError    notification channels
     ├── TimerError           timers
     ├── GatewayError         governed external MCP servers
@@ -188,6 +189,14 @@ ERROR_CLASSES: dict[str, str] = {
     "person_already_exists": "A person with that name already exists.",
     "enrollment_link_invalid": "A passkey enrollment link is forged, expired, already used or for a removed person.",
     "passkey_invalid": "A passkey registration or assertion did not verify (wrong origin, challenge, signature, counter or credential).",
+    "chat_identity_invalid": "A chat identity is not `slack:USER_ID` (U… or W…) or `telegram:NUMERIC_USER_ID`.",
+    "chat_identity_taken": "That chat identity is already linked to another person; unlink it first.",
+    "chat_identity_not_found": "No person is linked to that chat identity.",
+    # deciding from chat
+    "chat_not_configured": "A chat callback route was reached while its secret (SLACK_SIGNING_SECRET, TELEGRAM_WEBHOOK_SECRET) is unset (404); nothing was decided.",
+    "chat_signature_invalid": "A Slack callback's signature or a Telegram update's secret token does not verify (401); nothing was decided.",
+    "chat_request_stale": "A Slack callback's timestamp is more than five minutes from the server's clock, as a replay's is (401); nothing was decided.",
+    "chat_payload_invalid": "A verified chat callback is not a baton button press (400); nothing was decided.",
     # baton install
     "client_config_invalid": "The MCP client's config file is not a JSON object baton can merge into (left untouched).",
     "client_command_failed": "The client's own command (claude mcp add) is missing or failed.",
@@ -268,6 +277,10 @@ class AgentError(BatonError):
 
 class PeopleError(BatonError):
     """People who decide, their enrollment links and passkeys."""
+
+
+class ChatError(BatonError):
+    """A Slack or Telegram callback was refused before anything was decided."""
 
 
 class NotificationError(BatonError):

@@ -30,6 +30,8 @@ ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 #: The limit of every ``/inbox`` route (forms: a token, a CSRF token, notes, an answer).
 INBOX_BODY_BYTES = 64 * 1024
+#: The limit of the chat callbacks (``/chat``): a Slack payload repeats the whole message it came from.
+CHAT_BODY_BYTES = 256 * 1024
 
 
 async def send_refusal(
@@ -328,7 +330,7 @@ class TrustedProxy:
 #: credential with something else than 401, e.g. the inbox's redirect to its login form, sets it).
 AUTH_FAILED_KEY = "baton_auth_failed"
 #: The routes that authenticate: failures on any of them count toward one per-address throttle.
-AUTH_PREFIXES = ("/inbox", "/mcp", "/metrics")
+AUTH_PREFIXES = ("/inbox", "/mcp", "/metrics", "/chat")
 
 
 class Throttle(Protocol):
@@ -404,4 +406,6 @@ def guarded(app: ASGIApp, settings: Any, host: str, port: int, throttle: Throttl
     if is_loopback(host):
         inner = HostGuard(inner, host, port, settings.baton_public_url)
     inner = BodyDeadline(inner, settings.baton_http_body_timeout_seconds)
-    return BodyLimit(inner, settings.baton_max_message_bytes, {"/inbox": INBOX_BODY_BYTES})
+    return BodyLimit(
+        inner, settings.baton_max_message_bytes, {"/inbox": INBOX_BODY_BYTES, "/chat": CHAT_BODY_BYTES}
+    )

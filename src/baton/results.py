@@ -182,6 +182,8 @@ class _Decided(Ok):
     admin_notes: str | None
     responded_at: str | None
     waited_seconds: float = Field(description="Seconds from the request's creation to its decision.")
+    decided_by: str | None = None  # a person's name, operator, the OS user (docs/hitl.md, "Who decided")
+    decided_via: str | None = None  # passkey, admin_token, cli, link, slack, telegram, …
 
 
 class ApprovalDecided(_Decided):

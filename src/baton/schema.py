@@ -239,6 +239,17 @@ people_passkeys = Table(
     Column("last_used_at", String(40)),
 )
 
+#: A person's chat accounts (docs/notifications.md, "Deciding from chat"): a Slack or Telegram user id maps
+#: to exactly one person, whose name a button press in that chat decides under.
+people_chat_identities = Table(
+    "people_chat_identities",
+    metadata,
+    Column("platform", String(16), primary_key=True),
+    Column("user_id", String(64), primary_key=True),
+    Column("person", String(64), nullable=False, index=True),
+    Column("linked_at", String(40), nullable=False),
+)
+
 # gateway: governed external MCP servers (one row per adapter; the receipts hold the evidence)
 gateway_adapters = Table(
     "gateway_adapters",

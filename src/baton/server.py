@@ -430,6 +430,7 @@ async def _unauthorized(send: Any) -> None:
 HTTP_ROUTE_PROVIDERS: tuple[str, ...] = (
     "baton.hitl.inbox",
     "baton.hitl.enroll",
+    "baton.chat.web",
     "baton.console.web",
     "baton.metrics",
     "baton.oauth",

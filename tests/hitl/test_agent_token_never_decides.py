@@ -16,6 +16,7 @@ import anyio
 import httpx
 import pytest
 
+from baton.chat import web as chat_web
 from baton.config import load_settings
 from baton.console import web
 from baton.hitl import enroll, inbox
@@ -32,10 +33,15 @@ ADMIN_TOKEN = "operator-token-for-inbox-tests-98765"
 
 
 def route_paths(env: dict[str, str], ids: dict[str, str]) -> list[tuple[str, str]]:
-    """(method, path) of every inbox and console route, path parameters filled from ``ids``."""
+    """(method, path) of every inbox, console and chat-callback route, path parameters filled from ``ids``."""
     runtime = Runtime.open(load_settings(env))
     try:
-        found = [*inbox.routes(runtime), *enroll.routes(runtime), *web.routes(runtime)]
+        found = [
+            *inbox.routes(runtime),
+            *enroll.routes(runtime),
+            *web.routes(runtime),
+            *chat_web.routes(runtime),
+        ]
     finally:
         runtime.close()
     pairs = []
@@ -74,6 +80,12 @@ async def test_the_agents_token_fails_on_every_inbox_and_console_route(
     # every route is tried with the agent's token: each is a failed authentication, so the per-address
     # lockout (tested in tests/hardening/test_tokens_login.py) is set past the count of routes here
     env = {**baton_env, "BATON_HTTP_TOKEN": AGENT_TOKEN, "BATON_LOGIN_MAX_FAILURES": "1000"}
+    # the chat callbacks are live (their secrets set, held by Slack and Telegram, not by the agent)
+    env |= {
+        "SLACK_SIGNING_SECRET": "slack-signing-secret-the-agent-lacks",
+        "TELEGRAM_BOT_TOKEN": "4242:telegram-bot-token-for-tests",
+        "TELEGRAM_WEBHOOK_SECRET": "telegram-webhook-secret-the-agent-lacks",
+    }
     if operator_token:
         env["BATON_ADMIN_TOKEN"] = operator_token
     port = free_port()

@@ -535,7 +535,9 @@ class HitlBroker:
         if self.runtime.services.get(ANNOUNCER_SERVICE) is None:
             return  # a channel-less broker: nothing to tell, no link to sign
         link = self.signed_link(view["request_id"], view["expires_epoch"])
-        await announce_safely(self.runtime, public_view(view), link)
+        # the channels also learn whether one press may decide it (chat buttons: docs/notifications.md)
+        rules = {"required_approvals": view["required_approvals"], "step_up": view["step_up"]}
+        await announce_safely(self.runtime, {**public_view(view), **rules}, link)
 
     def signed_link(self, request_id: str, expires_epoch: float) -> str | None:
         """A signed single-use inbox link, when the HTTP server's base URL is known."""

@@ -22,7 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from baton.errors import PeopleError
 from baton.hitl.links import LinkSigner, same
 from baton.runtime import Runtime
-from baton.schema import people, people_passkeys
+from baton.schema import people, people_chat_identities, people_passkeys
 
 #: A person's name: letters, digits, ``.``, ``_``, ``-``; it appears in receipts and on every page.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -140,12 +140,13 @@ class People:
         ]
 
     def remove(self, name: str) -> None:
-        """Remove a person and their passkeys (their sessions end with them)."""
+        """Remove a person, their passkeys and chat identities (their sessions end with them)."""
         with self.runtime.store.write() as connection:
             gone = connection.execute(delete(people).where(people.c.name == name)).rowcount
             if gone != 1:
                 raise PeopleError("person_not_found", f"No person is named {name!r}.", person=name)
             connection.execute(delete(people_passkeys).where(people_passkeys.c.person == name))
+            connection.execute(delete(people_chat_identities).where(people_chat_identities.c.person == name))
             self.runtime.receipts.append_in(
                 connection, "person_removed", {"person": name, "at": iso(time.time())}
             )

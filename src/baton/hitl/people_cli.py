@@ -11,7 +11,9 @@ from baton.terminal import fail as _fail
 from baton.terminal import out, print_table
 from baton.terminal import print_json as _print_json
 
-app = typer.Typer(help="People who decide: passkey enrollment links, list, remove.", no_args_is_help=True)
+app = typer.Typer(
+    help="People who decide: passkey enrollment links, chat identities, list, remove.", no_args_is_help=True
+)
 
 UrlOption = Annotated[
     str | None,
@@ -72,25 +74,71 @@ def list_people(as_json: Annotated[bool, typer.Option("--json", help="Print JSON
     """List people, their passkeys and the agents they own."""
     import dataclasses
 
-    rows = _people().all()
+    from baton.chat.identities import ChatIdentities
+
+    people = _people()
+    rows = people.all()
+    chats: dict[str, list[str]] = {}
+    for linked in ChatIdentities(people.runtime).all():
+        chats.setdefault(linked.person, []).append(str(linked.identity))
     if as_json:
-        _print_json([dataclasses.asdict(person) for person in rows])
+        _print_json([{**dataclasses.asdict(p), "chat": chats.get(p.name, [])} for p in rows])
         return
     if not rows:
         out.print("Nobody yet: `baton people add NAME`.")
         return
     print_table(
-        ("name", "passkeys", "enrollment", "owns", "since"),
+        ("name", "passkeys", "enrollment", "owns", "chat", "since"),
         [
-            (p.name, str(p.passkeys), "open" if p.enrollment_open else "", ", ".join(p.owns), p.created_at)
+            (
+                p.name,
+                str(p.passkeys),
+                "open" if p.enrollment_open else "",
+                ", ".join(p.owns),
+                ", ".join(chats.get(p.name, [])),
+                p.created_at,
+            )
             for p in rows
         ],
     )
 
 
+@app.command("link-chat")
+def link_chat(
+    name: str,
+    identity: Annotated[str, typer.Argument(help="slack:USER_ID (U…/W…) or telegram:NUMERIC_USER_ID.")],
+) -> None:
+    """Let a Slack or Telegram account decide as this person (its button presses name them)."""
+    from baton.chat.identities import ChatIdentities, parse_identity
+
+    try:
+        people = _people()
+        linked = ChatIdentities(people.runtime).link(name, parse_identity(identity))
+    except BatonError as exc:
+        _fail(exc)
+        return
+    out.print(f"Linked {linked.identity} to {linked.person}.", markup=False, highlight=False)
+
+
+@app.command("unlink-chat")
+def unlink_chat(
+    identity: Annotated[str, typer.Argument(help="slack:USER_ID or telegram:NUMERIC_USER_ID.")],
+) -> None:
+    """Stop a Slack or Telegram account deciding as anyone."""
+    from baton.chat.identities import ChatIdentities, parse_identity
+
+    try:
+        parsed = parse_identity(identity)
+        person = ChatIdentities(_people().runtime).unlink(parsed)
+    except BatonError as exc:
+        _fail(exc)
+        return
+    out.print(f"Unlinked {parsed} from {person}.", markup=False, highlight=False)
+
+
 @app.command("remove")
 def remove(name: str) -> None:
-    """Remove a person and their passkeys; their inbox sessions end."""
+    """Remove a person, their passkeys and chat identities; their inbox sessions end."""
     try:
         _people().remove(name)
     except BatonError as exc:

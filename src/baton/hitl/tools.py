@@ -131,6 +131,7 @@ def outcome(view: dict[str, Any]) -> dict[str, Any]:
         message = f"Request {view['request_id']} is still pending; call mcp_wait_for_request to keep waiting."
         raise HitlError("hitl_still_pending", message, **details)
     result = {**common, "success": True, "timeout": False, "decision": view["status"]}
+    result.update(decided_by=view.get("decided_by"), decided_via=view.get("decided_via"))
     if view["kind"] == "input":
         result["declined"] = view["status"] == "rejected"
     return result

@@ -28,7 +28,13 @@ log = logging.getLogger("baton.notify")
 STATUS_PATTERN = re.compile(r"error=(\d{3})")
 MAX_REASON_CHARS = 300
 #: Loggers that see service URLs (webhook paths and bot tokens are credentials) at debug level.
-THIRD_PARTY_LOGGERS = ("apprise", "urllib3.connectionpool")
+THIRD_PARTY_LOGGERS = (
+    "apprise",
+    "urllib3.connectionpool",
+    "httpx",
+    "slack_sdk.web.base_client",
+    "slack_sdk.webhook.client",
+)
 
 
 class SecretLogFilter(logging.Filter):

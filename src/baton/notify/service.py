@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 
 from baton.errors import ArgumentError, BatonError, NotificationError
-from baton.notify import channels, mail
+from baton.notify import channels, mail, slack_app, telegram_bot
 from baton.notify.channels import Readiness, Target
 from baton.notify.delivery import DeliveryPolicy, Outcome, deliver
 from baton.notify.destinations import DestinationRefusedError
@@ -71,9 +71,14 @@ class Notifier:
         )
 
     async def send_slack(self, message: str, *, purpose: str = "tool") -> dict[str, Any]:
-        """A message to SLACK_WEBHOOK_URL."""
+        """A message to SLACK_WEBHOOK_URL (else, with only a Slack app configured, to SLACK_CHANNEL_ID)."""
         text = self.runtime.redactor.text(message)
-        return await self._send("slack", lambda: channels.slack_target(self.runtime.settings, text), purpose)
+        settings = self.runtime.settings
+        if not settings.slack_webhook_url and slack_app.app_configured(settings):
+            from baton.notify.interactive import post_slack_text
+
+            return await post_slack_text(self, text, purpose)
+        return await self._send("slack", lambda: channels.slack_target(settings, text), purpose)
 
     async def send_discord(self, message: str, *, purpose: str = "tool") -> dict[str, Any]:
         """A message to DISCORD_WEBHOOK_URL."""
@@ -132,7 +137,7 @@ class Notifier:
         with span(f"notify {channel}", {**attributes, "baton.notify.purpose": purpose}) as current:
             outcome = await deliver(target, self.policy, self.runtime.redactor)
             current.set_attribute("baton.notify.delivered", outcome.delivered)
-        seq = self._receipt(target, outcome, purpose)
+        seq = self.receipt(target, outcome, purpose)
         if outcome.refused:
             raise DestinationRefusedError()  # one answer for every refused destination, whatever is there
         if not outcome.delivered:
@@ -155,7 +160,8 @@ class Notifier:
             "receipt_seq": seq,
         }
 
-    def _receipt(self, target: Target, outcome: Outcome, purpose: str) -> int | None:
+    def receipt(self, target: Target, outcome: Outcome, purpose: str) -> int | None:
+        """Append the ``notification`` receipt of one send; its seq (None when the chain refused it)."""
         payload = {
             "channel": target.channel,
             "provider": target.provider,
@@ -225,6 +231,8 @@ class HitlAnnouncer:
         return [redact(r) for r in sorted(results, key=lambda r: order.get(str(r.get("channel")), 99))]
 
     def _sends(self, request: dict[str, Any], link: str | None) -> list[tuple[str, Any]]:
+        from baton.notify import interactive
+
         settings = self.notifier.runtime.settings
         ready = {r.channel: r for r in self.notifier.channels()}
         title, text = announcement_text(request, link)
@@ -233,10 +241,14 @@ class HitlAnnouncer:
         if ready["email"].ready and settings.hitl_admin_email:
             admin = settings.hitl_admin_email
             sends.append(("email", lambda: n.send_email(admin, title, text, purpose="hitl_announcement")))
-        if ready["telegram"].ready:
+        if telegram_bot.buttons_enabled(settings):  # the Bot API itself: an inline keyboard
+            sends.append(("telegram", lambda: interactive.announce_telegram(n, request, title, text)))
+        elif ready["telegram"].ready:
             chat = f"{title}\n\n{text}"[:TELEGRAM_MAX_CHARS]
             sends.append(("telegram", lambda: n.send_telegram(chat, purpose="hitl_announcement")))
-        if ready["slack"].ready:
+        if slack_app.app_configured(settings):  # the Slack app: Block Kit with Approve/Reject
+            sends.append(("slack", lambda: interactive.announce_slack(n, request, title, text)))
+        elif ready["slack"].ready:
             sends.append(("slack", lambda: n.send_slack(f"*{title}*\n{text}", purpose="hitl_announcement")))
         if ready["discord"].ready:
             short = f"**{title}**\n{text}"[:DISCORD_MAX_CHARS]
