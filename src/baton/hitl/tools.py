@@ -312,6 +312,17 @@ def not_authorized(runtime: Any, request_id: str) -> HitlError:
     )
 
 
+def asked_from(ctx: CallContext) -> dict[str, Any] | None:
+    """What the server knows of where a request comes from: the MCP client, and the subagent that asked."""
+    found: dict[str, Any] = {}
+    if ctx.client:
+        found["client"] = ctx.client
+    if ctx.on_behalf is not None:
+        found["subagent_id"] = ctx.on_behalf.subagent_id
+        found["parent_agent"] = ctx.on_behalf.parent_agent
+    return found or None
+
+
 def register(registry: ToolRegistry) -> None:
     """Add the human-in-the-loop tools to the registry."""
     broker = get_broker(registry.runtime)
@@ -340,6 +351,7 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
             agent=ctx.agent.name,
             required_approvals=args.required_approvals,
             step_up=args.step_up,
+            provenance=asked_from(ctx),
         )
         return await ask_and_wait(broker, new, ctx)
 
@@ -358,6 +370,7 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
             args.urgent,
             args.options,
             agent=ctx.agent.name,
+            provenance=asked_from(ctx),
         )
         return await ask_and_wait(broker, new, ctx)
 
