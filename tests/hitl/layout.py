@@ -10,17 +10,32 @@ from typing import Any
 SIZES = {"1280": (1280, 900), "390": (390, 844)}
 
 
+async def settled(page: Any, script: str) -> Any:
+    """``page.evaluate(script)``, again after a live reload replaced the document under it (a list page
+    reloads itself when the store changes, by design)."""
+    from playwright.async_api import Error
+
+    for attempt in range(5):
+        try:
+            return await page.evaluate(script)
+        except Error as exc:
+            if "context was destroyed" not in str(exc) or attempt == 4:
+                raise
+            await page.wait_for_load_state()
+    return None
+
+
 async def overflow(page: Any) -> tuple[int, int]:
     """The document's scroll width and client width (equal when nothing overflows sideways)."""
-    widths = await page.evaluate(
-        "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    widths = await settled(
+        page, "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
     )
     return int(widths[0]), int(widths[1])
 
 
 async def in_first_viewport(page: Any, selector: str) -> dict[str, float]:
     """The bounding box of ``selector`` at the top of the page; asserts it lies inside the viewport."""
-    await page.evaluate("() => window.scrollTo(0, 0)")
+    await settled(page, "() => window.scrollTo(0, 0)")
     box = await page.locator(selector).first.bounding_box()
     size = page.viewport_size
     assert box is not None, f"{selector} is not shown"
@@ -30,9 +45,12 @@ async def in_first_viewport(page: Any, selector: str) -> dict[str, float]:
     return dict(box)
 
 
-async def check_sizes(page: Any, shots: Path | None, name: str, decide: str | None = None) -> None:
+async def check_sizes(
+    page: Any, shots: Path | None, name: str, decide: str | None = None, *, full_page: bool = True
+) -> None:
     """At each size: no horizontal overflow, ``decide`` (when given) inside the first viewport, and a
-    full-page screenshot ``NAME-1280.png`` / ``NAME-390.png`` in ``shots``; back at 1280×900 after."""
+    screenshot ``NAME-1280.png`` / ``NAME-390.png`` in ``shots`` (the whole page, or the first screen of a
+    long list); back at 1280×900 after."""
     for label, (width, height) in SIZES.items():
         await page.set_viewport_size({"width": width, "height": height})
         scroll_width, client_width = await overflow(page)
@@ -40,5 +58,5 @@ async def check_sizes(page: Any, shots: Path | None, name: str, decide: str | No
         if decide is not None:
             await in_first_viewport(page, decide)
         if shots is not None:
-            await page.screenshot(path=str(shots / f"{name}-{label}.png"), full_page=True)
+            await page.screenshot(path=str(shots / f"{name}-{label}.png"), full_page=full_page)
     await page.set_viewport_size({"width": 1280, "height": 900})

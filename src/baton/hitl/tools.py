@@ -146,7 +146,8 @@ def _waited(view: dict[str, Any]) -> float:
 
 def status_view(view: dict[str, Any]) -> dict[str, Any]:
     """The full state of a request as ``mcp_get_request_status`` reports it."""
-    shown = {key: value for key, value in view.items() if key != "expires_epoch"}
+    # provenance is what the person deciding is shown (baton.hitl.present); the agent knows who it is
+    shown = {key: value for key, value in view.items() if key not in ("expires_epoch", "provenance")}
     return {
         **shown,
         "decided": view["status"] in ("approved", "rejected", "answered"),
