@@ -27,7 +27,7 @@ from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.conftest import FAKE_MOONSHOT_KEY, call
 from tests.hitl.helpers import goto, pending_requests
-from tests.hitl.layout import SIZES, check_sizes
+from tests.hitl.layout import SIZES, check_sizes, nav_readable
 from tests.hitl.test_inbox_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.hitl.test_live_updates import title_counts
 
@@ -272,6 +272,10 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
             await check_sizes(
                 page, shots, "requests", decide=f"#pending tr[data-request-id='{request_id}'] form.decide"
             )
+            for width, height in SIZES.values():  # every nav item on the dark bar, readable, at both sizes
+                await page.set_viewport_size({"width": width, "height": height})
+                assert len(await nav_readable(page)) == len(PAGES)
+            await page.set_viewport_size({"width": 1280, "height": 900})
             await row.locator("button.approve").click()
             await page.wait_for_selector(f"#decided tr[data-request-id='{request_id}']")
             assert (await _settled(pending))["approved"] is True

@@ -60,3 +60,36 @@ async def check_sizes(
         if shots is not None:
             await page.screenshot(path=str(shots / f"{name}-{label}.png"), full_page=full_page)
     await page.set_viewport_size({"width": 1280, "height": 900})
+
+
+NAV_CONTRAST = """() => {
+  const luminance = (css) => {
+    const [r, g, b] = css.match(/\\d+(\\.\\d+)?/g).slice(0, 3).map(Number).map((v) => {
+      const c = v / 255;
+      return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4);
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const bar = document.querySelector("header.top");
+  const box = bar.getBoundingClientRect();
+  const ground = luminance(getComputedStyle(bar).backgroundColor);
+  return [...document.querySelectorAll("header.top nav a")].map((a) => {
+    const r = a.getBoundingClientRect();
+    const own = getComputedStyle(a).backgroundColor;
+    const back = own.startsWith("rgba(0, 0, 0, 0)") ? ground : luminance(own);
+    const fore = luminance(getComputedStyle(a).color);
+    const ratio = (Math.max(fore, back) + 0.05) / (Math.min(fore, back) + 0.05);
+    const inside = r.top >= box.top && r.bottom <= box.bottom && r.left >= box.left && r.right <= box.right;
+    return [a.textContent, Math.round(ratio * 10) / 10, inside];
+  });
+}"""
+
+
+async def nav_readable(page: Any) -> list[Any]:
+    """Each console nav item: its text, its WCAG contrast against what is behind it, and whether it lies on
+    the dark bar; asserts every item is on the bar with a contrast of at least 4.5 (WCAG AA)."""
+    items = list(await settled(page, NAV_CONTRAST))
+    assert items, "no nav items"
+    for text, ratio, inside in items:
+        assert inside and ratio >= 4.5, (text, ratio, inside)
+    return items
