@@ -275,7 +275,7 @@ async def test_a_follow_up_message_keeps_the_spawns_tools(session: Any, llm: Fak
 
 
 async def test_an_approval_gated_call_names_the_subagent_and_a_sync_spawn_returns_waiting_for_approval(
-    session: Any, llm: FakeLLMServer, home: str
+    session: Any, llm: FakeLLMServer, home: str, env: dict[str, str]
 ) -> None:
     llm.when(
         "PAY-TASK",
@@ -293,6 +293,21 @@ async def test_an_approval_gated_call_names_the_subagent_and_a_sync_spawn_return
     assert spawned["subagent_id"] in request["message"]
     assert request["context"]["arguments"] == {"amount": 5, "to": "bob"}
     assert (await upstream_calls(session)).get("transfer", 0) == transfers_before  # nothing sent yet
+    # who asked, as the server recorded it, and what the person deciding is shown
+    asked = next(
+        r["payload"]
+        for r in chain(home)
+        if r["kind"] == "hitl_requested" and r["payload"]["request_id"] == request["request_id"]
+    )
+    origin = asked["provenance"]
+    assert (origin["subagent_id"], origin["parent_agent"]) == (spawned["subagent_id"], "mcp")
+    assert (origin["adapter_id"], origin["tool"], origin["risk_class"]) == ("demo", "transfer", "high")
+    html = await anyio.to_thread.run_sync(
+        console_page, env, f"/inbox/console/requests/{request['request_id']}"
+    )
+    assert f'for subagent <b id="subagent">{spawned["subagent_id"]}</b>' in html
+    assert '<dt>Spawned by</dt><dd class="rq-hash">mcp</dd>' in html
+    assert 'id="risk-class">risk: high</span>' in html
 
     decided = await call(
         session, "mcp_respond_to_request", {"request_id": request["request_id"], "approved": True}

@@ -173,6 +173,8 @@ hitl_requests = Table(
     Column("waiter_seen_epoch", Float),
     Column("waiter_gone", Boolean),
     Column("agent", String(128)),
+    # who asked and what is at risk, written by the server (client, subagent, gateway adapter and tool)
+    Column("provenance", JSON),
     # the pending list's order (urgent first, soonest to expire, then id), and the expiry sweep
     Index(
         "ix_hitl_requests_pending_order",

@@ -25,6 +25,7 @@ from baton.agents import (
     AgentDirectory,
     Caller,
     bearer_token,
+    client_name,
     current_agent,
 )
 from baton.errors import BatonError, ConfigError, ToolNameError
@@ -184,6 +185,7 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
                 request_state=params.request_state,
                 task=task,
                 agent=current_agent(ctx, registry.runtime.settings),
+                client=client_name(ctx),
             )
             try:
                 result = await registry.call(params.name, params.arguments, context)

@@ -92,6 +92,8 @@ class CallContext:
     task: Any = None
     #: The agent behind the call (:func:`baton.agents.current_agent`); what it may see and act on.
     agent: Caller = field(default_factory=lambda: Caller(STDIO_FALLBACK))
+    #: The MCP client's ``clientInfo.name`` (:func:`baton.agents.client_name`), shown to whoever decides.
+    client: str | None = None
     #: When a subagent's model asked for the call (its receipts link to the spawn and the model call).
     on_behalf: OnBehalf | None = None
 

@@ -20,18 +20,24 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from baton.config import load_settings
+from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
 from baton.testing import Behavior, FakeLLMServer
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.conftest import FAKE_MOONSHOT_KEY, call
 from tests.hitl.helpers import goto, pending_requests
+from tests.hitl.layout import SIZES, check_sizes, nav_readable
 from tests.hitl.test_inbox_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.hitl.test_live_updates import title_counts
 
 TOKEN = "console-admin-token-0123456789"
 AGENT_TOKEN = "console-agent-token-9876543210"
 PAGES = ("requests", "subagents", "timers", "adapters", "receipts", "charts")
+#: What the test MCP server's ``write_note`` declares about itself (shown to whoever approves a call).
+WRITE_HINTS = {"destructiveHint": True, "readOnlyHint": False, "idempotentHint": False}
+#: The console pages checked and shot at 1280×900 and 390×844 (docs/console/PAGE-1280.png, PAGE-390.png).
+SHOTS = (*PAGES, "subagent", "gateway-request")
 
 pytestmark = [
     pytest.mark.anyio,
@@ -52,7 +58,7 @@ def seed_adapters(env: dict[str, str], registry: NpmRegistryServer) -> None:
         tarball = publish(registry)
         notes = [
             tool("read_note", id="string"),
-            tool("write_note", id="string", text="string"),
+            {**tool("write_note", id="string", text="string"), "annotations": WRITE_HINTS},
             tool("purge"),
         ]
         make_live(
@@ -109,6 +115,10 @@ async def _approval(session: ClientSession, message: str, into: dict[str, Any]) 
             {"request_message": message, "context": {"amount": {"SGD": 80}}, "timeout_seconds": 120},
         )
     )
+
+
+async def _write_note(session: ClientSession, note: dict[str, Any], into: dict[str, Any]) -> None:
+    into.update(await call(session, "notes__write_note", note))
 
 
 async def _settled(result: dict[str, Any]) -> dict[str, Any]:
@@ -259,7 +269,13 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
             check_headers(response)
             row = page.locator(f"#pending tr[data-request-id='{request_id}']")
             await row.locator("input[name=admin_notes]").fill("Approved from the console.")
-            await page.screenshot(path=str(shots / "requests.png"))
+            await check_sizes(
+                page, shots, "requests", decide=f"#pending tr[data-request-id='{request_id}'] form.decide"
+            )
+            for width, height in SIZES.values():  # every nav item on the dark bar, readable, at both sizes
+                await page.set_viewport_size({"width": width, "height": height})
+                assert len(await nav_readable(page)) == len(PAGES)
+            await page.set_viewport_size({"width": 1280, "height": 900})
             await row.locator("button.approve").click()
             await page.wait_for_selector(f"#decided tr[data-request-id='{request_id}']")
             assert (await _settled(pending))["approved"] is True
@@ -276,6 +292,34 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         cli_row = await page.locator(f"#decided tr[data-request-id='{first_id}']").inner_text()
         assert "baton hitl" in cli_row and "Within policy." in cli_row
 
+        # a gateway call approval: the adapter's risk class, the tool's annotations, the arguments as
+        # written (line breaks kept, a long hash wrapped) with the digest the approval is bound to
+        note = {"id": "note-7", "text": "Refund approved.\nCustomer notified.\nsha256 " + "f00d" * 16}
+        written: dict[str, Any] = {}
+        async with anyio.create_task_group() as group:
+            group.start_soon(_write_note, session, note, written)
+            gateway_id = (await pending_requests(session))[0]["request_id"]
+            response = await goto(page, f"{server.base_url}/inbox/console/requests/{gateway_id}")
+            assert response is not None and response.status == 200
+            check_headers(response)
+            await check_sizes(page, shots, "gateway-request", decide="#decide-buttons")
+            assert await page.text_content("#risk-class") == "risk: high"
+            hints = await page.locator("#risk-chips .hint").evaluate_all(
+                "els => els.map(e => e.dataset.hint)"
+            )
+            assert hints == ["destructiveHint"]
+            annotations = await page.text_content("#annotations") or ""
+            assert "destructiveHint: true" in annotations and "readOnlyHint: false" in annotations
+            text = page.locator("#arguments tr", has=page.locator("th", has_text="text")).locator(".rq-text")
+            assert await text.inner_text() == note["text"]
+            assert await page.text_content("#digest") == sha256_hex(canonical_json(note))
+            assert (await page.text_content("#client") or "").strip()
+            await page.click("button.approve")
+            await page.wait_for_selector("#status.approved")
+            assert await page.text_content("#told") == "The waiting call was told at once."
+            assert await page.text_content("#decided-by") == "operator"
+        assert (await _settled(written))["success"] is True
+
         # subagents: list, detail (redacted context and conversation), cancel the running one
         response = await goto(page, f"{server.base_url}/inbox/console/subagents")
         assert response is not None
@@ -284,12 +328,12 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         assert "running" in await row.inner_text()
         done_row = await page.locator(f"tr[data-subagent-id='{done['subagent_id']}']").inner_text()
         assert "completed" in done_row and "refund analyst" in done_row
-        await page.screenshot(path=str(shots / "subagents.png"))
+        await check_sizes(page, shots, "subagents")
         await page.click(f"tr[data-subagent-id='{done['subagent_id']}'] a")
         assert "Ada" in (await page.text_content("#prepared") or "")
         assert "tok-should-not-show" not in await page.content()
         assert "Item unused." in (await page.text_content("#conversation") or "")
-        await page.screenshot(path=str(shots / "subagent.png"), full_page=False)
+        await check_sizes(page, shots, "subagent")
         await goto(page, f"{server.base_url}/inbox/console/subagents/{slow['subagent_id']}")
         await page.click("#cancel button")
         await page.wait_for_selector("#status.cancelled")
@@ -306,7 +350,7 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         response = await goto(page, f"{server.base_url}/inbox/console/timers")
         assert response is not None
         check_headers(response)
-        await page.screenshot(path=str(shots / "timers.png"))
+        await check_sizes(page, shots, "timers")
         await page.click(f"tr[data-timer-id='{later['timer_id']}'] button")
         await page.wait_for_selector(f"tr[data-timer-id='{later['timer_id']}'] .badge.cancelled")
         listed = await call(session, "mcp_list_timers")
@@ -323,14 +367,14 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         assert "blocked" in blocked and "mcp_tool_definition_mismatch" in blocked
         drift = await page.locator("section[data-adapter-id='search'] table.drift").inner_text()
         assert "fetch_page" in drift and "description" in drift
-        await page.screenshot(path=str(shots / "adapters.png"), full_page=True)
+        await check_sizes(page, shots, "adapters")
 
         # receipts: the chain verifies; filter by kind with a real select and submit
         response = await goto(page, f"{server.base_url}/inbox/console/receipts")
         assert response is not None
         check_headers(response)
         assert await page.text_content("#chain-status") == "chain verifies"
-        await page.screenshot(path=str(shots / "receipts.png"))
+        await check_sizes(page, shots, "receipts", full_page=False)
         await page.select_option("#kind-filter", "hitl_decided")
         await page.click("#filter button")
         kinds = await page.locator("#receipts tr[data-kind]").evaluate_all(
@@ -350,14 +394,16 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         assert await page.locator(".chart script").count() == 0
         assert await page.locator("script").count() == 1
         assert await page.locator("script").get_attribute("src") == "/inbox/static/live.js"
-        await page.screenshot(path=str(shots / "charts.png"), full_page=True)
+        await check_sizes(page, shots, "charts")
         await browser.close()
 
     target = os.environ.get("BATON_CONSOLE_SCREENSHOTS")
     if target:
         for shot in shots.iterdir():
             shutil.copy(shot, Path(target) / shot.name)
-    assert sorted(p.stem for p in shots.iterdir()) == sorted([*PAGES, "subagent"])
+    assert sorted(p.name for p in shots.iterdir()) == sorted(
+        f"{name}-{size}.png" for name in SHOTS for size in SIZES
+    )
 
 
 async def test_the_console_needs_the_inbox_login(baton_env: dict[str, str], http_server_factory: Any) -> None:

@@ -27,11 +27,11 @@ from baton.config import load_settings
 from baton.runtime import Runtime
 from tests.conftest import call
 from tests.hitl.helpers import goto, pending_requests, run_cli
+from tests.hitl.layout import SIZES, check_sizes
 from tests.hitl.test_inbox_browser import CHROMIUM, CHROMIUM_ARGS
 
 AGENT_TOKEN = "people-agent-token-0123456789abcdef"
 ADMIN_TOKEN = "people-admin-token-fedcba9876543210"
-SIZES = {"1280": (1280, 900), "390": (390, 844)}
 AUTHENTICATOR = {
     "protocol": "ctap2",
     "transport": "internal",
@@ -87,13 +87,6 @@ async def _person(browser: Any) -> tuple[Any, Any]:
     return context, page
 
 
-async def _shoot(page: Any, shots: Path, name: str) -> None:
-    for label, (width, height) in SIZES.items():
-        await page.set_viewport_size({"width": width, "height": height})
-        await page.screenshot(path=str(shots / f"{name}-{label}.png"), full_page=True)
-    await page.set_viewport_size({"width": 1280, "height": 900})
-
-
 async def _enroll_and_log_in(page: Any, link: str, base: str, name: str) -> None:
     await goto(page, link)
     await page.click("#enroll button")
@@ -138,7 +131,7 @@ async def test_enroll_by_link_log_in_by_passkey_and_approve_with_a_bound_step_up
         context, page = await _person(browser)
         await goto(page, link)
         assert await page.text_content("#person") == "alice"
-        await _shoot(page, shots, "enroll")
+        await check_sizes(page, shots, "enroll", decide="#enroll button")
         await page.click("#enroll button")
         await page.wait_for_selector("#title")
         assert await page.text_content("#title") == "Passkey registered"
@@ -148,7 +141,7 @@ async def test_enroll_by_link_log_in_by_passkey_and_approve_with_a_bound_step_up
 
         await goto(page, f"{base}/inbox")
         assert page.url.endswith("/inbox/login")
-        await _shoot(page, shots, "login")
+        await check_sizes(page, shots, "login", decide="#passkey-login button")
         await page.click("#passkey-login button")
         await page.wait_for_selector("#me")
         assert await page.text_content("#me") == "alice · passkey"
@@ -164,7 +157,7 @@ async def test_enroll_by_link_log_in_by_passkey_and_approve_with_a_bound_step_up
             await goto(page, f"{base}/inbox/requests/{request_id}")
             assert await page.is_visible("#step-up-note")
             await page.fill("#admin_notes", "Checked the diff.")
-            await _shoot(page, shots, "step-up")
+            await check_sizes(page, shots, "step-up", decide="#decide-buttons")
             await page.click("button.approve")
             await page.wait_for_selector("#status.approved")
             assert await page.text_content("#decided-by") == "alice"

@@ -53,12 +53,12 @@ class Console:
 
     def page(self, template: str, page: str, binding: str, **values: Any) -> HTMLResponse:
         """A console page with the inbox's security headers."""
+        values.setdefault("live", self.inbox.live())
         html = self.env.get_template(template).render(
             pages=PAGES,
             current=page,
             base=BASE,
             logout_csrf=self.inbox.signer.csrf(binding, "logout"),
-            live=self.inbox.live(),
             **values,
         )
         return HTMLResponse(html, headers=HEADERS)
@@ -82,11 +82,41 @@ class Console:
         forms = {r["request_id"]: self.csrf(binding, r["request_id"]) for r in data["pending"]}
         return self.page("console_requests.html", "requests", binding, forms=forms, **data)
 
+    async def request_view(self, request: Request) -> Response:
+        """One request in the console: the decision at the top, then who asked, risk, arguments, context."""
+        binding = self.inbox.binding(request)
+        if binding is None:
+            return self.inbox._login_redirect()
+        request_id = request.path_params["request_id"]
+        try:
+            view = get_broker(self.runtime).get(request_id)
+        except BatonError as exc:
+            return self.inbox.refusal(exc, back=f"{BASE}/requests")
+        return self.page(
+            "console_request.html",
+            "requests",
+            binding,
+            r=view,
+            action=f"{BASE}/requests/{request_id}",
+            csrf=self.csrf(binding, request_id),
+            # a passkey step-up runs on the inbox's page, which holds the ceremony's script
+            stepup_link=f"/inbox/requests/{request_id}" if view["step_up"] else None,
+            live_mode="stay",
+        )
+
     async def decide(self, request: Request) -> Response:
-        """The inbox's decide handler (auth, CSRF, origin, broker), then back to the console."""
+        """The inbox's decide handler (auth, CSRF, origin, broker), then back to the console's list."""
         response = await self.inbox.decide(request)
         if response.status_code == 303:
             return RedirectResponse(f"{BASE}/requests", status_code=303, headers=HEADERS)
+        return response
+
+    async def decide_here(self, request: Request) -> Response:
+        """The inbox's decide handler, then the request again (with its outcome and who decided)."""
+        response = await self.inbox.decide(request)
+        if response.status_code == 303:
+            target = f"{BASE}/requests/{request.path_params['request_id']}"
+            return RedirectResponse(target, status_code=303, headers=HEADERS)
         return response
 
     async def subagents(self, request: Request) -> Response:
@@ -214,6 +244,8 @@ def routes(runtime: Runtime) -> list[Route]:
     return [
         Route(BASE, console.home, methods=["GET"]),
         Route(f"{BASE}/requests", console.requests, methods=["GET"]),
+        Route(f"{BASE}/requests/{{request_id}}", console.request_view, methods=["GET"]),
+        Route(f"{BASE}/requests/{{request_id}}", console.decide_here, methods=["POST"]),
         Route(f"{BASE}/requests/{{request_id}}/decide", console.decide, methods=["POST"]),
         Route(f"{BASE}/subagents", console.subagents, methods=["GET"]),
         Route(f"{BASE}/subagents/{{subagent_id}}", console.subagent, methods=["GET"]),

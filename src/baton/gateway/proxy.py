@@ -231,7 +231,7 @@ class GatewayProxy(DynamicTools):
         """A single-use HITL approval bound to sha256(canonical arguments); raises unless approved."""
         from baton.hitl.broker import get_broker
         from baton.hitl.records import NewRequest
-        from baton.hitl.tools import wait_for_outcome
+        from baton.hitl.tools import asked_from, wait_for_outcome
 
         digest = sha256_hex(canonical_json(arguments))
         broker = get_broker(self.runtime)
@@ -260,6 +260,13 @@ class GatewayProxy(DynamicTools):
             step_up=needs_step_up(self.runtime.settings.baton_hitl_step_up_risk, adapter.policy, tool),
             arguments_sha256=digest,
             agent=context.agent.name,
+            provenance={
+                **(asked_from(context) or {}),
+                "adapter_id": adapter.id,
+                "tool": tool,
+                "risk_class": adapter.policy.adapter.risk_class,
+                "annotations": (adapter.definitions.get(tool) or {}).get("annotations") or {},
+            },
         )
         view = await broker.create(new)
         if on_behalf is not None and on_behalf.waiting is not None:

@@ -89,7 +89,8 @@ PENDING_ORDER = (hitl_requests.c.urgent.desc(), hitl_requests.c.expires_epoch, h
 
 #: The columns a list reads: JSON ones as raw text, parsed per row (baton.rows).
 LIST_COLUMNS = tuple(
-    raw_json(column) if column.name in ("context", "options") else column for column in hitl_requests.c
+    raw_json(column) if column.name in ("context", "options", "provenance") else column
+    for column in hitl_requests.c
 )
 
 
@@ -209,6 +210,7 @@ class HitlBroker:
             "required_approvals": required,
             "step_up": step_up,
             "arguments_sha256": digest,
+            "provenance": redact.value(new.provenance) if new.provenance else None,
         }
         with self.runtime.store.write() as connection:
             if new.agent is not None:
@@ -231,6 +233,7 @@ class HitlBroker:
                     "created_at": row["created_at"],
                     "expires_at": row["expires_at"],
                     "agent": new.agent,
+                    "provenance": row["provenance"],
                 },
             )
         view = self.get(request_id)

@@ -6,11 +6,11 @@ single-use link bound to one request. An agent's credential (``BATON_HTTP_TOKEN`
 Tokens are never taken from the query string. Every decision records who (``decided_by``) and how
 (``decided_via``). Every form carries a CSRF token tied to the session (or link) and the request; POSTs
 from another origin are refused; pages are ``no-store`` with a CSP whose only scripts are same-origin
-files: ``/inbox/static/passkey.js`` (the WebAuthn ceremonies) and ``/inbox/static/live.js`` (live updates)."""
+files: ``/inbox/static/passkey.js`` (the WebAuthn ceremonies), ``/inbox/static/live.js`` (live updates) and
+``/inbox/static/countdown.js`` (the time left on a request)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -71,8 +71,18 @@ def _templates() -> Any:
         loader=FileSystemLoader(Path(__file__).parent / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
-    env.filters["pretty"] = lambda value: json.dumps(value, ensure_ascii=False, indent=2)
+    from baton.hitl import present
+
+    env.filters.update(present.filters())
     env.filters["when"] = _when
+    env.tests["markdownish"] = lambda value: isinstance(value, str) and present.looks_like_markdown(value)
+    env.globals.update(
+        who=present.who,
+        risk=present.risk,
+        arguments=present.arguments,
+        extra_context=present.extra_context,
+        told=present.told,
+    )
     return env
 
 
@@ -210,14 +220,16 @@ class Inbox:
         return stream(self.runtime, request, {"Cache-Control": "no-store"})
 
     async def live_script(self, request: Request) -> Response:
-        """The same-origin script behind live updates (the only script the CSP allows)."""
+        """The same-origin script behind live updates (the CSP allows same-origin scripts only)."""
         from baton.hitl.live import script
 
-        return Response(
-            script(),
-            media_type="text/javascript",
-            headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"},
-        )
+        return _script(script())
+
+    async def countdown_script(self, request: Request) -> Response:
+        """The same-origin script that keeps a request's time left current."""
+        from baton.hitl.live import STATIC
+
+        return _script((STATIC / "countdown.js").read_bytes())
 
     async def login_form(self, request: Request) -> Response:
         """The login page: a passkey (when anyone enrolled one) and the operator's token (when set)."""
@@ -282,7 +294,7 @@ class Inbox:
         return response
 
     async def detail(self, request: Request) -> Response:
-        """One request with its context and the decision form."""
+        """One request: the decision at the top, then who asked, the risk, the arguments and the context."""
         principal = self.principal(request)
         if principal is None:
             return self._login_redirect()
@@ -291,27 +303,29 @@ class Inbox:
             view = self.broker.get(request_id)
         except HitlError as exc:
             return self.refusal(exc, back="/inbox")
-        action = f"/inbox/requests/{request_id}/decide"
-        step_up = None
-        if view["step_up"] and view["status"] == "pending" and principal.via == "passkey":
-            from baton.hitl.passkeys import Passkeys
-
-            options, ceremony = Passkeys(self.runtime).step_up_options(
-                principal.name, request_id, view["arguments_sha256"], self.relying_party(request)
-            )
-            step_up = {"options": options, "ceremony": ceremony}
         return self.page(
             "request.html",
             r=view,
-            action=action,
+            action=f"/inbox/requests/{request_id}/decide",
             csrf=self.signer.csrf(principal.binding, request_id),
             hidden={},
             back="/inbox",
             live=self.live(),
             live_mode="stay",
             me=principal,
-            step_up=step_up,
+            step_up=self.step_up_ceremony(request, principal, view),
         )
+
+    def step_up_ceremony(self, request: Request, principal: Principal, view: dict[str, Any]) -> Any:
+        """A passkey step-up ceremony for a pending request that needs one, when a person is logged in."""
+        if not (view["step_up"] and view["status"] == "pending" and principal.via == "passkey"):
+            return None
+        from baton.hitl.passkeys import Passkeys
+
+        options, ceremony = Passkeys(self.runtime).step_up_options(
+            principal.name, view["request_id"], view["arguments_sha256"], self.relying_party(request)
+        )
+        return {"options": options, "ceremony": ceremony}
 
     async def decide(self, request: Request) -> Response:
         """Record a decision from a logged-in browser, then show the request again."""
@@ -374,10 +388,14 @@ class Inbox:
             )
         except HitlError as exc:
             return self.refusal(exc)
+        from baton.hitl.present import told
+
         return self.page(
             "notice.html",
             title=f"Recorded: {view['status']}",
-            message=f"Request {view['request_id']} is {view['status']}. The waiting agent has been told.",
+            message=f"Request {view['request_id']} is {view['status']}, decided by {view['decided_by']}.",
+            told=told(view),
+            waiter_told=view["waiter_gone"] is False,
             error_class=None,
             back=None,
         )
@@ -405,6 +423,14 @@ class Inbox:
 
 #: Requests per page of the inbox list.
 INBOX_PAGE = 50
+
+
+def _script(body: bytes) -> Response:
+    return Response(
+        body,
+        media_type="text/javascript",
+        headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"},
+    )
 
 
 def _decision(fields: dict[str, str], *, via: str, decided_by: str | None = None) -> Decision:
@@ -436,4 +462,5 @@ def routes(runtime: Runtime) -> list[Route]:
         Route("/inbox/link", inbox.link_decide, methods=["POST"]),
         Route("/inbox/events", inbox.events, methods=["GET"]),
         Route("/inbox/static/live.js", inbox.live_script, methods=["GET"]),
+        Route("/inbox/static/countdown.js", inbox.countdown_script, methods=["GET"]),
     ]

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from baton.errors import HitlError
-from baton.rows import RowShape, Screened, finite, load_json, screen
+from baton.rows import RowProblemError, RowShape, Screened, finite, load_json, screen
 
 Kind = Literal["approval", "input"]
 Status = Literal["pending", "approved", "rejected", "answered", "expired"]
@@ -40,6 +40,10 @@ class NewRequest:
     step_up: bool = False
     #: The digest a step-up binds; default sha256(canonical JSON of the context).
     arguments_sha256: str | None = None
+    #: Who asked and what is at risk, as the server knows it (never from the agent's arguments): ``client``
+    #: (``clientInfo.name``), ``subagent_id`` and ``parent_agent``, and for a gateway call approval
+    #: ``adapter_id``, ``tool``, ``risk_class`` and the tool's pinned ``annotations``.
+    provenance: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -113,7 +117,17 @@ def row_view(row: Any) -> dict[str, Any]:
         "approvals": [],
         "waiter_gone": row.waiter_gone,
         "agent": row.agent,
+        "provenance": _provenance(row._mapping.get("provenance")),
     }
+
+
+def _provenance(value: Any) -> dict[str, Any] | None:
+    """The stored provenance; a damaged one reads as unknown (it informs the person, it decides nothing)."""
+    try:
+        loaded = load_json(value, "provenance")
+    except RowProblemError:
+        return None
+    return loaded if isinstance(loaded, dict) else None
 
 
 class ListedRequest(RowShape):

@@ -147,7 +147,8 @@ def _waited(view: dict[str, Any]) -> float:
 
 def status_view(view: dict[str, Any]) -> dict[str, Any]:
     """The full state of a request as ``mcp_get_request_status`` reports it."""
-    shown = {key: value for key, value in view.items() if key != "expires_epoch"}
+    # provenance is what the person deciding is shown (baton.hitl.present); the agent knows who it is
+    shown = {key: value for key, value in view.items() if key not in ("expires_epoch", "provenance")}
     return {
         **shown,
         "decided": view["status"] in ("approved", "rejected", "answered"),
@@ -313,6 +314,17 @@ def not_authorized(runtime: Any, request_id: str) -> HitlError:
     )
 
 
+def asked_from(ctx: CallContext) -> dict[str, Any] | None:
+    """What the server knows of where a request comes from: the MCP client, and the subagent that asked."""
+    found: dict[str, Any] = {}
+    if ctx.client:
+        found["client"] = ctx.client
+    if ctx.on_behalf is not None:
+        found["subagent_id"] = ctx.on_behalf.subagent_id
+        found["parent_agent"] = ctx.on_behalf.parent_agent
+    return found or None
+
+
 def register(registry: ToolRegistry) -> None:
     """Add the human-in-the-loop tools to the registry."""
     broker = get_broker(registry.runtime)
@@ -341,6 +353,7 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
             agent=ctx.agent.name,
             required_approvals=args.required_approvals,
             step_up=args.step_up,
+            provenance=asked_from(ctx),
         )
         return await ask_and_wait(broker, new, ctx)
 
@@ -359,6 +372,7 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
             args.urgent,
             args.options,
             agent=ctx.agent.name,
+            provenance=asked_from(ctx),
         )
         return await ask_and_wait(broker, new, ctx)
 
