@@ -46,6 +46,8 @@ forbid(principal, action == Action::"echo", resource)
   when { context.arguments.text like "*secret*" };
 @id("counts")
 permit(principal, action == Action::"calls", resource);
+@id("no-intruders")
+forbid(principal == Agent::"intruder", action, resource);
 """
 POLICY_SHA256 = hashlib.sha256(POLICY.encode()).hexdigest()
 TOOLS = [
@@ -262,3 +264,11 @@ async def test_a_policy_that_cannot_decide_or_asks_too_many_approvals_fails_clos
     (wire,) = call_receipts(env, "wire")
     assert (wire["error_class"], wire["call_policy_sha256"]) == ("gateway_policy_error", POLICY_SHA256)
     assert call_receipts(env, "echo")[0]["call_policy_decision"]["effect"] == "error"
+
+
+async def test_the_calling_agent_is_the_principal(env: dict[str, str]) -> None:
+    async with stdio_session({**env, "BATON_AGENT_NAME": "intruder"}) as intruder:
+        refused = await call(intruder, "db__query", {"sql": "SELECT 2"})
+    assert refused["error_class"] == "gateway_policy_forbidden" and refused["reasons"] == ["no-intruders"]
+    receipt = call_receipts(env, "query")[-1]
+    assert (receipt["agent"], receipt["call_policy_decision"]["reasons"]) == ("intruder", ["no-intruders"])

@@ -1,6 +1,7 @@
 """Per-call policy as code: an optional Cedar policy per adapter, evaluated with ``cedarpy`` at each call.
 
-The request is principal ``Agent::"<name>"`` (today the client, ``client``), action ``Action::"<tool>"``,
+The request is principal ``Agent::"<name>"`` (the calling agent: a named agent over HTTP, ``BATON_AGENT_NAME``
+or the client's ``clientInfo.name`` over stdio, ``client`` when none is known), action ``Action::"<tool>"``,
 resource ``Adapter::"<adapter id>"`` and context ``{"arguments": {...}}``. The answer is permit, forbid,
 or permit with approval (a permitting policy annotated ``@approvals("N")``: the proxy's human request
 needs N distinct people). A policy's ``@id("…")`` names it in reasons and errors. When an adapter has a
@@ -169,12 +170,15 @@ def dry_run(text: str, adapter_id: str, calls: list[dict[str, Any]]) -> list[dic
     return rows
 
 
-def check_call(policy: Any, snapshot: Path, tool: str, arguments: dict[str, Any]) -> CallDecision:
-    """The served adapter's call policy on one call (permit when it pins none); forbids and errors raise."""
+def check_call(
+    policy: Any, snapshot: Path, tool: str, arguments: dict[str, Any], principal: str | None = None
+) -> CallDecision:
+    """The served adapter's call policy on one call by ``principal`` (the calling agent's name; permit when
+    the adapter pins no policy); forbids and errors raise."""
     text = read_pinned(snapshot / SNAPSHOT_NAME, policy.tools.call_policy_sha256)
     if text is None:
         return CallDecision("permit")
-    return decide(text, policy.id, tool, arguments)
+    return decide(text, policy.id, tool, arguments, principal or DEFAULT_PRINCIPAL)
 
 
 def pin(runtime: Any, adapter: str, source: str | None = None) -> dict[str, Any]:

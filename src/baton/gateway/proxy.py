@@ -156,7 +156,7 @@ class GatewayProxy(DynamicTools):
         try:
             self._admit(adapter, tool, live)
             try:
-                decision = check_call(adapter.policy, adapter.bundle_root, tool, frozen)
+                decision = check_call(adapter.policy, adapter.bundle_root, tool, frozen, context.agent.name)
             except GatewayError as exc:
                 effect = "forbid" if exc.error_class == "gateway_policy_forbidden" else "error"
                 verdict = {
