@@ -80,7 +80,8 @@ SERVERS: list[tuple[str, list[str], dict[str, Any]]] = [
         {},
     ),
     ("pypi:awslabs.aws-documentation-mcp-server==1.2.3", [], {}),
-    ("pypi:markitdown-mcp==0.0.1a8", [], {}),
+    # its imports take over 30 s on a loaded machine (the survey's first try timed out at start)
+    ("pypi:markitdown-mcp==0.0.1a8", [], {"startup_timeout_seconds": 120}),
     ("pypi:duckduckgo-mcp-server==0.7.0", [], {}),
     ("pypi:arxiv-mcp-server==0.8.2", [], {}),
     ("pypi:mcp-server-calculator==0.2.1", [], {}),
@@ -216,29 +217,32 @@ def report(result: Path = RESULT, data: Path = DATA) -> str:
         encoding="utf-8",
     )
     lines = [
-        "| server | tools | findings at replay | more if all were live together |",
+        "| server | tools | findings at replay | more if all 36 were live together |",
         "| --- | --- | --- | --- |",
     ]
+    details = []
     for server in servers:
         alone = {f["id"] for f in server["findings_alone"]}
         more = [f for f in server["findings_with_all_live"] if f["id"] not in alone]
+        name = server["candidate"].split(":", 1)[1]
         lines.append(
-            f"| `{server['candidate'].split(':', 1)[1]}` | {len(server['tool_definitions'])} | "
-            f"{_cell(server['findings_alone'])} | {_cell(more)} |"
+            f"| `{name}` | {len(server['tool_definitions'])} | {len(alone) or 'none'} | {len(more) or 'none'} |"
         )
-    return "\n".join(lines)
-
-
-def _cell(findings: list[dict[str, Any]]) -> str:
-    if not findings:
-        return "none"
-    return "; ".join(f"`{f['id']}` {f['tool']}: {f['detail']}".replace("|", "\\|") for f in findings)
+        if server["findings_with_all_live"]:
+            found = "; ".join(
+                f"`{f['id']}` {f['tool']} ({f['where']}: {f['detail']})"
+                for f in server["findings_with_all_live"]
+            )
+            details.append(f"- `{name}`: {found}")
+    return "\n".join([*lines, "", *details])
 
 
 def main() -> int:
     """Survey the table's servers (or ``--only`` some) and write the results file."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", nargs="*", help="adapter ids to survey (default: all 36)")
+    parser.add_argument("--result", default=str(RESULT), help="the results file (merged with its rows)")
+    parser.add_argument("--largest-first", action="store_true", help="survey the largest closures first")
     parser.add_argument("--again", action="store_true", help="survey servers already surveyed again")
     parser.add_argument("--home", help="BATON_HOME to use (default: a fresh temporary one)")
     parser.add_argument("--report", action="store_true", help="only write the test data and print the table")
@@ -250,9 +254,13 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BATON_")}
     env["BATON_HOME"] = str(home)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
-    previous = json.loads(RESULT.read_text()) if RESULT.exists() else {"servers": []}
+    result = Path(options.result)
+    previous = json.loads(result.read_text()) if result.exists() else {"servers": []}
     rows = {row["candidate"]: row for row in previous["servers"]}
-    for candidate, flags, runtime in sorted(SERVERS, key=lambda s: SMALL_FIRST.get(adapter_id(s[0]), 999)):
+    order = sorted(
+        SERVERS, key=lambda s: SMALL_FIRST.get(adapter_id(s[0]), 999), reverse=options.largest_first
+    )
+    for candidate, flags, runtime in order:
         if options.only and adapter_id(candidate) not in options.only:
             continue
         if not options.again and rows.get(candidate, {}).get("status") == "replayed":
@@ -267,12 +275,12 @@ def main() -> int:
             }
         rows[candidate] = row
         print(f"{row['adapter_id']}: {row['status']} {len(row.get('findings') or [])} finding(s)", flush=True)
-        order = [c for c, _, _ in SERVERS]
+        table = [c for c, _, _ in SERVERS]
         servers = sorted(
-            rows.values(), key=lambda r: order.index(r["candidate"]) if r["candidate"] in order else 99
+            rows.values(), key=lambda r: table.index(r["candidate"]) if r["candidate"] in table else 99
         )
-        RESULT.parent.mkdir(parents=True, exist_ok=True)
-        RESULT.write_text(json.dumps({"servers": servers}, indent=1, ensure_ascii=False) + "\n")
+        result.parent.mkdir(parents=True, exist_ok=True)
+        result.write_text(json.dumps({"servers": servers}, indent=1, ensure_ascii=False) + "\n")
     return 0
 
 
