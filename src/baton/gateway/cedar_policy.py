@@ -1,10 +1,12 @@
 """Per-call policy as code: an optional Cedar policy per adapter, evaluated with ``cedarpy`` at each call.
 
-The request is principal ``Agent::"<name>"`` (today the client, ``client``), action ``Action::"<tool>"``,
+The request is principal ``Agent::"<name>"`` (the calling agent: a named agent over HTTP, ``BATON_AGENT_NAME``
+or the client's ``clientInfo.name`` over stdio, ``client`` when none is known), action ``Action::"<tool>"``,
 resource ``Adapter::"<adapter id>"`` and context ``{"arguments": {...}}``. The answer is permit, forbid,
-or permit with approval (a permitting policy annotated ``@approvals("N")``). When an adapter has a
+or permit with approval (a permitting policy annotated ``@approvals("N")``: the proxy's human request
+needs N distinct people). A policy's ``@id("…")`` names it in reasons and errors. When an adapter has a
 policy, anything not permitted is forbidden (Cedar's default deny); an evaluation error or a policy
-that does not parse forbids too (fails closed). The policy file is ``adapters/<id>.cedar``; its sha256
+that does not parse forbids too (fails closed), even where Cedar itself would skip the failing policy. The policy file is ``adapters/<id>.cedar``; its sha256
 is pinned in the adapter's TOML (``tools.call_policy_sha256``), snapshotted by ``promote`` and written
 into every ``gateway_call`` receipt.
 """
@@ -110,7 +112,8 @@ def decide(
             f"The Cedar policy failed on this call (so it is refused): {'; '.join(errors)[:300]}",
             policy_sha256=sha,
         )
-    reasons = sorted(result.diagnostics.reasons)
+    matched = sorted(result.diagnostics.reasons)
+    reasons = [marks.get(r, {}).get("id", r) for r in matched]  # a policy's @id names it, else Cedar's id
     if result.decision != cedarpy.Decision.Allow:
         why = f"forbidden by {', '.join(reasons)}" if reasons else "no policy permits it (default deny)"
         raise GatewayError(
@@ -121,7 +124,7 @@ def decide(
             policy_sha256=sha,
             reasons=reasons,
         )
-    approvals = max((int(marks.get(r, {}).get("approvals", "0")) for r in reasons), default=0)
+    approvals = max((int(marks.get(r, {}).get("approvals", "0")) for r in matched), default=0)
     return CallDecision("approval" if approvals else "permit", approvals, reasons, sha)
 
 
@@ -167,19 +170,15 @@ def dry_run(text: str, adapter_id: str, calls: list[dict[str, Any]]) -> list[dic
     return rows
 
 
-def check_call(policy: Any, snapshot: Path, tool: str, arguments: dict[str, Any]) -> CallDecision:
-    """The served adapter's call policy on one call (permit when it pins none); forbids and errors raise."""
+def check_call(
+    policy: Any, snapshot: Path, tool: str, arguments: dict[str, Any], principal: str | None = None
+) -> CallDecision:
+    """The served adapter's call policy on one call by ``principal`` (the calling agent's name; permit when
+    the adapter pins no policy); forbids and errors raise."""
     text = read_pinned(snapshot / SNAPSHOT_NAME, policy.tools.call_policy_sha256)
     if text is None:
         return CallDecision("permit")
-    decision = decide(text, policy.id, tool, arguments)
-    if decision.approvals > 1:  # one person decides a request today: never fewer approvals than asked
-        raise _error(
-            f"The call policy asks {decision.approvals} approvals for {tool}; baton's requests are decided by "
-            "one person, so the call is refused rather than approved by fewer.",
-            policy_sha256=decision.policy_sha256,
-        )
-    return decision
+    return decide(text, policy.id, tool, arguments, principal or DEFAULT_PRINCIPAL)
 
 
 def pin(runtime: Any, adapter: str, source: str | None = None) -> dict[str, Any]:

@@ -186,6 +186,14 @@ def lock(
             "--entrypoint", help="The command that starts the server, e.g. 'node node_modules/x/cli.js'."
         ),
     ] = None,
+    host_program: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--host-program",
+            help="An absolute path of a host program the server spawns (/usr/bin/git); replay pins its "
+            "sha256 (repeatable).",
+        ),
+    ] = None,
 ) -> None:
     """Resolve the whole closure, fetch and check every package, write the bundle and the lock receipt."""
     from baton.gateway.artifacts import lock as lock_adapter
@@ -193,7 +201,7 @@ def lock(
     from baton.terminal import fail
 
     try:
-        options = parse_options(list(mount or []), list(env or []), entrypoint)
+        options = parse_options(list(mount or []), list(env or []), entrypoint, list(host_program or []))
     except BatonError as exc:
         fail(exc)
 

@@ -1,4 +1,5 @@
-"""``lock``'s command-line settings: mounts, environment (credentials by reference) and the entrypoint."""
+"""``lock``'s command-line settings: mounts, environment (credentials by reference), the entrypoint and
+the host programs the server spawns."""
 
 from __future__ import annotations
 
@@ -28,10 +29,11 @@ class LockOptions:
     env: dict[str, str] = field(default_factory=dict)
     env_from_host: dict[str, str] = field(default_factory=dict)
     entrypoint: list[str] | None = None
+    host_programs: list[str] = field(default_factory=list)
 
     def empty(self) -> bool:
         """Whether nothing was given."""
-        return not (self.mounts or self.env or self.env_from_host or self.entrypoint)
+        return not (self.mounts or self.env or self.env_from_host or self.entrypoint or self.host_programs)
 
 
 def parse_mount(text: str) -> Mount:
@@ -77,9 +79,11 @@ def parse_env(text: str) -> tuple[str, str, bool]:
     return name, value, False
 
 
-def parse_options(mounts: list[str], env: list[str], entrypoint: str | None) -> LockOptions:
+def parse_options(
+    mounts: list[str], env: list[str], entrypoint: str | None, host_programs: list[str] | None = None
+) -> LockOptions:
     """Parse every ``lock`` flag at once (before anything is fetched)."""
-    options = LockOptions(mounts=[parse_mount(m) for m in mounts])
+    options = LockOptions(mounts=[parse_mount(m) for m in mounts], host_programs=list(host_programs or []))
     for item in env:
         name, value, by_reference = parse_env(item)
         if name in options.env or name in options.env_from_host:
@@ -113,6 +117,11 @@ def apply_options(policy: Policy, options: LockOptions) -> Policy:
         } | options.env_from_host
     if options.entrypoint:
         update["entrypoint"] = options.entrypoint
+    if options.host_programs:
+        update["host_programs"] = [
+            *current["host_programs"],
+            *(p for p in options.host_programs if p not in current["host_programs"]),
+        ]
     try:
         runtime = RuntimeSpec.model_validate({**current, **update})
     except ValidationError as exc:

@@ -191,6 +191,8 @@ class RuntimeSpec(_Strict):
     tmpfs: str = "/tmp:rw,noexec,nosuid,size=64m"  # noqa: S108 -- the sandbox's own tmpfs, not a host path
     #: Host directories given to the server (validated again against the host at every start).
     mounts: list[Mount] = Field(default_factory=list, max_length=16)
+    #: Host programs the server spawns (``/usr/bin/git``); replay pins each in ``[[host_programs]]``.
+    host_programs: list[str] = Field(default_factory=list, max_length=32)
     startup_timeout_seconds: int = Field(default=30, gt=0, le=600)
     shutdown_timeout_seconds: int = Field(default=5, gt=0, le=120)
     image: str | None = Field(
@@ -214,6 +216,19 @@ class RuntimeSpec(_Strict):
         for option in options.split(","):
             if not TMPFS_OPTIONS.fullmatch(option):
                 raise ValueError(f"tmpfs option {option!r} cannot be enforced by the sandbox")
+        return value
+
+    @field_validator("host_programs")
+    @classmethod
+    def _program_paths(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("host programs repeat")
+        for path in value:
+            pure = PurePosixPath(path)
+            if not pure.is_absolute() or str(pure) != path or ".." in pure.parts or len(path) > 4096:
+                raise ValueError(f"host program {path!r} is not a normalized absolute path")
+            if re.search(r"[\x00-\x1f\x7f]", path):
+                raise ValueError(f"host program {path!r} holds a control character")
         return value
 
     @field_validator("mounts")
@@ -361,6 +376,14 @@ class Interpreter(_Strict):
     sha256: str = Field(pattern=SHA256_PATTERN)
 
 
+class HostProgram(_Strict):
+    """A declared host program as replay found it: the declared path, its real path and its sha256."""
+
+    path: str = Field(pattern=r"^/[^\x00]{0,4095}$")
+    real_path: str = Field(pattern=r"^/[^\x00]{0,4095}$")
+    sha256: str = Field(pattern=SHA256_PATTERN)
+
+
 class Policy(_Strict):
     """One adapter policy file."""
 
@@ -372,6 +395,7 @@ class Policy(_Strict):
     tools: Tools = Field(default_factory=Tools)
     resolution: Resolution = Field(default_factory=Resolution)
     interpreter: Interpreter | None = None
+    host_programs: list[HostProgram] = Field(default_factory=list, max_length=32)
 
     @model_validator(mode="after")
     def _consistent(self) -> Policy:
@@ -390,6 +414,11 @@ class Policy(_Strict):
             raise ValueError("network='allowlist' needs allowed_origins, and only it takes them")
         if self.runtime.sandbox == "docker" and self.runtime.image is None:
             raise ValueError("the docker sandbox needs an image pinned by digest")
+        pinned = [pin.path for pin in self.host_programs]
+        if len(set(pinned)) != len(pinned) or not set(pinned) <= set(self.runtime.host_programs):
+            raise ValueError(
+                "host_programs pins a program twice or one runtime.host_programs does not declare"
+            )
         return self
 
     @property
@@ -495,7 +524,12 @@ def dump_policy(policy: Policy) -> str:
     """The policy as TOML text."""
     import tomli_w
 
-    return tomli_w.dumps(policy.model_dump(exclude_none=True))
+    data = policy.model_dump(exclude_none=True)
+    if not data["host_programs"]:  # absent rather than empty: policies written before them keep their bytes
+        del data["host_programs"]
+    if not data["runtime"]["host_programs"]:
+        del data["runtime"]["host_programs"]
+    return tomli_w.dumps(data)
 
 
 def write_policy(path: Path, policy: Policy) -> str:

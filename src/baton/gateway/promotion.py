@@ -158,6 +158,7 @@ def promote(
         "mounts": [mount.model_dump(exclude_none=True) for mount in policy.runtime.mounts],
         "constraints": list(policy.resolution.constraints),
         "call_policy_sha256": policy.tools.call_policy_sha256,
+        "host_programs": [pin.model_dump() for pin in policy.host_programs],
         "serve_nothing": not policy.tools.allowed,
         "accepted_findings": [f for f in findings if f.get("id") in accepted],
         "tools_diff": {key: changes[key] for key in ("added", "removed", "changed")},

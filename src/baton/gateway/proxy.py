@@ -152,11 +152,27 @@ class GatewayProxy(DynamicTools):
         frozen: dict[str, Any] = json.loads(canonical_json(arguments))
         outcome: dict[str, Any] = {}
         approval: dict[str, Any] | None = None
+        verdict: dict[str, Any] | None = None
         try:
             self._admit(adapter, tool, live)
-            decision = check_call(adapter.policy, adapter.bundle_root, tool, frozen)
+            try:
+                decision = check_call(adapter.policy, adapter.bundle_root, tool, frozen, context.agent.name)
+            except GatewayError as exc:
+                effect = "forbid" if exc.error_class == "gateway_policy_forbidden" else "error"
+                verdict = {
+                    "effect": effect,
+                    "approvals": 0,
+                    "reasons": list(exc.details.get("reasons") or []),
+                }
+                raise
+            if adapter.policy.tools.call_policy_sha256 is not None:
+                verdict = {
+                    "effect": decision.effect,
+                    "approvals": decision.approvals,
+                    "reasons": decision.reasons,
+                }
             if tool in adapter.policy.tools.approval_required or decision.effect == "approval":
-                approval = await self._approve(adapter, tool, frozen, context)
+                approval = await self._approve(adapter, tool, frozen, context, decision.approvals)
                 self._still_valid(approval, frozen, context)
             result = await self._forward(adapter, tool, frozen, context)
             outcome = {"success": result["success"], "error_class": result.get("error_class")}
@@ -165,11 +181,21 @@ class GatewayProxy(DynamicTools):
             outcome = {"success": False, "error_class": exc.error_class}
             if approval:
                 exc.details.setdefault("approval", approval)
+            elif isinstance(exc.details.get("approval"), dict):  # a rejection: receipt the decision too
+                approval = exc.details["approval"]
             raise
         finally:
             seconds = time.perf_counter() - started
             self._receipt(
-                adapter, tool, frozen, seconds, outcome, approval, context.agent.name, context.on_behalf
+                adapter,
+                tool,
+                frozen,
+                seconds,
+                outcome,
+                approval,
+                context.agent.name,
+                context.on_behalf,
+                verdict,
             )
 
     def current(self, adapter: Adapter) -> tuple[Adapter, bool]:
@@ -226,9 +252,13 @@ class GatewayProxy(DynamicTools):
             )
 
     async def _approve(
-        self, adapter: Adapter, tool: str, arguments: dict[str, Any], context: CallContext
+        self, adapter: Adapter, tool: str, arguments: dict[str, Any], context: CallContext, asked: int = 0
     ) -> dict[str, Any]:
-        """A single-use HITL approval bound to sha256(canonical arguments); raises unless approved."""
+        """A single-use HITL approval bound to sha256(canonical arguments); raises unless approved.
+
+        ``asked`` is the call policy's ``@approvals("N")``: the request needs the larger of it and the TOML's
+        ``tools.required_approvals`` distinct people, and one above the operator's cap refuses the call
+        rather than letting fewer approve it."""
         from baton.hitl.broker import get_broker
         from baton.hitl.records import NewRequest
         from baton.hitl.tools import asked_from, wait_for_outcome
@@ -251,12 +281,13 @@ class GatewayProxy(DynamicTools):
             request_context["subagent_id"] = on_behalf.subagent_id
             request_context["parent_agent"] = on_behalf.parent_agent
         tools = adapter.policy.tools
+        required = required_approvals(self.runtime, adapter, tool, asked)
         new = NewRequest(
             "approval",
             message,
             request_context,
             tools.approval_timeout_seconds,
-            required_approvals=tools.required_approvals.get(tool),
+            required_approvals=required,
             step_up=needs_step_up(self.runtime.settings.baton_hitl_step_up_risk, adapter.policy, tool),
             arguments_sha256=digest,
             agent=context.agent.name,
@@ -365,6 +396,7 @@ class GatewayProxy(DynamicTools):
         approval: dict[str, Any] | None,
         agent: str | None = None,
         on_behalf: OnBehalf | None = None,
+        verdict: dict[str, Any] | None = None,
     ) -> None:
         payload: dict[str, Any] = {
             "adapter_id": adapter.id,
@@ -376,6 +408,7 @@ class GatewayProxy(DynamicTools):
             "approval": approval,
             "agent": agent,
             "call_policy_sha256": adapter.policy.tools.call_policy_sha256,
+            "call_policy_decision": verdict,
         }
         if adapter.policy.tools.record_arguments:
             payload["arguments"] = arguments
@@ -424,6 +457,23 @@ def envelope(adapter_id: str, tool: str, result: Any) -> dict[str, Any]:
     if result.is_error:
         value.update(error_class="mcp_upstream_tool_error", error=text[:2000] or "The upstream tool failed.")
     return value
+
+
+def required_approvals(runtime: Runtime, adapter: Adapter, tool: str, asked: int) -> int | None:
+    """How many distinct people approve a call: the most of the call policy's and the TOML's numbers."""
+    configured = adapter.policy.tools.required_approvals.get(tool)
+    needed = max(configured or 1, asked)
+    cap = runtime.settings.baton_hitl_max_required_approvals
+    if needed > cap:
+        raise GatewayError(
+            "gateway_policy_error",
+            f"The policy of adapter {adapter.id} asks {needed} approvals for {tool}, above the operator's cap "
+            f"(BATON_HITL_MAX_REQUIRED_APPROVALS={cap}); the call is refused rather than approved by fewer.",
+            adapter_id=adapter.id,
+            tool=tool,
+            required_approvals=needed,
+        )
+    return needed if needed > 1 else configured
 
 
 def needs_step_up(risk_classes: str | None, policy: Any, tool: str) -> bool:

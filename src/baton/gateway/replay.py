@@ -25,6 +25,7 @@ from baton.gateway.contract import (
     tool_contract,
 )
 from baton.gateway.extract import Extracted, materialize
+from baton.gateway.host_programs import check_host_programs, pin_new
 from baton.gateway.interpreter import check_interpreter_pin
 from baton.gateway.mounts import host_mounts
 from baton.gateway.policy import Policy, load_policy, policy_path, write_policy
@@ -302,6 +303,7 @@ def _apply(
     check_policy_rules(policy, observation.definitions)
     receipt = build_receipt(policy, checksum, run_id, evidence, observation, extracted)
     receipt["call_policy_sha256"] = policy.tools.call_policy_sha256
+    receipt["host_programs"] = [pin.model_dump() for pin in policy.host_programs]
     receipt["poisoning_findings"] = poisoning_findings(runtime, policy.id, observation.definitions)
     sha = write_receipt_file(runtime, policy.id, f"replay-{run_id}.json", receipt)
     summary = {
@@ -311,6 +313,7 @@ def _apply(
         "protocol_observation": receipt["protocol_observation"],
         "client": receipt["client"],
         "poisoning_findings": receipt["poisoning_findings"],
+        "host_programs": receipt["host_programs"],
     }
     stored = state.record(
         runtime,
@@ -354,6 +357,10 @@ def replay(runtime: Runtime, adapter: str, *, apply: bool = False, record: bool 
         policy, _ = load_policy(path)
         evidence = check_chain(runtime, policy)
         check_interpreter_pin(policy)
+        if apply:
+            policy = pin_new(path, policy)  # declared host programs: pinned now if new, else checked
+        else:
+            check_host_programs(policy, unpinned_ok=True)
         read_pinned(policy_file(path), policy.tools.call_policy_sha256)  # the pinned call policy is there
         if policy.contract is None and not record:
             raise GatewayError("adapter_contract_unpinned", f"Adapter {policy.id} pins no contract yet.")

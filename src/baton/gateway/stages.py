@@ -223,6 +223,7 @@ def check(runtime: Runtime, adapter: str) -> dict[str, Any]:
 
     def stage(run_id: str) -> dict[str, Any]:
         from baton.gateway.checks import check_policy_rules
+        from baton.gateway.host_programs import check_host_programs
         from baton.gateway.interpreter import check_interpreter_pin
         from baton.gateway.verifier import VerificationError, recheck_bundle
 
@@ -237,6 +238,7 @@ def check(runtime: Runtime, adapter: str) -> dict[str, Any]:
             raise GatewayError(str(exc), f"The bundle of {policy.id} no longer verifies: {exc}.") from None
         check_policy_rules(policy, _replayed_definitions(runtime, policy.id, evidence["row"]))
         check_interpreter_pin(policy)
+        check_host_programs(policy, unpinned_ok=True)  # the first replay --apply pins new ones
         result = {
             "run_id": run_id,
             "adapter_id": policy.id,

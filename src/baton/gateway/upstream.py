@@ -22,6 +22,7 @@ from baton.gateway import scratch, state
 from baton.gateway.contract import compare, tool_contract
 from baton.gateway.docker import DockerSandbox
 from baton.gateway.extract import materialize
+from baton.gateway.host_programs import check_host_programs
 from baton.gateway.interpreter import check_interpreter_pin
 from baton.gateway.mounts import host_mounts
 from baton.gateway.network import EgressProxy, bridged_argv
@@ -227,6 +228,7 @@ class Upstream:
     async def _argv(self, group: TaskGroup) -> tuple[list[str], Prepared | None]:
         """The sandbox command line; the bundle is extracted (and re-checked) once per serve process."""
         check_interpreter_pin(self.policy)  # every start: the pinned node/python, or adapter_runtime_drift
+        check_host_programs(self.policy)  # and the pinned host programs it spawns (git, a language server)
         mounts = host_mounts(self.policy, self.runtime.settings.home)
         if self._root is None:
             root = scratch.make("upstream")

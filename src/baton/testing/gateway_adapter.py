@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from baton.gateway import artifacts, stages
+from baton.gateway import artifacts, cedar_policy, stages
 from baton.gateway.policy import load_policy, parse_policy, write_policy
 from baton.gateway.promotion import promote
 from baton.gateway.replay import replay
@@ -77,8 +77,10 @@ def make_live(
     record_arguments: bool = False,
     approval_timeout_seconds: int | None = None,
     allow_destructive_without_approval: list[str] | None = None,
+    call_policy: str | None = None,
 ) -> Path:
-    """Lock, verify, replay (pinning the contract), set the tools, replay again and promote.
+    """Lock, verify, replay (pinning the contract), set the tools (and pin ``call_policy``, a Cedar
+    policy text, as ``adapters/<id>.cedar``), replay again and promote.
 
     The suite runs several copies of one test server, whose tools share names: the
     ``name_shadows_adapter_tool`` findings that causes are accepted by id (any other finding refuses).
@@ -99,8 +101,12 @@ def make_live(
             "record_arguments": record_arguments,
             "approval_timeout_seconds": approval_timeout_seconds,
             "allow_destructive_without_approval": list(allow_destructive_without_approval or []),
+            "call_policy_sha256": None if call_policy is None else cedar_policy.sha256_of(call_policy),
         }
     )
+    if call_policy is not None:
+        cedar_policy.policy_annotations(call_policy)  # refuses a policy that does not parse, as pin does
+        cedar_policy.policy_file(path).write_text(call_policy, encoding="utf-8")
     write_policy(path, pinned.model_copy(update={"tools": tools}))
     replayed = replay(runtime, policy.id, apply=True)
     shadowing = [

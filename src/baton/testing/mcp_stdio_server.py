@@ -18,7 +18,8 @@ It runs under any ``python3`` (inside a sandbox too) and is packaged as an npm-s
   ``notifications/cancelled`` for it is counted), ``cancellations`` (how many were counted), ``calls`` (JSON counts of calls per tool),
   ``hang`` (blocks the server for good), ``read`` / ``write`` (a file at ``path``), ``flood`` (``megabytes`` MiB to stderr), ``whoami`` (the params of the client's initialize),
   ``fetch`` (GET ``url`` through ``HTTP_PROXY`` when set), ``lookup`` (the text of
-  ``BATON_TEST_MCP_RECORD``: a record the caller did not give it), anything else: "called NAME".
+  ``BATON_TEST_MCP_RECORD``: a record the caller did not give it), ``spawn`` (runs the command line
+  ``argv`` and answers its stdout: a server that spawns a host program), anything else: "called NAME".
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -153,6 +155,14 @@ def call_tool(request: dict[str, Any], state: dict[str, Any]) -> None:
         text_result(request_id, fetch(str(arguments.get("url"))))
     elif name == "lookup":
         text_result(request_id, os.environ.get("BATON_TEST_MCP_RECORD", "{}"))
+    elif name == "spawn":  # a host program, as git-driving servers run one (``argv``: the command line)
+        try:
+            done = subprocess.run(
+                [str(a) for a in arguments.get("argv") or []], capture_output=True, timeout=60, check=False
+            )
+            text_result(request_id, done.stdout.decode("utf-8", "replace"), is_error=done.returncode != 0)
+        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+            text_result(request_id, f"{type(exc).__name__}: {exc}", is_error=True)
     elif name == "meta":  # the request's _meta as the gateway sent it (trace context propagation)
         text_result(request_id, json.dumps(params.get("_meta") or {}, sort_keys=True))
     else:

@@ -1,0 +1,274 @@
+"""A Cedar call policy through a real ``python -m baton serve`` (stdio, the official MCP client).
+
+One promoted adapter (the test server) pins a policy that permits queries, forbids ``DROP``, asks two
+distinct people for a transfer, cannot evaluate an ``echo`` without ``text`` (fails closed) and says
+nothing of ``status`` (default deny). The people approve with ``baton hitl approve`` under their own OS
+account names (the CLI records ``getpass.getuser()``). Every ``gateway_call`` receipt carries the pinned
+policy's sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from baton.config import load_settings
+from baton.runtime import Runtime
+from baton.testing.gateway_adapter import document, make_live, publish, tool
+from baton.testing.npm_registry import NpmRegistryServer
+from tests.conftest import BLANKED, SRC, call, stdio_session
+from tests.hitl.helpers import run_cli
+
+pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap"), pytest.mark.timeout(1800)]
+
+POLICY = """\
+@id("queries")
+permit(principal, action == Action::"query", resource);
+@id("no-drop")
+forbid(principal, action == Action::"query", resource)
+  when { context.arguments.sql like "*DROP*" };
+@id("two-people-transfer")
+@approvals("2")
+permit(principal, action == Action::"transfer", resource);
+@id("wire-needs-five")
+@approvals("5")
+permit(principal, action == Action::"wire", resource);
+@id("echo")
+permit(principal, action == Action::"echo", resource);
+@id("no-secret-echo")
+forbid(principal, action == Action::"echo", resource)
+  when { context.arguments.text like "*secret*" };
+@id("counts")
+permit(principal, action == Action::"calls", resource);
+@id("no-intruders")
+forbid(principal == Agent::"intruder", action, resource);
+"""
+POLICY_SHA256 = hashlib.sha256(POLICY.encode()).hexdigest()
+TOOLS = [
+    tool("query", sql="string"),
+    tool("transfer", to="string", amount="integer"),
+    tool("wire", to="string", amount="integer"),
+    tool("echo", text="string"),
+    tool("status"),
+    tool("calls"),
+]
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A store with the ``db`` adapter live, its Cedar policy pinned; ``status`` is allowed by the TOML only."""
+    home = tmp_path_factory.mktemp("cedar") / "home"
+    environment = {k: v for k, v in os.environ.items() if k not in BLANKED}
+    environment.update(BATON_HOME=str(home), HITL_TIMEOUT_SECONDS="3600", BATON_HITL_PROGRESS_SECONDS="1")
+    environment["PYTHONPATH"] = str(SRC) + os.pathsep + environment.get("PYTHONPATH", "")
+    with NpmRegistryServer() as registry:
+        runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
+        try:
+            make_live(
+                runtime,
+                document("db", publish(registry), TOOLS),
+                allowed=["query", "transfer", "wire", "echo", "status", "calls"],
+                call_policy=POLICY,
+            )
+        finally:
+            runtime.close()
+        yield environment
+
+
+@pytest.fixture(scope="module")
+async def session(env: dict[str, str]) -> AsyncIterator[Any]:
+    async with stdio_session(env) as client:
+        yield client
+
+
+def call_receipts(env: dict[str, str], tool_name: str) -> list[dict[str, Any]]:
+    """The ``gateway_call`` receipt payloads of ``db``'s ``tool_name``, oldest first."""
+    runtime = Runtime.open(load_settings(env))
+    try:
+        found = runtime.receipts.list(kind="gateway_call")
+        return [r.payload for r in found if r.payload["tool"] == tool_name]
+    finally:
+        runtime.close()
+
+
+def hitl_receipts(env: dict[str, str], kind: str, request_id: str) -> list[dict[str, Any]]:
+    """The payloads of ``kind`` receipts about ``request_id``."""
+    runtime = Runtime.open(load_settings(env))
+    try:
+        return [r.payload for r in runtime.receipts.list(kind=kind) if r.payload["request_id"] == request_id]
+    finally:
+        runtime.close()
+
+
+def decide_as(env: dict[str, str], person: str, verb: str, request_id: str) -> Any:
+    """``baton hitl approve|reject ID`` run by ``person``'s OS account."""
+    return run_cli({**env, "LOGNAME": person, "USER": person}, "hitl", verb, request_id)
+
+
+async def upstream_calls(session: Any) -> dict[str, int]:
+    """How often the upstream process ran each tool (its own count, through the permitted ``calls``)."""
+    import json
+
+    result = await call(session, "db__calls")
+    assert result["success"], result
+    counts: dict[str, int] = json.loads(result["text"])
+    return counts
+
+
+async def pending_transfer(session: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The pending approval request of a transfer with ``arguments``."""
+    with anyio.fail_after(300):  # only stops a hang
+        while True:
+            listed = (await call(session, "mcp_list_pending_requests"))["requests"]
+            found = [r for r in listed if r["context"].get("arguments") == arguments]
+            if found:
+                return dict(found[0])
+            await anyio.sleep(0.05)
+
+
+async def test_a_policy_asking_two_approvals_runs_the_call_only_after_two_distinct_people(
+    session: Any, env: dict[str, str]
+) -> None:
+    arguments = {"to": "bob", "amount": 5}
+    result: dict[str, Any] = {}
+
+    async def transfer() -> None:
+        result.update(await call(session, "db__transfer", arguments))
+
+    with anyio.fail_after(600):
+        async with anyio.create_task_group() as group:
+            group.start_soon(transfer)
+            request = await pending_transfer(session, arguments)
+            request_id = request["request_id"]
+            first = decide_as(env, "ana", "approve", request_id)
+            assert first.returncode == 0, first.stderr
+            again = decide_as(env, "ana", "approve", request_id)  # one person counts once
+            assert again.returncode != 0 and "hitl_approval_duplicate" in again.stderr
+            status = await call(session, "mcp_get_request_status", {"request_id": request_id})
+            assert (status["status"], status["required_approvals"], status["approvals"]) == (
+                "pending",
+                2,
+                ["ana"],
+            )
+            assert (await upstream_calls(session)).get("transfer") is None  # one approval is not enough
+            second = decide_as(env, "ben", "approve", request_id)
+            assert second.returncode == 0, second.stderr
+    assert result["success"] is True, result
+    assert result["text"] == 'transferred {"amount": 5, "to": "bob"}'
+    assert (await upstream_calls(session))["transfer"] == 1
+    (partial,) = hitl_receipts(env, "hitl_partial_approval", request_id)
+    assert (partial["decided_by"], partial["approvals"], partial["required_approvals"]) == ("ana", 1, 2)
+    (decided,) = hitl_receipts(env, "hitl_decided", request_id)
+    assert decided["approvers"] == ["ana", "ben"] and decided["decision"] == "approved"
+    receipt = call_receipts(env, "transfer")[-1]
+    assert receipt["success"] is True and receipt["approval"]["request_id"] == request_id
+    assert receipt["call_policy_sha256"] == POLICY_SHA256
+    assert receipt["call_policy_decision"] == {
+        "effect": "approval",
+        "approvals": 2,
+        "reasons": ["two-people-transfer"],
+    }
+
+
+async def test_one_rejection_after_an_approval_stops_the_call(session: Any, env: dict[str, str]) -> None:
+    arguments = {"to": "mallory", "amount": 900}
+    result: dict[str, Any] = {}
+    before = (await upstream_calls(session)).get("transfer", 0)
+
+    async def transfer() -> None:
+        result.update(await call(session, "db__transfer", arguments))
+
+    with anyio.fail_after(600):
+        async with anyio.create_task_group() as group:
+            group.start_soon(transfer)
+            request_id = (await pending_transfer(session, arguments))["request_id"]
+            assert decide_as(env, "ana", "approve", request_id).returncode == 0
+            rejected = decide_as(env, "ben", "reject", request_id)
+            assert rejected.returncode == 0, rejected.stderr
+    assert (result["success"], result["error_class"]) == (False, "approval_denied")
+    assert (await upstream_calls(session)).get("transfer", 0) == before  # nothing reached the upstream
+    (decided,) = hitl_receipts(env, "hitl_decided", request_id)
+    assert decided["decision"] == "rejected" and decided["decided_by"] == "ben"
+    receipt = call_receipts(env, "transfer")[-1]
+    assert (receipt["success"], receipt["error_class"]) == (False, "approval_denied")
+    assert receipt["approval"]["request_id"] == request_id
+    assert receipt["call_policy_sha256"] == POLICY_SHA256
+
+
+async def test_permit_forbid_and_default_deny_each_call_with_the_pinned_hash_receipted(
+    session: Any, env: dict[str, str]
+) -> None:
+    permitted = await call(session, "db__query", {"sql": "SELECT 1"})
+    assert permitted["success"] is True and permitted["text"] == "called query"
+    dropped = await call(session, "db__query", {"sql": "DROP TABLE t"})
+    assert dropped["error_class"] == "gateway_policy_forbidden"
+    assert dropped["reasons"] == ["no-drop"] and "forbidden by no-drop" in dropped["error"]
+    assert dropped["policy_sha256"] == POLICY_SHA256
+    unmentioned = await call(session, "db__status")  # allowed by the TOML, permitted by no policy
+    assert unmentioned["error_class"] == "gateway_policy_forbidden"
+    assert unmentioned["reasons"] == [] and "default deny" in unmentioned["error"]
+    counts = await upstream_calls(session)
+    assert counts.get("query") == 1 and "status" not in counts  # only the permitted call ran
+
+    queries = call_receipts(env, "query")[-2:]
+    assert [(r["success"], r["error_class"]) for r in queries] == [
+        (True, None),
+        (False, "gateway_policy_forbidden"),
+    ]
+    assert [r["call_policy_decision"] for r in queries] == [
+        {"effect": "permit", "approvals": 0, "reasons": ["queries"]},
+        {"effect": "forbid", "approvals": 0, "reasons": ["no-drop"]},
+    ]
+    (status,) = call_receipts(env, "status")
+    assert status["call_policy_decision"] == {"effect": "forbid", "approvals": 0, "reasons": []}
+    snapshot = next(Path(env["BATON_HOME"]).rglob("call-policy.cedar"))
+    assert hashlib.sha256(snapshot.read_bytes()).hexdigest() == POLICY_SHA256
+    runtime = Runtime.open(load_settings(env))
+    try:
+        every = [r.payload for r in runtime.receipts.list(kind="gateway_call")]
+    finally:
+        runtime.close()
+    assert every and {r["call_policy_sha256"] for r in every} == {POLICY_SHA256}
+
+
+async def test_a_policy_that_cannot_decide_or_asks_too_many_approvals_fails_closed(
+    session: Any, env: dict[str, str]
+) -> None:
+    # Cedar skips the erroring no-secret-echo forbid and would answer Allow from "echo": baton refuses
+    errored = await call(session, "db__echo", {})
+    assert errored["error_class"] == "gateway_policy_error"
+    assert "refused" in errored["error"] and "does not have the attribute `text`" in errored["error"]
+    assert (await call(session, "db__echo", {"text": "a secret"}))[
+        "error_class"
+    ] == "gateway_policy_forbidden"
+    assert (await call(session, "db__echo", {"text": "hello"}))["text"] == "hello"
+    capped = await call(session, "db__wire", {"to": "bob", "amount": 1})  # 5 > the default cap of 3
+    assert (
+        capped["error_class"] == "gateway_policy_error"
+        and "BATON_HITL_MAX_REQUIRED_APPROVALS" in capped["error"]
+    )
+    assert (await call(session, "mcp_list_pending_requests"))["requests"] == []  # no request was created
+    counts = await upstream_calls(session)
+    assert counts.get("echo") == 1 and "wire" not in counts
+    (wire,) = call_receipts(env, "wire")
+    assert (wire["error_class"], wire["call_policy_sha256"]) == ("gateway_policy_error", POLICY_SHA256)
+    assert call_receipts(env, "echo")[0]["call_policy_decision"]["effect"] == "error"
+
+
+async def test_the_calling_agent_is_the_principal(env: dict[str, str]) -> None:
+    async with stdio_session({**env, "BATON_AGENT_NAME": "intruder"}) as intruder:
+        refused = await call(intruder, "db__query", {"sql": "SELECT 2"})
+    assert refused["error_class"] == "gateway_policy_forbidden" and refused["reasons"] == ["no-intruders"]
+    receipt = call_receipts(env, "query")[-1]
+    assert (receipt["agent"], receipt["call_policy_decision"]["reasons"]) == ("intruder", ["no-intruders"])
