@@ -20,6 +20,7 @@ from baton.config import Settings
 from baton.errors import BatonError, ProviderError
 from baton.metrics import RECORDER
 from baton.pricing import price_call
+from baton.pydantic_ai_imports import IMPORT_LOCK, aload_pydantic_ai, load_pydantic_ai
 from baton.receipts import Receipt, ReceiptLog, Redactor
 from baton.tracing import http_event_hooks, model_instrumentation
 
@@ -30,29 +31,6 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection
 
 Purpose = Literal["context_preparation", "subagent_turn"]
-
-#: pydantic-ai's package imports itself circularly: two threads importing it at once (the warm-up's
-#: worker and the event loop) can see it half-initialized. Whoever imports it first does so under this.
-_IMPORT_LOCK = threading.Lock()
-_IMPORTED = threading.Event()
-
-
-def load_pydantic_ai() -> None:
-    """Import pydantic-ai once, in one thread at a time (a no-op once imported)."""
-    if _IMPORTED.is_set():
-        return
-    with _IMPORT_LOCK:
-        import pydantic_ai  # noqa: F401  (the import is the point)
-    _IMPORTED.set()
-
-
-async def aload_pydantic_ai() -> None:
-    """:func:`load_pydantic_ai` from async code: in a worker thread, so the event loop never waits on it."""
-    if not _IMPORTED.is_set():
-        import anyio
-
-        await anyio.to_thread.run_sync(load_pydantic_ai)
-
 
 PROVIDERS = ("moonshot", "openai", "anthropic", "openrouter", "ollama", "openai-compatible")
 
@@ -287,6 +265,7 @@ class ModelClient:
         tokens = estimate_tokens(prompt_chars, self.settings.collab_max_tokens)
         if self.daily.limits.max_cost_usd is None:
             return tokens, 0.0
+        load_pydantic_ai()
         from pydantic_ai.usage import RequestUsage
 
         output = self.settings.collab_max_tokens
@@ -316,6 +295,7 @@ class ModelClient:
         """Append a tool loop's request (pydantic-ai messages, tool calls and results included) to the log."""
         if self.settings.baton_model_request_log is None:
             return
+        load_pydantic_ai()
         from pydantic_ai.messages import ModelMessagesTypeAdapter
 
         dumped = ModelMessagesTypeAdapter.dump_python(messages, mode="json")
@@ -394,6 +374,7 @@ def write_atomic(path: Path, text: str) -> None:
 
 def to_model_messages(system: str, turns: list[ChatTurn]) -> list[Any]:
     """Baton's stored conversation as pydantic-ai messages (the system prompt leads the first request)."""
+    load_pydantic_ai()
     from pydantic_ai.messages import ModelRequest, ModelResponse, SystemPromptPart, TextPart, UserPromptPart
 
     messages: list[Any] = []
@@ -409,46 +390,47 @@ def to_model_messages(system: str, turns: list[ChatTurn]) -> list[Any]:
 
 
 def build_model(config: ProviderConfig, settings: Settings) -> Model:
-    """The pydantic-ai model object for a resolved provider."""
+    """The pydantic-ai model object for a resolved provider (its modules imported under the import lock)."""
     load_pydantic_ai()
-    if config.provider == "anthropic":
-        from anthropic import AsyncAnthropic
-        from pydantic_ai.models.anthropic import AnthropicModel
-        from pydantic_ai.providers.anthropic import AnthropicProvider
+    with IMPORT_LOCK:
+        if config.provider == "anthropic":
+            from anthropic import AsyncAnthropic
+            from pydantic_ai.models.anthropic import AnthropicModel
+            from pydantic_ai.providers.anthropic import AnthropicProvider
 
-        client = AsyncAnthropic(
-            api_key=config.api_key,
+            client = AsyncAnthropic(
+                api_key=config.api_key,
+                base_url=config.base_url,
+                max_retries=1,
+                timeout=settings.collab_model_timeout_seconds,
+                **_traced_http_client("anthropic"),
+            )
+            return AnthropicModel(config.model, provider=AnthropicProvider(anthropic_client=client))
+
+        from openai import AsyncOpenAI
+        from pydantic_ai.models.openai import OpenAIChatModel
+
+        client_openai = AsyncOpenAI(
+            api_key=config.api_key or "not-needed",
             base_url=config.base_url,
             max_retries=1,
             timeout=settings.collab_model_timeout_seconds,
-            **_traced_http_client("anthropic"),
+            **_traced_http_client("openai"),
         )
-        return AnthropicModel(config.model, provider=AnthropicProvider(anthropic_client=client))
+        provider: Any
+        if config.provider == "moonshot":
+            from pydantic_ai.providers.moonshotai import MoonshotAIProvider
 
-    from openai import AsyncOpenAI
-    from pydantic_ai.models.openai import OpenAIChatModel
+            provider = MoonshotAIProvider(openai_client=client_openai)
+        elif config.provider == "openrouter":
+            from pydantic_ai.providers.openrouter import OpenRouterProvider
 
-    client_openai = AsyncOpenAI(
-        api_key=config.api_key or "not-needed",
-        base_url=config.base_url,
-        max_retries=1,
-        timeout=settings.collab_model_timeout_seconds,
-        **_traced_http_client("openai"),
-    )
-    provider: Any
-    if config.provider == "moonshot":
-        from pydantic_ai.providers.moonshotai import MoonshotAIProvider
+            provider = OpenRouterProvider(openai_client=client_openai)
+        else:
+            from pydantic_ai.providers.openai import OpenAIProvider
 
-        provider = MoonshotAIProvider(openai_client=client_openai)
-    elif config.provider == "openrouter":
-        from pydantic_ai.providers.openrouter import OpenRouterProvider
-
-        provider = OpenRouterProvider(openai_client=client_openai)
-    else:
-        from pydantic_ai.providers.openai import OpenAIProvider
-
-        provider = OpenAIProvider(openai_client=client_openai)
-    return OpenAIChatModel(config.model, provider=provider)
+            provider = OpenAIProvider(openai_client=client_openai)
+        return OpenAIChatModel(config.model, provider=provider)
 
 
 def _traced_http_client(sdk: str) -> dict[str, Any]:
@@ -467,6 +449,7 @@ def _traced_http_client(sdk: str) -> dict[str, Any]:
 
 def provider_failure(exc: Exception, redactor: Redactor) -> ProviderError:
     """A provider exception as a typed error whose message holds no secret."""
+    load_pydantic_ai()
     from pydantic_ai import exceptions as pe
 
     detail = redactor.text(str(exc))[:300]

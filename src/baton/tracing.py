@@ -96,6 +96,9 @@ def model_instrumentation() -> Any:
     """pydantic-ai's instrumentation settings while tracing is active (None: no instrumentation)."""
     if not active():
         return None
+    from baton.pydantic_ai_imports import load_pydantic_ai
+
+    load_pydantic_ai()
     from pydantic_ai.models.instrumented import InstrumentationSettings
 
     return InstrumentationSettings(include_content=False, include_binary_content=False)

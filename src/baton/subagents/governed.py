@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from baton.agents import Caller
 from baton.errors import SubagentError
 from baton.models import ModelClient, ModelReply
+from baton.pydantic_ai_imports import load_pydantic_ai
 from baton.receipts import Receipt
 from baton.subagents.context import PrivacyFilter
 from baton.toolkit import CallContext, OnBehalf, ToolRegistry
@@ -131,7 +132,7 @@ async def run_turn(
 
     ``limit`` caps the turn's tool calls (``subagent_tool_limit``) and its model requests at one more.
     """
-    from baton.models import aload_pydantic_ai
+    from baton.pydantic_ai_imports import aload_pydantic_ai
 
     await aload_pydantic_ai()
     from pydantic_ai import Agent
@@ -169,6 +170,7 @@ async def run_turn(
 
 def governed_model(client: ModelClient, links: TurnLinks) -> Any:
     """The provider's model wrapped so each request of the loop is budgeted and receipted."""
+    load_pydantic_ai()
     from pydantic_ai.models.wrapper import WrapperModel
 
     class GovernedModel(WrapperModel):
@@ -218,6 +220,7 @@ def governed_toolset(
     registry: ToolRegistry, names: list[str], privacy: PrivacyFilter, links: TurnLinks
 ) -> Any:
     """A pydantic-ai toolset of exactly ``names``, each call through the registry's one path."""
+    load_pydantic_ai()
     from pydantic_ai.exceptions import ToolFailed
     from pydantic_ai.tools import RunContext, ToolDefinition
     from pydantic_ai.toolsets import AbstractToolset
@@ -278,6 +281,9 @@ def shown_result(name: str, result: dict[str, Any]) -> dict[str, Any]:
 async def tool_definitions(registry: ToolRegistry, names: list[str]) -> list[Any]:
     """pydantic-ai tool definitions of ``names``: built-ins from their argument models, adapter tools
     with the upstream's pinned schema (as an agent's ``tools/list`` shows them)."""
+    from baton.pydantic_ai_imports import aload_pydantic_ai
+
+    await aload_pydantic_ai()
     from pydantic_ai.tools import ToolDefinition
 
     proxied: dict[str, dict[str, Any]] = {}

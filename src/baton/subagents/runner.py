@@ -15,6 +15,7 @@ from baton.budgets import Limits, Spend
 from baton.errors import BatonError, SubagentError
 from baton.leases import RENEW_SECONDS, lease_until, owner_is_gone
 from baton.models import ChatTurn, ModelClient, ModelReply
+from baton.pydantic_ai_imports import aload_pydantic_ai
 from baton.receipts import utc_now
 from baton.rows import ListPage, RowShape, Screened, page_of, screen
 from baton.runtime import Runtime
@@ -486,6 +487,7 @@ class SubagentRunner:
             waiting=lambda request_id: self._set_waiting(subagent_id, request_id),
         )
         limit = int(row.tool_limit or self.runtime.settings.baton_subagent_tool_limit)
+        await aload_pydantic_ai()  # before any pydantic-ai import here: the warm-up may be importing it
         history = to_model_messages(system, turns)
         return await run_turn(
             self.models, self.registry, self.privacy, list(row.tools), limit, history, links
