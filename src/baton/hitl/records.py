@@ -40,6 +40,8 @@ class NewRequest:
     step_up: bool = False
     #: The digest a step-up binds; default sha256(canonical JSON of the context).
     arguments_sha256: str | None = None
+    #: The request's own escalation steps (:mod:`baton.hitl.steps`), added to BATON_HITL_ESCALATION's.
+    escalation: str | None = None
 
 
 @dataclass(frozen=True)

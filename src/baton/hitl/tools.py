@@ -10,6 +10,7 @@ from pydantic import Field, StrictBool, StrictInt
 from baton.errors import HitlError
 from baton.hitl.broker import HitlBroker, get_broker
 from baton.hitl.records import MAX_TEXT, MAX_TIMEOUT_SECONDS, Decision, NewRequest, public_view
+from baton.hitl.steps import MAX_TEXT as STEPS_MAX_TEXT
 from baton.limits import LIST_CONTEXT_BYTES, fits
 from baton.toolkit import CallContext, ToolArgs, ToolRegistry
 
@@ -22,6 +23,12 @@ TimeoutField = Field(
     ge=1,
     le=MAX_TIMEOUT_SECONDS,
     description="Seconds to wait for a decision; default HITL_TIMEOUT_SECONDS. The request expires then.",
+)
+
+EscalationField = Field(
+    "",
+    max_length=STEPS_MAX_TEXT,
+    description='Steps while undecided, e.g. "600:slack,900:person:ada,remind:60" (docs/hitl.md).',
 )
 
 
@@ -46,6 +53,7 @@ class ApprovalArgs(ToolArgs):
         False,
         description="Approving needs a fresh passkey confirmation bound to this request and its context.",
     )
+    escalation: str = EscalationField
 
 
 class InputArgs(ToolArgs):
@@ -63,6 +71,7 @@ class InputArgs(ToolArgs):
         max_length=100,
         description="When given, the answer must be one of these (at most 100).",
     )
+    escalation: str = EscalationField
 
 
 class NoArgs(ToolArgs):
@@ -340,6 +349,7 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
             agent=ctx.agent.name,
             required_approvals=args.required_approvals,
             step_up=args.step_up,
+            escalation=args.escalation or None,
         )
         return await ask_and_wait(broker, new, ctx)
 
@@ -358,6 +368,7 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
             args.urgent,
             args.options,
             agent=ctx.agent.name,
+            escalation=args.escalation or None,
         )
         return await ask_and_wait(broker, new, ctx)
 
