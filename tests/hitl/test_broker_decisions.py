@@ -202,6 +202,7 @@ async def test_a_request_is_stored_and_receipted_with_every_field(
         "created_at": view["created_at"],
         "expires_at": view["expires_at"],
         "agent": None,  # asked by no named agent (the broker called directly)
+        "escalation": [],  # no steps: none asked for, none configured (BATON_HITL_ESCALATION)
     }
     plain = await broker.create(NewRequest("approval", "Plain?", timeout_seconds=MAX_TIMEOUT_SECONDS))
     assert (plain["context"], plain["options"], plain["urgent"]) == (None, None, False)
