@@ -235,6 +235,10 @@ async def test_bad_steps_are_refused_with_a_typed_error(env: dict[str, str]) -> 
             result = await call(session, "mcp_request_admin_approval", args)
             assert result["success"] is False and result["error_class"] == error_class, (escalation, result)
         assert (await call(session, "mcp_list_pending_requests"))["total"] == 0
+        # an agent cannot make a step timer of its own (the kind is the broker's)
+        step = {"kind": "hitl_step", "request_id": "hr_0", "type": "escalate", "to": "slack"}
+        timer = await call(session, "mcp_set_timer", {"name": "sneaky", "delay_seconds": 1, "action": step})
+        assert timer["success"] is False and timer["error_class"] == "timer_action_invalid"
     bad = run_cli({**env, "BATON_HITL_ESCALATION": "600:slack,soon:email"}, "doctor", "--json")
     assert bad.returncode != 0 and "config_invalid" in bad.stdout + bad.stderr
     assert "BATON_HITL_ESCALATION" in bad.stdout + bad.stderr
