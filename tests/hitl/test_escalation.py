@@ -239,6 +239,12 @@ async def test_bad_steps_are_refused_with_a_typed_error(env: dict[str, str]) -> 
         step = {"kind": "hitl_step", "request_id": "hr_0", "type": "escalate", "to": "slack"}
         timer = await call(session, "mcp_set_timer", {"name": "sneaky", "delay_seconds": 1, "action": step})
         assert timer["success"] is False and timer["error_class"] == "timer_action_invalid"
+    doctor = run_cli(
+        {**env, "BATON_HITL_ESCALATION": "600:webhook,900:slack,remind:60:person:nobody"}, "doctor", "--json"
+    )
+    (check,) = [row for row in json.loads(doctor.stdout) if row["name"] == "hitl escalation"]
+    assert check["ok"] is False, check
+    assert check["detail"].endswith("unreachable: slack (not configured), person:nobody (person_not_found)")
     bad = run_cli({**env, "BATON_HITL_ESCALATION": "600:slack,soon:email"}, "doctor", "--json")
     assert bad.returncode != 0 and "config_invalid" in bad.stdout + bad.stderr
     assert "BATON_HITL_ESCALATION" in bad.stdout + bad.stderr

@@ -106,6 +106,29 @@ def close_in(connection: Connection, request_id: str, now: float) -> int:
     )
 
 
+def unreachable(runtime: Runtime, targets: list[str]) -> dict[str, str]:
+    """Each target a step could not reach now (a channel not ready, a person missing or without a
+    destination), with why; for ``baton doctor``."""
+    from baton.hitl.people import People
+    from baton.notify.readiness import readiness
+
+    ready = {r.channel for r in readiness(runtime.settings) if r.ready}
+    if not runtime.settings.hitl_admin_email:
+        ready.discard("email")  # a step to "email" goes to HITL_ADMIN_EMAIL
+    problems: dict[str, str] = {}
+    for target in dict.fromkeys(targets):
+        if target == ALL and not ready:
+            problems[target] = "no channel is configured"
+        elif target in CHANNELS and target not in ready:
+            problems[target] = "not configured"
+        elif target.startswith("person:"):
+            try:
+                People(runtime).destination(target.partition(":")[2])
+            except BatonError as exc:
+                problems[target] = exc.error_class
+    return problems
+
+
 def step_text(view: dict[str, Any], action: dict[str, Any], link: str | None, now: float) -> tuple[str, str]:
     """The subject line and plain-text body of a step's notification."""
     kind = "Approval" if view["kind"] == "approval" else "Input"
