@@ -227,7 +227,7 @@ people = Table(
     Column("owns", JSON),
     Column("enroll_nonce", String(64)),
     Column("enroll_expires_epoch", Float),
-    # where a ``person:NAME`` escalation step reaches them (email:…, telegram:…, webhook:…)
+    # where a ``person:NAME`` escalation step reaches them (email:… or telegram:…)
     Column("notify", Text),
 )
 

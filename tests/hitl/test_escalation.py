@@ -17,6 +17,7 @@ from baton.config import load_settings
 from baton.hitl.broker import get_broker
 from baton.hitl.records import Decision, NewRequest
 from baton.runtime import Runtime
+from baton.testing.smtp import SMTPReceiver
 from baton.testing.webhooks import WebhookReceiver
 from tests.conftest import call, stdio_session
 from tests.hitl.helpers import pending_requests, run_cli
@@ -125,29 +126,42 @@ async def test_a_step_notifies_the_next_channel_and_is_receipted_and_a_failed_on
 
 
 async def test_the_operators_reminder_reaches_a_person_before_the_request_expires(
-    env: dict[str, str], receiver: WebhookReceiver
+    env: dict[str, str],
 ) -> None:
     """BATON_HITL_ESCALATION names a reminder 3599 s before a 3600 s request expires, to a person whose
-    notify destination is the receiver; it arrives while the request is pending, before its expiry."""
-    added = run_cli(env, "people", "add", "ada", "--notify", f"webhook:{receiver.url('/people/ada')}")
+    notify destination is an address on a loopback SMTP server; it arrives while the request is pending,
+    before its expiry, and names the request."""
+    added = run_cli(env, "people", "add", "ada", "--notify", "email:ada@example.org")
     assert added.returncode == 0, added.stderr
+    refused = run_cli(env, "people", "notify", "ada", "webhook:http://127.0.0.1:9/x")
+    assert refused.returncode == 1 and "invalid_arguments" in refused.stderr
     listed = run_cli(env, "people", "list", "--json")
-    assert json.loads(listed.stdout)[0]["notify"] == f"webhook {receiver.base_url.removeprefix('http://')}"
-    server_env = {**env, "BATON_HITL_ESCALATION": "remind:3599:person:ada"}
-    async with stdio_session(server_env) as session:
-        args = {"question": "Which region?", "timeout_seconds": LONG, "options": ["eu", "us"]}
-        async with anyio.create_task_group() as group:
-            group.start_soon(call, session, "mcp_request_admin_input", args)
-            (request,) = await pending_requests(session)
-            (reminder,) = await until_received(receiver, "hitl_reminder", 1)
-            (receipt,) = await until_receipts(env, "hitl_reminded", 1)
-            status = await call(session, "mcp_get_request_status", {"request_id": request["request_id"]})
-            assert status["status"] == "pending"
-            group.cancel_scope.cancel()
-    (ada,) = [r for r in receiver.requests if r.path == "/people/ada"]
-    assert ada.json == reminder and reminder["step"]["to"] == "person:ada"
+    assert json.loads(listed.stdout)[0]["notify"] == "email a***@example.org"
+    with SMTPReceiver() as smtp:
+        server_env = {
+            **env,
+            "SMTP_HOST": smtp.host,
+            "SMTP_PORT": str(smtp.port),
+            "SMTP_FROM_EMAIL": "baton@example.org",
+            "BATON_SMTP_SECURITY": "none",
+            "BATON_HITL_ESCALATION": "remind:3599:person:ada",
+        }
+        async with stdio_session(server_env) as session:
+            args = {"question": "Which region?", "timeout_seconds": LONG, "options": ["eu", "us"]}
+            async with anyio.create_task_group() as group:
+                group.start_soon(call, session, "mcp_request_admin_input", args)
+                (request,) = await pending_requests(session)
+                (receipt,) = await until_receipts(env, "hitl_reminded", 1)
+                status = await call(session, "mcp_get_request_status", {"request_id": request["request_id"]})
+                assert status["status"] == "pending"
+                group.cancel_scope.cancel()
+        (mail,) = [m for m in smtp.messages if "ada@example.org" in m.rcpt_tos]
+    assert str(mail.message["Subject"]).startswith("[baton] Reminder: input request expires in ")
+    assert request["request_id"] in mail.text() and "denied" in mail.text()
     assert receipt["request_id"] == request["request_id"] and receipt["source"] == "operator"
-    assert receipt["delivered"] is True and receipt["deliveries"][0]["to"] == "person:ada"
+    assert receipt["to"] == "person:ada" and receipt["delivered"] is True
+    assert receipt["deliveries"][0]["recipient"] == "a***@example.org"
+    assert "ada@example.org" not in json.dumps(receipt)
     assert datetime.fromisoformat(receipt["fired_at"]) < datetime.fromisoformat(request["expires_at"])
 
 

@@ -255,11 +255,7 @@ class Escalation:
             channel, address = People(self.runtime).destination(name)
         except BatonError as exc:
             return {"to": target, **exc.to_result()}
-        addressed = {
-            "email": {"to_email": address},
-            "telegram": {"chat_id": address},
-            "webhook": {"url": address},
-        }[channel]
+        addressed = {"email": {"to_email": address}, "telegram": {"chat_id": address}}[channel]
         return await self._send(notifier, target, channel, title, text, {**options, **addressed})
 
     async def _send(

@@ -296,17 +296,17 @@ class People:
         )
 
 
-#: The channels a person's notify destination may use, each with what follows its ``CHANNEL:``.
+#: The channels a person's notify destination may use, each with what follows its ``CHANNEL:``. No
+#: webhook: its URL is a bearer capability, and the store would hold it at rest (docs/hitl.md).
 DESTINATION_PATTERNS: dict[str, re.Pattern[str]] = {
     "email": re.compile(r"^[^@\s,]{1,64}@[^@\s,]{1,255}$"),
     "telegram": re.compile(r"^(-?[0-9]{1,20}|@[A-Za-z0-9_]{5,32})$"),
-    "webhook": re.compile(r"^https?://[^\s]{1,2000}$"),
 }
 
 
 def parse_destination(text: str) -> tuple[str, str]:
-    """``email:ADDRESS``, ``telegram:CHAT_ID`` or ``webhook:URL`` as ``(channel, address)``; anything
-    else is ``invalid_arguments``."""
+    """``email:ADDRESS`` or ``telegram:CHAT_ID`` as ``(channel, address)``; anything else is
+    ``invalid_arguments``."""
     from baton.errors import ArgumentError
 
     channel, _, address = text.partition(":")
@@ -314,18 +314,17 @@ def parse_destination(text: str) -> tuple[str, str]:
     if pattern is None or not pattern.match(address):
         raise ArgumentError(
             "invalid_arguments",
-            "A notify destination is email:ADDRESS, telegram:CHAT_ID or webhook:URL "
-            "(e.g. email:ada@example.com).",
+            "A notify destination is email:ADDRESS or telegram:CHAT_ID (e.g. email:ada@example.com).",
         )
     return channel, address
 
 
 def destination_hint(text: str) -> str:
     """A destination as lists and receipts may show it: the channel and a hint, never the address."""
-    from baton.notify.channels import chat_hint, email_hint, url_hint
+    from baton.notify.channels import chat_hint, email_hint
 
     channel, _, address = text.partition(":")
-    hint = {"email": email_hint, "telegram": chat_hint, "webhook": url_hint}.get(channel)
+    hint = {"email": email_hint, "telegram": chat_hint}.get(channel)
     return f"{channel} {hint(address)}" if hint else channel
 
 

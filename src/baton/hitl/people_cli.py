@@ -24,7 +24,7 @@ NotifyOption = Annotated[
     str | None,
     typer.Option(
         "--notify",
-        help="Where person:NAME escalation steps reach them: email:ADDRESS, telegram:CHAT_ID or webhook:URL.",
+        help="Where person:NAME escalation steps reach them: email:ADDRESS or telegram:CHAT_ID.",
     ),
 ]
 TtlOption = Annotated[
@@ -87,9 +87,7 @@ def enroll(name: str, url: UrlOption = None, ttl: TtlOption = 24 * 3600) -> None
 @app.command("notify")
 def notify_destination(
     name: str,
-    destination: Annotated[
-        str | None, typer.Argument(help="email:ADDRESS, telegram:CHAT_ID or webhook:URL.")
-    ] = None,
+    destination: Annotated[str | None, typer.Argument(help="email:ADDRESS or telegram:CHAT_ID.")] = None,
     clear: Annotated[bool, typer.Option("--clear", help="Remove the person's destination.")] = False,
 ) -> None:
     """Set where person:NAME escalation steps reach a person (or --clear it)."""

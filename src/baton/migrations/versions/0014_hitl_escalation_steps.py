@@ -2,8 +2,8 @@
 
 ``timers.request_id`` names the human-in-the-loop request a step timer escalates (NULL for the timers
 agents set); a decision, an expiry or a withdrawal cancels the request's step timers in its own
-transaction. ``people.notify`` is where a ``person:NAME`` step reaches that person (``email:ADDRESS``,
-``telegram:CHAT_ID`` or ``webhook:URL``).
+transaction. ``people.notify`` is where a ``person:NAME`` step reaches that person (``email:ADDRESS`` or
+``telegram:CHAT_ID``).
 
 Revision ID: 0014
 Revises: 0013
