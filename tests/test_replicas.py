@@ -150,3 +150,65 @@ async def test_a_timer_fires_once_across_replicas(replica_env: dict[str, str], t
     assert len(shared) == final[every["timer_id"]]["fire_count"]
     assert len({f["due_at"] for f in shared}) == len(shared)
     assert sorted(f["sequence"] for f in shared) == list(range(1, len(shared) + 1))
+
+
+async def test_escalation_steps_fire_once_across_replicas_and_a_decision_cancels_the_rest(
+    replica_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Both replicas scan the store for due steps; each step is claimed once (counted after both stopped).
+    The decision through B cancels the step not yet due, in its own transaction."""
+    from baton.testing.webhooks import WebhookReceiver
+
+    with WebhookReceiver() as receiver:
+        env = {**replica_env, "HITL_WEBHOOK_URL": receiver.url("/hitl"), "BATON_WEBHOOK_ALLOW": "127.0.0.0/8"}
+        port_a, port_b = free_port(), free_port()
+        with (
+            http_server(env, f"127.0.0.1:{port_a}", tmp_path),
+            http_server(env, f"127.0.0.1:{port_b}", tmp_path),
+        ):
+            async with (
+                Client(f"http://127.0.0.1:{port_a}/mcp") as a,
+                Client(f"http://127.0.0.1:{port_b}/mcp") as b,
+            ):
+                outcome: dict[str, Any] = {}
+                args = {
+                    "request_message": "escalate across replicas?",
+                    "timeout_seconds": 3600,
+                    "escalation": "1:webhook,1:webhook,2:webhook,3000:webhook",
+                }
+
+                async def wait_on_a() -> None:
+                    outcome.update(await structured(a, "mcp_request_admin_approval", args))
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(wait_on_a)
+                    with anyio.fail_after(300):
+                        while (
+                            len([r for r in receiver.requests if r.json.get("event") == "hitl_escalation"])
+                            < 3
+                        ):
+                            await anyio.sleep(0.05)
+                    request_id = (await structured(b, "mcp_list_pending_requests", {}))["requests"][0][
+                        "request_id"
+                    ]
+                    decided = await structured(
+                        b, "mcp_respond_to_request", {"request_id": request_id, "approved": True}
+                    )
+                    assert decided["success"] is True
+                assert outcome["approved"] is True
+    runtime = Runtime.open(load_settings(env))
+    try:
+        fired = [r.payload for r in runtime.receipts.list(kind="hitl_escalated", limit=100_000)]
+        steps = {t["name"]: t for t in TimerService(runtime).list()}
+    finally:
+        runtime.close()
+    assert sorted(f["step"] for f in fired) == [1, 2, 3]
+    assert all(f["request_id"] == request_id and f["delivered"] for f in fired)
+    statuses = {name.removeprefix(f"{request_id} "): timer["status"] for name, timer in steps.items()}
+    assert statuses == {
+        "escalation 1": "completed",
+        "escalation 2": "completed",
+        "escalation 3": "completed",
+        "escalation 4": "cancelled",
+    }
+    assert len([r for r in receiver.requests if r.json.get("event") == "hitl_escalation"]) == 3

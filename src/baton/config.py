@@ -98,6 +98,8 @@ class Settings(BaseModel):
     baton_hitl_step_up: bool = False
     baton_hitl_step_up_risk: str | None = None
     baton_hitl_exclude_owner: bool = False
+    # escalation steps every request gets (docs/hitl.md, "Escalation and reminders")
+    baton_hitl_escalation: str | None = None
     # OAuth 2.1 resource server on --http (docs/operations.md)
     baton_oauth_issuer: str | None = None
     baton_oauth_audience: str | None = None
@@ -171,6 +173,25 @@ class Settings(BaseModel):
         if value is None or (isinstance(value, str) and value.strip() == ""):
             raise PydanticUseDefault
         return value
+
+    @field_validator("baton_hitl_escalation")
+    @classmethod
+    def _escalation_steps(cls, value: str | None) -> str | None:
+        """The operator's default steps must follow the steps' grammar (:mod:`baton.hitl.steps`)."""
+        from baton.hitl.steps import StepSyntaxError, parse_steps
+
+        try:
+            parse_steps(value)
+        except StepSyntaxError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @property
+    def escalation_steps(self) -> tuple[Any, ...]:
+        """The steps of BATON_HITL_ESCALATION (:class:`baton.hitl.steps.Step`), already validated."""
+        from baton.hitl.steps import parse_steps
+
+        return parse_steps(self.baton_hitl_escalation)
 
     @cached_property
     def home(self) -> Path:
@@ -255,7 +276,7 @@ def settings_error(exc: ValidationError) -> ConfigError:
     problems = [
         {
             "variable": ".".join(str(part) for part in error["loc"]).upper() or "(settings)",
-            "problem": error["msg"],
+            "problem": error["msg"].removeprefix("Value error, ").rstrip("."),
         }
         for error in exc.errors(include_url=False, include_input=False)
     ]

@@ -174,6 +174,20 @@ def check_chat(runtime: Runtime) -> Check:
     return Check("hitl chat", True, detail)
 
 
+def check_escalation(runtime: Runtime) -> Check:
+    """The operator's escalation steps (BATON_HITL_ESCALATION) and whether each target can be reached."""
+    from baton.hitl.escalation import unreachable
+
+    steps = runtime.settings.escalation_steps
+    if not steps:
+        return Check("hitl escalation", True, "no default steps (BATON_HITL_ESCALATION unset)")
+    problems = unreachable(runtime, [step.target for step in steps])
+    detail = ", ".join(step.text() for step in steps)
+    if problems:
+        detail += "; unreachable: " + ", ".join(f"{target} ({why})" for target, why in problems.items())
+    return Check("hitl escalation", not problems, detail)
+
+
 def check_service(runtime: Runtime) -> list[Check]:
     """The daily budget, trace export and OAuth (running as a service)."""
     from baton.ops_checks import service_checks
@@ -192,6 +206,7 @@ CHECKS: list[Callable[[Runtime], Check | list[Check]]] = [
     check_http,
     check_people,
     check_chat,
+    check_escalation,
     check_service,
 ]
 

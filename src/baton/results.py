@@ -181,7 +181,7 @@ class _Decided(Ok):
     timeout: Literal[False]
     admin_notes: str | None
     responded_at: str | None
-    waited_seconds: float = Field(description="Seconds from the request's creation to its decision.")
+    waited_seconds: float = Field(description="Seconds from creation to decision.")
     decided_by: str | None = None  # a person's name, operator, the OS user (docs/hitl.md, "Who decided")
     decided_via: str | None = None  # passkey, admin_token, cli, link, slack, telegram, …
 
@@ -241,7 +241,7 @@ class RequestStatus(Ok):
     admin_notes: str | None
     responded_at: str | None
     decided_via: str | None = Field(
-        description="The channel that decided it: passkey, admin_token, link, cli, elicitation, mcp or mcp_admin."
+        description="How it was decided (passkey, admin_token, cli, link, slack, telegram, elicitation, mcp…)."
     )
     waiter_gone: bool | None = Field(description="True when no call was waiting when the decision came.")
     decided_by: str | None = None
@@ -264,7 +264,7 @@ class Responded(RequestStatus):
 class Sent(Ok):
     channel: str
     provider: str
-    recipient: str | None = Field(description="Where it went (an address or chat; never a secret).")
+    recipient: str | None = Field(description="Where it went (never a secret).")
     delivered: Literal[True]
     attempts: int
     receipt_seq: int | None = Field(description="The delivery receipt's seq.")

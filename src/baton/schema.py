@@ -141,6 +141,8 @@ timers = Table(
     Column("last_outcome", String(16)),
     Column("last_error_class", String(64)),
     Column("agent", String(128), index=True),
+    # the human-in-the-loop request whose escalation step this timer is (NULL: a timer an agent set)
+    Column("request_id", String(40), index=True),
 )
 
 # human in the loop ---------------------------------------------------------------------------------
@@ -227,6 +229,8 @@ people = Table(
     Column("owns", JSON),
     Column("enroll_nonce", String(64)),
     Column("enroll_expires_epoch", Float),
+    # where a ``person:NAME`` escalation step reaches them (email:… or telegram:…)
+    Column("notify", Text),
 )
 
 #: A person's WebAuthn credentials (passkeys): the public key and the last sign count, never a secret.

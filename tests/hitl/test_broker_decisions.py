@@ -203,6 +203,7 @@ async def test_a_request_is_stored_and_receipted_with_every_field(
         "expires_at": view["expires_at"],
         "agent": None,  # asked by no named agent (the broker called directly)
         "provenance": None,  # nor through an MCP client, a subagent or the gateway
+        "escalation": [],  # no steps: none asked for, none configured (BATON_HITL_ESCALATION)
     }
     plain = await broker.create(NewRequest("approval", "Plain?", timeout_seconds=MAX_TIMEOUT_SECONDS))
     assert (plain["context"], plain["options"], plain["urgent"]) == (None, None, False)

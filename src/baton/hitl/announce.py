@@ -52,7 +52,7 @@ async def announce_safely(
                 "error": f"The announcer failed ({type(exc).__name__}).",
             }
         ]
-    recorded = [_without_link(item, link) for item in deliveries]
+    recorded = [without_link(item, link) for item in deliveries]
     try:
         runtime.receipts.append(
             "hitl_announced",
@@ -63,7 +63,7 @@ async def announce_safely(
     return deliveries
 
 
-def _without_link(value: Any, link: str | None) -> Any:
+def without_link(value: Any, link: str | None) -> Any:
     """The link is a capability: neither it nor its signature ever goes into a receipt."""
     if not link:
         return value
@@ -74,7 +74,7 @@ def _without_link(value: Any, link: str | None) -> Any:
         value = value.replace(link, LINK_PLACEHOLDER)
         return value.replace(signature, LINK_PLACEHOLDER) if signature else value
     if isinstance(value, dict):
-        return {key: _without_link(item, link) for key, item in value.items()}
+        return {key: without_link(item, link) for key, item in value.items()}
     if isinstance(value, list):
-        return [_without_link(item, link) for item in value]
+        return [without_link(item, link) for item in value]
     return value

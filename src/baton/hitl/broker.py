@@ -35,6 +35,7 @@ from sqlalchemy.exc import IntegrityError
 
 from baton.errors import ArgumentError, HitlError
 from baton.hitl.announce import ANNOUNCER_SERVICE, announce_safely
+from baton.hitl.escalation import Escalation, close_in, schedule_in
 from baton.hitl.quorum import count_approval, with_approvals
 from baton.hitl.records import (
     MAX_TIMEOUT_SECONDS,
@@ -52,12 +53,14 @@ from baton.hitl.records import (
     row_view,
     screen_requests,
 )
+from baton.hitl.steps import PlannedStep, StepSyntaxError, parse_steps, plan
 from baton.hitl.terminal_line import SERVICE as TERMINAL_SERVICE
 from baton.hitl.waiters import SIGNAL_PREFIX, Waiters
 from baton.receipts import canonical_json, sha256_hex
 from baton.rows import Screened, raw_json
 from baton.runtime import Runtime
 from baton.schema import hitl_link_uses, hitl_requests
+from baton.timers.actions import HITL_STEPS_SERVICE
 
 log = logging.getLogger("baton.hitl")
 
@@ -189,6 +192,7 @@ class HitlBroker:
                 f"between 1 and {MAX_TIMEOUT_SECONDS} seconds.",
             )
         required, step_up = self._quorum_and_step_up(new)
+        planned = self._plan_steps(new, timeout)
         redact = self.runtime.redactor
         request_id = f"hr_{uuid.uuid4().hex[:20]}"
         now = time.time()
@@ -216,6 +220,7 @@ class HitlBroker:
             if new.agent is not None:
                 self._check_cap(connection, new.agent, now)
             connection.execute(insert(hitl_requests).values(**row))
+            steps = schedule_in(connection, self.runtime, request_id, planned, now)
             self.runtime.receipts.append_in(
                 connection,
                 "hitl_requested",
@@ -234,11 +239,31 @@ class HitlBroker:
                     "expires_at": row["expires_at"],
                     "agent": new.agent,
                     "provenance": row["provenance"],
+                    "escalation": steps,
                 },
             )
+        if steps and (timers := self.runtime.services.get("timers")) is not None:
+            timers.wake()  # the scheduler plans for the first step now, not at its next rescan
         view = self.get(request_id)
         self._spawn(self._announce(view))
         return view
+
+    def _plan_steps(self, new: NewRequest, timeout: int) -> list[PlannedStep]:
+        """The request's escalation steps (BATON_HITL_ESCALATION's, then its own) on its clock; a malformed
+        or impossible step of its own is ``invalid_arguments``, an unknown person ``person_not_found``."""
+        try:
+            requested = parse_steps(new.escalation)
+            planned = plan(self.runtime.settings.escalation_steps, requested, timeout)
+        except StepSyntaxError as exc:
+            raise ArgumentError("invalid_arguments", f"escalation: {exc}") from None
+        named = {step.person for step in requested if step.person is not None}
+        if named:
+            from baton.hitl.people import People
+
+            people = People(self.runtime)
+            for name in sorted(named):
+                people.get(name)
+        return planned
 
     def _check_cap(self, connection: Connection, agent: str, now: float) -> None:
         """Refuse a request past the agent's cap of open requests (``hitl_too_many_pending``)."""
@@ -427,6 +452,7 @@ class HitlBroker:
         )
         if result.rowcount != 1:  # another decider committed first (PostgreSQL re-checks the WHERE)
             raise already_decided(request_id)
+        close_in(connection, request_id, now)
         self.runtime.receipts.append_in(
             connection,
             "hitl_decided",
@@ -461,6 +487,7 @@ class HitlBroker:
         )
         if result.rowcount != 1:
             return 0
+        close_in(connection, request_id, now)
         self.runtime.receipts.append_in(
             connection, "hitl_expired", {"request_id": request_id, "expired_at": iso(now)}
         )
@@ -477,6 +504,7 @@ class HitlBroker:
                 .values(status="expired", approved=False)
             ).rowcount
             if changed:
+                close_in(connection, request_id, now)
                 self.runtime.receipts.append_in(
                     connection,
                     "hitl_withdrawn",
@@ -571,5 +599,6 @@ def get_broker(runtime: Runtime) -> HitlBroker:
     broker = runtime.services.get("hitl")
     if broker is None:
         broker = runtime.services["hitl"] = HitlBroker(runtime)
+        runtime.services.setdefault(HITL_STEPS_SERVICE, Escalation(runtime))  # fired by the timer scheduler
     assert isinstance(broker, HitlBroker)
     return broker

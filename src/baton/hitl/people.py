@@ -44,6 +44,8 @@ class Person:
     owns: list[str]
     passkeys: int
     enrollment_open: bool
+    #: Where a ``person:NAME`` escalation step reaches them, as a hint (``email a***@example.com``), or None.
+    notify: str | None = None
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,7 @@ class People:
                 owns=list(row.owns or []),
                 passkeys=int(row.n or 0),
                 enrollment_open=row.enroll_nonce is not None and (row.enroll_expires_epoch or 0) > now,
+                notify=destination_hint(row.notify) if row.notify else None,
             )
             for row in rows
         ]
@@ -150,6 +153,43 @@ class People:
             self.runtime.receipts.append_in(
                 connection, "person_removed", {"person": name, "at": iso(time.time())}
             )
+
+    def set_notify(self, name: str, destination: str | None) -> None:
+        """Set (or, with None, clear) where ``person:NAME`` escalation steps reach a person."""
+        if destination is not None:
+            parse_destination(destination)
+        with self.runtime.store.write() as connection:
+            done = connection.execute(
+                update(people).where(people.c.name == name).values(notify=destination)
+            ).rowcount
+            if done != 1:
+                raise PeopleError("person_not_found", f"No person is named {name!r}.", person=name)
+            self.runtime.receipts.append_in(
+                connection,
+                "person_notify_set",
+                {
+                    "person": name,
+                    "notify": destination_hint(destination) if destination else None,
+                    "at": iso(time.time()),
+                },
+            )
+
+    def destination(self, name: str) -> tuple[str, str]:
+        """``(channel, address)`` of a person's notify destination (``person_not_found``; a person with none:
+        ``notification_not_configured``)."""
+        from baton.errors import NotificationError
+
+        with self.runtime.store.read() as connection:
+            row = connection.execute(select(people.c.notify).where(people.c.name == name)).first()
+        if row is None:
+            raise PeopleError("person_not_found", f"No person is named {name!r}.", person=name)
+        if not row.notify:
+            raise NotificationError(
+                "notification_not_configured",
+                f"{name} has no notify destination; set one with `baton people notify {name} DEST`.",
+                person=name,
+            )
+        return parse_destination(str(row.notify))
 
     def exists(self, name: str) -> bool:
         """Whether a person of that name is registered and has a passkey (so may log in)."""
@@ -255,6 +295,38 @@ class People:
             .where(people_passkeys.c.credential_id == _b64(credential_id))
             .values(sign_count=sign_count, last_used_at=iso(time.time()))
         )
+
+
+#: The channels a person's notify destination may use, each with what follows its ``CHANNEL:``. No
+#: webhook: its URL is a bearer capability, and the store would hold it at rest (docs/hitl.md).
+DESTINATION_PATTERNS: dict[str, re.Pattern[str]] = {
+    "email": re.compile(r"^[^@\s,]{1,64}@[^@\s,]{1,255}$"),
+    "telegram": re.compile(r"^(-?[0-9]{1,20}|@[A-Za-z0-9_]{5,32})$"),
+}
+
+
+def parse_destination(text: str) -> tuple[str, str]:
+    """``email:ADDRESS`` or ``telegram:CHAT_ID`` as ``(channel, address)``; anything else is
+    ``invalid_arguments``."""
+    from baton.errors import ArgumentError
+
+    channel, _, address = text.partition(":")
+    pattern = DESTINATION_PATTERNS.get(channel)
+    if pattern is None or not pattern.match(address):
+        raise ArgumentError(
+            "invalid_arguments",
+            "A notify destination is email:ADDRESS or telegram:CHAT_ID (e.g. email:ada@example.com).",
+        )
+    return channel, address
+
+
+def destination_hint(text: str) -> str:
+    """A destination as lists and receipts may show it: the channel and a hint, never the address."""
+    from baton.notify.channels import chat_hint, email_hint
+
+    channel, _, address = text.partition(":")
+    hint = {"email": email_hint, "telegram": chat_hint}.get(channel)
+    return f"{channel} {hint(address)}" if hint else channel
 
 
 def _stored(row: Any) -> StoredPasskey:

@@ -12,12 +12,20 @@ from baton.terminal import out, print_table
 from baton.terminal import print_json as _print_json
 
 app = typer.Typer(
-    help="People who decide: passkey enrollment links, chat identities, list, remove.", no_args_is_help=True
+    help="People who decide: passkey enrollment links, chat identities, notify destinations, list, remove.",
+    no_args_is_help=True,
 )
 
 UrlOption = Annotated[
     str | None,
     typer.Option("--url", help="The inbox's base URL; default BATON_PUBLIC_URL, else http://localhost:8765."),
+]
+NotifyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--notify",
+        help="Where person:NAME escalation steps reach them: email:ADDRESS or telegram:CHAT_ID.",
+    ),
 ]
 TtlOption = Annotated[
     int, typer.Option("--expires-in", min=60, help="Seconds the enrollment link stays valid.")
@@ -48,11 +56,18 @@ def add(
     ] = None,
     url: UrlOption = None,
     ttl: TtlOption = 24 * 3600,
+    notify: NotifyOption = None,
 ) -> None:
     """Create a person and print their one-time passkey enrollment link."""
     try:
         people = _people()
+        if notify is not None:
+            from baton.hitl.people import parse_destination
+
+            parse_destination(notify)  # refused before the person exists
         people.add(name, owns or [])
+        if notify is not None:
+            people.set_notify(name, notify)
         _link(people, name, url, ttl)
     except BatonError as exc:
         _fail(exc)
@@ -67,6 +82,27 @@ def enroll(name: str, url: UrlOption = None, ttl: TtlOption = 24 * 3600) -> None
         _link(people, name, url, ttl)
     except BatonError as exc:
         _fail(exc)
+
+
+@app.command("notify")
+def notify_destination(
+    name: str,
+    destination: Annotated[str | None, typer.Argument(help="email:ADDRESS or telegram:CHAT_ID.")] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="Remove the person's destination.")] = False,
+) -> None:
+    """Set where person:NAME escalation steps reach a person (or --clear it)."""
+    from baton.errors import ArgumentError
+
+    try:
+        if (destination is None) == (not clear):
+            raise ArgumentError("invalid_arguments", "Give a destination, or --clear (not both).")
+        people = _people()
+        people.set_notify(name, None if clear else destination)
+        shown = people.get(name).notify
+    except BatonError as exc:
+        _fail(exc)
+        return
+    out.print(f"{name}: {shown or 'no notify destination'}.")
 
 
 @app.command("list")
@@ -88,7 +124,7 @@ def list_people(as_json: Annotated[bool, typer.Option("--json", help="Print JSON
         out.print("Nobody yet: `baton people add NAME`.")
         return
     print_table(
-        ("name", "passkeys", "enrollment", "owns", "chat", "since"),
+        ("name", "passkeys", "enrollment", "owns", "chat", "notify", "since"),
         [
             (
                 p.name,
@@ -96,6 +132,7 @@ def list_people(as_json: Annotated[bool, typer.Option("--json", help="Print JSON
                 "open" if p.enrollment_open else "",
                 ", ".join(p.owns),
                 ", ".join(chats.get(p.name, [])),
+                p.notify or "",
                 p.created_at,
             )
             for p in rows

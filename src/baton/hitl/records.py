@@ -44,6 +44,8 @@ class NewRequest:
     #: (``clientInfo.name``), ``subagent_id`` and ``parent_agent``, and for a gateway call approval
     #: ``adapter_id``, ``tool``, ``risk_class`` and the tool's pinned ``annotations``.
     provenance: dict[str, Any] | None = None
+    #: The request's own escalation steps (:mod:`baton.hitl.steps`), added to BATON_HITL_ESCALATION's.
+    escalation: str | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from pydantic import Field, StrictBool, StrictInt
 from baton.errors import HitlError
 from baton.hitl.broker import HitlBroker, get_broker
 from baton.hitl.records import MAX_TEXT, MAX_TIMEOUT_SECONDS, Decision, NewRequest, public_view
+from baton.hitl.steps import MAX_TEXT as STEPS_MAX_TEXT
 from baton.limits import LIST_CONTEXT_BYTES, fits
 from baton.toolkit import CallContext, ToolArgs, ToolRegistry
 
@@ -21,7 +22,13 @@ TimeoutField = Field(
     None,
     ge=1,
     le=MAX_TIMEOUT_SECONDS,
-    description="Seconds to wait for a decision; default HITL_TIMEOUT_SECONDS. The request expires then.",
+    description="Seconds until the request expires (default HITL_TIMEOUT_SECONDS).",
+)
+
+EscalationField = Field(
+    "",
+    max_length=STEPS_MAX_TEXT,
+    description='Steps while undecided, e.g. "600:slack,900:person:ada,remind:60" (docs/hitl.md).',
 )
 
 
@@ -46,6 +53,7 @@ class ApprovalArgs(ToolArgs):
         False,
         description="Approving needs a fresh passkey confirmation bound to this request and its context.",
     )
+    escalation: str = EscalationField
 
 
 class InputArgs(ToolArgs):
@@ -63,6 +71,7 @@ class InputArgs(ToolArgs):
         max_length=100,
         description="When given, the answer must be one of these (at most 100).",
     )
+    escalation: str = EscalationField
 
 
 class NoArgs(ToolArgs):
@@ -339,11 +348,10 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
     async def request_approval(args: ApprovalArgs, ctx: CallContext) -> dict[str, Any]:
         """Ask a human administrator to approve something and wait for the decision.
 
-        Only an explicit approval yields approved=true; on timeout: success=false, timeout=true,
-        approved=false. If this call is cut off, the request stays open. Its request_id (hr_…) is in the
-        first progress notification, sent at once ("Waiting for a human decision on hr_…", when the call
-        has a progress token), and in mcp_list_pending_requests while it is pending: resume with
-        mcp_wait_for_request(request_id). A call run as an MCP task is followed by its task id instead."""
+        Only an explicit approval yields approved=true; a timeout gives timeout=true, approved=false. A
+        cut-off call's request stays open: its request_id (hr_…) is in the first progress notification
+        (with a progress token) and in mcp_list_pending_requests; resume with
+        mcp_wait_for_request(request_id). A call run as an MCP task is followed by its task id."""
         new = NewRequest(
             "approval",
             args.request_message,
@@ -354,6 +362,7 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
             required_approvals=args.required_approvals,
             step_up=args.step_up,
             provenance=asked_from(ctx),
+            escalation=args.escalation or None,
         )
         return await ask_and_wait(broker, new, ctx)
 
@@ -373,6 +382,7 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
             args.options,
             agent=ctx.agent.name,
             provenance=asked_from(ctx),
+            escalation=args.escalation or None,
         )
         return await ask_and_wait(broker, new, ctx)
 

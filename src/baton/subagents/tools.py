@@ -46,8 +46,7 @@ class SpawnArgs(ToolArgs):
         None,
         max_length=100,
         description="Tools the subagent may call: promoted adapter tools ({adapter_id}__{tool}) or the "
-        "documented built-ins (mcp_set_timer, mcp_list_timers, mcp_cancel_timer, the notification tools). "
-        "Every call takes the gateway's path (policy, sandbox, approvals) and leaves a receipt.",
+        "built-ins in docs/subagents.md (timers, notifications). Each call takes the gateway's path.",
     )
     subagent_tool_limit: int | None = Field(
         None, ge=1, le=1000, description="Most tool calls per turn (default BATON_SUBAGENT_TOOL_LIMIT)."

@@ -28,10 +28,23 @@ class Outcome:
         return cls("failed", error_class, error, detail)
 
 
-async def run_action(runtime: Runtime, raw_action: dict[str, Any], agent: str | None = None) -> Outcome:
+#: The action of a request's escalation step (set by the human-in-the-loop broker, never by a tool).
+HITL_STEP_KIND = "hitl_step"
+#: The service that fires escalation steps (:class:`baton.hitl.escalation.Escalation`).
+HITL_STEPS_SERVICE = "hitl_steps"
+
+
+async def run_action(
+    runtime: Runtime,
+    raw_action: dict[str, Any],
+    agent: str | None = None,
+    firing: dict[str, Any] | None = None,
+) -> Outcome:
     """Run one action as ``agent`` (the one that set the timer); every failure becomes a failed outcome
-    (only cancellation propagates)."""
+    (only cancellation propagates). ``firing`` (timer_id, due_at, fired_at, missed) goes to a step."""
     try:
+        if isinstance(raw_action, dict) and raw_action.get("kind") == HITL_STEP_KIND:
+            return await _hitl_step(runtime, raw_action, firing or {})
         action = parse_action(raw_action)
         if isinstance(action, NotifyAction):
             return await _notify(runtime, action)
@@ -71,6 +84,14 @@ async def _notify(runtime: Runtime, action: NotifyAction) -> Outcome:
             **detail,
         )
     return Outcome("succeeded", detail={"channel": action.channel, **_pick(result, "channel", "provider")})
+
+
+async def _hitl_step(runtime: Runtime, action: dict[str, Any], firing: dict[str, Any]) -> Outcome:
+    steps = runtime.services.get(HITL_STEPS_SERVICE)
+    if steps is None:
+        return Outcome.failed("internal_error", "The escalation service is not running in this server.")
+    outcome: Outcome = await steps.fire(action, firing)
+    return outcome
 
 
 async def _spawn(runtime: Runtime, action: SpawnSubagentAction, agent: str | None) -> Outcome:

@@ -52,7 +52,9 @@ def check_active(connection: Any, settings: Any) -> None:
     """Refuse a new timer when the store already holds the maximum of active ones."""
     limit = int(settings.baton_timer_max_active)
     active = connection.execute(
-        select(func.count()).select_from(timers).where(timers.c.status == "active")
+        select(func.count())
+        .select_from(timers)
+        .where(timers.c.status == "active", timers.c.request_id.is_(None))  # steps: docs/hitl.md
     ).scalar_one()
     if active >= limit:
         raise TimerError(

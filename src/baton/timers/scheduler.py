@@ -88,7 +88,13 @@ class Scheduler:
 
     async def _fire(self, claim: Claim) -> None:
         try:
-            outcome = await run_action(self.runtime, claim.action, claim.agent)
+            firing = {
+                "timer_id": claim.timer_id,
+                "due_at": claim.due_at,
+                "fired_at": claim.fired_at,
+                "missed": claim.missed,
+            }
+            outcome = await run_action(self.runtime, claim.action, claim.agent, firing)
         except asyncio.CancelledError:
             self._record(
                 claim, Outcome.failed("interrupted_by_restart", "The server stopped during the firing.")

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import exists, insert, select, update
 
 from baton.errors import ArgumentError, TimerError
 from baton.receipts import canonical_json, sha256_hex
 from baton.rows import ListPage, RowShape, Screened, load_json, page_of, raw_json, screen
 from baton.runtime import Runtime
-from baton.schema import timers
+from baton.schema import hitl_requests, timers
 from baton.timers import mirror
 from baton.timers.actions import Outcome
 from baton.timers.caps import check_active, check_interval, minimum_interval
@@ -263,9 +263,13 @@ class TimerService:
             )
             upcoming, skipped = next_after(parse_time(due_at), period, now)
             next_fire_at, status = format_time(upcoming), "active"
+        claimable = [timers.c.id == row.id, timers.c.status == "active", timers.c.next_fire_at == due_at]
+        request_open = _request_open(now)
+        if row.request_id is not None:  # a request's escalation step fires only while the request is open
+            claimable.append(request_open)
         won = connection.execute(
             update(timers)
-            .where(timers.c.id == row.id, timers.c.status == "active", timers.c.next_fire_at == due_at)
+            .where(*claimable)
             .values(
                 status=status,
                 next_fire_at=next_fire_at,
@@ -280,6 +284,12 @@ class TimerService:
             )
         ).rowcount
         if won != 1:
+            if row.request_id is not None:  # decided, withdrawn or expired: the step is over, unfired
+                connection.execute(
+                    update(timers)
+                    .where(*claimable[:3], ~request_open)
+                    .values(status="cancelled", next_fire_at=None, cancelled_at=stamp, updated_at=stamp)
+                )
             return None
         return Claim(
             row.id,
@@ -346,7 +356,10 @@ class TimerService:
                     rows = [
                         dict(row._mapping)
                         for row in connection.execute(
-                            select(timers).order_by(timers.c.created_at, timers.c.id)
+                            # a request's escalation steps live and die with the request, not in the mirror
+                            select(timers)
+                            .where(timers.c.request_id.is_(None))
+                            .order_by(timers.c.created_at, timers.c.id)
                         )
                     ]
                 mirror.write(path, self.runtime.redactor.value(rows))
@@ -383,6 +396,10 @@ class TimerService:
 
     def _changed(self) -> None:
         self.sync_mirror()
+        self.wake()
+
+    def wake(self) -> None:
+        """Tell the scheduler to re-plan (a timer was added or changed outside this service)."""
         for listener in self.listeners:
             listener()
 
@@ -461,6 +478,8 @@ def _refuse_cancel(timer_id: str, status: str) -> None:
 
 def _adoptable(row: dict[str, Any]) -> bool:
     required = ("id", "name", "schedule", "action", "status", "first_fire_at", "created_at", "updated_at")
+    if row.get("request_id") is not None:  # an escalation step belongs to a request in some store
+        return False
     if any(not row.get(key) for key in required) or row["status"] not in STATUSES:
         return False
     if row["schedule"] not in ("once", "interval"):
@@ -487,3 +506,13 @@ def _adoptable(row: dict[str, Any]) -> bool:
 
 def _is_number_at_least(value: Any, minimum: float) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value >= minimum
+
+
+def _request_open(now: datetime) -> Any:
+    """The timer's request is still pending and unexpired at ``now`` (a correlated EXISTS, so the claim's
+    conditional UPDATE checks it atomically with taking the firing)."""
+    return exists().where(
+        hitl_requests.c.id == timers.c.request_id,
+        hitl_requests.c.status == "pending",
+        hitl_requests.c.expires_epoch > now.timestamp(),
+    )
