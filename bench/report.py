@@ -23,6 +23,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 #: Module name -> iterations of a full run (calls per server, spawns per server, ...).
 MODULES: dict[str, int] = {
+    "receipt_append": 5000,
     "stdio_roundtrip": 2000,
     "http_roundtrip": 1000,
     "cold_start": 10,
@@ -32,6 +33,7 @@ MODULES: dict[str, int] = {
 }
 #: Written by other subsystems' developers; run when present, skipped otherwise.
 OPTIONAL_MODULES: dict[str, int] = {
+    "receipt_append": 5000,
     "gateway_proxy": 1000,
     "gateway_replay": 5,
     "hitl_wakeup": 200,
