@@ -26,6 +26,7 @@ MODULES: dict[str, int] = {
     "receipt_append": 5000,
     "stdio_roundtrip": 2000,
     "http_roundtrip": 1000,
+    "http_concurrency": 500,
     "cold_start": 10,
     "fanout": 2,
     "receipts_verify": 1_000_000,
