@@ -74,11 +74,8 @@ class ScreenedStdin:
     being parsed or kept, and answered ``-32600`` (with its id when the id appears near its start).
     """
 
-    def __init__(self, max_chars: int = 4 * 1024 * 1024, source: Any = None, lines: Any = None) -> None:
-        #: ``lines``: an object whose ``async read()`` gives ``(line, oversized)`` (the event-loop reader of
-        #: :mod:`baton.stdio_transport`); otherwise lines are read from ``source`` in a worker thread.
-        self._line_reader = lines
-        self._source = source if source is not None or lines is not None else _default_source()
+    def __init__(self, max_chars: int = 4 * 1024 * 1024, source: Any = None) -> None:
+        self._source = source if source is not None else _default_source()
         self.max_chars = max_chars
         self._replies: Any = None
         self._attached = anyio.Event()
@@ -101,16 +98,10 @@ class ScreenedStdin:
         async for _line, message in self._screened():
             yield SessionMessage(message)
 
-    async def _read(self) -> tuple[str, bool]:
-        if self._line_reader is not None:
-            line_and_flag: tuple[str, bool] = await self._line_reader.read()
-            return line_and_flag
-        return await anyio.to_thread.run_sync(_read_line, self._source, self.max_chars)
-
     async def _screened(self) -> AsyncIterator[tuple[str, Any]]:
         await self._attached.wait()
         while True:
-            line, oversized = await self._read()
+            line, oversized = await anyio.to_thread.run_sync(_read_line, self._source, self.max_chars)
             if oversized:
                 await self._send(
                     _leading_id(line),
