@@ -189,6 +189,7 @@ def run(iterations: int) -> dict[str, Any]:
                 3.0,
             ),
             _target("baton's fan-out of 500 <= 1.5x the bare client's", largest, "wall_vs_direct", 1.5),
+            _target("baton's CPU per subagent at 500 <= 2 ms", largest, "cpu_ms_per_subagent", 2.0),
         ],
     }
 

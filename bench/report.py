@@ -23,8 +23,10 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 #: Module name -> iterations of a full run (calls per server, spawns per server, ...).
 MODULES: dict[str, int] = {
+    "receipt_append": 5000,
     "stdio_roundtrip": 2000,
     "http_roundtrip": 1000,
+    "http_concurrency": 500,
     "cold_start": 10,
     "fanout": 2,
     "receipts_verify": 1_000_000,
@@ -32,6 +34,7 @@ MODULES: dict[str, int] = {
 }
 #: Written by other subsystems' developers; run when present, skipped otherwise.
 OPTIONAL_MODULES: dict[str, int] = {
+    "receipt_append": 5000,
     "gateway_proxy": 1000,
     "gateway_replay": 5,
     "hitl_wakeup": 200,

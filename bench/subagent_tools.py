@@ -75,10 +75,10 @@ def run(iterations: int) -> dict[str, Any]:
         "governed_extra_vs_direct": value,
         "targets": [
             {
-                "what": "subagent tools: one governed tool call adds <= 10x the agent's direct call "
+                "what": "subagent tools: one governed tool call adds <= 1.2x the agent's direct call "
                 "(including its extra loopback model round trip)",
                 "value": value,
-                "met": value <= 10 if value is not None else None,
+                "met": value <= 1.2 if value is not None else None,
             }
         ],
     }

@@ -127,3 +127,77 @@ def test_verify_chain_checks_exported_rows_and_the_head_they_should_end_at(log: 
     broken = verify_chain([exported[0], exported[2]], head_sha256="f" * 64)
     assert not broken.ok
     assert broken.first_bad_seq == 3
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {},
+        {"n": 1},
+        {
+            "tool": "mcp_ping",
+            "agent": "stdio",
+            "success": True,
+            "error_class": None,
+            "duration_seconds": 1e-06,
+        },
+        {"text": 'é "quoted" \\ \n\t \u2028 \x00', "nested": {"z": [1, 2.5, None, False], "a": {}}},
+        {"big": 2**70, "negative": -3, "keys": {"é": 1, "E": 2, "e": 3}},
+    ],
+)
+def test_the_digest_from_the_written_payload_text_is_the_digest_of_the_body(
+    payload: dict[str, object],
+) -> None:
+    """The append hashes the payload's canonical text in place; it must equal hashing the whole body."""
+    at, prev = "2026-12-03T17:00:00.123456+00:00", "ab" * 32
+    assert receipts_module.receipt_digest_of_serialized(
+        42, "tool_call", at, receipts_module.canonical_json(payload), prev
+    ) == receipt_digest(42, "tool_call", at, payload, prev)
+
+
+def test_a_refused_append_leaves_the_kept_connection_usable_and_the_chain_whole(tmp_path) -> None:
+    """The SQLite writer keeps one driver connection; a refusal inside its transaction rolls back there."""
+    log = ReceiptLog(Store(f"sqlite:///{tmp_path / 'r.db'}"), Redactor(('k":1,"zz',)))
+    first = log.append("test", {"n": 1})
+    with pytest.raises(ReceiptError):
+        log.append("spanning", {"k": 1, "zz": 2})
+    second = log.append("test", {"n": 2})
+    assert (second.seq, second.prev_sha256) == (2, first.sha256)
+    assert [r.payload for r in log.list()] == [{"n": 1}, {"n": 2}]
+    assert head_row(log) == (1, 2, second.sha256)
+    assert log.verify().ok
+
+
+def test_appenders_in_two_processes_on_one_store_keep_one_chain(tmp_path) -> None:
+    """Each process keeps its own writer connection; SQLite's write lock still orders them on one head."""
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    log = ReceiptLog(Store(url), Redactor())
+    script = (
+        "import sys\n"
+        "from baton.receipts import ReceiptLog, Redactor\n"
+        "from baton.store import Store\n"
+        "log = ReceiptLog(Store(sys.argv[1]), Redactor())\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.readline()\n"
+        "for n in range(200):\n"
+        "    log.append('theirs', {'n': n})\n"
+    )
+    other = subprocess.Popen(
+        [sys.executable, "-c", script, url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert other.stdout is not None and other.stdin is not None
+    assert other.stdout.readline() == "ready\n"
+    other.stdin.write("go\n")
+    other.stdin.flush()
+    for n in range(200):
+        log.append("mine", {"n": n})
+    assert other.wait(timeout=3600) == 0
+    other.stdin.close()
+    other.stdout.close()
+    report = log.verify()
+    assert (report.ok, report.count) == (True, 400)
+    kinds = [r.kind for r in log.list(limit=400)]
+    assert kinds.count("mine") == kinds.count("theirs") == 200

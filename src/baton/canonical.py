@@ -7,10 +7,13 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+#: Built once: ``json.dumps`` with these options builds a new encoder on every call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
 
 def canonical_json(value: Any) -> str:
     """The one serialization every hash in baton covers."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def sha256_hex(data: str | bytes) -> str:

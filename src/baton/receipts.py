@@ -54,6 +54,16 @@ def receipt_digest(seq: int, kind: str, at: str, payload: dict[str, Any], prev_s
     return sha256_hex(canonical_json(body))
 
 
+def receipt_digest_of_serialized(seq: int, kind: str, at: str, payload_json: str, prev_sha256: str) -> str:
+    """:func:`receipt_digest` from the payload's canonical JSON already written: the body's canonical text
+    is its sorted keys around that text (the same bytes, without serializing the payload a second time)."""
+    text = canonical_json
+    return sha256_hex(
+        f'{{"at":{text(at)},"kind":{text(kind)},"payload":{payload_json},'
+        f'"prev_sha256":{text(prev_sha256)},"seq":{int(seq)}}}'
+    )
+
+
 #: The append statements, built once: building them per call (``insert(...).values(...)``) cost more than
 #: the SQLite work itself, because SQLAlchemy re-derives each new statement's cache key.
 _SELECT_HEAD = (
@@ -109,13 +119,11 @@ class ReceiptLog:
         self, connection: Connection | DriverTransaction, kind: str, payload: dict[str, Any]
     ) -> Receipt:
         """Append inside the caller's transaction, so a receipt and the state it records commit together."""
-        clean = self.redactor.value(payload)
-        serialized = canonical_json(clean)
-        self.redactor.guard(serialized, f"a {kind} receipt")
+        clean, serialized = self.redactor.canonical(payload, f"a {kind} receipt")
         head = _chain_head(connection)
         seq, prev = (head[0] + 1, head[1]) if head else (1, GENESIS_SHA256)
         at = utc_now()
-        digest = receipt_digest(seq, kind, at, clean, prev)
+        digest = receipt_digest_of_serialized(seq, kind, at, serialized, prev)
         _execute(
             connection,
             _INSERT_RECEIPT,

@@ -65,6 +65,35 @@ class Redactor:
             return value
         return self._walk(value)
 
+    def canonical(self, value: dict[str, Any], where: str) -> tuple[dict[str, Any], str]:
+        """``value`` redacted and its canonical JSON, refused (``receipt_contains_secret``) if a credential
+        survives: the canonical text is searched once, and a value it proves clean is neither walked nor
+        serialized again."""
+        from baton.canonical import canonical_json
+
+        if getattr(self, "_precheck", False):
+            try:
+                serialized = canonical_json(value)
+            except (TypeError, ValueError):
+                pass
+            else:
+                if not self._holds_secret(serialized):
+                    return value, serialized
+        clean: dict[str, Any] = self.value(value)
+        serialized = canonical_json(clean)
+        self.guard(serialized, where)
+        return clean, serialized
+
+    def _holds_secret(self, serialized: str) -> bool:
+        """Whether a JSON text may hold a credential-shaped string or a configured value (no: proven clean)."""
+        if _LOOSE_CREDENTIAL.search(serialized):
+            return True
+        for secret in self.sensitive_values:
+            needle = secret if len(secret) >= MIN_SUBSTRING_SECRET else f'"{secret}"'
+            if needle in serialized:
+                return True
+        return False
+
     def _clean(self, value: Any) -> bool:
         """Whether the JSON text of ``value`` proves that no string in it needs redacting."""
         if not getattr(self, "_precheck", False):
@@ -73,13 +102,7 @@ class Redactor:
             serialized = json.dumps(value, ensure_ascii=False, default=str)
         except (TypeError, ValueError):
             return False
-        if _LOOSE_CREDENTIAL.search(serialized):
-            return False
-        for secret in self.sensitive_values:
-            needle = secret if len(secret) >= MIN_SUBSTRING_SECRET else f'"{secret}"'
-            if needle in serialized:
-                return False
-        return True
+        return not self._holds_secret(serialized)
 
     def _walk(self, value: Any) -> Any:
         if isinstance(value, str):

@@ -75,7 +75,7 @@ class ScreenedStdin:
     """
 
     def __init__(self, max_chars: int = 4 * 1024 * 1024, source: Any = None) -> None:
-        self._source = source or _KeptOpen(_claim_stdin(), encoding="utf-8", errors="replace")
+        self._source = source if source is not None else _default_source()
         self.max_chars = max_chars
         self._replies: Any = None
         self._attached = anyio.Event()
@@ -89,6 +89,16 @@ class ScreenedStdin:
         return self._lines()
 
     async def _lines(self) -> AsyncIterator[str]:
+        """Each line the SDK can parse (as text, for ``stdio_server(stdin=…)``)."""
+        async for line, _message in self._screened():
+            yield line
+
+    async def messages(self) -> AsyncIterator[SessionMessage]:
+        """Each line the SDK can parse, parsed once."""
+        async for _line, message in self._screened():
+            yield SessionMessage(message)
+
+    async def _screened(self) -> AsyncIterator[tuple[str, Any]]:
         await self._attached.wait()
         while True:
             line, oversized = await anyio.to_thread.run_sync(_read_line, self._source, self.max_chars)
@@ -104,11 +114,11 @@ class ScreenedStdin:
             if not line.strip():
                 continue
             try:
-                types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
             except Exception as exc:
                 await self._answer(line, exc)
                 continue
-            yield line
+            yield line, message
 
     async def _answer(self, line: str, exc: Exception) -> None:
         """Reply to a line the SDK refused, when JSON-RPC allows a reply."""
@@ -135,6 +145,11 @@ class ScreenedStdin:
             jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message[:500])
         )
         await self._replies.send(SessionMessage(error))
+
+
+def _default_source() -> Any:
+    """The process's stdin as text on a private descriptor (see :func:`_claim_stdin`)."""
+    return _KeptOpen(_claim_stdin(), encoding="utf-8", errors="replace")
 
 
 def _read_line(source: Any, limit: int) -> tuple[str, bool]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -115,6 +116,9 @@ class Store:
         url = self.url
         self.is_sqlite = url.startswith("sqlite")
         self.engine = create_store_engine(url)  # config_invalid for a URL that is no database URL
+        #: The pooled connection :meth:`write_driver` keeps checked out, and the lock that takes turns on it.
+        self._hot: Any = None
+        self._hot_lock = threading.Lock()
         try:
             ensure_current(self.engine)
             _ensure_receipt_head(self.engine)
@@ -138,23 +142,34 @@ class Store:
 
     @contextmanager
     def write_driver(self) -> Iterator[DriverTransaction]:
-        """SQLite only: ``BEGIN IMMEDIATE`` … ``COMMIT`` on a pooled driver connection, for a hot write whose
-        statements already run on the driver (the receipt append): SQLAlchemy's begin/commit machinery
-        cost more than SQLite's own work. Rolled back on any error, like :meth:`write`."""
+        """SQLite only: ``BEGIN IMMEDIATE`` … ``COMMIT`` on a driver connection, for a hot write whose
+        statements already run on the driver (the receipt append): SQLAlchemy's begin/commit machinery and
+        a pool checkout per call cost more than SQLite's own work. One pooled connection is kept checked
+        out for it and taken in turns under a lock (other processes still queue on SQLite's write lock).
+        Rolled back on any error, like :meth:`write`; a connection that failed to roll back is dropped."""
         assert self.is_sqlite, "write_driver is for SQLite stores"
-        pooled = self.engine.raw_connection()
-        try:
+        with self._hot_lock:
+            pooled = self._hot if self._hot is not None else self.engine.raw_connection()
+            keep = not isinstance(self.engine.pool, NullPool)
             driver = pooled.driver_connection
             assert driver is not None
-            driver.execute("BEGIN IMMEDIATE")
             try:
-                yield DriverTransaction(self.engine.dialect, driver)
-                driver.execute("COMMIT")
+                driver.execute("BEGIN IMMEDIATE")
+                try:
+                    yield DriverTransaction(self.engine.dialect, driver)
+                    driver.execute("COMMIT")
+                except BaseException:
+                    driver.execute("ROLLBACK")
+                    raise
             except BaseException:
-                driver.execute("ROLLBACK")
+                keep = keep and not driver.in_transaction
                 raise
-        finally:
-            pooled.close()
+            finally:
+                if keep:
+                    self._hot = pooled
+                else:
+                    self._hot = None
+                    pooled.close()
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -173,5 +188,9 @@ class Store:
             return fn(connection)
 
     def dispose(self) -> None:
-        """Close every pooled connection."""
+        """Close every pooled connection (the one :meth:`write_driver` keeps too)."""
+        with self._hot_lock:
+            if self._hot is not None:
+                self._hot.close()
+                self._hot = None
         self.engine.dispose()

@@ -340,24 +340,27 @@ class HitlBroker:
         if agent is not None:
             params["agent"] = counted["agent"] = agent
         page = statements.after if cursor is not None else statements.first
+
+        def read_page(connection: Any) -> tuple[list[Any], int, list[Any]]:
+            rows = connection.execute(page, params).all()
+            total = int(connection.execute(statements.count, counted).scalar_one())
+            unpageable: list[Any] = []
+            if cursor is None:  # rows no page can hold are reported once, with the first page
+                limited = {**counted, "limit": MAX_SKIPPED_LISTED}
+                unpageable = connection.execute(statements.unpageable, limited).all()
+            return rows, total, unpageable
+
         with self.runtime.store.read() as connection:
             due = connection.execute(_ANY_DUE, {"now": params["now"]}).first() is not None
-            if not due:  # the common case: one connection for the whole page
-                rows = connection.execute(page, params).all()
-                total = int(connection.execute(statements.count, counted).scalar_one())
+            if not due:  # the common case: one connection (one read transaction) for the whole page
+                rows, total, unpageable = read_page(connection)
         if due:
             self.expire_due()
             with self.runtime.store.read() as connection:
-                rows = connection.execute(page, params).all()
-                total = int(connection.execute(statements.count, counted).scalar_one())
+                rows, total, unpageable = read_page(connection)
         more = len(rows) > limit
         next_cursor = encode_cursor(rows[limit - 1]) if more else None
-        listed = list(rows[:limit])
-        if cursor is None:  # rows no page can hold are reported once, with the first page
-            with self.runtime.store.read() as connection:
-                listed += connection.execute(
-                    statements.unpageable, {**counted, "limit": MAX_SKIPPED_LISTED}
-                ).all()
+        listed = list(rows[:limit]) + list(unpageable)
         screened = screen_requests(listed)
         views = self.with_approvals([view for view in screened.rows if view["expires_epoch"] > params["now"]])
         return PendingPage(views, total, next_cursor, screened.skipped)

@@ -94,6 +94,9 @@ class SubagentRunner:
         #: Subagents whose cancel receipt waits for their local task to stop.
         self._cancelling: set[str] = set()
         self._parents: dict[str, str] = {}
+        #: seq and sha256 of the ``subagent_spawned`` receipt of each subagent this process spawned: every
+        #: governed tool call links to it, and finding it in the chain is a scan of the spawn receipts.
+        self._spawned: dict[str, dict[str, Any]] = {}
 
     # lifecycle -----------------------------------------------------------------------------------
 
@@ -270,6 +273,7 @@ class SubagentRunner:
             )
             _add_message(connection, subagent_id, 0, "user", request.task)
         self._parents[subagent_id] = request.parent_agent
+        self._spawned[subagent_id] = {"seq": spawned.seq, "sha256": spawned.sha256}
         base = {
             "subagent_id": subagent_id,
             "mode": request.mode,
@@ -494,14 +498,21 @@ class SubagentRunner:
         )
 
     def _spawn_receipt(self, subagent_id: str) -> dict[str, Any]:
-        """seq and sha256 of the subagent's ``subagent_spawned`` receipt."""
+        """seq and sha256 of the subagent's ``subagent_spawned`` receipt (kept at spawn; looked up in the
+        chain for a subagent another process spawned)."""
+        known = self._spawned.get(subagent_id)
+        if known is not None:
+            return dict(known)
         needle = f'%"subagent_id":"{subagent_id}"%'
         query = select(receipts.c.seq, receipts.c.sha256).where(
             receipts.c.kind == "subagent_spawned", receipts.c.payload.like(needle)
         )
         with self.runtime.store.read() as connection:
             row = connection.execute(query.limit(1)).first()
-        return {"seq": row.seq, "sha256": row.sha256} if row else {"seq": None, "sha256": None}
+        if row is None:
+            return {"seq": None, "sha256": None}
+        found = self._spawned[subagent_id] = {"seq": row.seq, "sha256": row.sha256}
+        return dict(found)
 
     def _set_waiting(self, subagent_id: str, request_id: str | None) -> None:
         """Record the human request a tool call of the subagent waits on (None: no longer waiting)."""
