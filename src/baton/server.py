@@ -271,13 +271,16 @@ async def serve_stdio(settings: Settings) -> None:
                 signal.signal(received, signal.SIG_DFL)
                 os.kill(os.getpid(), received)
 
-    from baton.stdio_transport import stdio_streams
+    from mcp.server.stdio import stdio_server
 
+    from baton.stdio_guard import ScreenedStdin
+
+    stdin = ScreenedStdin(settings.baton_max_message_bytes)  # answers the lines the SDK would drop
     async with anyio.create_task_group() as group:
         group.start_soon(load_then_run_services)
         group.start_soon(checkpoint_on_stop_signal)
-        # every line gets an answer (the screen answers those the SDK would drop), read on the loop
-        async with stdio_streams(settings.baton_max_message_bytes) as (read_stream, write_stream):
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
+            stdin.attach(write_stream)
             await server.run(read_stream, write_stream, server.create_initialization_options())
         group.cancel_scope.cancel()
 
