@@ -194,7 +194,7 @@ async def test_the_admin_scope_decides_an_approval_and_the_agent_scope_may_not(
             )
             outcome.update(result.structured_content)
 
-    with anyio.fail_after(60):
+    with anyio.fail_after(300):
         async with anyio.create_task_group() as group:
             group.start_soon(ask)
             async with (
