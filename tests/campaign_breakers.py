@@ -23,6 +23,19 @@ def _scheduler() -> None:
     Scheduler.run = never_fires  # type: ignore[method-assign]
 
 
+def _fired_elsewhere() -> None:
+    """Timers fire, but every ``timer_fired`` receipt names a timer that is not the one that fired."""
+    from baton.timers.actions import Outcome
+    from baton.timers.service import Claim, TimerService
+
+    real = TimerService._fired_payload
+
+    def elsewhere(self: TimerService, claim: Claim, outcome: Outcome) -> dict[str, Any]:
+        return {**real(self, claim, outcome), "timer_id": "tm_not_the_one_that_fired"}
+
+    TimerService._fired_payload = elsewhere  # type: ignore[method-assign]
+
+
 def _privacy() -> None:
     """The privacy filter keeps everything, private keys included."""
     from baton.subagents.context import FilteredContext, PrivacyFilter
@@ -147,6 +160,7 @@ def _governed_approval() -> None:
 
 BREAKERS = {
     "scheduler": _scheduler,
+    "fired_elsewhere": _fired_elsewhere,
     "privacy": _privacy,
     "hitl_expiry": _hitl_expiry,
     "receipt_chain": _receipt_chain,

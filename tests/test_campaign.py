@@ -165,7 +165,7 @@ def test_with_every_channel_on_loopback_the_campaign_passes(
             "--real-notifications",
             "--interactive-human",
             "--human-timeout-seconds",
-            "60",
+            "3600",
             stdin="APPROVE: looks right\n",
         )
         assert done.returncode == 0, done.stderr[-3000:]
@@ -190,7 +190,7 @@ def test_an_interactive_rejection_is_recorded(
         tmp_path,
         "--interactive-human",
         "--human-timeout-seconds",
-        "60",
+        "3600",
         stdin="REJECT: no\n",
     )
     assert done.returncode == 0, done.stderr[-3000:]

@@ -167,6 +167,32 @@ def test_a_relinked_rewrite_is_caught_by_the_checkpoints_it_no_longer_matches(
     assert done.returncode == 1
     assert done.stderr.startswith("receipt_checkpoint_mismatch: at seq 3: the chain differs"), done.stderr
     assert report.error_class == "receipt_checkpoint_mismatch" and report.first_bad_seq == 3
+    assert report.count == 2 and report.head_sha256 == chain[1]["sha256"]  # the last row that still holds
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        ("{not json", "the payload is not valid JSON"),
+        ('{"n": 1}', "the stored payload is not the canonical JSON of its value"),
+        ({"n": 999}, "sha256 does not match the receipt's content"),
+    ],
+    ids=["not_json", "not_canonical", "edited"],
+)
+def test_a_tampered_payload_is_named_by_its_seq_and_reason(
+    export: Path, baton_env: dict[str, str], payload: Any, reason: str
+) -> None:
+    """A payload stored as text that is not JSON or not canonical, or edited without its hash: the verifier
+    names seq 2, says why, and reports seq 1 as the last receipt that holds."""
+    (export / "checkpoints.jsonl").unlink()
+    chain = rows(export)
+    chain[1]["payload"] = payload
+    write(export, chain)
+    done, report = checked(export, baton_env)
+    assert done.returncode == 1, done.stdout
+    assert done.stderr.startswith(f"receipt_chain_broken: at seq 2: {reason}"), done.stderr
+    assert not report.ok and report.first_bad_seq == 2 and reason in (report.reason or "")
+    assert report.count == 1 and report.head_sha256 == chain[0]["sha256"]
 
 
 @pytest.mark.parametrize("kept", [0, 2, 3, 5])

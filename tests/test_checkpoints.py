@@ -408,7 +408,7 @@ async def reject_one_request(env: dict[str, str]) -> None:
                 outcome.update(await call(session, "mcp_request_admin_approval", {"request_message": "wipe"}))
 
             group.start_soon(ask)
-            with anyio.fail_after(60):
+            with anyio.fail_after(300):
                 while not (pending := json.loads(baton(env, "hitl", "list", "--json").stdout)):
                     await anyio.sleep(0.1)
             done = baton(env, "hitl", "reject", pending[0]["request_id"])
@@ -418,7 +418,7 @@ async def reject_one_request(env: dict[str, str]) -> None:
         home = Path(env["BATON_HOME"])
         with sqlite3.connect(home / "baton.db") as db:
             (decided,) = db.execute("SELECT max(seq) FROM receipts WHERE kind = 'hitl_decided'").fetchone()
-        with anyio.fail_after(60):
+        with anyio.fail_after(300):
             while max((line["seq"] for line in file_lines(home)), default=0) < decided:
                 await anyio.sleep(0.1)
 

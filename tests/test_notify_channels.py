@@ -16,8 +16,8 @@ from baton.testing.smtp import SMTPReceiver
 from baton.testing.webhooks import SilentServer, WebhookReceiver
 from tests.notify_support import (
     ADMIN_EMAIL,
+    DELIVERY,
     DISCORD_PATH,
-    FAST,
     HITL_PATH,
     SENDGRID_KEY,
     SLACK_PATH,
@@ -145,7 +145,7 @@ async def test_telegram_slack_discord_and_webhook_posts_have_each_services_shape
 async def test_nothing_configured_answers_not_configured_and_attempts_nothing(
     web: WebhookReceiver, smtp: SMTPReceiver, tmp_path: Path
 ) -> None:
-    runtime = open_runtime({"BATON_HOME": str(tmp_path / "home"), **FAST})
+    runtime = open_runtime({"BATON_HOME": str(tmp_path / "home"), **DELIVERY})
     notifier = Notifier(runtime)
     email = await failure(notifier.send_email("nobody@example.invalid", "s", "b"))
     assert email.error_class == "notification_not_configured"
@@ -171,7 +171,7 @@ async def test_a_failing_server_gives_delivery_failed_after_bounded_retries(
     caplog.set_level(logging.DEBUG)
     web.status = 500
     notifier = Notifier(runtime)
-    with anyio.fail_after(60):  # a hang guard; attempts and the error class prove the bound
+    with anyio.fail_after(300):  # a hang guard; attempts and the error class prove the bound
         error = await failure(notifier.send_slack("will fail"))
     assert error.error_class == "notification_delivery_failed"
     assert error.details["attempts"] == 2 and "error=500" in error.details["reason"]
@@ -205,12 +205,13 @@ async def test_a_server_that_never_answers_fails_within_the_deadline(
             **configured_env(smtp, hung, tmp_path / "home"),
             "SMTP_HOST": "127.0.0.1",
             "SMTP_PORT": str(silent.port),
+            "BATON_NOTIFY_TIMEOUT_SECONDS": "0.5",  # the deadline is what is tested: the test waits it out
         }
         runtime = open_runtime(env)
         notifier = Notifier(runtime)
-        with anyio.fail_after(60):  # a hang guard; attempts and the error class prove the bound
+        with anyio.fail_after(300):  # a hang guard; attempts and the error class prove the bound
             slack = await failure(notifier.send_slack("hello?"))
-        with anyio.fail_after(60):  # a hang guard; attempts and the error class prove the bound
+        with anyio.fail_after(300):  # a hang guard; attempts and the error class prove the bound
             email = await failure(notifier.send_email(ADMIN_EMAIL, "s", "b"))
     assert slack.error_class == email.error_class == "notification_delivery_failed"
     assert slack.details["attempts"] == 2 and email.details["attempts"] == 2
@@ -274,7 +275,7 @@ async def test_hitl_announcer_skips_unconfigured_channels_silently(
     web: WebhookReceiver, tmp_path: Path
 ) -> None:
     runtime = open_runtime(
-        {"BATON_HOME": str(tmp_path / "home"), "SLACK_WEBHOOK_URL": web.url(SLACK_PATH), **FAST}
+        {"BATON_HOME": str(tmp_path / "home"), "SLACK_WEBHOOK_URL": web.url(SLACK_PATH), **DELIVERY}
     )
     from baton.notify.service import HitlAnnouncer
 
@@ -347,7 +348,7 @@ async def test_email_over_starttls_and_implicit_tls_logs_in_on_the_encrypted_con
             "SMTP_USERNAME": SMTP_USERNAME,
             "SMTP_PASSWORD": SMTP_PASSWORD,
             "SMTP_FROM_EMAIL": SMTP_FROM,
-            **FAST,
+            **DELIVERY,
         }
         result = await Notifier(open_runtime(env)).send_email("ada@example.com", "Encrypted", "Hello")
         (mail,) = server.wait_for(1)
@@ -365,7 +366,7 @@ async def test_an_untrusted_certificate_fails_closed(tmp_path: Path) -> None:
             "SMTP_HOST": "127.0.0.1",
             "SMTP_PORT": str(server.port),
             "SMTP_FROM_EMAIL": SMTP_FROM,
-            **FAST,
+            **DELIVERY,
         }
         error = await failure(Notifier(open_runtime(env)).send_email("ada@example.com", "s", "b"))
     assert error.error_class == "notification_delivery_failed" and server.messages == []

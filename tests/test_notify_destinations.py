@@ -189,10 +189,10 @@ def test_the_allow_list_accepts_cidrs_addresses_and_host_names_only() -> None:
 
 async def test_a_name_is_resolved_once_and_only_its_permitted_addresses_are_kept() -> None:
     policy = DestinationPolicy.parse(None)
-    with pytest.raises(DestinationRefusedError), anyio.fail_after(60):
+    with pytest.raises(DestinationRefusedError), anyio.fail_after(300):
         await policy.resolve("localhost", 80, 30)
     allowed = DestinationPolicy.parse("127.0.0.0/8")
-    with anyio.fail_after(60):
+    with anyio.fail_after(300):
         addresses = await allowed.resolve("localhost", 80, 30)
     assert addresses and all(
         ipaddress.ip_address(a) in ipaddress.ip_network("127.0.0.0/8") for a in addresses

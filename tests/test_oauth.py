@@ -194,7 +194,7 @@ async def test_the_admin_scope_decides_an_approval_and_the_agent_scope_may_not(
             )
             outcome.update(result.structured_content)
 
-    with anyio.fail_after(60):
+    with anyio.fail_after(300):
         async with anyio.create_task_group() as group:
             group.start_soon(ask)
             async with (
@@ -236,21 +236,58 @@ async def test_the_inbox_opens_for_an_admin_token_only(deployment: Deployment) -
     assert agent.status_code in (302, 303, 307)  # to the login form: an agent token is not a person
 
 
-def test_oauth_without_an_audience_refuses_to_start(baton_env: dict[str, str], tmp_path: Path) -> None:
+def _serve_refused(env: dict[str, str]) -> str:
+    """``baton serve --http`` with ``env``: it must refuse to start; its stderr."""
     import subprocess
     import sys
 
-    env = {**baton_env, "BATON_OAUTH_ISSUER": "https://issuer.example"}
     done = subprocess.run(
         [sys.executable, "-m", "baton", "serve", "--http", f"127.0.0.1:{free_port()}"],
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
     )
-    assert done.returncode == 1
-    assert "config_invalid" in done.stderr and "BATON_OAUTH_AUDIENCE" in done.stderr
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    return done.stderr
+
+
+def test_oauth_without_an_audience_refuses_to_start(baton_env: dict[str, str], tmp_path: Path) -> None:
+    stderr = _serve_refused({**baton_env, "BATON_OAUTH_ISSUER": "https://issuer.example"})
+    assert "config_invalid" in stderr and "BATON_OAUTH_AUDIENCE" in stderr
+
+
+@pytest.mark.parametrize(
+    ("issuer", "audience", "named", "why"),
+    [
+        (
+            "issuer.example",
+            "https://baton.example/mcp",
+            "BATON_OAUTH_ISSUER",
+            "must be an absolute https URL",
+        ),
+        ("https://issuer.example", "ftp://baton.example/mcp", "BATON_OAUTH_AUDIENCE", "absolute https URL"),
+        (
+            "http://issuer.example",
+            "https://baton.example/mcp",
+            "BATON_OAUTH_ISSUER",
+            "plain http only on loopback",
+        ),
+        ("https://issuer.example", "http://baton.example/mcp", "BATON_OAUTH_AUDIENCE", "plain http only"),
+    ],
+)
+def test_an_unusable_issuer_or_audience_is_refused_naming_the_setting(
+    baton_env: dict[str, str], issuer: str, audience: str, named: str, why: str
+) -> None:
+    """The refusal says which of the two settings is wrong and why, in one line, without a traceback."""
+    stderr = _serve_refused({**baton_env, "BATON_OAUTH_ISSUER": issuer, "BATON_OAUTH_AUDIENCE": audience})
+    assert "config_invalid" in stderr
+    line = next(line for line in stderr.splitlines() if "config_invalid" in line or named in line)
+    assert named in stderr and why in stderr, stderr
+    other = ({"BATON_OAUTH_ISSUER", "BATON_OAUTH_AUDIENCE"} - {named}).pop()
+    assert f"{other} must" not in line
 
 
 async def test_a_flood_of_made_up_key_ids_does_not_flood_the_issuer() -> None:
@@ -344,3 +381,24 @@ async def test_each_oauth_client_is_its_own_agent(deployment: Deployment) -> Non
         assert listed is not None and mine["timer_id"] not in {t["timer_id"] for t in listed["timers"]}
         cancelled = (await a.call_tool("mcp_cancel_timer", {"timer_id": mine["timer_id"]})).structured_content
         assert cancelled is not None and cancelled["status"] == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("claims", "agent"),
+    [
+        ({"client_id": None, "azp": "azp-client"}, "oauth:azp-client"),
+        ({"client_id": None, "sub": "subject-7"}, "oauth:subject-7"),
+    ],
+)
+async def test_a_token_without_a_client_id_is_the_agent_its_azp_or_subject_names(
+    deployment: Deployment, claims: dict[str, Any], agent: str
+) -> None:
+    """Without ``client_id`` the agent is ``azp``, else the subject: never one shared ``unknown`` agent."""
+    without = tuple(name for name, value in claims.items() if value is None)
+    given = {name: value for name, value in claims.items() if value is not None}
+    token = deployment.issuer.token(deployment.audience, without=without, **given)
+    timer = {"name": "oauth-fallback", "delay_seconds": 3600, "action": {"kind": "record"}}
+    async with mcp_client(deployment, token) as client:
+        mine = (await client.call_tool("mcp_set_timer", timer)).structured_content
+        assert mine is not None and mine["agent"] == agent, mine
+        await client.call_tool("mcp_cancel_timer", {"timer_id": mine["timer_id"]})

@@ -104,7 +104,7 @@ async def test_async_subagents_run_concurrently(tmp_path: Path, fake_llm: FakeLL
     try:
         fake_llm.hold()
         spawned = [await runner.spawn(SpawnRequest(task=f"task {n}", mode="async")) for n in range(20)]
-        overlapped = await asyncio.to_thread(fake_llm.wait_for_in_flight, 20, 60)
+        overlapped = await asyncio.to_thread(fake_llm.wait_for_in_flight, 20, 300)
         fake_llm.release()
         assert overlapped, f"only {fake_llm.max_in_flight} model calls were ever in flight at once"
         async with asyncio.timeout(60):

@@ -28,7 +28,7 @@ while read -r name; do
   [ -n "$name" ] || continue
   total=$((total + 1))
   log=$work/subprocess-$name.log
-  if MUTANT_UNDER_TEST="$prefix.$name" PYTHONPATH=src CI=true timeout 600 \
+  if MUTANT_UNDER_TEST="$prefix.$name" PYTHONPATH="$work/src" CI=true timeout 600 \
     "$python" -m pytest -x -q -p no:randomly -p no:cacheprovider "$@" >"$log" 2>&1; then
     echo "$prefix.$name: survived"
   else

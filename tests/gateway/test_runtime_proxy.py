@@ -41,6 +41,13 @@ TOOLS = [
     tool("flood", megabytes="integer"),
     tool("delete_everything"),
 ]
+#: The ``brief`` adapter's tools: a call that hangs past its 2 s call timeout, an approval nobody decides.
+BRIEF_TOOLS = [
+    tool("echo", text="string"),
+    tool("transfer", to="string", amount="integer"),
+    tool("hang"),
+    tool("calls"),
+]
 #: What an approval of the test's transfer is bound to.
 TRANSFER_SHA256 = sha256_hex(canonical_json({"to": "bob", "amount": 5}))
 
@@ -78,7 +85,7 @@ def env(
     and ``initdrift`` (another server version)."""
     home = tmp_path_factory.mktemp("runtime") / "home"
     environment = {k: v for k, v in os.environ.items() if k not in BLANKED}
-    environment.update(BATON_HOME=str(home), HITL_TIMEOUT_SECONDS="30", BATON_HITL_PROGRESS_SECONDS="1")
+    environment.update(BATON_HOME=str(home), HITL_TIMEOUT_SECONDS="3600", BATON_HITL_PROGRESS_SECONDS="1")
     environment["BATON_HITL_ALLOW_MCP_DECISIONS"] = "1"  # the tests play the operator through MCP
     environment["PYTHONPATH"] = str(SRC) + os.pathsep + environment.get("PYTHONPATH", "")
     with NpmRegistryServer() as registry:
@@ -87,7 +94,7 @@ def env(
             tarball = publish(registry)
             make_live(
                 runtime,
-                document("demo", tarball, TOOLS, call_timeout_seconds=2),
+                document("demo", tarball, TOOLS, call_timeout_seconds=3600),
                 allowed=[
                     "echo",
                     "transfer",
@@ -95,13 +102,20 @@ def env(
                     "slow",
                     "cancellations",
                     "calls",
-                    "hang",
                     "whoami",
                     "flood",
                 ],
                 approval_required=["transfer"],
                 record_arguments=True,
-                approval_timeout_seconds=5,
+                approval_timeout_seconds=3600,  # every test decides (or rejects) its approval itself
+            )
+            # the one adapter whose waits are short, because its tests check what their expiry does
+            make_live(
+                runtime,
+                document("brief", tarball, BRIEF_TOOLS, call_timeout_seconds=2),
+                allowed=["echo", "transfer", "hang", "calls"],
+                approval_required=["transfer"],
+                approval_timeout_seconds=1,
             )
             drifty = document(
                 "drifty",
@@ -216,9 +230,9 @@ async def test_an_approval_gated_call_waits_for_the_human_and_sends_exactly_the_
     assert result["approval"]["arguments_sha256"] == TRANSFER_SHA256
 
 
-async def transfers(session: Any) -> int:
-    """How many transfer calls the (current) upstream process has received."""
-    return int(json.loads((await call(session, "demo__calls"))["text"]).get("transfer", 0))
+async def transfers(session: Any, adapter: str = "demo") -> int:
+    """How many transfer calls the adapter's (current) upstream process has received."""
+    return int(json.loads((await call(session, f"{adapter}__calls"))["text"]).get("transfer", 0))
 
 
 async def test_a_rejected_approval_never_reaches_the_upstream(session: Any) -> None:
@@ -237,13 +251,18 @@ async def test_a_rejected_approval_never_reaches_the_upstream(session: Any) -> N
 
 
 async def test_an_approval_nobody_decides_times_out_without_calling_upstream(session: Any) -> None:
-    before = await transfers(session)
-    result = await call(session, "demo__transfer", {"to": "eve", "amount": 1})
+    """``brief`` gives its approvals 1 s: the expiry is what is tested, so the test waits for its result."""
+    before = await transfers(session, "brief")
+    with anyio.fail_after(300):
+        result = await call(session, "brief__transfer", {"to": "eve", "amount": 1})
     assert result["error_class"] == "hitl_timeout"
-    assert await transfers(session) == before
+    assert await transfers(session, "brief") == before
 
 
-async def test_the_agent_cannot_approve_its_own_gated_call_by_default(env: dict[str, str]) -> None:
+async def test_the_agent_cannot_approve_its_own_gated_call_by_default(
+    env: dict[str, str], session: Any
+) -> None:
+    """The agent's own approval is refused; the operator's session then rejects, which ends the call."""
     agent_env = {k: v for k, v in env.items() if k != "BATON_HITL_ALLOW_MCP_DECISIONS"}
     async with stdio_session(agent_env) as agent:
         before = await transfers(agent)
@@ -262,7 +281,11 @@ async def test_the_agent_cannot_approve_its_own_gated_call_by_default(env: dict[
                 agent, "mcp_respond_to_request", {"request_id": request_id, "approved": True}
             )
             assert refused["error_class"] == "hitl_decider_not_authorized"
-        assert results["call"]["error_class"] == "hitl_timeout"
+            assert (await call(agent, "mcp_get_request_status", {"request_id": request_id}))[
+                "status"
+            ] == "pending"
+            await call(session, "mcp_respond_to_request", {"request_id": request_id, "approved": False})
+        assert results["call"]["error_class"] == "approval_denied"
         assert await transfers(agent) == before
 
 
@@ -274,22 +297,28 @@ async def test_an_upstream_crash_mid_call_is_an_error_and_the_next_call_works(se
 
 
 async def test_a_hung_call_times_out_restarts_the_upstream_and_the_next_call_works(session: Any) -> None:
-    before = {a["adapter_id"]: a for a in (await call(session, "mcp_list_adapters"))["adapters"]}["demo"]
-    assert (await call(session, "demo__echo", {"text": "warm"}))["success"]
-    assert (await call(session, "demo__hang"))["error_class"] == "mcp_upstream_timeout"
+    """``brief``'s 2 s call timeout is what is tested: the test waits for its result, never for a time."""
+    before = {a["adapter_id"]: a for a in (await call(session, "mcp_list_adapters"))["adapters"]}["brief"]
+    assert (await call(session, "brief__echo", {"text": "warm"}))["success"]
     with anyio.fail_after(300):
-        result = await call(session, "demo__echo", {"text": "after the hang"})
+        assert (await call(session, "brief__hang"))["error_class"] == "mcp_upstream_timeout"
+        result = await call(session, "brief__echo", {"text": "after the hang"})
     assert result["success"] and result["text"] == "after the hang"
-    after = {a["adapter_id"]: a for a in (await call(session, "mcp_list_adapters"))["adapters"]}["demo"]
+    after = {a["adapter_id"]: a for a in (await call(session, "mcp_list_adapters"))["adapters"]}["brief"]
     assert after["upstream_restarts"] == before["upstream_restarts"] + 1
     assert after["upstream_starts"] >= before["upstream_starts"] + 1
-    assert json.loads((await call(session, "demo__calls"))["text"]).get("hang") is None  # a new process
+    assert json.loads((await call(session, "brief__calls"))["text"]).get("hang") is None  # a new process
 
 
 async def test_a_cancelled_call_reaches_the_upstream(session: Any) -> None:
     before = int((await call(session, "demo__cancellations"))["text"])
-    with anyio.move_on_after(1):
-        await session.call_tool("demo__slow", {"seconds": 30})
+    slow_before = json.loads((await call(session, "demo__calls"))["text"]).get("slow", 0)
+    async with anyio.create_task_group() as group:
+        group.start_soon(session.call_tool, "demo__slow", {"seconds": 3600})
+        with anyio.fail_after(300):  # cancel once the upstream has the call, not after a guessed delay
+            while json.loads((await call(session, "demo__calls"))["text"]).get("slow", 0) == slow_before:
+                await anyio.sleep(0.05)
+        group.cancel_scope.cancel()
     with anyio.fail_after(300):
         while int((await call(session, "demo__cancellations"))["text"]) != before + 1:
             await anyio.sleep(0.1)

@@ -171,6 +171,7 @@ async def test_stateless_replicas_accept_each_others_state_once_and_refuse_forge
             )
         assert isinstance(replay, types.CallToolResult) and replay.structured_content is not None
         assert replay.structured_content["error_class"] == "mcp_request_state_invalid"
+        assert replay.structured_content["reason"] == "used"  # a replay, not a malformed state
         receipts = run_cli(env, "receipts", "list", "--oldest", "--kind", "hitl_decided", "--json")
         decided = json.loads(receipts.stdout)
         assert [receipt["payload"]["via"] for receipt in decided] == ["elicitation"]

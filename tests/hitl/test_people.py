@@ -134,7 +134,7 @@ async def _race(broker: HitlBroker) -> None:
         except BatonError as exc:
             outcomes.append(exc.error_class)
 
-    with anyio.fail_after(60):
+    with anyio.fail_after(300):
         async with anyio.create_task_group() as group:
             for name in ("ana", "ben", "cy", "di"):
                 group.start_soon(anyio.to_thread.run_sync, approve, name)

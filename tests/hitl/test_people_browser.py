@@ -71,7 +71,7 @@ async def _ask(session: ClientSession, into: dict[str, Any], **arguments: Any) -
 
 
 async def _settled(result: dict[str, Any]) -> dict[str, Any]:
-    with anyio.fail_after(60):
+    with anyio.fail_after(300):
         while not result:
             await anyio.sleep(0.05)
     return result

@@ -88,7 +88,7 @@ async def test_a_stdio_server_announces_each_new_request_on_stderr(
             async with anyio.create_task_group() as group:
                 group.start_soon(ask)
                 request_id = (await pending_requests(session))[0]["request_id"]
-                with anyio.fail_after(60):
+                with anyio.fail_after(300):
                     while f"baton hitl show {request_id}" not in log.read_text():
                         await anyio.sleep(0.05)
                 group.cancel_scope.cancel()

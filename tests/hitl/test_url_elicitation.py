@@ -161,14 +161,14 @@ async def test_a_resumed_wait_elicits_under_a_new_id_that_names_the_request(
             async with anyio.create_task_group() as group:
                 arguments = {"request_message": "Rotate the keys", "timeout_seconds": 3600}
                 group.start_soon(client.call_tool, "mcp_request_admin_approval", arguments)
-                with anyio.fail_after(30):
+                with anyio.fail_after(300):
                     await first_asked.wait()
                 group.cancel_scope.cancel()  # the client cuts the call
             pending = await client.call_tool("mcp_list_pending_requests", {})
             assert pending.structured_content is not None
             request_id = pending.structured_content["requests"][0]["request_id"]
             resumed = await client.call_tool("mcp_wait_for_request", {"request_id": request_id})
-            with anyio.fail_after(30):
+            with anyio.fail_after(300):
                 while not completed:
                     await client.call_tool("mcp_ping", {})
     finally:

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from baton.campaign.bundle import BundleWriter
 from baton.campaign.gates import human_decision_accepted
 from baton.campaign.governed import ECHO, TRANSFER, governed_case, subagent_used_governed_tool
-from baton.campaign.options import CampaignOptions, CaseRow
+from baton.campaign.options import CASE_GUARD_SECONDS, POLL_SECONDS, CampaignOptions, CaseRow
 
 CANARY = "PRIVATE-MARKER-MUST-BE-FILTERED"
 REQUIRED_TOOLS = frozenset(
@@ -162,15 +162,18 @@ async def _subagent_cases(c: Campaign) -> dict[str, Any]:
         },
     )
     async_status: dict[str, Any] | None = None
-    for attempt in range(80 if spawned.get("subagent_id") else 0):
+    deadline = time.monotonic() + CASE_GUARD_SECONDS
+    attempt = 0
+    while spawned.get("subagent_id"):
+        attempt += 1
         async_status = await c.call(
-            f"async_status_{attempt + 1}",
+            f"async_status_{attempt}",
             "mcp_get_subagent_status",
             {"subagent_id": spawned.get("subagent_id")},
         )
-        if async_status.get("status") in {"completed", "failed"}:
+        if async_status.get("status") in {"completed", "failed"} or time.monotonic() > deadline:
             break
-        await asyncio.sleep(0.25)
+        await asyncio.sleep(POLL_SECONDS)
     slow = await c.call(
         "cancel_spawn",
         "mcp_spawn_subagent",
@@ -196,14 +199,21 @@ async def _hitl_cases(c: Campaign) -> dict[str, Any]:
             {
                 "request_message": APPROVAL_MESSAGE,
                 "context": APPROVAL_CONTEXT,
-                "timeout_seconds": c.options.human_timeout_seconds if interactive else 8,
+                # the operator decides at once when not interactive: the window is only a hang guard
+                "timeout_seconds": c.options.human_timeout_seconds
+                if interactive
+                else int(CASE_GUARD_SECONDS),
                 "urgent": False,
             },
         )
     )
-    await asyncio.sleep(0.5)
-    pending = await c.call("hitl_pending", "mcp_list_pending_requests", {})
-    rows = pending.get("requests") or []
+    waited = time.monotonic() + CASE_GUARD_SECONDS
+    while True:  # the request is listed once the server has created it, however long that took
+        pending = await c.call("hitl_pending", "mcp_list_pending_requests", {})
+        rows = pending.get("requests") or []
+        if rows or approval_task.done() or time.monotonic() > waited:
+            break
+        await asyncio.sleep(POLL_SECONDS)
     request_id = rows[0].get("request_id") if rows else None
     human_decision = None
     if request_id and interactive:
@@ -274,6 +284,12 @@ async def _notification_cases(c: Campaign) -> dict[str, Any]:
     return {"email": email, "telegram": telegram, "slack": slack}
 
 
+#: Delays tried for the timer the campaign cancels before its time: a cancel that came too late (the
+#: one-shot timer already fired: ``timer_already_completed``) is tried again with twice the headroom, so
+#: no outcome depends on how fast this machine is.
+DOOMED_DELAYS_SECONDS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
 async def _timer_cases(c: Campaign) -> dict[str, Any]:
     """Set a timer and cancel it before its time, then set one due after it and wait for that one to fire.
 
@@ -281,27 +297,38 @@ async def _timer_cases(c: Campaign) -> dict[str, Any]:
     cancelled timer that was going to fire would have fired by then (the gate reads the receipts).
     """
     record = {"kind": "record"}
-    doomed = await c.call(
-        "timer_set_cancel",
-        "mcp_set_timer",
-        {"name": "campaign-cancel", "delay_seconds": 1, "action": record},
-    )
-    cancelled = await c.call("timer_cancel", "mcp_cancel_timer", {"timer_id": doomed.get("timer_id")})
+    doomed: dict[str, Any] = {}
+    cancelled: dict[str, Any] = {}
+    delay = DOOMED_DELAYS_SECONDS[0]
+    for delay in DOOMED_DELAYS_SECONDS:
+        doomed = await c.call(
+            "timer_set_cancel",
+            "mcp_set_timer",
+            {"name": "campaign-cancel", "delay_seconds": delay, "action": record},
+        )
+        cancelled = await c.call("timer_cancel", "mcp_cancel_timer", {"timer_id": doomed.get("timer_id")})
+        if cancelled.get("error_class") != "timer_already_completed":
+            break  # cancelled before its time, or refused otherwise (the gate shows which)
     fired = await c.call(
         "timer_set",
         "mcp_set_timer",
-        {"name": "campaign-record", "delay_seconds": 2, "action": record},
+        {"name": "campaign-record", "delay_seconds": delay + 1, "action": record},
     )
     listed: dict[str, Any] = {}
-    for attempt in range(60):
-        listed = await c.call(f"timer_list_{attempt + 1}", "mcp_list_timers", {})
+    deadline = time.monotonic() + CASE_GUARD_SECONDS
+    attempt = 0
+    while True:
+        attempt += 1
+        listed = await c.call(f"timer_list_{attempt}", "mcp_list_timers", {})
         timer = _find_timer(listed, fired.get("timer_id")) or {}
         if timer.get("fire_count") and (timer.get("last_firing") or {}).get("outcome") not in (
             None,
             "running",
         ):
             break
-        await asyncio.sleep(0.25)
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(POLL_SECONDS)
     return {
         "timer_set": fired,
         "timer_listed": _find_timer(listed, fired.get("timer_id")),

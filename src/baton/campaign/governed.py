@@ -9,9 +9,13 @@ those two tools; the automated operator approves the gated call; the gate reads 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import shutil
+import time
 from pathlib import Path
 from typing import Any, Protocol
+
+from baton.campaign.options import CASE_GUARD_SECONDS, POLL_SECONDS
 
 ADAPTER_ID = "campaign"
 ECHO, TRANSFER = f"{ADAPTER_ID}__echo", f"{ADAPTER_ID}__transfer"
@@ -23,9 +27,6 @@ TASK = (
     f"'{ECHO_TEXT}'. Then call campaign__transfer with to='campaign-ledger' and amount=1. "
     "Then report both results in one sentence."
 )
-#: How long the case waits for the gated call's request, and then for the subagent to finish.
-WAIT_STEPS = 480
-STEP_SECONDS = 0.25
 
 
 class Caller(Protocol):
@@ -80,14 +81,15 @@ async def governed_case(c: Caller) -> dict[str, Any]:
     request_id = None
     approval: dict[str, Any] = {}
     if subagent_id:
-        for attempt in range(WAIT_STEPS):
+        deadline = time.monotonic() + CASE_GUARD_SECONDS
+        for attempt in itertools.count(1):
             status = await c.call(
-                f"governed_status_{attempt + 1}", "mcp_get_subagent_status", {"subagent_id": subagent_id}
+                f"governed_status_{attempt}", "mcp_get_subagent_status", {"subagent_id": subagent_id}
             )
             request_id = status.get("waiting_request_id")
-            if request_id or status.get("status") not in ("queued", "running"):
+            if request_id or status.get("status") not in ("queued", "running") or time.monotonic() > deadline:
                 break
-            await asyncio.sleep(STEP_SECONDS)
+            await asyncio.sleep(POLL_SECONDS)
     if request_id:
         approval = await c.call(
             "governed_operator_approval",
@@ -100,13 +102,14 @@ async def governed_case(c: Caller) -> dict[str, Any]:
         )
     final: dict[str, Any] = {}
     if subagent_id:
-        for attempt in range(WAIT_STEPS):
+        deadline = time.monotonic() + CASE_GUARD_SECONDS
+        for attempt in itertools.count(1):
             final = await c.call(
-                f"governed_final_{attempt + 1}", "mcp_get_subagent_status", {"subagent_id": subagent_id}
+                f"governed_final_{attempt}", "mcp_get_subagent_status", {"subagent_id": subagent_id}
             )
-            if final.get("status") not in ("queued", "running"):
+            if final.get("status") not in ("queued", "running") or time.monotonic() > deadline:
                 break
-            await asyncio.sleep(STEP_SECONDS)
+            await asyncio.sleep(POLL_SECONDS)
     return {"governed": {"spawn": spawned, "request_id": request_id, "approval": approval, "final": final}}
 
 

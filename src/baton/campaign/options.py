@@ -9,6 +9,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+#: How long a case waits for something that must happen (a subagent finishing, a request appearing, a
+#: timer firing): a hang guard, not a margin; the case stops waiting as soon as it happened.
+CASE_GUARD_SECONDS = 300.0
+#: How often a waiting case looks again.
+POLL_SECONDS = 0.25
+
 
 def default_campaign_id() -> str:
     """A UTC timestamp id, as the reference runner makes them."""

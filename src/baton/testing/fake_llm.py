@@ -94,7 +94,7 @@ class FakeLLMServer:
         """Let held and later answers go."""
         self._released.set()
 
-    def wait_for_in_flight(self, count: int, timeout: float = 10.0) -> bool:
+    def wait_for_in_flight(self, count: int, timeout: float = 300.0) -> bool:
         """Wait until at least ``count`` requests are in flight at once; False when ``timeout`` passes first."""
         with self._changed:
             return self._changed.wait_for(lambda: self.in_flight >= count, timeout)

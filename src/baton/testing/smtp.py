@@ -134,7 +134,7 @@ class SMTPReceiver:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def wait_for(self, count: int, timeout: float = 5.0) -> list[ReceivedMail]:
+    def wait_for(self, count: int, timeout: float = 300.0) -> list[ReceivedMail]:
         """Block until at least ``count`` messages arrived (AssertionError after ``timeout``)."""
         with self._changed:
             if not self._changed.wait_for(lambda: len(self.messages) >= count, timeout):

@@ -84,7 +84,7 @@ class WebhookReceiver:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def wait_for(self, count: int, timeout: float = 5.0) -> list[ReceivedRequest]:
+    def wait_for(self, count: int, timeout: float = 300.0) -> list[ReceivedRequest]:
         """Block until at least ``count`` requests arrived (AssertionError after ``timeout``)."""
         with self._changed:
             if not self._changed.wait_for(lambda: len(self.requests) >= count, timeout):
