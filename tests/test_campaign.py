@@ -146,7 +146,7 @@ def test_with_nothing_delivered_the_campaign_is_blocked_not_failed(
         env=baton_env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
     )
     assert verified.returncode == 1

@@ -296,7 +296,7 @@ def test_an_http_server_checkpoints_the_head_at_shutdown(baton_env: dict[str, st
     from tests.servers import free_port, http_server
 
     seed = "from baton.runtime import Runtime\nrt = Runtime.open()\nfor n in range(7): rt.receipts.append('test', {'n': n})\n"
-    subprocess.run([sys.executable, "-c", seed], env=baton_env, check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", seed], env=baton_env, check=True, timeout=300)
     path = Path(baton_env["BATON_HOME"]) / "checkpoints.jsonl"
     with http_server(baton_env, f"127.0.0.1:{free_port()}", tmp_path):
         pass  # SIGTERM on leaving: uvicorn ends the lifespan, which signs the head
@@ -309,7 +309,7 @@ def test_an_http_server_checkpoints_the_head_at_shutdown(baton_env: dict[str, st
 
 def test_a_payload_that_is_not_json_is_a_typed_failure_not_a_traceback(baton_env: dict[str, str]) -> None:
     seed = "from baton.runtime import Runtime\nrt = Runtime.open()\nfor n in range(3): rt.receipts.append('test', {'n': n})\n"
-    subprocess.run([sys.executable, "-c", seed], env=baton_env, check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", seed], env=baton_env, check=True, timeout=300)
     with sqlite3.connect(Path(baton_env["BATON_HOME"]) / "baton.db") as db:
         db.execute("UPDATE receipts SET payload = '{\"n\": ' WHERE seq = 2")
     verified = baton(baton_env, "receipts", "verify")
@@ -359,7 +359,7 @@ def test_the_independent_verifier_answers_hostile_exports_with_a_class(
         [sys.executable, "-m", "baton.chain_verify", str(export), "--public-key", str(public)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")},
     )

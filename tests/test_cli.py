@@ -17,7 +17,7 @@ def baton(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
     )
 
@@ -28,7 +28,7 @@ def seed_receipts(env: dict[str, str], count: int) -> Path:
         "rt = Runtime.open()\n"
         f"for n in range({count}): rt.receipts.append('test', {{'n': n}})\n"
     )
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300)
     return Path(env["BATON_HOME"]) / "baton.db"
 
 

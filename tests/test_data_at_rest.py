@@ -132,7 +132,7 @@ def baton_cli(env: dict[str, str], *args: str) -> str:
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr

@@ -31,7 +31,7 @@ def install(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
     )
 

@@ -52,7 +52,7 @@ def test_db_upgrade_command_reports_the_revision(baton_env: dict[str, str]) -> N
         env=baton_env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr

@@ -161,7 +161,7 @@ def test_doctor_prints_channel_readiness_without_secrets(baton_env: dict[str, st
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     rows = {row["name"]: row for row in json.loads(doctor.stdout)}
     assert all(rows[f"notify: {c}"]["ok"] for c in ("email", "telegram", "slack", "discord", "webhook"))

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 
-def read_stderr_until(process: subprocess.Popen[bytes], marker: bytes, seconds: float = 20) -> bytes:
-    """Read the child's stderr until ``marker`` appears (or the child exits, or time is up)."""
+def read_stderr_until(process: subprocess.Popen[bytes], marker: bytes, seconds: float = 300) -> bytes:
+    """Read the child's stderr until ``marker`` appears (or the child exits, or the hang guard is up)."""
     assert process.stderr is not None
     seen = b""
     fd = process.stderr.fileno()
@@ -47,7 +47,7 @@ def test_on_a_terminal_serve_says_it_waits_for_a_client(baton_env: dict[str, str
         assert b"Ctrl-C stops it" in seen
     finally:
         process.terminate()
-        stdout, _ = process.communicate(timeout=20)
+        stdout, _ = process.communicate(timeout=300)
         os.close(controller)
         os.close(terminal)
     assert stdout == b""
@@ -70,7 +70,7 @@ def test_http_serve_names_its_urls_on_stderr(baton_env: dict[str, str]) -> None:
         assert f"{base}/inbox/console" in seen
     finally:
         process.terminate()
-        stdout, _ = process.communicate(timeout=20)
+        stdout, _ = process.communicate(timeout=300)
     assert stdout == b""
 
 

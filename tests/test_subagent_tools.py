@@ -241,9 +241,9 @@ def console_page(env: dict[str, str], path: str) -> str:
         stderr=subprocess.PIPE,
     )
     try:
-        seen = read_stderr_until(process, b"not stored anywhere): ", seconds=60).decode()
+        seen = read_stderr_until(process, b"not stored anywhere): ").decode()
         if "\n" not in seen.split("not stored anywhere): ", 1)[-1]:
-            seen += read_stderr_until(process, b"\n", seconds=30).decode()
+            seen += read_stderr_until(process, b"\n").decode()
         token = seen.split("not stored anywhere): ", 1)[1].split()[0]
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, timeout=120) as client:
@@ -253,7 +253,7 @@ def console_page(env: dict[str, str], path: str) -> str:
             return page.text
     finally:
         process.terminate()
-        process.communicate(timeout=60)
+        process.communicate(timeout=300)
 
 
 async def test_a_follow_up_message_keeps_the_spawns_tools(session: Any, llm: FakeLLMServer) -> None:

@@ -69,7 +69,7 @@ def on_a_terminal(env: dict[str, str], *args: str, columns: int = 80) -> str:
         if not chunk:
             break
         seen += chunk
-    process.wait(timeout=60)
+    process.wait(timeout=300)
     os.close(controller)
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode())  # the text, without colour codes
 
@@ -84,7 +84,7 @@ def test_ids_on_an_80_column_terminal_are_whole_and_other_columns_wrap(baton_env
         "print(view['request_id'])\n"
     )
     made = subprocess.run(
-        [sys.executable, "-c", code], env=baton_env, check=True, timeout=60, capture_output=True, text=True
+        [sys.executable, "-c", code], env=baton_env, check=True, timeout=300, capture_output=True, text=True
     )
     request_id = made.stdout.strip()
     screen = on_a_terminal(baton_env, "hitl", "list")
@@ -124,7 +124,7 @@ def test_listing_cells_are_text_not_markup(baton_env: dict[str, str]) -> None:
         "from baton.runtime import Runtime\n"
         "Runtime.open().receipts.append('test', {'note': '[bold]x[/bold] [false]'})\n"
     )
-    subprocess.run([sys.executable, "-c", code], env=baton_env, check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", code], env=baton_env, check=True, timeout=300)
     done = baton(baton_env, "receipts", "list", "--oldest")
     assert done.returncode == 0, done.stderr
     assert "[bold]x[/bold] [false]" in done.stdout

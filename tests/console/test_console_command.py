@@ -17,7 +17,7 @@ def test_baton_console_refuses_a_non_loopback_address(baton_env: dict[str, str])
         env=baton_env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
     )
     assert done.returncode == 1
@@ -57,5 +57,5 @@ def test_baton_console_serves_the_console_on_loopback_with_a_one_run_token(baton
             assert page.headers["content-security-policy"].startswith("default-src 'none'")
     finally:
         process.terminate()
-        stdout, _ = process.communicate(timeout=20)
+        stdout, _ = process.communicate(timeout=300)
     assert stdout == b""

@@ -135,7 +135,7 @@ def test_a_probe_in_the_playwright_sandbox_has_no_network_and_a_read_only_root(
         with tempfile.TemporaryFile() as stderr:
             sandbox = BubblewrapSandbox()
             process = sandbox.start(spec, stderr=stderr)
-            out, _ = process.communicate(timeout=30)
+            out, _ = process.communicate(timeout=300)
             assert sandbox.cleanup(process)
     finally:
         runtime.close()

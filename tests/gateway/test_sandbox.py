@@ -122,7 +122,7 @@ def run_probe(spec: SandboxSpec, sandbox: BubblewrapSandbox | None = None) -> di
     """Run PROBE in the sandbox; the sandbox's staging directory must be gone afterwards."""
     sandbox = sandbox or BubblewrapSandbox()
     process = sandbox.start(spec, stderr=subprocess.PIPE)
-    out, err = process.communicate(timeout=60)
+    out, err = process.communicate(timeout=300)
     assert sandbox.cleanup(process), "the staging directory or cgroup survived"
     assert process.returncode == 0, err.decode()
     result: dict[str, Any] = json.loads(out)

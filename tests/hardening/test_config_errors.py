@@ -26,7 +26,7 @@ def _run(env: dict[str, str], args: list[str]) -> subprocess.CompletedProcess[st
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
     )
 
@@ -115,7 +115,7 @@ def test_receipts_export_onto_a_file_is_refused_and_leaves_it_alone(
         "from baton.checkpoints import Checkpointer\n"
         "rt = Runtime.open(); rt.receipts.append('test', {'n': 1}); Checkpointer(rt).checkpoint_quietly()\n"
     )
-    subprocess.run([sys.executable, "-c", code], env=baton_env, check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", code], env=baton_env, check=True, timeout=300)
     target = tmp_path / "existing.txt"
     target.write_text("keep me")
     done = _run(baton_env, ["receipts", "export", str(target)])

@@ -28,7 +28,7 @@ def _serve(env: dict[str, str], bind: str) -> subprocess.CompletedProcess[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=300,
         check=False,
     )
 
