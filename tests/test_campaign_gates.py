@@ -66,6 +66,10 @@ def test_a_broken_capability_turns_its_gate_false(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(tmp_path)  # latest.json is written in the working directory
+    if capability == "scheduler":
+        # this breaker's timers never fire, so the case waits out its whole hang guard (300 s); a shorter
+        # guard can only make the gate fail sooner, never pass
+        monkeypatch.setattr("baton.campaign.cases.CASE_GUARD_SECONDS", 30.0)
     summary = run_broken(capability, baton_env, fake_llm, tmp_path)
     assert summary["gates"][gate] is False, summary["gates"]
     assert summary["status"] == "failed"

@@ -22,7 +22,19 @@ def pytest_run(*args: str, ci: bool, missing: str) -> subprocess.CompletedProces
     if ci:
         env["CI"] = "true"
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-rs", *args],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-n",
+            "0",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+            "-rs",
+            *args,
+        ],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -45,7 +45,7 @@ cat >>"$work/pyproject.toml" <<TOML
 source_paths = ["src/baton"]
 only_mutate = ["src/baton/$module.py"]
 pytest_add_cli_args_test_selection = [${quoted%, }]
-pytest_add_cli_args = ["-p", "no:randomly", "-q"]
+pytest_add_cli_args = ["-p", "no:randomly", "-n", "0", "-q"]
 also_copy = ["tests", "bench"]
 TOML
 cd "$work"

@@ -29,7 +29,7 @@ while read -r name; do
   total=$((total + 1))
   log=$work/subprocess-$name.log
   if MUTANT_UNDER_TEST="$prefix.$name" PYTHONPATH="$work/src" CI=true timeout 600 \
-    "$python" -m pytest -x -q -p no:randomly -p no:cacheprovider "$@" >"$log" 2>&1; then
+    "$python" -m pytest -x -q -n 0 -p no:randomly -p no:cacheprovider "$@" >"$log" 2>&1; then
     echo "$prefix.$name: survived"
   else
     killed=$((killed + 1))
