@@ -100,7 +100,7 @@ class AgentDirectory:
         """Register ``name`` (or re-issue a revoked name) and return its token; only its hash is kept."""
         from sqlalchemy import insert, select, update
 
-        from baton.hitl.records import iso
+        from baton.canonical import iso
         from baton.schema import agents
 
         check_name(name)
@@ -148,7 +148,7 @@ class AgentDirectory:
         """Revoke an active agent's token; its next request is refused (401)."""
         from sqlalchemy import update
 
-        from baton.hitl.records import iso
+        from baton.canonical import iso
         from baton.schema import agents
 
         with self.store.write() as connection:

@@ -24,3 +24,8 @@ def sha256_hex(data: str | bytes) -> str:
 def utc_now() -> str:
     """The current UTC time in ISO 8601 with microseconds."""
     return datetime.now(UTC).isoformat()
+
+
+def iso(epoch: float) -> str:
+    """ISO 8601 UTC with microseconds, fixed width (stored strings sort by time)."""
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="microseconds")

@@ -124,7 +124,7 @@ class TaskStore:
         """A new ``working`` task of ``agent``, committed before its id is returned to anyone."""
         from sqlalchemy import insert
 
-        from baton.hitl.records import iso
+        from baton.canonical import iso
         from baton.schema import mcp_tasks
 
         now = time.time()
@@ -160,7 +160,7 @@ class TaskStore:
         """Update a non-terminal task; False when it already ended (the update is dropped)."""
         from sqlalchemy import update
 
-        from baton.hitl.records import iso
+        from baton.canonical import iso
         from baton.schema import mcp_tasks
 
         with self.runtime.store.write() as connection:

@@ -16,9 +16,10 @@ import anyio
 import pytest
 from sqlalchemy import select
 
+from baton.canonical import iso
 from baton.errors import ArgumentError, HitlError
 from baton.hitl.broker import Decision, HitlBroker, NewRequest, get_broker
-from baton.hitl.records import MAX_TIMEOUT_SECONDS, iso
+from baton.hitl.records import MAX_TIMEOUT_SECONDS
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
 from baton.schema import hitl_link_uses, hitl_requests

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from sqlalchemy import delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
+from baton.canonical import iso
 from baton.errors import PeopleError
-from baton.hitl.people import People, iso
+from baton.hitl.people import People
 from baton.runtime import Runtime
 from baton.schema import people_chat_identities
 

@@ -33,6 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
+from baton.canonical import iso
 from baton.errors import ArgumentError, HitlError
 from baton.hitl.announce import ANNOUNCER_SERVICE, announce_safely
 from baton.hitl.escalation import Escalation, close_in, schedule_in
@@ -45,7 +46,6 @@ from baton.hitl.records import (
     check_approver,
     decider_name,
     decision_values,
-    iso,
     link_used,
     not_found,
     public_view,

@@ -111,7 +111,7 @@ def consume_state(runtime: Runtime, plaintext: str) -> MrtrState:
     from sqlalchemy import insert
     from sqlalchemy.exc import IntegrityError
 
-    from baton.hitl.records import iso
+    from baton.canonical import iso
     from baton.schema import hitl_link_uses
 
     try:

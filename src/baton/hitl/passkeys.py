@@ -28,10 +28,10 @@ from urllib.parse import urlsplit
 from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 
+from baton.canonical import iso
 from baton.errors import PeopleError
 from baton.hitl.links import LinkSigner, same
 from baton.hitl.people import People, credential_id_bytes
-from baton.hitl.records import iso
 from baton.receipts import canonical_json
 from baton.runtime import Runtime
 from baton.schema import hitl_link_uses

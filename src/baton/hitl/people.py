@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 from sqlalchemy import Connection, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from baton.canonical import iso
 from baton.errors import PeopleError
 from baton.hitl.links import LinkSigner, same
 from baton.runtime import Runtime
@@ -349,11 +350,3 @@ def credential_id_bytes(text: str) -> bytes:
         return _unb64(text)
     except ValueError as exc:
         raise PeopleError("passkey_invalid", "The credential id is not base64url.") from exc
-
-
-def iso(epoch: float) -> str:
-    """ISO 8601 UTC with microseconds, as the request records write it (:func:`baton.hitl.records.iso`;
-    not imported: records reads people for owner exclusion, and imports run one way)."""
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="microseconds")

@@ -10,8 +10,9 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select
 
+from baton.canonical import iso
 from baton.errors import HitlError
-from baton.hitl.records import Decision, iso
+from baton.hitl.records import Decision
 from baton.runtime import Runtime
 from baton.schema import hitl_approvals
 

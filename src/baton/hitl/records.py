@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from baton.errors import HitlError
@@ -15,11 +14,6 @@ DECIDED: tuple[str, ...] = ("approved", "rejected", "answered")
 #: The longest a request may stay open (30 days).
 MAX_TIMEOUT_SECONDS = 30 * 86_400
 MAX_TEXT = 20_000
-
-
-def iso(epoch: float) -> str:
-    """ISO 8601 UTC with microseconds (fixed width, so stored strings sort by time)."""
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="microseconds")
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,7 @@ def _key(sid: str) -> str:
 
 def revoke_session(runtime: Runtime, sid: str, expires_epoch: int) -> None:
     """Record that session ``sid`` ended (and forget revocations whose cookies expired anyway)."""
-    from baton.hitl.records import iso
+    from baton.canonical import iso
 
     now = time.time()
     sid = _key(sid)
