@@ -54,8 +54,8 @@ def _receipt_chain() -> None:
     """Receipts are written with a digest that does not cover their content."""
     import baton.receipts
 
-    real = baton.receipts.receipt_digest
-    baton.receipts.receipt_digest = lambda *args: real(*args)[::-1]  # type: ignore[assignment]
+    real = baton.receipts.receipt_digest_of_serialized  # what the append writes with
+    baton.receipts.receipt_digest_of_serialized = lambda *args: real(*args)[::-1]  # type: ignore[assignment]
 
 
 def _receipt_chain_late() -> None:
@@ -63,13 +63,13 @@ def _receipt_chain_late() -> None:
     verifies up to seq 5 and fails after, so a verdict that counts receipts is not enough."""
     import baton.receipts
 
-    real = baton.receipts.receipt_digest
+    real = baton.receipts.receipt_digest_of_serialized
 
     def late(seq: int, *rest: Any) -> str:
         digest: str = real(seq, *rest)
         return digest[::-1] if seq > 5 else digest
 
-    baton.receipts.receipt_digest = late  # type: ignore[assignment]
+    baton.receipts.receipt_digest_of_serialized = late  # type: ignore[assignment]
 
 
 def _lifecycle() -> None:

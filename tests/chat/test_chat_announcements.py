@@ -13,7 +13,7 @@ import pytest
 from baton.notify.service import HitlAnnouncer, Notifier
 from baton.runtime import Runtime
 from baton.testing.chat_apis import FakeSlack, FakeTelegram
-from tests.notify_support import FAST, assert_no_secret, open_runtime
+from tests.notify_support import DELIVERY, assert_no_secret, open_runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -48,7 +48,7 @@ def chat_runtime(tmp_path: Path, slack: FakeSlack, telegram: FakeTelegram, **tok
         "BATON_TELEGRAM_API_URL": telegram.base_url,
         "BATON_PUBLIC_URL": "https://baton.example.com",
         **SECRETS,
-        **FAST,
+        **DELIVERY,
     }
     return open_runtime(env)
 
