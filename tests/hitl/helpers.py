@@ -89,7 +89,8 @@ async def goto(page: Any, url: str) -> Any:
         try:
             return await page.goto(url)
         except Error as exc:
-            if "ERR_ABORTED" not in str(exc) or attempt == 4:
+            aborted = "ERR_ABORTED" in str(exc) or "interrupted by another navigation" in str(exc)
+            if not aborted or attempt == 4:
                 raise
             await anyio.sleep(0.2)
     return None
