@@ -64,7 +64,7 @@ def test_a_known_login_without_a_password_names_the_password() -> None:
 
 
 def test_an_announcement_does_not_repeat_a_short_message_as_title_and_body() -> None:
-    from baton.notify.service import announcement_text
+    from baton.notify.request_text import announcement_text
 
     request = {"request_id": "hitl_1", "kind": "approval", "message": "Deploy v2 to production?"}
     title, body = announcement_text(request, None)

@@ -13,7 +13,6 @@ failure, with the error class) is one receipt, ``hitl_escalated`` or ``hitl_remi
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
@@ -26,6 +25,7 @@ from baton.errors import BatonError
 from baton.hitl.announce import without_link
 from baton.hitl.records import row_view
 from baton.hitl.steps import ALL, CHANNELS, PlannedStep
+from baton.notify.request_text import HEADLINE_CHARS, one_line, request_lines
 from baton.runtime import Runtime
 from baton.schema import hitl_requests, timers
 from baton.timers.actions import HITL_STEP_KIND, Outcome
@@ -35,8 +35,6 @@ log = logging.getLogger("baton.hitl")
 
 RECEIPT_KINDS = {"escalate": "hitl_escalated", "remind": "hitl_reminded"}
 PURPOSES = {"escalate": "hitl_escalation", "remind": "hitl_reminder"}
-HEADLINE_CHARS = 80
-CONTEXT_MAX_CHARS = 1500
 #: What a chat message may hold (as the announcement trims it).
 MAX_CHARS = {"telegram": 4000, "discord": 1900}
 
@@ -133,8 +131,7 @@ def step_text(view: dict[str, Any], action: dict[str, Any], link: str | None, no
     """The subject line and plain-text body of a step's notification."""
     kind = "Approval" if view["kind"] == "approval" else "Input"
     message = str(view["message"])
-    flat = " ".join(message.split())
-    headline = flat if len(flat) <= HEADLINE_CHARS else flat[: HEADLINE_CHARS - 1] + "…"
+    headline = one_line(message, HEADLINE_CHARS)
     left = max(0, round(view["expires_epoch"] - now))
     waited = max(0, round(now - datetime.fromisoformat(view["created_at"]).timestamp()))
     if action.get("type") == "remind":
@@ -146,22 +143,7 @@ def step_text(view: dict[str, Any], action: dict[str, Any], link: str | None, no
     lines = [lead, ""]
     if headline != message:
         lines += [message, ""]
-    lines.append(f"Request: {view['request_id']}")
-    if view.get("agent"):
-        lines.append(f"Asked by agent: {view['agent']}")
-    lines.append(f"Expires: {view['expires_at']}")
-    if view.get("options"):
-        lines.append("Options: " + ", ".join(str(option) for option in view["options"]))
-    if view.get("context"):
-        context = json.dumps(view["context"], ensure_ascii=False, indent=2, default=str)
-        lines += ["", "Context:", context[:CONTEXT_MAX_CHARS]]
-    lines.append("")
-    if link:
-        lines.append(f"Decide in the inbox: {link}")
-    elif view["kind"] == "approval":
-        lines.append(f"Decide with: baton hitl approve|reject {view['request_id']}")
-    else:
-        lines.append(f"Answer with: baton hitl answer {view['request_id']} TEXT")
+    lines += request_lines(view, link)
     return title, "\n".join(lines)
 
 

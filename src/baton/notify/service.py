@@ -21,6 +21,7 @@ from baton.notify.channels import Readiness, Target
 from baton.notify.delivery import DeliveryPolicy, Outcome, deliver
 from baton.notify.destinations import DestinationRefusedError
 from baton.notify.readiness import readiness
+from baton.notify.request_text import announcement_text
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
 from baton.tracing import span
@@ -29,7 +30,6 @@ log = logging.getLogger("baton.notify")
 
 DISCORD_MAX_CHARS = 1900
 TELEGRAM_MAX_CHARS = 4000
-CONTEXT_MAX_CHARS = 1500
 
 
 class Notifier:
@@ -271,37 +271,3 @@ def _failure_class(outcome: Outcome) -> str | None:
 
 def _content(target: Target) -> Any:
     return target.content if target.content is not None else {"title": target.title, "body": target.body}
-
-
-def announcement_text(request: dict[str, Any], link: str | None) -> tuple[str, str]:
-    """The subject line and plain-text body announcing a request."""
-    kind = "Approval" if request.get("kind") == "approval" else "Input"
-    urgent = "URGENT: " if request.get("urgent") else ""
-    message = str(request.get("message", ""))
-    headline = _one_line(message, 80)
-    title = f"[baton] {urgent}{kind} requested: {headline}"
-    # the title already says a short one-line message; the body repeats it only when the title cut it
-    lines = [] if headline == message else [message, ""]
-    lines.append(f"Request: {request.get('request_id')}")
-    if request.get("agent"):
-        lines.append(f"Asked by agent: {request['agent']}")
-    if request.get("expires_at"):
-        lines.append(f"Expires: {request['expires_at']}")
-    if request.get("options"):
-        lines.append("Options: " + ", ".join(str(o) for o in request["options"]))
-    if request.get("context"):
-        context = json.dumps(request["context"], ensure_ascii=False, indent=2, default=str)
-        lines += ["", "Context:", context[:CONTEXT_MAX_CHARS]]
-    lines.append("")
-    if link:
-        lines.append(f"Decide in the inbox: {link}")
-    elif kind == "Approval":
-        lines.append(f"Decide with: baton hitl approve|reject {request.get('request_id')}")
-    else:
-        lines.append(f"Answer with: baton hitl answer {request.get('request_id')} TEXT")
-    return title, "\n".join(lines)
-
-
-def _one_line(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
