@@ -164,6 +164,7 @@ async def test_every_request_page_fits_a_phone_and_a_desktop_with_the_decision_f
             assert await why.locator(".rq-md a").get_attribute("href") == "https://example.com/runbook"
             digest = await page.text_content("#digest")
             assert digest is not None and re.fullmatch(r"[0-9a-f]{64}", digest)
+            assert "which a step-up binds" in await page.inner_text("#context .rq-digest")
             # the countdown is the page's own script at work (the absolute time stays as the fallback)
             await page.wait_for_selector("#countdown[data-ticking='1']", state="attached")
             assert re.fullmatch(r"1[45] min \d+ s", await page.text_content("#countdown") or "")
@@ -171,6 +172,9 @@ async def test_every_request_page_fits_a_phone_and_a_desktop_with_the_decision_f
 
             await goto(page, f"{base}/inbox/requests/{ids['input']}")
             await check_sizes(page, shots, "question", decide="#decide-buttons")
+            # a question has no step-up: its digest names only what it was asked with
+            question_digest = await page.inner_text("#context .rq-digest")
+            assert "question was asked with" in question_digest and "step-up" not in question_digest
 
             await goto(page, f"{base}/inbox/console/requests")
             await check_sizes(page, shots, "console-requests", decide="#pending form.decide")

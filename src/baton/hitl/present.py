@@ -127,7 +127,7 @@ def risk(view: dict[str, Any]) -> dict[str, Any]:
 
 def arguments(view: dict[str, Any]) -> tuple[Any, str]:
     """What the decision is bound to and how the page names it: a gateway call's arguments, or the
-    request's context (its digest is what a step-up binds)."""
+    request's context (its digest is what an approval's step-up binds)."""
     context = view.get("context")
     if gateway_call(view) and isinstance(context, dict):
         return context.get("arguments"), "Arguments"
