@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from baton.testing.loopback import LoopbackHTTPServer, serve_in_thread
@@ -65,11 +65,26 @@ class _Recorder:
         """The calls of ``method`` so far."""
         return [call for call in self.calls if call.method == method]
 
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        """The request handler class this fake answers with."""
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        """Listen on an ephemeral port of 127.0.0.1."""
+        self._httpd = serve_in_thread(self.handler(), type(self).__name__)
+        return self
+
     def stop(self) -> None:
         """Stop listening."""
         if self._httpd is not None:
             self._httpd.close()
             self._httpd = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def _body(handler: BaseHTTPRequestHandler) -> tuple[bytes, dict[str, Any]]:
@@ -110,16 +125,9 @@ class FakeSlack(_Recorder):
         """A ``response_url`` of this fake (what Slack puts in an interaction payload)."""
         return f"{self.base_url}/actions/T0TEST/{name}/response-secret"
 
-    def start(self) -> FakeSlack:
-        """Listen on an ephemeral port of 127.0.0.1."""
-        self._httpd = serve_in_thread(_slack_handler(self), "fake-slack")
-        return self
-
-    def __enter__(self) -> FakeSlack:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        """Answers as the Slack Web API."""
+        return _slack_handler(self)
 
 
 def _slack_handler(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
@@ -208,16 +216,9 @@ class FakeTelegram(_Recorder):
     _ids: Any = field(default_factory=lambda: itertools.count(100))
     messages: dict[int, dict[str, Any]] = field(default_factory=dict)
 
-    def start(self) -> FakeTelegram:
-        """Listen on an ephemeral port of 127.0.0.1."""
-        self._httpd = serve_in_thread(_telegram_handler(self), "fake-telegram")
-        return self
-
-    def __enter__(self) -> FakeTelegram:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        """Answers as the Telegram Bot API."""
+        return _telegram_handler(self)
 
 
 def _telegram_handler(fake: FakeTelegram) -> type[BaseHTTPRequestHandler]:
