@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from fastmcp import Client
+from fastmcp.client.elicitation import ElicitResult
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 from fastmcp.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
@@ -24,6 +25,8 @@ pytestmark = pytest.mark.anyio
 AGENT_TOKEN = "agent-token-for-fastmcp-0123456789abcdef"
 #: fastmcp's connect modes: the 2025-11-25 handshake, and ``auto`` (``server/discover``, the 2026-07-28 era).
 MODES = ("legacy", "auto")
+#: The protocol version each mode settles on with baton.
+ERA = {"legacy": "2025-11-25", "auto": "2026-07-28"}
 
 
 def stdio(env: dict[str, str]) -> StdioTransport:
@@ -34,6 +37,7 @@ def stdio(env: dict[str, str]) -> StdioTransport:
 @pytest.mark.parametrize("mode", MODES)
 async def test_tools_list_and_call_with_typed_errors(baton_env: dict[str, str], mode: str) -> None:
     async with Client(stdio(baton_env), mode=mode) as client:
+        assert client.protocol_version == ERA[mode]
         tools = {tool.name: tool for tool in await client.list_tools()}
         assert {"mcp_ping", "mcp_set_timer", "mcp_spawn_subagent"} <= set(tools)
         assert all(tool.output_schema for tool in tools.values())
@@ -88,3 +92,45 @@ async def test_over_http_the_agent_token_calls_and_a_wrong_one_is_refused(
         assert refused.value.error.message == "Server returned an error response"
         assert AGENT_TOKEN not in str(refused.value)
         assert "Traceback" not in (tmp_path / f"serve-{bind.replace(':', '_')}.log").read_text()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_elicited_approval_decides_and_a_declined_one_never_approves(
+    baton_env: dict[str, str], mode: str
+) -> None:
+    """fastmcp answers the form on the call's stream (legacy) or by retrying with ``requestState`` (auto:
+    the 2026-07-28 era's multi-round trip), each by its own code, not baton's."""
+    env = {**baton_env, "BATON_HITL_ELICITATION": "true"}
+    answers: list[dict[str, Any] | None] = [{"approved": True, "admin_notes": "asked in fastmcp"}, None]
+    asked: list[str] = []
+
+    async def on_elicit(message: str, response_type: Any, params: Any, context: Any) -> Any:
+        asked.append(message)
+        answer = answers.pop(0)
+        return ElicitResult(action="decline") if answer is None else answer
+
+    async with Client(stdio(env), mode=mode, elicitation_handler=on_elicit) as client:
+        assert client.protocol_version == ERA[mode]
+        approved = await client.call_tool(
+            "mcp_request_admin_approval", {"request_message": "Rotate the key?", "timeout_seconds": 3600}
+        )
+        decided = approved.structured_content
+        assert decided is not None and decided["approved"] is True, decided
+        assert decided["admin_notes"] == "asked in fastmcp"
+        status = await client.call_tool("mcp_get_request_status", {"request_id": decided["request_id"]})
+        assert status.structured_content is not None
+        assert status.structured_content["decided_via"] == "elicitation"
+
+        declined = await client.call_tool(
+            "mcp_request_admin_approval",
+            {"request_message": "Drop the table?", "timeout_seconds": 1},
+            raise_on_error=False,
+        )
+        outcome = declined.structured_content
+        assert outcome is not None and declined.is_error
+        assert (outcome["approved"], outcome["status"], outcome["error_class"]) == (
+            False,
+            "expired",
+            "hitl_timeout",
+        )
+    assert answers == [] and "Rotate the key?" in asked[0]
