@@ -32,6 +32,7 @@ SUBSYSTEM_APPS = {
     "agents": "baton.agents_cli",
     "hitl": "baton.hitl.cli",
     "people": "baton.hitl.people_cli",
+    "chat": "baton.chat.cli",
     "timers": "baton.timers.cli",
     "gateway": "baton.gateway.cli",
     "campaign": "baton.campaign.cli",

@@ -16,7 +16,7 @@ those strings; ``docs/error-classes.md`` is checked against it by the tests.
     ├── HitlError            human-in-the-loop requests
     ├── AgentError           named agents and their credentials
     ├── PeopleError          people who decide, and their passkeys
-    ├── ChatError            decisions from Slack and Telegram callbacks
+    ├── ChatError            decisions from Slack and Telegram callbacks, the Telegram webhook set-up
     ├── NotificationError    notification channels
     ├── TimerError           timers
     ├── GatewayError         governed external MCP servers
@@ -197,6 +197,9 @@ ERROR_CLASSES: dict[str, str] = {
     "chat_signature_invalid": "A Slack callback's signature or a Telegram update's secret token does not verify (401); nothing was decided.",
     "chat_request_stale": "A Slack callback's timestamp is more than five minutes from the server's clock, as a replay's is (401); nothing was decided.",
     "chat_payload_invalid": "A verified chat callback is not a baton button press (400); nothing was decided.",
+    "chat_webhook_not_configured": "baton chat telegram-webhook needs TELEGRAM_BOT_TOKEN and a TELEGRAM_WEBHOOK_SECRET of 1-256 of A-Z a-z 0-9 _ -; nothing was sent to Telegram.",
+    "chat_webhook_url_invalid": "The Telegram webhook URL is missing (no --url, no BATON_PUBLIC_URL), not https:// with a host, or not baton's /chat/telegram/webhook route; nothing was sent.",
+    "chat_api_failed": "Telegram's Bot API refused the call or was not reached (its description is shown, never the token).",
     # baton install
     "client_config_invalid": "The MCP client's config file is not a JSON object baton can merge into (left untouched).",
     "client_command_failed": "The client's own command (claude mcp add) is missing or failed.",
@@ -280,7 +283,7 @@ class PeopleError(BatonError):
 
 
 class ChatError(BatonError):
-    """A Slack or Telegram callback was refused before anything was decided."""
+    """A Slack or Telegram callback was refused before anything was decided, or the Telegram webhook set-up failed."""
 
 
 class NotificationError(BatonError):

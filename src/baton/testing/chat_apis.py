@@ -6,8 +6,8 @@ arrives at ``/actions/…``, the ``response_url`` it hands out. :func:`slack_sig
 interactivity callback exactly as Slack sends it: a ``payload=`` form body signed with the app's signing
 secret (``v0=HMAC-SHA256(secret, "v0:{timestamp}:{body}")``), computed here with :mod:`hmac`, not with
 the SDK that baton verifies it with. :class:`FakeTelegram` answers ``/bot<token>/<method>`` for
-``sendMessage``, ``answerCallbackQuery`` and ``editMessageText`` (``401 Unauthorized`` for another
-token), and :func:`telegram_callback_update` builds the update Telegram posts to a webhook when a user
+``sendMessage``, ``answerCallbackQuery``, ``editMessageText``, ``setWebhook`` and ``getWebhookInfo``
+(``401 Unauthorized`` for another token), and :func:`telegram_callback_update` builds the update Telegram posts to a webhook when a user
 presses an inline button. Use them as context managers; BATON_SLACK_API_URL is ``slack.api_url``,
 BATON_TELEGRAM_API_URL is ``telegram.base_url``.
 """
@@ -215,6 +215,10 @@ class FakeTelegram(_Recorder):
     token: str = "123:test"  # noqa: S105 (the fake accepts this made-up token unless told another)
     _ids: Any = field(default_factory=lambda: itertools.count(100))
     messages: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: What ``getWebhookInfo`` answers (``setWebhook`` replaces it); no webhook at first.
+    webhook: dict[str, Any] = field(
+        default_factory=lambda: {"url": "", "has_custom_certificate": False, "pending_update_count": 0}
+    )
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
         """Answers as the Telegram Bot API."""
@@ -250,6 +254,16 @@ def _telegram_handler(fake: FakeTelegram) -> type[BaseHTTPRequestHandler]:
                 result: Any = message
             elif method == "answerCallbackQuery":
                 result = True
+            elif method == "setWebhook":
+                fake.webhook = {
+                    "url": body["url"],
+                    "has_custom_certificate": False,
+                    "pending_update_count": 0,
+                    "allowed_updates": body.get("allowed_updates") or ["message", "callback_query"],
+                }
+                result = True
+            elif method == "getWebhookInfo":
+                result = fake.webhook
             elif method == "editMessageText":
                 known = fake.messages.get(int(body.get("message_id") or 0))
                 if known is None:
