@@ -76,6 +76,7 @@ class GatewayProxy(DynamicTools):
         self._ready = anyio.Event()
         self._consumed: set[str] = set()
         self._retired: list[Adapter] = []
+        self._liveness = state.LivenessReader(runtime)
         self.load()
 
     def load(self) -> None:
@@ -99,6 +100,7 @@ class GatewayProxy(DynamicTools):
             with anyio.CancelScope(shield=True):
                 for adapter in [*self.adapters.values(), *self._retired]:
                     await adapter.upstream.close()
+            self._liveness.close()
 
     def split(self, name: str) -> tuple[Adapter, str] | None:
         """``(adapter, tool)`` for a proxied name, or None when no live adapter has that prefix."""
@@ -204,13 +206,11 @@ class GatewayProxy(DynamicTools):
         A version promoted since this server loaded the adapter replaces it; the old upstream is stopped
         once calls already running on it have had their time.
         """
-        from baton.gateway.state import get_adapter, liveness
-
-        row = liveness(self.runtime, adapter.id)
+        row = self._liveness.read(adapter.id)
         served = row.get("serving_policy_checksum") if row else None
         if served is None or served == adapter.row.get("serving_policy_checksum"):
             return adapter, served is not None
-        stored = get_adapter(self.runtime, adapter.id)
+        stored = state.get_adapter(self.runtime, adapter.id)
         try:
             fresh = Adapter(self.runtime, promotion.load_live(self.runtime, stored or {}), self)
         except (GatewayError, KeyError):
