@@ -149,6 +149,12 @@ def builtin_definitions(registry: ToolRegistry) -> list[dict[str, Any]]:
     ]
 
 
+def _asks_progress(params: types.CallToolRequestParams) -> bool:
+    """Whether the call carries a progress token (without one the SDK's report_progress sends nothing)."""
+    meta = params.meta
+    return meta is not None and meta.get("progress_token") is not None
+
+
 def build_server(loader: RegistryLoader) -> Server[Any]:
     """The low-level MCP server whose list and call handlers go through the registry."""
 
@@ -176,7 +182,9 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
             result = exc.to_result()
         else:
             context = CallContext(
-                progress=Progress(session.report_progress if task is None else None),
+                progress=Progress(
+                    session.report_progress if task is None and _asks_progress(params) else None
+                ),
                 client_capabilities=getattr(session, "client_capabilities", None),
                 session=session if task is None else None,
                 decider=decision_authority(registry.runtime.settings, getattr(ctx, "request", None)),

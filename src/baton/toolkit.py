@@ -41,6 +41,11 @@ class Progress:
     def __init__(self, report: Callable[[float, float | None, str | None], Awaitable[None]] | None) -> None:
         self._report = report
 
+    @property
+    def wanted(self) -> bool:
+        """Whether a report reaches anyone (a proxied call asks its upstream for progress only then)."""
+        return self._report is not None
+
     async def __call__(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Report progress; failures to deliver are logged, never raised into the tool."""
         if self._report is None:

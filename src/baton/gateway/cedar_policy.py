@@ -175,6 +175,8 @@ def check_call(
 ) -> CallDecision:
     """The served adapter's call policy on one call by ``principal`` (the calling agent's name; permit when
     the adapter pins no policy); forbids and errors raise."""
+    if policy.tools.call_policy_sha256 is None:  # before any path is built: the common case, every call
+        return CallDecision("permit")
     text = read_pinned(snapshot / SNAPSHOT_NAME, policy.tools.call_policy_sha256)
     if text is None:
         return CallDecision("permit")

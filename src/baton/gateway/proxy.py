@@ -76,6 +76,7 @@ class GatewayProxy(DynamicTools):
         self._ready = anyio.Event()
         self._consumed: set[str] = set()
         self._retired: list[Adapter] = []
+        self._liveness = state.LivenessReader(runtime)
         self.load()
 
     def load(self) -> None:
@@ -99,6 +100,7 @@ class GatewayProxy(DynamicTools):
             with anyio.CancelScope(shield=True):
                 for adapter in [*self.adapters.values(), *self._retired]:
                     await adapter.upstream.close()
+            self._liveness.close()
 
     def split(self, name: str) -> tuple[Adapter, str] | None:
         """``(adapter, tool)`` for a proxied name, or None when no live adapter has that prefix."""
@@ -149,7 +151,8 @@ class GatewayProxy(DynamicTools):
         adapter, tool = split
         adapter, live = self.current(adapter)
         started = time.perf_counter()
-        frozen: dict[str, Any] = json.loads(canonical_json(arguments))
+        serialized = canonical_json(arguments)
+        frozen: dict[str, Any] = json.loads(serialized)  # canonical_json(frozen) == serialized
         outcome: dict[str, Any] = {}
         approval: dict[str, Any] | None = None
         verdict: dict[str, Any] | None = None
@@ -190,6 +193,7 @@ class GatewayProxy(DynamicTools):
                 adapter,
                 tool,
                 frozen,
+                sha256_hex(serialized),
                 seconds,
                 outcome,
                 approval,
@@ -204,13 +208,11 @@ class GatewayProxy(DynamicTools):
         A version promoted since this server loaded the adapter replaces it; the old upstream is stopped
         once calls already running on it have had their time.
         """
-        from baton.gateway.state import get_adapter, liveness
-
-        row = liveness(self.runtime, adapter.id)
+        row = self._liveness.read(adapter.id)
         served = row.get("serving_policy_checksum") if row else None
         if served is None or served == adapter.row.get("serving_policy_checksum"):
             return adapter, served is not None
-        stored = get_adapter(self.runtime, adapter.id)
+        stored = state.get_adapter(self.runtime, adapter.id)
         try:
             fresh = Adapter(self.runtime, promotion.load_live(self.runtime, stored or {}), self)
         except (GatewayError, KeyError):
@@ -377,13 +379,17 @@ class GatewayProxy(DynamicTools):
     async def _forward(
         self, adapter: Adapter, tool: str, arguments: dict[str, Any], context: CallContext
     ) -> dict[str, Any]:
-        await self._ready.wait()
+        if not self._ready.is_set():  # (waiting on a set event still yields to the loop once)
+            await self._ready.wait()
         assert self.group is not None
 
         async def progress(value: float, total: float | None, message: str | None) -> None:
             await context.progress(value, total, message)
 
-        result = await adapter.upstream.call(self.group, tool, arguments, progress)
+        # the upstream is asked for progress only when baton's own caller asked for it
+        result = await adapter.upstream.call(
+            self.group, tool, arguments, progress if context.progress.wanted else None
+        )
         return envelope(adapter.id, tool, result)
 
     def _receipt(
@@ -391,6 +397,7 @@ class GatewayProxy(DynamicTools):
         adapter: Adapter,
         tool: str,
         arguments: dict[str, Any],
+        arguments_sha256: str,
         seconds: float,
         outcome: dict[str, Any],
         approval: dict[str, Any] | None,
@@ -401,7 +408,7 @@ class GatewayProxy(DynamicTools):
         payload: dict[str, Any] = {
             "adapter_id": adapter.id,
             "tool": tool,
-            "arguments_sha256": sha256_hex(canonical_json(arguments)),
+            "arguments_sha256": arguments_sha256,
             "duration_seconds": round(seconds, 6),
             "success": bool(outcome.get("success")),
             "error_class": outcome.get("error_class", "internal_error" if not outcome else None),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any, Literal
 
@@ -57,6 +58,53 @@ def liveness(runtime: Runtime, adapter_id: str) -> dict[str, Any] | None:
     with runtime.store.read() as connection:
         row = connection.execute(_LIVENESS, {"adapter_id": adapter_id}).first()
     return dict(row._mapping) if row else None
+
+
+class LivenessReader:
+    """The per-call liveness read, on SQLite one prepared statement on a kept driver connection.
+
+    The read is a single ``SELECT`` outside any transaction (the store's connections are in autocommit),
+    so every read sees what any process committed before it: a demotion by the CLI stops the next call.
+    What the pool checkout, the deferred ``BEGIN`` and SQLAlchemy's execution cost per call is gone; other
+    databases (and an in-memory SQLite store, whose pool keeps no connection) read through :func:`liveness`.
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._kept: Any = None
+        self._lock = threading.Lock()
+        self._sql: str | None = None
+
+    def read(self, adapter_id: str) -> dict[str, Any] | None:
+        """The adapter's served checksum and run-time block, or None when baton has never seen it."""
+        from sqlalchemy.pool import NullPool
+
+        store = self.runtime.store
+        if not store.is_sqlite or isinstance(store.engine.pool, NullPool):
+            return liveness(self.runtime, adapter_id)
+        with self._lock:
+            if self._kept is None:
+                self._kept = store.engine.raw_connection()
+                self._sql = str(_LIVENESS.compile(dialect=store.engine.dialect))
+            try:
+                rows = self._kept.driver_connection.execute(self._sql, (adapter_id,)).fetchall()
+            except BaseException:
+                self._drop()
+                raise
+        if not rows:
+            return None
+        checksum, block_reason = rows[0]
+        return {"serving_policy_checksum": checksum, "serving_block_reason": block_reason}
+
+    def close(self) -> None:
+        """Give the kept connection back (the proxy's shutdown)."""
+        with self._lock:
+            self._drop()
+
+    def _drop(self) -> None:
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            kept.close()
 
 
 def list_adapters(runtime: Runtime) -> list[dict[str, Any]]:

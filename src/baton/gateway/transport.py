@@ -3,19 +3,24 @@
 The SDK's ``stdio_client`` cannot start the child as another user and does not expose the process; the
 proxy needs both (bwrap runs as host uid 65534, and a dead upstream must be noticed before a call is
 sent to it). Messages are parsed exactly as the SDK parses them.
+
+The session's streams are the pipes themselves (the SDK's ``ReadStream``/``WriteStream`` protocols): a
+message is written by the task that sends it and a line is parsed by the session's own receive loop, with
+no reader or writer task and no memory stream between, which took two task switches per call.
 """
 
 from __future__ import annotations
 
 import contextlib
 import subprocess
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import mcp_types as types
-from anyio.abc import Process
+from anyio.abc import ObjectReceiveStream, ObjectSendStream, Process
 from mcp.shared.message import SessionMessage
 
 from baton.gateway.sandbox import HOST_PATH, as_nobody
@@ -43,6 +48,79 @@ def _parse(line: bytes) -> SessionMessage | Exception:
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as exc:
         return exc
+
+
+class _Lines(ObjectReceiveStream[SessionMessage | Exception]):
+    """The upstream's stdout as the session's read stream: each line parsed when the session asks for it.
+
+    An unparsable line is handed over as its exception (the session logs it), as the SDK's transport
+    does; an oversized line kills the upstream; stdout's end is the stream's end.
+    """
+
+    def __init__(self, process: Process) -> None:
+        assert process.stdout is not None
+        self._process = process
+        self._stdout = process.stdout
+        self._lines: deque[bytes] = deque()
+        self._buffer = b""
+        self._ended = False
+
+    async def receive(self) -> SessionMessage | Exception:
+        """The next message (or unparsable line's error); ``EndOfStream`` once stdout ends."""
+        while not self._lines:
+            if self._ended:
+                raise anyio.EndOfStream
+            try:
+                chunk = await self._stdout.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                self._ended = True
+                continue
+            if b"\n" not in chunk:
+                self._buffer += chunk
+                if len(self._buffer) > MAX_LINE_BYTES:
+                    self._ended = True
+                    self._process.kill()
+                    return ValueError("the upstream wrote an oversized line")
+                continue
+            *lines, self._buffer = (self._buffer + chunk).split(b"\n")
+            self._lines.extend(line for line in lines if line.strip())
+        return _parse(self._lines.popleft())
+
+    async def aclose(self) -> None:
+        """Stop reading (the process itself is stopped by :func:`sandboxed_stdio`)."""
+        self._ended = True
+        self._lines.clear()
+
+
+class _Messages(ObjectSendStream[SessionMessage]):
+    """The upstream's stdin as the session's write stream: each message written as one line by its sender.
+
+    A dead stdin raises ``BrokenResourceError`` (the session answers the call ``CONNECTION_CLOSED``, and
+    the upstream is restarted on the next call) instead of hanging the session.
+    """
+
+    def __init__(self, process: Process) -> None:
+        assert process.stdin is not None
+        self._stdin = process.stdin
+        self._closed = False
+        self._broken = False
+
+    async def send(self, item: SessionMessage) -> None:
+        """Write ``item`` as one JSON line."""
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if self._broken:
+            raise anyio.BrokenResourceError
+        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        try:
+            await self._stdin.send(data.encode("utf-8") + b"\n")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError, RuntimeError) as exc:
+            self._broken = True
+            raise anyio.BrokenResourceError from exc
+
+    async def aclose(self) -> None:
+        """Refuse further sends (stdin itself is closed by :func:`sandboxed_stdio`)."""
+        self._closed = True
 
 
 @contextlib.asynccontextmanager
@@ -75,13 +153,9 @@ async def sandboxed_stdio(
                 await process.wait()
                 await process.aclose()
             raise
-    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
-
+    read_stream, write_stream = _Lines(process), _Messages(process)
     async with anyio.create_task_group() as group:
-        group.start_soon(_read_lines, process, read_writer)
         group.start_soon(_drain_stderr, process, stderr)
-        group.start_soon(_write_lines, process, write_reader, read_writer)
         try:
             yield Pipe(read_stream, write_stream, process)
         finally:
@@ -92,43 +166,12 @@ async def sandboxed_stdio(
             group.cancel_scope.cancel()
 
 
-async def _read_lines(process: Process, sink: Any) -> None:
-    """Parse each stdout line into the session's read stream; an oversized line kills the upstream."""
-    assert process.stdout is not None
-    buffer = b""
-    async with sink:
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            async for chunk in process.stdout:
-                if b"\n" not in chunk:
-                    buffer += chunk
-                    if len(buffer) > MAX_LINE_BYTES:
-                        await sink.send(ValueError("the upstream wrote an oversized line"))
-                        process.kill()
-                        return
-                    continue
-                *lines, buffer = (buffer + chunk).split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        await sink.send(_parse(line))
-
-
 async def _drain_stderr(process: Process, log: StderrLog) -> None:
     """Copy stderr into the capped log until EOF."""
     assert process.stderr is not None
     with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
         async for chunk in process.stderr:
             log.write(chunk)
-
-
-async def _write_lines(process: Process, source: Any, read_sink: Any) -> None:
-    """Write each outgoing message as one line; a dead stdin ends the session instead of hanging it."""
-    assert process.stdin is not None
-    async with source:
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            async for message in source:
-                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                await process.stdin.send(data.encode("utf-8") + b"\n")
-    await read_sink.aclose()
 
 
 async def _stop(process: Process, grace: float) -> None:

@@ -74,6 +74,8 @@ class Upstream:
 
     async def ensure(self, group: TaskGroup) -> Any:
         """The live session, starting (or restarting after the backoff) the upstream when needed."""
+        if self.blocked is None and self.running():  # the common case, without taking the lock
+            return self.session
         async with self._lock:
             if self.blocked is not None:
                 raise self.blocked
@@ -264,7 +266,11 @@ class Upstream:
             self._root = None
 
     async def call(
-        self, group: TaskGroup, tool: str, arguments: dict[str, Any], progress: Callable[..., Awaitable[None]]
+        self,
+        group: TaskGroup,
+        tool: str,
+        arguments: dict[str, Any],
+        progress: Callable[..., Awaitable[None]] | None,
     ) -> Any:
         """Call ``tool`` upstream within the policy's per-call timeout; failures are typed."""
         from mcp.shared.exceptions import MCPError
