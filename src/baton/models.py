@@ -22,6 +22,7 @@ from baton.metrics import RECORDER
 from baton.pricing import price_call
 from baton.pydantic_ai_imports import IMPORT_LOCK, aload_pydantic_ai, load_pydantic_ai
 from baton.receipts import Receipt, ReceiptLog, Redactor
+from baton.store import DriverTransaction
 from baton.tracing import http_event_hooks, model_instrumentation
 
 if TYPE_CHECKING:
@@ -155,11 +156,18 @@ class ModelClient:
             return self._model
 
     async def complete(
-        self, system: str, turns: list[ChatTurn], *, purpose: Purpose, subagent_id: str | None
+        self,
+        system: str,
+        turns: list[ChatTurn],
+        *,
+        purpose: Purpose,
+        subagent_id: str | None,
+        answer_in: Callable[[Connection | DriverTransaction, ModelReply], None] | None = None,
     ) -> ModelReply:
         """Send one request; map every provider failure to a typed error; receipt and price the success.
 
         The daily budget is reserved first: a call that does not fit is refused before the model sees it.
+        ``answer_in`` records the caller's answer in the receipt's transaction (see :meth:`governed_call`).
         """
         await aload_pydantic_ai()
         messages = to_model_messages(system, turns)
@@ -174,7 +182,11 @@ class ModelClient:
             )
 
         _response, reply = await self.governed_call(
-            send, prompt_chars=_prompt_chars(messages), purpose=purpose, subagent_id=subagent_id
+            send,
+            prompt_chars=_prompt_chars(messages),
+            purpose=purpose,
+            subagent_id=subagent_id,
+            answer_in=answer_in,
         )
         return reply
 
@@ -194,16 +206,19 @@ class ModelClient:
         subagent_id: str | None,
         links: dict[str, Any] | None = None,
         record_in: Callable[[Connection, ModelReply, Receipt], None] | None = None,
+        answer_in: Callable[[Connection | DriverTransaction, ModelReply], None] | None = None,
     ) -> tuple[ModelResponse, ModelReply]:
         """The one path of every model call: reserve the budget, send, receipt and settle (or release).
 
-        ``links`` go into the receipt's payload; ``record_in`` runs in the receipt's transaction. A failed
-        call is receipted with its ``error_class``; a cancelled one leaves no receipt and its reservation
-        is released.
+        ``links`` go into the receipt's payload. ``record_in`` runs in the receipt's transaction on a
+        SQLAlchemy connection; ``answer_in`` too, with statements of :mod:`baton.prepared` only, so that
+        without ``record_in`` the transaction is held on SQLite's kept driver connection (no pool checkout,
+        no SQLAlchemy transaction). A failed call is receipted with its ``error_class``; a cancelled one
+        leaves no receipt and its reservation is released.
         """
         config = self.config()
-        self.daily.check()
         model = self.model()
+        # the reservation is the call's one budget transaction: it refuses a day already spent too
         reservation = self.daily.reserve(*self._estimate(config, prompt_chars))
         settled = False
         started = time.perf_counter()
@@ -246,12 +261,20 @@ class ModelClient:
             reply = ModelReply(
                 text=text, input_tokens=input_tokens, output_tokens=output_tokens, receipt=receipt
             )
-            with self.receipts.store.write() as connection:
-                written = self.receipts.append_in(connection, "model_call", receipt)
-                self.daily.record_in(connection, reservation.day, input_tokens, output_tokens, price.cost_usd)
-                self.daily.release(reservation, connection)
-                if record_in is not None:
+            cost = price.cost_usd
+            if record_in is None:
+                with self.receipts.store.write_prepared() as transaction:
+                    self.receipts.append_in(transaction, "model_call", receipt)
+                    self.daily.settle_in(transaction, reservation, input_tokens, output_tokens, cost)
+                    if answer_in is not None:
+                        answer_in(transaction, reply)
+            else:
+                with self.receipts.store.write() as connection:
+                    written = self.receipts.append_in(connection, "model_call", receipt)
+                    self.daily.settle_in(connection, reservation, input_tokens, output_tokens, cost)
                     record_in(connection, reply, written)
+                    if answer_in is not None:
+                        answer_in(connection, reply)
             settled = True
         finally:
             if not settled:
