@@ -426,7 +426,7 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
                 base_url=config.base_url,
                 max_retries=1,
                 timeout=settings.collab_model_timeout_seconds,
-                **_traced_http_client("anthropic"),
+                http_client=_http_client("anthropic"),
             )
             return AnthropicModel(config.model, provider=AnthropicProvider(anthropic_client=client))
 
@@ -438,7 +438,7 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
             base_url=config.base_url,
             max_retries=1,
             timeout=settings.collab_model_timeout_seconds,
-            **_traced_http_client("openai"),
+            http_client=_http_client("openai"),
         )
         provider: Any
         if config.provider == "moonshot":
@@ -456,18 +456,34 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
         return OpenAIChatModel(config.model, provider=provider)
 
 
-def _traced_http_client(sdk: str) -> dict[str, Any]:
-    """``http_client=`` for a provider SDK whose requests carry the trace context (empty when tracing is off)."""
+#: Idle connections the provider client keeps open between calls (the SDKs' default is 100; concurrency
+#: is not capped: up to 1,000 calls still run at once). httpx's pool checks every idle connection for a
+#: server disconnect on each request it starts or ends (a socket-readable probe, a syscall each), so
+#: under a fan-out of hundreds of subagents 100 idle connections made that probe a large part of the
+#: client's CPU; 20 keeps a warm pool for ordinary use (measured in docs/benchmarks.md, "fanout").
+KEEPALIVE_CONNECTIONS = 20
+MAX_CONNECTIONS = 1000
+
+
+def _http_client(sdk: str) -> Any:
+    """The provider SDK's own httpx client, with baton's pool limits and, while tracing is active, the hooks
+    that put the trace context on each request."""
+    import httpx
+
     hooks = http_event_hooks()
-    if hooks is None:
-        return {}
+    options: dict[str, Any] = {
+        "limits": httpx.Limits(
+            max_connections=MAX_CONNECTIONS, max_keepalive_connections=KEEPALIVE_CONNECTIONS
+        ),
+        **({"event_hooks": hooks} if hooks is not None else {}),
+    }
     if sdk == "anthropic":
         from anthropic import DefaultAsyncHttpxClient as AnthropicHttpx
 
-        return {"http_client": AnthropicHttpx(event_hooks=hooks)}
+        return AnthropicHttpx(**options)
     from openai import DefaultAsyncHttpxClient
 
-    return {"http_client": DefaultAsyncHttpxClient(event_hooks=hooks)}
+    return DefaultAsyncHttpxClient(**options)
 
 
 def provider_failure(exc: Exception, redactor: Redactor) -> ProviderError:
