@@ -199,9 +199,8 @@ class SubagentRunner:
         tools = check_tools(self.registry, request.tools, request.parent_agent) if request.tools else None
         tool_limit = request.subagent_tool_limit or self.runtime.settings.baton_subagent_tool_limit
         if self.runtime.settings.baton_subagent_max_concurrent is not None:
-            with (
-                self.runtime.store.read_prepared() as connection
-            ):  # before a preparation call spends anything
+            # before a preparation call spends anything (checked again in the spawn's transaction)
+            with self.runtime.store.read_prepared() as connection:
                 self._check_concurrency(connection, request.agent)
         # nothing is used as given: a credential in the task never reaches the store, nor any model (the
         # preparation call, and every turn, which is sent the stored conversation)
