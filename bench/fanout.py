@@ -13,6 +13,7 @@ bottleneck: its floor is compared with the latency too.
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import subprocess
 import sys
@@ -51,19 +52,21 @@ def start_model_server(stack: ExitStack) -> str:
     return process.stdout.readline().decode().strip()
 
 
-async def direct(base_url: str, count: int) -> float:
+async def direct(base_url: str, count: int) -> tuple[float, float]:
     """Seconds for ``count`` concurrent chat completions sent straight to the model server through the
-    model client baton itself uses (the openai SDK), without baton."""
+    model client baton itself uses (the openai SDK), without baton; and the CPU milliseconds this
+    process spent on them (the client's own cost, a floor under baton's CPU per subagent)."""
     from openai import AsyncOpenAI
 
     messages: Any = [{"role": "user", "content": "hello"}]
     async with AsyncOpenAI(api_key="not-needed", base_url=base_url, max_retries=0, timeout=60) as client:
         await client.chat.completions.create(model="fake-model", messages=messages)
+        cpu_before = cpu_ms(os.getpid())
         started = time.perf_counter()
         await asyncio.gather(
             *(client.chat.completions.create(model="fake-model", messages=messages) for _ in range(count))
         )
-        return time.perf_counter() - started
+        return time.perf_counter() - started, cpu_ms(os.getpid()) - cpu_before
 
 
 async def raw(base_url: str, count: int) -> float:
@@ -162,11 +165,13 @@ def run(iterations: int) -> dict[str, Any]:
         base_url = start_model_server(stack)
         for count in sizes:
             floor = asyncio.run(raw(base_url, count))
-            reference = asyncio.run(direct(base_url, count))
+            reference, reference_cpu = asyncio.run(direct(base_url, count))
             row = fan_out(base_url, count, warm_up=iterations > 1)
             row["raw_ms"] = round(floor * 1000, 1)
             row["raw_vs_latency"] = ratio(row["raw_ms"], LATENCY_SECONDS * 1000)
             row["direct_ms"] = round(reference * 1000, 1)
+            row["direct_cpu_ms_per_request"] = round(reference_cpu / count, 2)
+            row["cpu_vs_direct"] = ratio(row["cpu_ms_per_subagent"], row["direct_cpu_ms_per_request"])
             row["wall_vs_direct"] = ratio(row["wall_ms"], row["direct_ms"])
             row["wall_vs_latency"] = ratio(row["wall_ms"], LATENCY_SECONDS * 1000)
             row["direct_vs_latency"] = ratio(row["direct_ms"], LATENCY_SECONDS * 1000)

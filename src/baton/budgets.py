@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, insert, select, true, update
+from sqlalchemy import ColumnElement, Connection, Update, and_, bindparam, insert, select, true, update
 from sqlalchemy.exc import IntegrityError
 
 from baton.config import Settings
 from baton.errors import BudgetError
+from baton.prepared import Prepared
 from baton.schema import model_spend
-from baton.store import Store
+from baton.store import DriverTransaction, Store
 
 
 @dataclass(frozen=True)
@@ -101,12 +102,17 @@ def utc_day(now: datetime | None = None) -> str:
 
 
 class DailyBudget:
-    """The server's daily budget (``BATON_BUDGET_DAILY_TOKENS`` / ``BATON_BUDGET_DAILY_USD``) and its ledger."""
+    """The server's daily budget (``BATON_BUDGET_DAILY_TOKENS`` / ``BATON_BUDGET_DAILY_USD``) and its ledger.
+
+    Its statements are built once (:mod:`baton.prepared`): the reservation's condition depends only on
+    which limits are set, which is fixed for the process.
+    """
 
     def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
         self.limits = Limits(settings.baton_budget_daily_tokens, settings.baton_budget_daily_usd)
         self._ensured_day: str | None = None
+        self._reserve = Prepared(_reservation(self.limits))
 
     @property
     def enabled(self) -> bool:
@@ -116,8 +122,8 @@ class DailyBudget:
     def spent(self, day: str | None = None) -> Spend:
         """What was spent on ``day`` (default: today, UTC), by every replica."""
         day = day or utc_day()
-        with self.store.read() as connection:
-            row = connection.execute(select(model_spend).where(model_spend.c.day == day)).first()
+        with self.store.read_prepared() as connection:
+            row = _SELECT_DAY.first(connection, on_day=day)
         if row is None:
             return Spend()
         return Spend(
@@ -135,28 +141,20 @@ class DailyBudget:
             self.limits.check(self.spent(day), budget="daily", day=day)
 
     def reserve(self, tokens: int, cost_usd: float) -> Reservation:
-        """Reserve one call's estimate on today's row, or refuse it (``budget_exceeded``) when no room is left."""
+        """Reserve one call's estimate on today's row, or refuse it (``budget_exceeded``) when no room is left.
+
+        It is the call's only budget transaction: a day whose spend has reached a limit has no room either
+        (what is reserved is never negative), and is then refused as :meth:`check` refuses it.
+        """
         day = self.prepare()
         reservation = Reservation(day, tokens, cost_usd)
         if not self.enabled:
             return reservation
-        row = model_spend.c
-        fits: list[ColumnElement[bool]] = [row.day == day]
-        if self.limits.max_total_tokens is not None:
-            held = row.input_tokens + row.output_tokens + row.reserved_tokens
-            fits.append(held < self.limits.max_total_tokens)
-        if self.limits.max_cost_usd is not None:
-            fits.append(row.cost_usd + row.reserved_usd < self.limits.max_cost_usd)
-        with self.store.write() as connection:
-            changed = connection.execute(
-                update(model_spend)
-                .where(and_(true(), *fits))
-                .values(
-                    reserved_tokens=row.reserved_tokens + tokens, reserved_usd=row.reserved_usd + cost_usd
-                )
-            ).rowcount
+        with self.store.write_prepared() as connection:
+            changed = self._reserve.rowcount(connection, on_day=day, add_tokens=tokens, add_usd=cost_usd)
         if not changed:
             spent = self.spent(day)
+            self.limits.check(spent, budget="daily", day=day)
             raise BudgetError(
                 "budget_exceeded",
                 f"The daily budget has no room for this model call (about {tokens} tokens): what was spent "
@@ -173,23 +171,12 @@ class DailyBudget:
             )
         return reservation
 
-    def release(self, reservation: Reservation, connection: Connection | None = None) -> None:
-        """Give a reservation back (the call failed, was cancelled, or its receipt records the actual spend)."""
+    def release(self, reservation: Reservation) -> None:
+        """Give a reservation back in its own transaction (the call failed or was cancelled)."""
         if not self.enabled:
             return
-        statement = (
-            update(model_spend)
-            .where(model_spend.c.day == reservation.day)
-            .values(
-                reserved_tokens=model_spend.c.reserved_tokens - reservation.tokens,
-                reserved_usd=model_spend.c.reserved_usd - reservation.cost_usd,
-            )
-        )
-        if connection is not None:
-            connection.execute(statement)
-            return
-        with self.store.write() as own:
-            own.execute(statement)
+        with self.store.write_prepared() as connection:
+            _RELEASE.rowcount(connection, **_held(reservation))
 
     def prepare(self) -> str:
         """Make sure today's ledger row exists (its own transaction, so a race between replicas is harmless)."""
@@ -218,18 +205,72 @@ class DailyBudget:
         self._ensured_day = day
         return day
 
-    def record_in(
-        self, connection: Connection, day: str, input_tokens: int, output_tokens: int, cost_usd: float | None
+    def settle_in(
+        self,
+        connection: Connection | DriverTransaction,
+        reservation: Reservation,
+        input_tokens: int,
+        output_tokens: int,
+        cost_usd: float | None,
     ) -> None:
-        """Add one call to ``day``'s ledger inside the caller's transaction (the receipt's)."""
-        connection.execute(
-            update(model_spend)
-            .where(model_spend.c.day == day)
-            .values(
-                calls=model_spend.c.calls + 1,
-                input_tokens=model_spend.c.input_tokens + input_tokens,
-                output_tokens=model_spend.c.output_tokens + output_tokens,
-                cost_usd=model_spend.c.cost_usd + (cost_usd or 0.0),
-                unpriced_calls=model_spend.c.unpriced_calls + (1 if cost_usd is None else 0),
+        """Add one call to its day's ledger and give its reservation back, in one statement inside the
+        caller's transaction (the call's receipt)."""
+        spend = {
+            "on_day": reservation.day,
+            "add_input_tokens": input_tokens,
+            "add_output_tokens": output_tokens,
+            "add_cost_usd": cost_usd or 0.0,
+            "add_unpriced_calls": 1 if cost_usd is None else 0,
+        }
+        if self.enabled:
+            _RECORD_AND_RELEASE.rowcount(
+                connection, **spend, held_tokens=reservation.tokens, held_usd=reservation.cost_usd
             )
+        else:
+            _RECORD.rowcount(connection, **spend)
+
+
+_spend = model_spend.c
+#: Parameter names differ from column names (SQLAlchemy reserves those in an INSERT or UPDATE).
+_ON_DAY = _spend.day == bindparam("on_day")
+_SELECT_DAY = Prepared(select(model_spend).where(_ON_DAY))
+#: One call added to the day's totals.
+_RECORDED: dict[str, Any] = {
+    "calls": _spend.calls + 1,
+    "input_tokens": _spend.input_tokens + bindparam("add_input_tokens"),
+    "output_tokens": _spend.output_tokens + bindparam("add_output_tokens"),
+    "cost_usd": _spend.cost_usd + bindparam("add_cost_usd"),
+    "unpriced_calls": _spend.unpriced_calls + bindparam("add_unpriced_calls"),
+}
+#: One reservation given back.
+_RELEASED: dict[str, Any] = {
+    "reserved_tokens": _spend.reserved_tokens - bindparam("held_tokens"),
+    "reserved_usd": _spend.reserved_usd - bindparam("held_usd"),
+}
+_RECORD = Prepared(update(model_spend).where(_ON_DAY).values(_RECORDED))
+_RELEASE = Prepared(update(model_spend).where(_ON_DAY).values(_RELEASED))
+_RECORD_AND_RELEASE = Prepared(update(model_spend).where(_ON_DAY).values({**_RECORDED, **_RELEASED}))
+
+
+def _held(reservation: Reservation) -> dict[str, Any]:
+    """The parameters that give ``reservation`` back."""
+    return {"on_day": reservation.day, "held_tokens": reservation.tokens, "held_usd": reservation.cost_usd}
+
+
+def _reservation(limits: Limits) -> Update:
+    """The conditional ``UPDATE`` that reserves a call's estimate only while the day has room under
+    ``limits``: what was spent plus what calls in flight reserved is below each limit set."""
+    fits: list[ColumnElement[bool]] = [_ON_DAY]
+    if limits.max_total_tokens is not None:
+        held = _spend.input_tokens + _spend.output_tokens + _spend.reserved_tokens
+        fits.append(held < limits.max_total_tokens)
+    if limits.max_cost_usd is not None:
+        fits.append(_spend.cost_usd + _spend.reserved_usd < limits.max_cost_usd)
+    return (
+        update(model_spend)
+        .where(and_(true(), *fits))
+        .values(
+            reserved_tokens=_spend.reserved_tokens + bindparam("add_tokens"),
+            reserved_usd=_spend.reserved_usd + bindparam("add_usd"),
         )
+    )

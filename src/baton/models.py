@@ -22,6 +22,7 @@ from baton.metrics import RECORDER
 from baton.pricing import price_call
 from baton.pydantic_ai_imports import IMPORT_LOCK, aload_pydantic_ai, load_pydantic_ai
 from baton.receipts import Receipt, ReceiptLog, Redactor
+from baton.store import DriverTransaction
 from baton.tracing import http_event_hooks, model_instrumentation
 
 if TYPE_CHECKING:
@@ -155,11 +156,18 @@ class ModelClient:
             return self._model
 
     async def complete(
-        self, system: str, turns: list[ChatTurn], *, purpose: Purpose, subagent_id: str | None
+        self,
+        system: str,
+        turns: list[ChatTurn],
+        *,
+        purpose: Purpose,
+        subagent_id: str | None,
+        answer_in: Callable[[Connection | DriverTransaction, ModelReply], None] | None = None,
     ) -> ModelReply:
         """Send one request; map every provider failure to a typed error; receipt and price the success.
 
         The daily budget is reserved first: a call that does not fit is refused before the model sees it.
+        ``answer_in`` records the caller's answer in the receipt's transaction (see :meth:`governed_call`).
         """
         await aload_pydantic_ai()
         messages = to_model_messages(system, turns)
@@ -174,7 +182,11 @@ class ModelClient:
             )
 
         _response, reply = await self.governed_call(
-            send, prompt_chars=_prompt_chars(messages), purpose=purpose, subagent_id=subagent_id
+            send,
+            prompt_chars=_prompt_chars(messages),
+            purpose=purpose,
+            subagent_id=subagent_id,
+            answer_in=answer_in,
         )
         return reply
 
@@ -194,16 +206,19 @@ class ModelClient:
         subagent_id: str | None,
         links: dict[str, Any] | None = None,
         record_in: Callable[[Connection, ModelReply, Receipt], None] | None = None,
+        answer_in: Callable[[Connection | DriverTransaction, ModelReply], None] | None = None,
     ) -> tuple[ModelResponse, ModelReply]:
         """The one path of every model call: reserve the budget, send, receipt and settle (or release).
 
-        ``links`` go into the receipt's payload; ``record_in`` runs in the receipt's transaction. A failed
-        call is receipted with its ``error_class``; a cancelled one leaves no receipt and its reservation
-        is released.
+        ``links`` go into the receipt's payload. ``record_in`` runs in the receipt's transaction on a
+        SQLAlchemy connection; ``answer_in`` too, with statements of :mod:`baton.prepared` only, so that
+        without ``record_in`` the transaction is held on SQLite's kept driver connection (no pool checkout,
+        no SQLAlchemy transaction). A failed call is receipted with its ``error_class``; a cancelled one
+        leaves no receipt and its reservation is released.
         """
         config = self.config()
-        self.daily.check()
         model = self.model()
+        # the reservation is the call's one budget transaction: it refuses a day already spent too
         reservation = self.daily.reserve(*self._estimate(config, prompt_chars))
         settled = False
         started = time.perf_counter()
@@ -246,12 +261,20 @@ class ModelClient:
             reply = ModelReply(
                 text=text, input_tokens=input_tokens, output_tokens=output_tokens, receipt=receipt
             )
-            with self.receipts.store.write() as connection:
-                written = self.receipts.append_in(connection, "model_call", receipt)
-                self.daily.record_in(connection, reservation.day, input_tokens, output_tokens, price.cost_usd)
-                self.daily.release(reservation, connection)
-                if record_in is not None:
+            cost = price.cost_usd
+            if record_in is None:
+                with self.receipts.store.write_prepared() as transaction:
+                    self.receipts.append_in(transaction, "model_call", receipt)
+                    self.daily.settle_in(transaction, reservation, input_tokens, output_tokens, cost)
+                    if answer_in is not None:
+                        answer_in(transaction, reply)
+            else:
+                with self.receipts.store.write() as connection:
+                    written = self.receipts.append_in(connection, "model_call", receipt)
+                    self.daily.settle_in(connection, reservation, input_tokens, output_tokens, cost)
                     record_in(connection, reply, written)
+                    if answer_in is not None:
+                        answer_in(connection, reply)
             settled = True
         finally:
             if not settled:
@@ -403,7 +426,7 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
                 base_url=config.base_url,
                 max_retries=1,
                 timeout=settings.collab_model_timeout_seconds,
-                **_traced_http_client("anthropic"),
+                http_client=_http_client("anthropic"),
             )
             return AnthropicModel(config.model, provider=AnthropicProvider(anthropic_client=client))
 
@@ -415,7 +438,7 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
             base_url=config.base_url,
             max_retries=1,
             timeout=settings.collab_model_timeout_seconds,
-            **_traced_http_client("openai"),
+            http_client=_http_client("openai"),
         )
         provider: Any
         if config.provider == "moonshot":
@@ -433,18 +456,34 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
         return OpenAIChatModel(config.model, provider=provider)
 
 
-def _traced_http_client(sdk: str) -> dict[str, Any]:
-    """``http_client=`` for a provider SDK whose requests carry the trace context (empty when tracing is off)."""
+#: Idle connections the provider client keeps open between calls (the SDKs' default is 100; concurrency
+#: is not capped: up to 1,000 calls still run at once). httpx's pool checks every idle connection for a
+#: server disconnect on each request it starts or ends (a socket-readable probe, a syscall each), so
+#: under a fan-out of hundreds of subagents 100 idle connections made that probe a large part of the
+#: client's CPU; 20 keeps a warm pool for ordinary use (measured in docs/benchmarks.md, "fanout").
+KEEPALIVE_CONNECTIONS = 20
+MAX_CONNECTIONS = 1000
+
+
+def _http_client(sdk: str) -> Any:
+    """The provider SDK's own httpx client, with baton's pool limits and, while tracing is active, the hooks
+    that put the trace context on each request."""
+    import httpx
+
     hooks = http_event_hooks()
-    if hooks is None:
-        return {}
+    options: dict[str, Any] = {
+        "limits": httpx.Limits(
+            max_connections=MAX_CONNECTIONS, max_keepalive_connections=KEEPALIVE_CONNECTIONS
+        ),
+        **({"event_hooks": hooks} if hooks is not None else {}),
+    }
     if sdk == "anthropic":
         from anthropic import DefaultAsyncHttpxClient as AnthropicHttpx
 
-        return {"http_client": AnthropicHttpx(event_hooks=hooks)}
+        return AnthropicHttpx(**options)
     from openai import DefaultAsyncHttpxClient
 
-    return {"http_client": DefaultAsyncHttpxClient(event_hooks=hooks)}
+    return DefaultAsyncHttpxClient(**options)
 
 
 def provider_failure(exc: Exception, redactor: Redactor) -> ProviderError:

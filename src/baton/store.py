@@ -119,6 +119,7 @@ class Store:
         #: The pooled connection :meth:`write_driver` keeps checked out, and the lock that takes turns on it.
         self._hot: Any = None
         self._hot_lock = threading.Lock()
+        self._hot_owner: int | None = None
         try:
             ensure_current(self.engine)
             _ensure_receipt_head(self.engine)
@@ -147,14 +148,46 @@ class Store:
         a pool checkout per call cost more than SQLite's own work. One pooled connection is kept checked
         out for it and taken in turns under a lock (other processes still queue on SQLite's write lock).
         Rolled back on any error, like :meth:`write`; a connection that failed to roll back is dropped."""
-        assert self.is_sqlite, "write_driver is for SQLite stores"
+        with self._kept("BEGIN IMMEDIATE") as transaction:
+            yield transaction
+
+    @contextmanager
+    def write_prepared(self) -> Iterator[Connection | DriverTransaction]:
+        """A write transaction for statements run prepared (:mod:`baton.prepared`, the receipt append): on
+        SQLite :meth:`write_driver`, elsewhere :meth:`write`."""
+        if self.is_sqlite:
+            with self._kept("BEGIN IMMEDIATE") as transaction:
+                yield transaction
+        else:
+            with self.write() as connection:
+                yield connection
+
+    @contextmanager
+    def read_prepared(self) -> Iterator[Connection | DriverTransaction]:
+        """One read snapshot for statements run prepared: on SQLite a deferred ``BEGIN`` on the kept driver
+        connection, elsewhere :meth:`read`."""
+        if self.is_sqlite:
+            with self._kept("BEGIN") as transaction:
+                yield transaction
+        else:
+            with self.read() as connection:
+                yield connection
+
+    @contextmanager
+    def _kept(self, begin: str) -> Iterator[DriverTransaction]:
+        """A transaction on the kept driver connection (see :meth:`write_driver`); not re-entrant: a
+        transaction opened inside another on the same thread is refused rather than left to deadlock."""
+        assert self.is_sqlite, "the kept driver connection is for SQLite stores"
+        if self._hot_owner == threading.get_ident():
+            raise RuntimeError("a kept-connection transaction was opened inside another on the same thread")
         with self._hot_lock:
+            self._hot_owner = threading.get_ident()
             pooled = self._hot if self._hot is not None else self.engine.raw_connection()
             keep = not isinstance(self.engine.pool, NullPool)
             driver = pooled.driver_connection
             assert driver is not None
             try:
-                driver.execute("BEGIN IMMEDIATE")
+                driver.execute(begin)
                 try:
                     yield DriverTransaction(self.engine.dialect, driver)
                     driver.execute("COMMIT")
@@ -165,6 +198,7 @@ class Store:
                 keep = keep and not driver.in_transaction
                 raise
             finally:
+                self._hot_owner = None
                 if keep:
                     self._hot = pooled
                 else:

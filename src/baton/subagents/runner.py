@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, select, update
 
 from baton.budgets import Limits, Spend
 from baton.errors import BatonError, SubagentError
@@ -19,7 +19,8 @@ from baton.pydantic_ai_imports import aload_pydantic_ai
 from baton.receipts import utc_now
 from baton.rows import ListPage, RowShape, Screened, page_of, screen
 from baton.runtime import Runtime
-from baton.schema import receipts, subagent_messages, subagents
+from baton.schema import receipts, subagents
+from baton.subagents import table
 from baton.subagents.context import (
     PREPARATION_SYSTEM_PROMPT,
     ContextStrategy,
@@ -197,8 +198,10 @@ class SubagentRunner:
         self.models.daily.check()  # budget_exceeded before anything is stored or sent
         tools = check_tools(self.registry, request.tools, request.parent_agent) if request.tools else None
         tool_limit = request.subagent_tool_limit or self.runtime.settings.baton_subagent_tool_limit
-        with self.runtime.store.read() as connection:
-            self._check_concurrency(connection, request.agent)  # before a preparation call spends anything
+        if self.runtime.settings.baton_subagent_max_concurrent is not None:
+            # before a preparation call spends anything (checked again in the spawn's transaction)
+            with self.runtime.store.read_prepared() as connection:
+                self._check_concurrency(connection, request.agent)
         # nothing is used as given: a credential in the task never reaches the store, nor any model (the
         # preparation call, and every turn, which is sent the stored conversation)
         redact = self.runtime.redactor.text
@@ -225,7 +228,7 @@ class SubagentRunner:
         prepared = redact(prepared)
         now = utc_now()
         status: Status = "running" if request.mode == "sync" else "queued"
-        with self.runtime.store.write() as connection:
+        with self.runtime.store.write_prepared() as connection:
             # the receipt first: appending locks the chain's head, so on PostgreSQL too the count below
             # and the insert are one step for every process (a refusal rolls the receipt back)
             spawned = self.runtime.receipts.append_in(
@@ -244,34 +247,33 @@ class SubagentRunner:
                 },
             )
             self._check_concurrency(connection, request.agent)
-            connection.execute(
-                insert(subagents).values(
-                    id=subagent_id,
-                    role=request.role,
-                    task=request.task,
-                    mode=request.mode,
-                    context_strategy=request.context_strategy,
-                    prepared_context=prepared,
-                    filtered_fields=filtered.filtered_fields,
-                    prep_tokens=prep_tokens,
-                    status=status,
-                    input_tokens=prep.input_tokens if prep else 0,
-                    output_tokens=prep.output_tokens if prep else 0,
-                    cost_usd=(prep.cost_usd or 0.0) if prep else 0.0,
-                    unpriced_calls=1 if prep and prep.cost_usd is None else 0,
-                    max_total_tokens=request.max_total_tokens,
-                    max_cost_usd=request.max_cost_usd,
-                    tools=tools,
-                    tool_limit=tool_limit if tools else None,
-                    owner=self.runtime.instance_id,
-                    lease_expires_at=lease_until(),
-                    created_at=now,
-                    updated_at=now,
-                    started_at=now if request.mode == "sync" else None,
-                    agent=request.agent,
-                )
+            table.insert_subagent(
+                connection,
+                id=subagent_id,
+                role=request.role,
+                task=request.task,
+                mode=request.mode,
+                context_strategy=request.context_strategy,
+                prepared_context=prepared,
+                filtered_fields=filtered.filtered_fields,
+                prep_tokens=prep_tokens,
+                status=status,
+                input_tokens=prep.input_tokens if prep else 0,
+                output_tokens=prep.output_tokens if prep else 0,
+                cost_usd=(prep.cost_usd or 0.0) if prep else 0.0,
+                unpriced_calls=1 if prep and prep.cost_usd is None else 0,
+                max_total_tokens=request.max_total_tokens,
+                max_cost_usd=request.max_cost_usd,
+                tools=tools,
+                tool_limit=tool_limit if tools else None,
+                owner=self.runtime.instance_id,
+                lease_expires_at=lease_until(),
+                created_at=now,
+                updated_at=now,
+                started_at=now if request.mode == "sync" else None,
+                agent=request.agent,
             )
-            _add_message(connection, subagent_id, 0, "user", request.task)
+            table.add_message(connection, subagent_id, 0, "user", request.task)
         self._parents[subagent_id] = request.parent_agent
         self._spawned[subagent_id] = {"seq": spawned.seq, "sha256": spawned.sha256}
         base = {
@@ -321,19 +323,13 @@ class SubagentRunner:
             }
         return {**outcome, "success": True}
 
-    def _check_concurrency(self, connection: Connection, agent: str | None) -> None:
+    def _check_concurrency(self, connection: table.Transaction, agent: str | None) -> None:
         """Refuse (``subagent_concurrency_exceeded``) a spawn past ``BATON_SUBAGENT_MAX_CONCURRENT`` subagents
         queued or running for the same agent."""
         limit = self.runtime.settings.baton_subagent_max_concurrent
         if limit is None:
             return
-        active = int(
-            connection.execute(
-                select(func.count()).where(subagents.c.status.in_(ACTIVE), subagents.c.agent.is_(agent))
-                if agent is None
-                else select(func.count()).where(subagents.c.status.in_(ACTIVE), subagents.c.agent == agent)
-            ).scalar_one()
-        )
+        active = table.count_active(connection, agent)
         if active >= limit:
             raise SubagentError(
                 "subagent_concurrency_exceeded",
@@ -384,27 +380,43 @@ class SubagentRunner:
         return task
 
     async def _run_first_turn(self, subagent_id: str) -> ModelReply | None:
-        now = utc_now()
-        with self.runtime.store.write() as connection:
-            started = connection.execute(
-                update(subagents)
-                .where(subagents.c.id == subagent_id, subagents.c.status.in_(ACTIVE))
-                .values(status="running", started_at=now, updated_at=now)
-            ).rowcount
-        return await self._run_turn(subagent_id) if started else None
+        with self.runtime.store.write_prepared() as connection:  # started and read in one transaction
+            started = table.start(connection, subagent_id, utc_now())
+            row, turns = table.load(connection, subagent_id) if started else (None, [])
+        return await self._run_turn(subagent_id, (row, turns)) if row is not None else None
 
-    async def _run_turn(self, subagent_id: str) -> ModelReply | None:
-        """Send the stored conversation to the model and record the answer; never raises."""
-        row, turns = self._load(subagent_id)
+    async def _run_turn(
+        self, subagent_id: str, loaded: tuple[Any, list[ChatTurn]] | None = None
+    ) -> ModelReply | None:
+        """Send the stored conversation (``loaded``, else read now) to the model and record the answer;
+        never raises."""
+        row, turns = loaded or self._load(subagent_id)
         system = subagent_system_prompt(row.role, row.prepared_context)
-        counted = bool(row.tools)  # a governed turn adds each model call to the totals as it is receipted
+        answered: list[bool] = []  # the answer, once recorded (with the model call's receipt, or after it)
+
+        def answer_in(connection: table.Transaction, reply: ModelReply, counted: bool) -> None:
+            text = self.runtime.redactor.text(reply.text)  # an echoed credential is stored redacted
+            if table.complete(connection, subagent_id, text, utc_now(), None if counted else reply):
+                latency = reply.receipt["latency_seconds"]
+                table.add_message(connection, subagent_id, len(turns), "assistant", text, latency)
+                answered.append(True)
+            else:
+                answered.append(False)
+
         try:
             if row.tools:
+                # a governed turn adds each model call to the totals as it is receipted
                 reply = await self._governed_turn(row, turns, system)
             else:
                 check_subagent_budget(row)
+                # the answer commits with the call's receipt: one transaction, and no receipted answer
+                # can be lost between the two
                 reply = await self.models.complete(
-                    system, turns, purpose="subagent_turn", subagent_id=subagent_id
+                    system,
+                    turns,
+                    purpose="subagent_turn",
+                    subagent_id=subagent_id,
+                    answer_in=lambda connection, reply: answer_in(connection, reply, False),
                 )
         except asyncio.CancelledError:
             self._finish(
@@ -423,30 +435,10 @@ class SubagentRunner:
                 subagent_id, "failed", error="The subagent failed unexpectedly.", error_class="internal_error"
             )
             return None
-        text = self.runtime.redactor.text(reply.text)  # a reply that echoes a credential is stored redacted
-        now = utc_now()
-        with self.runtime.store.write() as connection:
-            changed = connection.execute(
-                update(subagents)
-                .where(subagents.c.id == subagent_id, subagents.c.status == "running")
-                .values(
-                    status="completed",
-                    result=text,
-                    updated_at=now,
-                    finished_at=now,
-                    waiting_request_id=None,
-                    **({} if counted else _spend_values(reply)),
-                )
-            ).rowcount
-            if changed:
-                _add_message(
-                    connection,
-                    subagent_id,
-                    len(turns),
-                    "assistant",
-                    text,
-                    latency=reply.receipt["latency_seconds"],
-                )
+        if not answered:
+            with self.runtime.store.write_prepared() as connection:
+                answer_in(connection, reply, True)
+        changed = answered[0]
         if not changed and subagent_id not in self._cancelling:
             self._receipt_if_cancelled_elsewhere(subagent_id)
         return reply if changed else None
@@ -566,8 +558,8 @@ class SubagentRunner:
                 )
             check_subagent_budget(row, subagent_id=subagent_id)
             self.models.daily.check()
-            position = _message_count(connection, subagent_id)
-            _add_message(connection, subagent_id, position, "user", self.runtime.redactor.text(message))
+            position = table.message_count(connection, subagent_id)
+            table.add_message(connection, subagent_id, position, "user", self.runtime.redactor.text(message))
             connection.execute(
                 update(subagents)
                 .where(subagents.c.id == subagent_id)
@@ -609,16 +601,11 @@ class SubagentRunner:
     # queries ---------------------------------------------------------------------------------------
 
     def _load(self, subagent_id: str, agent: str | None = None) -> tuple[Any, list[ChatTurn]]:
-        with self.runtime.store.read() as connection:
-            row = connection.execute(select(subagents).where(subagents.c.id == subagent_id)).first()
-            if row is None or _hidden(row, agent):
-                raise _not_found(subagent_id)
-            messages = connection.execute(
-                select(subagent_messages.c.role, subagent_messages.c.content)
-                .where(subagent_messages.c.subagent_id == subagent_id)
-                .order_by(subagent_messages.c.position)
-            ).all()
-        return row, [ChatTurn(m.role, m.content) for m in messages]
+        with self.runtime.store.read_prepared() as connection:
+            row, turns = table.load(connection, subagent_id)
+        if row is None or _hidden(row, agent):
+            raise _not_found(subagent_id)
+        return row, turns
 
     def status(self, subagent_id: str, agent: str | None = None) -> dict[str, Any]:
         """The subagent's state, result, turns, usage and timestamps (``agent``: only that agent's)."""
@@ -823,34 +810,6 @@ def _usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
         "output_tokens": output_tokens,
         "total_tokens": input_tokens + output_tokens,
     }
-
-
-def _message_count(connection: Connection, subagent_id: str) -> int:
-    return int(
-        connection.execute(
-            select(func.count()).where(subagent_messages.c.subagent_id == subagent_id)
-        ).scalar_one()
-    )
-
-
-def _add_message(
-    connection: Connection,
-    subagent_id: str,
-    position: int,
-    role: str,
-    content: str,
-    latency: float | None = None,
-) -> None:
-    connection.execute(
-        insert(subagent_messages).values(
-            subagent_id=subagent_id,
-            position=position,
-            role=role,
-            content=content,
-            at=utc_now(),
-            latency_seconds=latency,
-        )
-    )
 
 
 class ListedSubagent(RowShape):

@@ -1,0 +1,177 @@
+"""A subagent's rows on its hot path (spawn, start, load, answer): each statement built once.
+
+The runner calls these inside its own transactions; each is a :class:`~baton.prepared.Prepared`
+statement, so a fan-out of hundreds of subagents does not build, and have SQLAlchemy compile-key,
+the same few statements hundreds of times.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, func, insert, or_, select, update
+
+from baton.canonical import utc_now
+from baton.models import ChatTurn, ModelReply
+from baton.prepared import Prepared
+from baton.schema import subagent_messages, subagents
+from baton.store import DriverTransaction
+
+Transaction = Connection | DriverTransaction
+
+_row = subagents.c
+#: ``status IN ('queued', 'running')`` written as ORs: an IN list would be expanded per execution.
+_ACTIVE = or_(_row.status == "queued", _row.status == "running")
+
+#: The columns a spawn writes (the rest start NULL).
+SPAWN_COLUMNS = (
+    "id",
+    "role",
+    "task",
+    "mode",
+    "context_strategy",
+    "prepared_context",
+    "filtered_fields",
+    "prep_tokens",
+    "status",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "unpriced_calls",
+    "max_total_tokens",
+    "max_cost_usd",
+    "tools",
+    "tool_limit",
+    "owner",
+    "lease_expires_at",
+    "created_at",
+    "updated_at",
+    "started_at",
+    "agent",
+)
+
+#: Parameter names differ from column names (SQLAlchemy reserves those in an INSERT or UPDATE).
+_INSERT = Prepared(insert(subagents).values({name: bindparam(f"new_{name}") for name in SPAWN_COLUMNS}))
+_INSERT_MESSAGE = Prepared(
+    insert(subagent_messages).values(
+        {
+            name: bindparam(f"new_{name}")
+            for name in ("subagent_id", "position", "role", "content", "at", "latency_seconds")
+        }
+    )
+)
+_COUNT_ACTIVE = Prepared(select(func.count()).where(_ACTIVE, _row.agent == bindparam("agent")))
+_COUNT_ACTIVE_NO_AGENT = Prepared(select(func.count()).where(_ACTIVE, _row.agent.is_(None)))
+_START = Prepared(
+    update(subagents)
+    .where(_row.id == bindparam("subagent_id"), _ACTIVE)
+    .values(status="running", started_at=bindparam("now"), updated_at=bindparam("now"))
+)
+_SELECT = Prepared(select(subagents).where(_row.id == bindparam("subagent_id")))
+_MESSAGES = Prepared(
+    select(subagent_messages.c.role, subagent_messages.c.content)
+    .where(subagent_messages.c.subagent_id == bindparam("subagent_id"))
+    .order_by(subagent_messages.c.position)
+)
+_ANSWER: dict[str, Any] = {
+    "status": "completed",
+    "result": bindparam("answer"),
+    "updated_at": bindparam("now"),
+    "finished_at": bindparam("now"),
+    "waiting_request_id": None,
+}
+_ANSWERED_WHERE = (_row.id == bindparam("subagent_id"), _row.status == "running")
+#: The answer of a turn whose model calls were already added to the totals (a governed turn).
+_COMPLETE = Prepared(update(subagents).where(*_ANSWERED_WHERE).values(_ANSWER))
+#: The answer of a turn of one model call, added to the totals with it.
+_COMPLETE_COUNTING = Prepared(
+    update(subagents)
+    .where(*_ANSWERED_WHERE)
+    .values(
+        {
+            **_ANSWER,
+            "input_tokens": _row.input_tokens + bindparam("add_input_tokens"),
+            "output_tokens": _row.output_tokens + bindparam("add_output_tokens"),
+            "cost_usd": _row.cost_usd + bindparam("add_cost_usd"),
+            "unpriced_calls": _row.unpriced_calls + bindparam("add_unpriced_calls"),
+        }
+    )
+)
+
+
+def count_active(connection: Transaction, agent: str | None) -> int:
+    """How many subagents of ``agent`` (None: the operator's) are queued or running."""
+    if agent is None:
+        return int(_COUNT_ACTIVE_NO_AGENT.scalar(connection))
+    return int(_COUNT_ACTIVE.scalar(connection, agent=agent))
+
+
+def insert_subagent(connection: Transaction, **values: Any) -> None:
+    """The subagent's row, with every column of :data:`SPAWN_COLUMNS`."""
+    _INSERT.rowcount(connection, **{f"new_{name}": value for name, value in values.items()})
+
+
+def add_message(
+    connection: Transaction,
+    subagent_id: str,
+    position: int,
+    role: str,
+    content: str,
+    latency: float | None = None,
+) -> None:
+    """One message of the conversation, at ``position``."""
+    _INSERT_MESSAGE.rowcount(
+        connection,
+        new_subagent_id=subagent_id,
+        new_position=position,
+        new_role=role,
+        new_content=content,
+        new_at=utc_now(),
+        new_latency_seconds=latency,
+    )
+
+
+def start(connection: Transaction, subagent_id: str, now: str) -> bool:
+    """Mark a queued (or running) subagent running; False when it is no longer active (cancelled)."""
+    return _START.rowcount(connection, subagent_id=subagent_id, now=now) > 0
+
+
+def load(connection: Transaction, subagent_id: str) -> tuple[Any | None, list[ChatTurn]]:
+    """The subagent's row (None when unknown) and its conversation, oldest first."""
+    row = _SELECT.first(connection, subagent_id=subagent_id)
+    if row is None:
+        return None, []
+    messages = _MESSAGES.all(connection, subagent_id=subagent_id)
+    return row, [ChatTurn(m.role, m.content) for m in messages]
+
+
+def complete(
+    connection: Transaction, subagent_id: str, result: str, now: str, spend: ModelReply | None
+) -> bool:
+    """Record a running turn's answer (and, with ``spend``, its one model call in the totals); False when
+    the subagent is no longer running (cancelled meanwhile)."""
+    if spend is None:
+        return _COMPLETE.rowcount(connection, subagent_id=subagent_id, answer=result, now=now) > 0
+    return (
+        _COMPLETE_COUNTING.rowcount(
+            connection,
+            subagent_id=subagent_id,
+            answer=result,
+            now=now,
+            add_input_tokens=spend.input_tokens,
+            add_output_tokens=spend.output_tokens,
+            add_cost_usd=spend.cost_usd or 0.0,
+            add_unpriced_calls=1 if spend.cost_usd is None else 0,
+        )
+        > 0
+    )
+
+
+_MESSAGE_COUNT = Prepared(
+    select(func.count()).where(subagent_messages.c.subagent_id == bindparam("subagent_id"))
+)
+
+
+def message_count(connection: Transaction, subagent_id: str) -> int:
+    """How many messages the conversation holds (the next one's position)."""
+    return int(_MESSAGE_COUNT.scalar(connection, subagent_id=subagent_id))
