@@ -68,6 +68,10 @@ class RecordedRequest:
     body: dict[str, Any]
     headers: dict[str, str]
     aborted: bool = False
+    #: ``time.perf_counter()`` when the body had been read, and when the answer had been written (None:
+    #: no answer was written, e.g. the client hung up).
+    received_at: float = 0.0
+    answered_at: float | None = None
 
 
 @dataclass
@@ -232,11 +236,13 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length)
+            received_at = time.perf_counter()
             try:
                 body = json.loads(raw or b"{}")
             except ValueError:
                 body = {"_unparsed": raw.decode("utf-8", "replace")}
-            record = RecordedRequest(self.path, body, {k.lower(): v for k, v in self.headers.items()})
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            record = RecordedRequest(self.path, body, headers, received_at=received_at)
             with server._lock:
                 server.requests.append(record)
             if not self.path.rstrip("/").endswith("/chat/completions"):
@@ -264,6 +270,7 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, b'{"id": "chatcmpl-broken", "choices": [ {"message": ')
             else:
                 self._send(200, json.dumps(server.answer(body, behavior)).encode())
+            record.answered_at = time.perf_counter()
 
         def _hung_up(self) -> bool:
             """Whether the client closed the connection (without waiting)."""
