@@ -274,6 +274,71 @@ async def test_a_follow_up_message_keeps_the_spawns_tools(session: Any, llm: Fak
     assert [t["function"]["name"] for t in follow_up["tools"]] == ["demo__echo"]
 
 
+def offered(llm: FakeLLMServer, marker: str) -> list[str]:
+    """The tool names the first model request carrying ``marker`` offered."""
+    body = next(r.body for r in llm.requests if marker in json.dumps(r.body))
+    return [t["function"]["name"] for t in body.get("tools") or []]
+
+
+async def test_a_demotion_stops_the_next_call_and_hides_the_tool_until_the_adapter_is_promoted_again(
+    session: Any, llm: FakeLLMServer, home: str, env: dict[str, str]
+) -> None:
+    """The process keeps each tool list built: a demotion (by another process) must still stop a call of
+    a turn whose list was built before it, hide the tool from the next turn, and a promotion offer it again."""
+    from baton.gateway.promotion import demote, promote
+
+    echoes_before = (await upstream_calls(session)).get("echo", 0)
+    llm.when("DEMOTED-1", Behavior.calling("demo__echo", {"text": "one"}, then="first: {tool_results}"))
+    runtime = Runtime.open(load_settings(env))
+    demoted = False
+    try:
+        llm.hold()  # the turn's tool list is built; its first model call waits while the adapter is demoted
+        try:
+            spawned = await call(
+                session,
+                "mcp_spawn_subagent",
+                {"task": "DEMOTED-1: echo", "tools": ["demo__echo"], "mode": "async"},
+            )
+            assert await anyio.to_thread.run_sync(llm.wait_for_in_flight, 1)
+            demote(runtime, "demo")
+            demoted = True
+        finally:
+            llm.release()
+        try:
+            first = await settled(session, spawned["subagent_id"])
+            assert first["status"] == "completed", first
+            assert "adapter_not_promoted" in first["result"]  # the model saw the refusal as a tool error
+            assert offered(llm, "DEMOTED-1") == ["demo__echo"]
+            mine = of_subagent(chain(home), spawned["subagent_id"])
+            refused = [r["payload"] for r in mine if r["kind"] == "gateway_call"]
+            assert [(c["success"], c["error_class"]) for c in refused] == [(False, "adapter_not_promoted")]
+
+            llm.rules.insert(0, ("DEMOTED-2", Behavior(reply="no tools now")))
+            second = await call(
+                session,
+                "mcp_send_message_to_subagent",
+                {"subagent_id": spawned["subagent_id"], "message": "DEMOTED-2: and now?"},
+            )
+            assert second["success"] is True, second
+            assert offered(llm, "DEMOTED-2") == []  # the demoted adapter's tool is not offered
+        finally:
+            if demoted:  # the other tests of this module need demo live, whatever happened here
+                promote(runtime, "demo")
+    finally:
+        runtime.close()
+    third = Behavior.calling("demo__echo", {"text": "three"}, then="third: {tool_results}")
+    llm.rules.insert(0, ("DEMOTED-3", third))
+    answered = await call(
+        session,
+        "mcp_send_message_to_subagent",
+        {"subagent_id": spawned["subagent_id"], "message": "DEMOTED-3: echo again"},
+    )
+    assert answered["success"] is True, answered
+    assert offered(llm, "DEMOTED-3") == ["demo__echo"]
+    assert json.loads(answered["response"].removeprefix("third: "))["text"] == "three"
+    assert (await upstream_calls(session))["echo"] == echoes_before + 1  # only the third turn's call ran
+
+
 async def test_an_approval_gated_call_names_the_subagent_and_a_sync_spawn_returns_waiting_for_approval(
     session: Any, llm: FakeLLMServer, home: str, env: dict[str, str]
 ) -> None:

@@ -12,19 +12,26 @@ two baton parts plugged in:
   and one receipt per call that names the subagent, the spawn and the model call that asked. What comes
   back passes the privacy filter before the model sees it; a failure reaches the model as a tool error
   (:class:`~pydantic_ai.exceptions.ToolFailed`) it can react to.
+
+Both, and the agent over them, are built once per process (:class:`GovernedLoop`, which the runner
+holds); what belongs to one turn (its links, its tool list) is the run's ``deps``, and the model wrapper
+reads the turn it serves from :data:`CURRENT_TURN`.
 """
 
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from baton.agents import Caller
 from baton.errors import SubagentError
 from baton.models import ModelClient, ModelReply
-from baton.pydantic_ai_imports import load_pydantic_ai
+from baton.pydantic_ai_imports import aload_pydantic_ai, load_pydantic_ai
 from baton.receipts import Receipt
 from baton.subagents.context import PrivacyFilter
 from baton.toolkit import CallContext, OnBehalf, ToolRegistry
@@ -119,62 +126,161 @@ class TurnLinks:
         )
 
 
-async def run_turn(
-    client: ModelClient,
-    registry: ToolRegistry,
-    privacy: PrivacyFilter,
-    names: list[str],
-    limit: int,
-    history: list[Any],
-    links: TurnLinks,
-) -> ModelReply:
-    """Run one turn (the stored conversation in ``history``) as a pydantic-ai agent over ``names``.
+#: The turn whose model requests the process's one governed model is making now (set by
+#: :meth:`GovernedLoop.run_turn`; the tasks pydantic-ai starts for the run copy it).
+CURRENT_TURN: ContextVar[TurnLinks] = ContextVar("baton_governed_turn")
 
-    ``limit`` caps the turn's tool calls (``subagent_tool_limit``) and its model requests at one more.
+#: How many tool lists (one per set of tools and served adapter versions) a process keeps built.
+DEFINITIONS_KEPT = 64
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What one pydantic-ai run of a turn needs (its ``deps``): its links and the tools it offers."""
+
+    links: TurnLinks
+    definitions: list[Any]
+
+
+class GovernedLoop:
+    """The process's one pydantic-ai agent over the governed model and toolset, and the tool lists it
+    offers: built once and reused by every turn of every subagent (what is per turn travels as ``deps``).
+
+    A turn's tool list is rebuilt only when what it lists changed: each turn reads the liveness of the
+    adapters it names (one store read each), so a demotion hides the adapter's tools from the next turn,
+    and a re-promotion offers the new version's pinned schemas. Every call still goes through the
+    gateway, which checks liveness per call: a demotion stops the next call even inside a turn.
     """
-    from baton.pydantic_ai_imports import aload_pydantic_ai
 
-    await aload_pydantic_ai()
-    from pydantic_ai import Agent
-    from pydantic_ai.exceptions import UsageLimitExceeded
-    from pydantic_ai.usage import UsageLimits
+    def __init__(self, client: ModelClient, registry: ToolRegistry, privacy: PrivacyFilter) -> None:
+        self.client = client
+        self.registry = registry
+        self.privacy = privacy
+        self._agent: Any = None
+        self._agent_model: Any = None
+        self._definitions: OrderedDict[tuple[Any, ...], list[Any]] = OrderedDict()
 
-    agent: Any = Agent(
-        governed_model(client, links),
-        toolsets=[governed_toolset(registry, names, privacy, links)],
-        model_settings=client.request_settings(),
-    )
-    try:
-        result = await agent.run(
-            message_history=history,
-            usage_limits=UsageLimits(request_limit=limit + 1, tool_calls_limit=limit),
+    def agent(self) -> Any:
+        """The pydantic-ai agent, built on first use (and again if the model client was rebuilt)."""
+        load_pydantic_ai()
+        from pydantic_ai import Agent
+
+        model = self.client.model()
+        if self._agent is None or self._agent_model is not model:
+            self._agent = Agent(
+                governed_model_class()(model, self.client),
+                deps_type=Turn,
+                toolsets=[governed_toolset_class()(self.registry, self.privacy)],
+                model_settings=self.client.request_settings(),
+            )
+            self._agent_model = model
+        return self._agent
+
+    async def run_turn(
+        self, names: list[str], limit: int, history: list[Any], links: TurnLinks
+    ) -> ModelReply:
+        """Run one turn (the stored conversation in ``history``) as a pydantic-ai agent over ``names``.
+
+        ``limit`` caps the turn's tool calls (``subagent_tool_limit``) and its model requests at one more.
+        """
+        await aload_pydantic_ai()
+        from pydantic_ai.exceptions import UsageLimitExceeded
+        from pydantic_ai.usage import UsageLimits
+
+        turn = Turn(links, self.definitions(names))
+        token = CURRENT_TURN.set(links)
+        try:
+            result = await self.agent().run(
+                message_history=history,
+                deps=turn,
+                usage_limits=UsageLimits(request_limit=limit + 1, tool_calls_limit=limit),
+            )
+        except UsageLimitExceeded as exc:
+            raise SubagentError(
+                "subagent_tool_limit_reached",
+                f"The subagent reached its subagent_tool_limit of {limit} tool calls: {exc}",
+                subagent_tool_limit=limit,
+                tool_calls=len(links.tool_calls),
+            ) from None
+        finally:
+            CURRENT_TURN.reset(token)
+        return ModelReply(
+            text=str(result.output),
+            input_tokens=links.input_tokens,
+            output_tokens=links.output_tokens,
+            receipt={
+                "latency_seconds": round(links.latency_seconds, 6),
+                "cost_usd": links.cost_usd,
+                "tool_calls": links.tool_calls,
+            },
         )
-    except UsageLimitExceeded as exc:
-        raise SubagentError(
-            "subagent_tool_limit_reached",
-            f"The subagent reached its subagent_tool_limit of {limit} tool calls: {exc}",
-            subagent_tool_limit=limit,
-            tool_calls=len(links.tool_calls),
-        ) from None
-    return ModelReply(
-        text=str(result.output),
-        input_tokens=links.input_tokens,
-        output_tokens=links.output_tokens,
-        receipt={
-            "latency_seconds": round(links.latency_seconds, 6),
-            "cost_usd": links.cost_usd,
-            "tool_calls": links.tool_calls,
-        },
-    )
+
+    def definitions(self, names: list[str]) -> list[Any]:
+        """pydantic-ai tool definitions of ``names``: built-ins from their argument models, adapter tools
+        with the served version's pinned schema (as an agent's ``tools/list`` shows them); an adapter
+        demoted since the spawn is not offered (a call would be refused)."""
+        served = self._served_adapters(names)
+        key = (tuple(names), tuple((a.id, a.row.get("serving_policy_checksum")) for a in served.values()))
+        built = self._definitions.get(key)
+        if built is None:
+            built = self._definitions[key] = tool_definitions(self.registry, names, served)
+            while len(self._definitions) > DEFINITIONS_KEPT:
+                self._definitions.popitem(last=False)
+        else:
+            self._definitions.move_to_end(key)
+        return built
+
+    def _served_adapters(self, names: list[str]) -> dict[str, Any]:
+        """The live version of each adapter ``names`` name (one liveness read each), by adapter id."""
+        proxy = self.registry.runtime.services.get("gateway_proxy")
+        if proxy is None:
+            return {}
+        named = {n.partition("__")[0] for n in names if "__" in n and n not in self.registry.tools}
+        served = {}
+        for adapter_id in sorted(named):
+            adapter = proxy.adapters.get(adapter_id)
+            if adapter is None:
+                continue
+            current, live = proxy.current(adapter)
+            if live:
+                served[adapter_id] = current
+        return served
 
 
-def governed_model(client: ModelClient, links: TurnLinks) -> Any:
-    """The provider's model wrapped so each request of the loop is budgeted and receipted."""
+def tool_definitions(registry: ToolRegistry, names: list[str], served: dict[str, Any]) -> list[Any]:
+    """The definitions of ``names`` that are offered: built-ins, and tools of the ``served`` adapters."""
+    load_pydantic_ai()
+    from pydantic_ai.tools import ToolDefinition
+
+    definitions = []
+    for name in names:
+        spec = registry.tools.get(name)
+        adapter_id, _, tool = name.partition("__")
+        if spec is not None:
+            schema, description = spec.input_schema(), spec.description
+        elif adapter_id in served and tool in served[adapter_id].definitions:
+            pinned = served[adapter_id].definitions[tool]
+            schema = pinned.get("inputSchema") or {"type": "object", "properties": {}}
+            description = pinned.get("description") or ""
+        else:
+            continue  # demoted since the spawn: the model is not offered it (a call would be refused)
+        definitions.append(ToolDefinition(name=name, parameters_json_schema=schema, description=description))
+    return definitions
+
+
+@cache
+def governed_model_class() -> type[Any]:
+    """The model wrapper class (defined once pydantic-ai is imported)."""
     load_pydantic_ai()
     from pydantic_ai.models.wrapper import WrapperModel
 
     class GovernedModel(WrapperModel):
-        """Every request through :meth:`ModelClient.governed_call`."""
+        """The provider's model, each request of the current turn through :meth:`ModelClient.governed_call`:
+        budgeted and receipted, linked to the turn's spawn."""
+
+        def __init__(self, wrapped: Any, client: ModelClient) -> None:
+            super().__init__(wrapped)
+            self.client = client
 
         async def request(
             self,
@@ -182,6 +288,8 @@ def governed_model(client: ModelClient, links: TurnLinks) -> Any:
             model_settings: ModelSettings | None,
             model_request_parameters: ModelRequestParameters,
         ) -> ModelResponse:
+            links = CURRENT_TURN.get()
+            client = self.client
             links.before_model_call()
             client.log_model_messages(messages, "subagent_turn", links.subagent_id)
             tools = [tool.parameters_json_schema for tool in model_request_parameters.function_tools]
@@ -213,16 +321,15 @@ def governed_model(client: ModelClient, links: TurnLinks) -> Any:
             )
             return response
 
-    return GovernedModel(client.model())
+    return GovernedModel
 
 
-def governed_toolset(
-    registry: ToolRegistry, names: list[str], privacy: PrivacyFilter, links: TurnLinks
-) -> Any:
-    """A pydantic-ai toolset of exactly ``names``, each call through the registry's one path."""
+@cache
+def governed_toolset_class() -> type[Any]:
+    """The toolset class (defined once pydantic-ai is imported)."""
     load_pydantic_ai()
     from pydantic_ai.exceptions import ToolFailed
-    from pydantic_ai.tools import RunContext, ToolDefinition
+    from pydantic_ai.tools import RunContext
     from pydantic_ai.toolsets import AbstractToolset
     from pydantic_ai.toolsets.abstract import ToolsetTool
     from pydantic_core import SchemaValidator, core_schema
@@ -231,30 +338,32 @@ def governed_toolset(
         core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema())
     )
 
-    class GovernedToolset(AbstractToolset[None]):
-        """The spawn's tools; arguments are checked by the tool itself (the registry or the upstream)."""
+    class GovernedToolset(AbstractToolset[Turn]):
+        """Exactly the turn's tools, each call through the registry's one path; arguments are checked by
+        the tool itself (the registry or the upstream)."""
 
-        _definitions: list[ToolDefinition] | None = None
+        def __init__(self, registry: ToolRegistry, privacy: PrivacyFilter) -> None:
+            self.registry = registry
+            self.privacy = privacy
 
         @property
         def id(self) -> str | None:
             return "baton-governed"
 
-        async def get_tools(self, ctx: RunContext[None]) -> dict[str, ToolsetTool[None]]:
-            if self._definitions is None:
-                self._definitions = await tool_definitions(registry, names)
+        async def get_tools(self, ctx: RunContext[Turn]) -> dict[str, ToolsetTool[Turn]]:
             return {
                 d.name: ToolsetTool(toolset=self, tool_def=d, max_retries=2, args_validator=any_arguments)
-                for d in self._definitions
+                for d in ctx.deps.definitions
             }
 
         async def call_tool(
-            self, name: str, tool_args: dict[str, Any], ctx: RunContext[None], tool: ToolsetTool[None]
+            self, name: str, tool_args: dict[str, Any], ctx: RunContext[Turn], tool: ToolsetTool[Turn]
         ) -> Any:
+            links = ctx.deps.links
             behalf = links.on_behalf()
             # the call runs as the spawning agent: what it may see, and whose its requests are
             caller = Caller(behalf.parent_agent)
-            result = await registry.call(name, tool_args, CallContext(on_behalf=behalf, agent=caller))
+            result = await self.registry.call(name, tool_args, CallContext(on_behalf=behalf, agent=caller))
             links.tool_calls.append(
                 {
                     "tool": name,
@@ -263,12 +372,12 @@ def governed_toolset(
                     "model_call_receipt": behalf.model_call_receipt,
                 }
             )
-            shown = privacy.filter_result(shown_result(name, result))
+            shown = self.privacy.filter_result(shown_result(name, result))
             if not result.get("success"):
                 raise ToolFailed(json.dumps(shown, ensure_ascii=False, sort_keys=True))
             return shown
 
-    return GovernedToolset()
+    return GovernedToolset
 
 
 def shown_result(name: str, result: dict[str, Any]) -> dict[str, Any]:
@@ -276,29 +385,3 @@ def shown_result(name: str, result: dict[str, Any]) -> dict[str, Any]:
     if ("__" in name and "adapter_id" in result) or result.get("error_class"):
         return {key: result[key] for key in SHOWN_GATEWAY_FIELDS if key in result}
     return dict(result)
-
-
-async def tool_definitions(registry: ToolRegistry, names: list[str]) -> list[Any]:
-    """pydantic-ai tool definitions of ``names``: built-ins from their argument models, adapter tools
-    with the upstream's pinned schema (as an agent's ``tools/list`` shows them)."""
-    from baton.pydantic_ai_imports import aload_pydantic_ai
-
-    await aload_pydantic_ai()
-    from pydantic_ai.tools import ToolDefinition
-
-    proxied: dict[str, dict[str, Any]] = {}
-    proxy = registry.runtime.services.get("gateway_proxy")
-    if proxy is not None and any("__" in name for name in names):
-        proxied = {tool["name"]: tool for tool in await proxy.list_tools()}
-    definitions = []
-    for name in names:
-        spec = registry.tools.get(name)
-        if spec is not None:
-            schema, description = spec.input_schema(), spec.description
-        elif name in proxied:
-            schema = proxied[name].get("inputSchema") or {"type": "object", "properties": {}}
-            description = proxied[name].get("description") or ""
-        else:
-            continue  # demoted since the spawn: the model is not offered it (a call would be refused)
-        definitions.append(ToolDefinition(name=name, parameters_json_schema=schema, description=description))
-    return definitions

@@ -31,7 +31,7 @@ from baton.subagents.context import (
     select_slice,
     subagent_system_prompt,
 )
-from baton.subagents.governed import TurnLinks, check_tools, run_turn
+from baton.subagents.governed import GovernedLoop, TurnLinks, check_tools
 from baton.toolkit import ToolRegistry
 
 log = logging.getLogger("baton.subagents")
@@ -89,6 +89,8 @@ class SubagentRunner:
         self.privacy = PrivacyFilter.from_settings(
             runtime.settings.baton_private_keys, runtime.settings.sensitive_values()
         )
+        #: The agent and tool lists every governed turn of this process runs on (None: no tools to give).
+        self.governed = GovernedLoop(self.models, registry, self.privacy) if registry is not None else None
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         #: Set when a subagent's tool call starts waiting on a human request (what a sync spawn watches).
         self._waiting: dict[str, asyncio.Event] = {}
@@ -456,7 +458,7 @@ class SubagentRunner:
         """One turn as a pydantic-ai agent run over the spawn's tools (see :mod:`baton.subagents.governed`)."""
         from baton.models import to_model_messages
 
-        if self.registry is None:
+        if self.governed is None:
             raise SubagentError(
                 "subagent_tool_not_allowed", "This process serves no tools to give a subagent."
             )
@@ -468,7 +470,10 @@ class SubagentRunner:
             )
 
         def before_model_call() -> None:
-            current, _turns = self._load(subagent_id)
+            with self.runtime.store.read() as connection:  # the row alone: its status and its budget
+                current = connection.execute(select(subagents).where(subagents.c.id == subagent_id)).first()
+            if current is None:
+                raise _not_found(subagent_id)
             if current.status not in ACTIVE:
                 raise SubagentError("subagent_cancelled", "The subagent was cancelled.")
             check_subagent_budget(current)
@@ -485,9 +490,7 @@ class SubagentRunner:
         limit = int(row.tool_limit or self.runtime.settings.baton_subagent_tool_limit)
         await aload_pydantic_ai()  # before any pydantic-ai import here: the warm-up may be importing it
         history = to_model_messages(system, turns)
-        return await run_turn(
-            self.models, self.registry, self.privacy, list(row.tools), limit, history, links
-        )
+        return await self.governed.run_turn(list(row.tools), limit, history, links)
 
     def _spawn_receipt(self, subagent_id: str) -> dict[str, Any]:
         """seq and sha256 of the subagent's ``subagent_spawned`` receipt (kept at spawn; looked up in the
