@@ -229,6 +229,9 @@ def _default_reply(last_user: str, message_count: int) -> str:
 def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        #: The status line and headers, then the body, are two writes: with Nagle's algorithm on, the body
+        #: waits for the client's (delayed) ACK of the headers, up to 40 ms on Linux, on every answer.
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
             return
