@@ -470,8 +470,8 @@ class SubagentRunner:
             )
 
         def before_model_call() -> None:
-            with self.runtime.store.read() as connection:  # the row alone: its status and its budget
-                current = connection.execute(select(subagents).where(subagents.c.id == subagent_id)).first()
+            with self.runtime.store.read_prepared() as connection:
+                current = table.pre_call(connection, subagent_id)
             if current is None:
                 raise _not_found(subagent_id)
             if current.status not in ACTIVE:

@@ -68,6 +68,17 @@ _START = Prepared(
     .values(status="running", started_at=bindparam("now"), updated_at=bindparam("now"))
 )
 _SELECT = Prepared(select(subagents).where(_row.id == bindparam("subagent_id")))
+#: What is read before each model call of a governed turn: the subagent's status and its own budget.
+_PRE_CALL = Prepared(
+    select(
+        _row.status,
+        _row.input_tokens,
+        _row.output_tokens,
+        _row.cost_usd,
+        _row.max_total_tokens,
+        _row.max_cost_usd,
+    ).where(_row.id == bindparam("subagent_id"))
+)
 _MESSAGES = Prepared(
     select(subagent_messages.c.role, subagent_messages.c.content)
     .where(subagent_messages.c.subagent_id == bindparam("subagent_id"))
@@ -143,6 +154,11 @@ def load(connection: Transaction, subagent_id: str) -> tuple[Any | None, list[Ch
         return None, []
     messages = _MESSAGES.all(connection, subagent_id=subagent_id)
     return row, [ChatTurn(m.role, m.content) for m in messages]
+
+
+def pre_call(connection: Transaction, subagent_id: str) -> Any | None:
+    """The subagent's status and budget columns (None when unknown), read before each governed model call."""
+    return _PRE_CALL.first(connection, subagent_id=subagent_id)
 
 
 def complete(
