@@ -12,7 +12,7 @@ Three calls are timed by the client, interleaved on that one server:
 Two figures come out, both in units of the agent's direct call (p50 over p50):
 
 - ``governed_call_vs_direct`` (the target): the governed tool call as the model sees it. The loopback
-  model stamps when it finished writing the answer that asks for ``demo__echo`` and when it finished
+  model stamps when it handed to the socket the answer that asks for ``demo__echo`` and when it finished
   reading the request that carries the tool's result; that interval is everything baton does between the
   two: reading and recording the first model call (its ``model_call`` receipt), pydantic-ai's tool
   dispatch, the gateway path (liveness, policy, sandboxed upstream, ``gateway_call`` receipt), the privacy
@@ -22,6 +22,14 @@ Two figures come out, both in units of the agent's direct call (p50 over p50):
   p50 direct, what the tool adds to a whole turn, including the one more loopback model round trip
   (the model's own time) and the subagent's bookkeeping of a second model call.
 
+``client_floor``: the model client alone, without baton: pydantic-ai's ``OpenAIChatModel`` (the class baton's
+model wraps) sending a request shaped as the subagent's second one (system prompt, task, the tool call and
+its result, the tool offered) to the same loopback model from this process, timed the same way (this
+client's call until the model read the request, plus the model's answer written until the call returned).
+``governed_call_less_client_vs_direct`` = (p50 of the call seen by the model - p50 of that floor) / p50
+direct: baton's own share of the interval, in direct calls (an estimate: the floor runs in this process,
+beside the loopback model's thread).
+
 ``gateway_seconds``: the ``gateway_call`` receipts' own ``duration_seconds`` (policy and upstream, from
 the liveness read to the upstream's answer) of the timed direct and subagent calls, read from the store
 after the run: the part both paths share.
@@ -30,11 +38,13 @@ Run: ``PYTHONPATH=src python -m bench.subagent_tools [ITERATIONS]``.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import sqlite3
 import statistics
 import sys
+import time
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -45,6 +55,8 @@ from bench.gateway_proxy import _trivial_adapter
 from bench.stdio_roundtrip import interleave
 
 TARGET = 1.2
+#: Requests the model-client floor sends before it times any.
+WARMUP_FLOOR = 20
 
 
 def run(iterations: int) -> dict[str, Any]:
@@ -87,19 +99,25 @@ def run(iterations: int) -> dict[str, Any]:
         # every governed spawn leaves one interval; the last ``iterations`` are the timed spawns'
         intervals = tool_intervals_ns(model.requests)[-iterations:]
         gateway = gateway_durations(home / "baton.db", iterations)
+        floor = asyncio.run(client_floor_ns(model, iterations))
     direct, plain, governed = rows
     seen = {"server": "governed call as the model sees it (tool_calls answered → result arrived)"}
     rows.append({**seen, **summarize(intervals)})
+    alone = {"server": "model client alone, no baton (request sent → read, answer written → returned)"}
+    rows.append({**alone, **summarize(floor)})
     for row in rows:
         row["p50_vs_direct"] = ratio(row["p50_us"], direct["p50_us"])
-    call_value = rows[-1]["p50_vs_direct"]
+    call_value = rows[-2]["p50_vs_direct"]
+    less_client = ratio(rows[-2]["p50_us"] - rows[-1]["p50_us"], direct["p50_us"])
     extra_us = governed["p50_us"] - plain["p50_us"]
     extra_value = ratio(extra_us, direct["p50_us"])
     return {
         "title": "governed tool call inside a subagent vs the agent's direct call",
         "rows": rows,
-        "governed_call_us": round(rows[-1]["p50_us"], 1),
+        "governed_call_us": round(rows[-2]["p50_us"], 1),
         "governed_call_vs_direct": call_value,
+        "client_floor_us": round(rows[-1]["p50_us"], 1),
+        "governed_call_less_client_vs_direct": less_client,
         "governed_extra_us": round(extra_us, 1),
         "governed_extra_vs_direct": extra_value,
         "gateway_seconds": gateway,
@@ -116,12 +134,18 @@ def run(iterations: int) -> dict[str, Any]:
                 "value": extra_value,
                 "met": None,
             },
+            {
+                "what": "subagent tools (reference, no target): the governed tool call less the model client's "
+                "own floor (baton's share), in direct calls",
+                "value": less_client,
+                "met": None,
+            },
         ],
     }
 
 
 def tool_intervals_ns(requests: list[Any]) -> list[int]:
-    """For each model request that carries a tool result, the nanoseconds since the model finished writing
+    """For each model request that carries a tool result, the nanoseconds since the model handed to the socket
     the answer that asked for the tool (the request before it, with the same conversation up to there)."""
     intervals = []
     for asked, answered in itertools.pairwise(requests):
@@ -133,6 +157,50 @@ def tool_intervals_ns(requests: list[Any]) -> list[int]:
             raise RuntimeError("a tool result arrived that does not follow the request before it")
         intervals.append(round((answered.received_at - asked.answered_at) * 1e9))
     return intervals
+
+
+async def client_floor_ns(model: Any, iterations: int) -> list[int]:
+    """The model client alone: pydantic-ai's OpenAI chat model sending the subagent's second request (the
+    tool call and its result) to ``model``; per request, the client's time on both sides of the model."""
+    from pydantic_ai.messages import (
+        ModelRequest,
+        ModelResponse,
+        SystemPromptPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.models import ModelRequestParameters
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+    from pydantic_ai.tools import ToolDefinition
+
+    from baton.subagents.context import subagent_system_prompt
+
+    schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    parameters = ModelRequestParameters(
+        function_tools=[ToolDefinition(name="demo__echo", parameters_json_schema=schema, description="echo")]
+    )
+    call = ToolCallPart("demo__echo", {"text": "ping"}, tool_call_id="call_floor")
+    result = {"success": True, "text": "ping", "adapter_id": "demo"}
+    messages: list[Any] = [
+        ModelRequest(
+            parts=[SystemPromptPart(subagent_system_prompt("assistant", "")), UserPromptPart("BENCH-TOOL")]
+        ),
+        ModelResponse(parts=[call]),
+        ModelRequest(parts=[ToolReturnPart("demo__echo", result, tool_call_id="call_floor")]),
+    ]
+    client = OpenAIChatModel("bench-model", provider=OpenAIProvider(base_url=model.base_url, api_key="bench"))
+    samples = []
+    for index in range(min(WARMUP_FLOOR, iterations * 10) + iterations):
+        sent = len(model.requests)
+        started = time.perf_counter()
+        await client.request(messages, {"max_tokens": 256}, parameters)
+        returned = time.perf_counter()
+        seen = model.requests[sent]
+        if index >= min(WARMUP_FLOOR, iterations * 10):
+            samples.append(round((seen.received_at - started + returned - seen.answered_at) * 1e9))
+    return samples
 
 
 def gateway_durations(database: Path, iterations: int) -> dict[str, float | None]:

@@ -68,8 +68,8 @@ class RecordedRequest:
     body: dict[str, Any]
     headers: dict[str, str]
     aborted: bool = False
-    #: ``time.perf_counter()`` when the body had been read, and when the answer had been written (None:
-    #: no answer was written, e.g. the client hung up).
+    #: ``time.perf_counter()`` when the body had been read, and when a successful answer was handed to the
+    #: socket (None: none was, e.g. the client hung up, or the answer was an error).
     received_at: float = 0.0
     answered_at: float | None = None
 
@@ -272,8 +272,9 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             elif behavior.malformed:
                 self._send(200, b'{"id": "chatcmpl-broken", "choices": [ {"message": ')
             else:
-                self._send(200, json.dumps(server.answer(body, behavior)).encode())
-            record.answered_at = time.perf_counter()
+                payload = json.dumps(server.answer(body, behavior)).encode()
+                record.answered_at = time.perf_counter()  # before the write: the client may be done first
+                self._send(200, payload)
 
         def _hung_up(self) -> bool:
             """Whether the client closed the connection (without waiting)."""
