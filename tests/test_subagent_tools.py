@@ -190,6 +190,10 @@ async def test_the_models_tool_call_reaches_the_sandboxed_upstream_and_every_ste
     assert tool_call["payload"]["tool"] == "echo" and tool_call["payload"]["success"] is True
     assert first_call["payload"]["spawn_receipt"]["seq"] == spawn["seq"]
     assert [first_call["payload"]["model_call_index"], second_call["payload"]["model_call_index"]] == [1, 2]
+    # the subagent's totals are its model calls' receipts, each added in its receipt's transaction
+    used = [first_call["payload"]["usage"], second_call["payload"]["usage"]]
+    assert spawned["usage"] == {key: used[0][key] + used[1][key] for key in used[0]}
+    assert spawned["usage"]["total_tokens"] > 0
 
 
 async def test_the_console_shows_a_subagents_tool_calls_in_order_with_their_links(

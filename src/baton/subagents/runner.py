@@ -465,9 +465,7 @@ class SubagentRunner:
         subagent_id = row.id
 
         def record_in(connection: Connection, reply: ModelReply, _written: Any) -> None:
-            connection.execute(
-                update(subagents).where(subagents.c.id == subagent_id).values(**_spend_values(reply))
-            )
+            table.add_spend(connection, subagent_id, reply)
 
         def before_model_call() -> None:
             with self.runtime.store.read_prepared() as connection:
@@ -789,16 +787,6 @@ def check_subagent_budget(row: Any, **details: Any) -> None:
     """Refuse (``budget_exceeded``) the next model call of a subagent whose own budget is spent."""
     spent = Spend(int(row.input_tokens), int(row.output_tokens), float(row.cost_usd))
     Limits(row.max_total_tokens, row.max_cost_usd).check(spent, budget="subagent", **details)
-
-
-def _spend_values(reply: ModelReply) -> dict[str, Any]:
-    """The column updates that add one model call to a subagent's totals."""
-    return {
-        "input_tokens": subagents.c.input_tokens + reply.input_tokens,
-        "output_tokens": subagents.c.output_tokens + reply.output_tokens,
-        "cost_usd": subagents.c.cost_usd + (reply.cost_usd or 0.0),
-        "unpriced_calls": subagents.c.unpriced_calls + (1 if reply.cost_usd is None else 0),
-    }
 
 
 def _cost(row: Any) -> float | None:

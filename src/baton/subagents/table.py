@@ -109,6 +109,32 @@ _COMPLETE_COUNTING = Prepared(
     )
 )
 
+#: One model call of a governed turn added to the subagent's totals (in that call's receipt transaction).
+_ADD_SPEND = Prepared(
+    update(subagents)
+    .where(_row.id == bindparam("subagent_id"))
+    .values(
+        {
+            "input_tokens": _row.input_tokens + bindparam("add_input_tokens"),
+            "output_tokens": _row.output_tokens + bindparam("add_output_tokens"),
+            "cost_usd": _row.cost_usd + bindparam("add_cost_usd"),
+            "unpriced_calls": _row.unpriced_calls + bindparam("add_unpriced_calls"),
+        }
+    )
+)
+
+
+def add_spend(connection: Transaction, subagent_id: str, spend: ModelReply) -> None:
+    """Add one model call of a governed turn to the subagent's totals."""
+    _ADD_SPEND.rowcount(
+        connection,
+        subagent_id=subagent_id,
+        add_input_tokens=spend.input_tokens,
+        add_output_tokens=spend.output_tokens,
+        add_cost_usd=spend.cost_usd or 0.0,
+        add_unpriced_calls=1 if spend.cost_usd is None else 0,
+    )
+
 
 def count_active(connection: Transaction, agent: str | None) -> int:
     """How many subagents of ``agent`` (None: the operator's) are queued or running."""
