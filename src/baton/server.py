@@ -282,14 +282,16 @@ async def serve_stdio(settings: Settings) -> None:
     from mcp.server.stdio import stdio_server
 
     from baton.stdio_guard import ScreenedStdin
+    from baton.stdio_out import claimed_stdout
 
     stdin = ScreenedStdin(settings.baton_max_message_bytes)  # answers the lines the SDK would drop
     async with anyio.create_task_group() as group:
         group.start_soon(load_then_run_services)
         group.start_soon(checkpoint_on_stop_signal)
-        async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
-            stdin.attach(write_stream)
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        with claimed_stdout() as stdout:  # each answer written and flushed in one thread hop
+            async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
+                stdin.attach(write_stream)
+                await server.run(read_stream, write_stream, server.create_initialization_options())
         group.cancel_scope.cancel()
 
 
