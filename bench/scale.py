@@ -22,12 +22,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench._common import PipeClient, baton_command, baton_env, temp_home
+from bench._common import INITIALIZE_PARAMS, PipeClient, baton_command, baton_env, temp_home
 
 PENDING = 100_000
 TIMERS = 10_000
 LIST_CALLS = 30
 FIRE_DEADLINE_SECONDS = 120.0
+#: The agent the benchmark's stdio client is: its ``clientInfo.name``, since ``baton_env`` sets no
+#: ``BATON_AGENT_NAME`` (baton.agents.current_agent); the list shows only the calling agent's requests.
+BENCH_AGENT: str = INITIALIZE_PARAMS["clientInfo"]["name"]
+#: The page ``mcp_list_pending_requests`` answers without a ``limit`` (baton.hitl.tools.DEFAULT_PAGE).
+PAGE = 100
 
 
 def _open_store(home: Path, database_url: str | None = None) -> Any:
@@ -42,7 +47,7 @@ def _open_store(home: Path, database_url: str | None = None) -> Any:
 
 
 def fill_pending(home: Path, count: int) -> None:
-    """``count`` pending approval requests, one in ten urgent, expiring in an hour."""
+    """``count`` pending approval requests of the benchmark's agent, one in ten urgent, expiring in an hour."""
     from sqlalchemy import insert
 
     from baton.schema import hitl_requests
@@ -63,6 +68,7 @@ def fill_pending(home: Path, count: int) -> None:
             "created_at": stamp,
             "expires_at": datetime.fromtimestamp(expires + index, UTC).isoformat(),
             "expires_epoch": expires + index,
+            "agent": BENCH_AGENT,
         }
         for index in range(count)
     ]
@@ -83,6 +89,8 @@ def list_pending_p50(home: Path) -> dict[str, Any]:
             samples.append(time.perf_counter() - started)
             listed = len(result["structuredContent"].get("requests", []))
     samples = samples[3:]  # the first calls load the registry and warm the caches
+    if listed != PAGE:  # the seeded rows must be the caller's, or the figure measures an empty list
+        raise RuntimeError(f"mcp_list_pending_requests listed {listed} requests, not a page of {PAGE}")
     ordered = sorted(samples)
     return {
         "p50_ms": round(statistics.median(ordered) * 1000, 2),

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 from mcp import Client
@@ -147,3 +148,38 @@ async def test_a_store_that_cannot_open_still_answers_initialize_and_says_why(
         result = await session.call_tool("mcp_list_subagents", {})
         assert result.structured_content["error_class"] == "store_unavailable"
         assert result.structured_content["success"] is False
+
+
+@pytest.mark.parametrize("list_tools", [False, True])
+async def test_the_store_loads_after_the_handshake_without_any_further_request(
+    baton_env: dict[str, str], list_tools: bool
+) -> None:
+    """The registry loads once the first tools/list is answered (from the cache), or on its own shortly
+    after start, so background services run for a client that only connects."""
+    home = Path(baton_env["BATON_HOME"])
+    async with stdio_session(baton_env) as session:  # a first start writes the tool cache
+        await session.list_tools()
+    database = home / "baton.db"
+    database.unlink()
+    requests = [*HANDSHAKE, *([{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}] if list_tools else [])]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "baton", "serve"],
+        env=baton_env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        for request in requests:
+            process.stdin.write((json.dumps(request) + "\n").encode())
+        process.stdin.flush()
+        answers = [json.loads(process.stdout.readline()) for _ in range(len(requests) - 1)]
+        assert [answer["id"] for answer in answers] == [1, 2][: len(answers)]
+        with anyio.fail_after(300):  # a hang guard, not a timing
+            while not database.exists():
+                await anyio.sleep(0.05)
+    finally:
+        process.stdin.close()
+        assert process.wait(timeout=300) == 0
+        process.stdout.close()

@@ -68,11 +68,17 @@ def build_registry(runtime: Runtime) -> ToolRegistry:
     return registry
 
 
-class RegistryLoader:
-    """Opens the store and builds the registry in a worker thread while the handshake is answered.
+#: A stdio server loads its registry when a request needs it, after its first ``tools/list`` is answered
+#: from the cache, or this long after it starts, whichever comes first.
+LOAD_AT_THE_LATEST_SECONDS = 1.0
 
-    ``initialize`` needs none of it, so a client gets its answer after importing only the MCP SDK;
-    the first ``tools/list`` or ``tools/call`` waits until loading is done.
+
+class RegistryLoader:
+    """Opens the store and builds the registry in a worker thread, after the handshake is answered.
+
+    ``initialize`` needs none of it, so a client gets its answer after importing only the MCP SDK; the
+    first ``tools/list`` is answered from the tool cache when it can be, and loading starts after it
+    (see :meth:`load_when_wanted`); any request that needs the registry starts it and waits until it is done.
     """
 
     def __init__(self, settings: Settings | None = None, registry: ToolRegistry | None = None) -> None:
@@ -82,11 +88,22 @@ class RegistryLoader:
         self._cached: list[dict[str, Any]] | None = None
         self._cache_read = False
         self.ready = anyio.Event()
+        #: Set when something needs the registry (or its first ``tools/list`` was answered from the cache).
+        self.wanted = anyio.Event()
         if registry is not None:
             self.ready.set()
 
+    async def load_when_wanted(self, at_most: float = LOAD_AT_THE_LATEST_SECONDS) -> ToolRegistry | None:
+        """:meth:`load` once the registry is wanted, or ``at_most`` seconds after start (so background
+        services run without any request): a client's handshake and first ``tools/list`` are answered
+        without the load (SQLAlchemy, the store, every tool module) competing with them for the GIL."""
+        with anyio.move_on_after(at_most):
+            await self.wanted.wait()
+        return await self.load()
+
     async def load(self) -> ToolRegistry | None:
         """Build the registry (once); a failure is kept and reported by every later request."""
+        self.wanted.set()
         try:
             self.registry = await anyio.to_thread.run_sync(self._open)
         except BatonError as exc:
@@ -115,7 +132,13 @@ class RegistryLoader:
             home = self.settings.home
             if tool_cache.usable(home, self.settings.baton_database_url):
                 self._cached = tool_cache.load(home)
+        if self._cached is None:
+            self.wanted.set()
         return self._cached
+
+    def listed_from_cache(self) -> None:
+        """The first ``tools/list`` was answered from the cache: loading may start now."""
+        self.wanted.set()
 
     def current_settings(self) -> Settings:
         """The settings this server runs with (known before the registry is loaded)."""
@@ -127,6 +150,7 @@ class RegistryLoader:
 
     async def get(self) -> ToolRegistry:
         """The registry, once loaded; raises the loading error otherwise."""
+        self.wanted.set()
         await self.ready.wait()
         if self.registry is None:
             raise self.error or BatonError("internal_error", "The server failed to load.")
@@ -161,7 +185,9 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         cached = loader.cached_tools()
         if cached is not None:
-            return types.ListToolsResult(tools=[types.Tool.model_validate(tool) for tool in cached])
+            answer = types.ListToolsResult(tools=[types.Tool.model_validate(tool) for tool in cached])
+            loader.listed_from_cache()
+            return answer
         registry = await loader.get()
         tools = [listed_tool(spec) for spec in registry.tools.values()]
         for source in registry.dynamic:
@@ -261,7 +287,7 @@ async def serve_stdio(settings: Settings) -> None:
     server = build_server(loader)
 
     async def load_then_run_services() -> None:
-        registry = await loader.load()
+        registry = await loader.load_when_wanted()
         if registry is not None:
             async with running_services(registry):
                 await anyio.sleep_forever()
@@ -282,14 +308,16 @@ async def serve_stdio(settings: Settings) -> None:
     from mcp.server.stdio import stdio_server
 
     from baton.stdio_guard import ScreenedStdin
+    from baton.stdio_out import claimed_stdout
 
     stdin = ScreenedStdin(settings.baton_max_message_bytes)  # answers the lines the SDK would drop
     async with anyio.create_task_group() as group:
         group.start_soon(load_then_run_services)
         group.start_soon(checkpoint_on_stop_signal)
-        async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
-            stdin.attach(write_stream)
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        with claimed_stdout() as stdout:  # each answer written and flushed in one thread hop
+            async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
+                stdin.attach(write_stream)
+                await server.run(read_stream, write_stream, server.create_initialization_options())
         group.cancel_scope.cancel()
 
 

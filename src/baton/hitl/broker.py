@@ -25,6 +25,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     cast,
+    exists,
     func,
     insert,
     or_,
@@ -56,6 +57,7 @@ from baton.hitl.records import (
 from baton.hitl.steps import PlannedStep, StepSyntaxError, parse_steps, plan
 from baton.hitl.terminal_line import SERVICE as TERMINAL_SERVICE
 from baton.hitl.waiters import SIGNAL_PREFIX, Waiters
+from baton.prepared import Prepared
 from baton.receipts import canonical_json, sha256_hex
 from baton.rows import Screened, raw_json
 from baton.runtime import Runtime
@@ -147,21 +149,28 @@ _ALL_DUE = select(hitl_requests.c.id).where(_DUE)
 class _PageStatements:
     """The pending list's statements, for every agent's requests or (``agent`` bound) one agent's."""
 
-    first: Any
-    after: Any
-    count: Any
-    unpageable: Any
+    first: Prepared
+    after: Prepared
+    #: One row: ``total`` pending, whether any request (of any agent) is ``due`` to expire, and whether
+    #: any row no page can hold exists (``unpageable``): the due check folded into the page's read.
+    meta: Prepared
+    unpageable: Prepared
 
 
 def _page_statements(scoped: bool) -> _PageStatements:
     pending = and_(_PENDING, hitl_requests.c.agent == bindparam("agent")) if scoped else _PENDING
     rows = select(*LIST_COLUMNS).order_by(*PENDING_ORDER).limit(bindparam("limit"))
     unpageable = select(*LIST_COLUMNS).where(pending, ~_PAGEABLE).order_by(hitl_requests.c.id)
+    meta = select(
+        select(func.count()).where(pending).scalar_subquery().label("total"),
+        exists().where(_DUE).label("due"),
+        exists().where(pending, ~_PAGEABLE).label("unpageable"),
+    )
     return _PageStatements(
-        rows.where(pending, _PAGEABLE),
-        rows.where(pending, _PAGEABLE, _after_bound()),
-        select(func.count()).where(pending),
-        unpageable.limit(bindparam("limit")),
+        Prepared(rows.where(pending, _PAGEABLE)),
+        Prepared(rows.where(pending, _PAGEABLE, _after_bound())),
+        Prepared(meta),
+        Prepared(unpageable.limit(bindparam("skipped_limit"))),
     )
 
 
@@ -332,38 +341,38 @@ class HitlBroker:
         condition would steer the planner off the ordering index); one that expired since is dropped.
         The statements are built once: building them per call cost more than running them.
         """
-        params: dict[str, Any] = {"now": time.time(), "limit": limit + 1}
+        params: dict[str, Any] = {"now": time.time(), "limit": limit + 1, "skipped_limit": MAX_SKIPPED_LISTED}
         if cursor is not None:
             params["urgent"], params["expires"], params["after_id"] = decode_cursor(cursor)
-        statements = _ALL_AGENTS if agent is None else _ONE_AGENT
-        counted: dict[str, Any] = {}
         if agent is not None:
-            params["agent"] = counted["agent"] = agent
-        page = statements.after if cursor is not None else statements.first
-
-        def read_page(connection: Any) -> tuple[list[Any], int, list[Any]]:
-            rows = connection.execute(page, params).all()
-            total = int(connection.execute(statements.count, counted).scalar_one())
-            unpageable: list[Any] = []
-            if cursor is None:  # rows no page can hold are reported once, with the first page
-                limited = {**counted, "limit": MAX_SKIPPED_LISTED}
-                unpageable = connection.execute(statements.unpageable, limited).all()
-            return rows, total, unpageable
-
-        with self.runtime.store.read() as connection:
-            due = connection.execute(_ANY_DUE, {"now": params["now"]}).first() is not None
-            if not due:  # the common case: one connection (one read transaction) for the whole page
-                rows, total, unpageable = read_page(connection)
-        if due:
+            params["agent"] = agent
+        statements = _ALL_AGENTS if agent is None else _ONE_AGENT
+        read = self._read_page(statements, params, cursor is None, sweep_first=True)
+        if read is None:  # a request is due: sweep the expired ones, then read the page again
             self.expire_due()
-            with self.runtime.store.read() as connection:
-                rows, total, unpageable = read_page(connection)
+            read = self._read_page(statements, params, cursor is None, sweep_first=False)
+            assert read is not None
+        rows, total, unpageable = read
         more = len(rows) > limit
         next_cursor = encode_cursor(rows[limit - 1]) if more else None
         listed = list(rows[:limit]) + list(unpageable)
         screened = screen_requests(listed)
         views = self.with_approvals([view for view in screened.rows if view["expires_epoch"] > params["now"]])
         return PendingPage(views, total, next_cursor, screened.skipped)
+
+    def _read_page(
+        self, statements: _PageStatements, params: dict[str, Any], first: bool, *, sweep_first: bool
+    ) -> tuple[list[Any], int, list[Any]] | None:
+        """The page's rows, the total and (on a first page) the unpageable rows, read in one transaction (on
+        SQLite on the kept driver connection, baton.prepared); None when ``sweep_first`` and a request is due to expire."""
+        with self.runtime.store.read_prepared() as connection:
+            meta: Any = statements.meta.first(connection, **params)  # always one row
+            if sweep_first and meta.due:
+                return None
+            page = statements.after if "after_id" in params else statements.first
+            rows = page.all(connection, **params)
+            unpageable = statements.unpageable.all(connection, **params) if first and meta.unpageable else []
+        return rows, int(meta.total), unpageable
 
     def expire_due(self) -> int:
         """Mark every pending request past its expiry as expired (one receipt each); returns how many."""

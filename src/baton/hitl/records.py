@@ -113,7 +113,7 @@ def row_view(row: Any) -> dict[str, Any]:
         "approvals": [],
         "waiter_gone": row.waiter_gone,
         "agent": row.agent,
-        "provenance": _provenance(row._mapping.get("provenance")),
+        "provenance": _provenance(getattr(row, "provenance", None)),
     }
 
 

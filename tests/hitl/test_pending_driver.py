@@ -1,0 +1,104 @@
+"""The pending page read straight on SQLite's driver (baton.prepared) gives the rows SQLAlchemy gives,
+damaged rows included, and its folded due check still sweeps an expired request before listing."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import update
+
+from baton.hitl.broker import _ALL_AGENTS, _ONE_AGENT, MAX_SKIPPED_LISTED, HitlBroker, NewRequest
+from baton.runtime import Runtime
+from baton.schema import hitl_requests
+
+pytestmark = pytest.mark.anyio
+
+
+async def seed(broker: HitlBroker) -> list[str]:
+    """Requests of two agents, urgent and plain, with JSON columns; two of them damaged in the store."""
+    ids = []
+    for n in range(6):
+        new = NewRequest(
+            "input" if n % 2 else "approval",
+            f"ask {n}",
+            context={"n": n, "nested": [1, {"x": None}]},
+            options=["a", "b"] if n % 2 else None,
+            timeout_seconds=600 + n,
+            urgent=n % 3 == 0,
+            agent="ada" if n < 4 else "bob",
+            required_approvals=2 if n == 2 else None,
+        )
+        ids.append((await broker.create(new))["request_id"])
+    with broker.runtime.store.write() as connection:  # written behind baton's back, as sqlite3 would
+        connection.exec_driver_sql("UPDATE hitl_requests SET expires_epoch = 'soon' WHERE id = ?", (ids[1],))
+        connection.exec_driver_sql(
+            "UPDATE hitl_requests SET urgent = 'x', context = '{not json' WHERE id = ?", (ids[3],)
+        )
+    return ids
+
+
+async def test_every_page_statement_reads_the_same_rows_on_the_driver_as_through_sqlalchemy(
+    broker: HitlBroker, runtime: Runtime
+) -> None:
+    await seed(broker)
+    first = broker.page_pending(1)
+    assert first.next_cursor is not None
+    from baton.hitl.broker import decode_cursor
+
+    urgent, expires, after_id = decode_cursor(first.next_cursor)
+    base = {"now": 1.0, "limit": 10, "skipped_limit": MAX_SKIPPED_LISTED}
+    cursor = {"urgent": urgent, "expires": expires, "after_id": after_id}
+    compared = 0
+    for statements, agent in (
+        (_ALL_AGENTS, {}),
+        (_ONE_AGENT, {"agent": "ada"}),
+        (_ONE_AGENT, {"agent": "x"}),
+    ):
+        for prepared, extra in (
+            (statements.first, {}),
+            (statements.after, cursor),
+            (statements.meta, {}),
+            (statements.unpageable, {}),
+        ):
+            params = {**base, **agent, **extra}
+            with runtime.store.read() as connection:  # through SQLAlchemy's own execution
+                expected = [
+                    (tuple(row), row._asdict()) for row in connection.execute(prepared.statement, params)
+                ]
+            with runtime.store.read_prepared() as transaction:
+                got = [(tuple(row), row._asdict()) for row in prepared.all(transaction, **params)]
+            assert got == expected
+            assert [[type(value) for value in row] for row, _ in got] == [
+                [type(value) for value in row] for row, _ in expected
+            ]
+            compared += len(expected)
+    assert compared > 10  # the comparison saw real rows, not only empty results
+
+
+async def test_a_page_sweeps_a_request_past_its_expiry_before_listing(
+    broker: HitlBroker, runtime: Runtime
+) -> None:
+    ids = [
+        (await broker.create(NewRequest("approval", f"ask {n}", timeout_seconds=600)))["request_id"]
+        for n in range(3)
+    ]
+    with runtime.store.write() as connection:
+        connection.execute(
+            update(hitl_requests).where(hitl_requests.c.id == ids[0]).values(expires_epoch=1.0)
+        )
+    page = broker.page_pending(10)
+    assert sorted(view["request_id"] for view in page.requests) == sorted(ids[1:])
+    assert page.total == 2
+    assert broker.get(ids[0])["status"] == "expired"
+    assert [r.payload["request_id"] for r in runtime.receipts.list(kind="hitl_expired")] == [ids[0]]
+
+
+async def test_a_damaged_row_is_skipped_on_the_first_page_alone_and_the_rest_listed(
+    broker: HitlBroker,
+) -> None:
+    ids = await seed(broker)
+    page = broker.page_pending(10, agent="ada")
+    assert sorted(view["request_id"] for view in page.requests) == sorted([ids[0], ids[2]])
+    assert sorted(entry["request_id"] for entry in page.skipped) == sorted([ids[1], ids[3]])
+    assert page.total == 4
+    quorum = next(view for view in page.requests if view["request_id"] == ids[2])
+    assert quorum["required_approvals"] == 2 and quorum["approvals"] == []
