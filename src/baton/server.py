@@ -399,10 +399,10 @@ class BearerTokenMiddleware:
         token = bearer_token(supplied)
         directory = self.directory
         if token is not None and directory is not None:
-            return await anyio.to_thread.run_sync(directory.lookup, token)
+            return await directory.lookup_now(token)
         if supplied or self.token:
             return None
-        if directory is not None and await anyio.to_thread.run_sync(directory.any_active):
+        if directory is not None and await directory.any_active_now():
             return None
         return Caller(LOCAL_AGENT)
 
