@@ -523,6 +523,7 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
         host, settings.baton_http_token, settings.baton_admin_token, oauth=bool(settings.baton_oauth_issuer)
     )
     runtime.services.setdefault("http_base_url", f"http://{f'[{host}]' if ':' in host else host}:{port}")
+    runtime.receipts.group_commit = True  # concurrent calls' tool-call receipts commit together
     from baton.hitl.links import record_served
 
     record_served(runtime)  # so `baton hitl link` in another shell knows whether its links would pass
