@@ -138,9 +138,9 @@ class ReceiptLog:
         caller still answers only after its own receipt is durable. Without it (stdio: one client) the
         append is made inline, as :meth:`append`.
         """
-        if not self.group_commit:
-            return self.append(kind, payload)
         loop = asyncio.get_running_loop()
+        if not self.group_commit or (self._committer is not None and self._committer.get_loop() is not loop):
+            return self.append(kind, payload)  # (a committer of another event loop is never waited on)
         future: asyncio.Future[Receipt] = loop.create_future()
         self._queued.append((kind, payload, future))
         if self._committer is None:
