@@ -12,6 +12,7 @@ agent credential.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -19,6 +20,8 @@ import secrets
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
 
 from baton.errors import AgentError
 
@@ -162,29 +165,53 @@ class AgentDirectory:
 
     def lookup(self, token: str) -> Caller | None:
         """The active agent whose token this is, or None (unknown or revoked)."""
-        from sqlalchemy import select
-
-        from baton.schema import agents
-
         digest = token_digest(token)
-        query = select(agents.c.name, agents.c.role, agents.c.token_sha256).where(
-            agents.c.token_sha256 == digest, agents.c.revoked_at.is_(None)
-        )
-        with self.store.read() as connection:
-            row = connection.execute(query).first()
-        if row is None or not hmac.compare_digest(row.token_sha256, digest):
+        query, _ = _statements()
+        if self.store.quick_reads:
+            rows = self.store.quick_read(query, {"digest": digest})
+        else:
+            with self.store.read() as connection:
+                rows = list(connection.execute(query, {"digest": digest}).all())
+        row = rows[0] if rows else None
+        if row is None or not hmac.compare_digest(row[2], digest):
             return None
-        return Caller(row.name, "observer" if row.role == "observer" else "agent")
+        return Caller(row[0], "observer" if row[1] == "observer" else "agent")
 
     def any_active(self) -> bool:
         """Whether any agent is registered and not revoked."""
-        from sqlalchemy import select
-
-        from baton.schema import agents
-
+        _, query = _statements()
+        if self.store.quick_reads:
+            return bool(self.store.quick_read(query, {}))
         with self.store.read() as connection:
-            query = select(agents.c.name).where(agents.c.revoked_at.is_(None)).limit(1)
             return connection.execute(query).first() is not None
+
+    async def lookup_now(self, token: str) -> Caller | None:
+        """:meth:`lookup` for a request being served: inline on SQLite (one indexed read, see
+        :meth:`baton.store.Store.quick_read`), in a worker thread on a database reached over the network."""
+        if self.store.quick_reads:
+            return self.lookup(token)
+        return await anyio.to_thread.run_sync(self.lookup, token)
+
+    async def any_active_now(self) -> bool:
+        """:meth:`any_active` for a request being served (inline on SQLite, as :meth:`lookup_now`)."""
+        if self.store.quick_reads:
+            return self.any_active()
+        return await anyio.to_thread.run_sync(self.any_active)
+
+
+@functools.cache
+def _statements() -> tuple[Any, Any]:
+    """The per-request reads, built once (a statement built per call costs more than SQLite's own work):
+    the active agent with a token digest, and whether any agent is active."""
+    from sqlalchemy import bindparam, select
+
+    from baton.schema import agents
+
+    by_digest = select(agents.c.name, agents.c.role, agents.c.token_sha256).where(
+        agents.c.token_sha256 == bindparam("digest"), agents.c.revoked_at.is_(None)
+    )
+    any_active = select(agents.c.name).where(agents.c.revoked_at.is_(None)).limit(1)
+    return by_digest, any_active
 
 
 def client_name(ctx: Any) -> str | None:

@@ -3,9 +3,8 @@
 * :class:`BodyLimit` refuses a body larger than its route allows with 413: at once when
   ``Content-Length`` says so, otherwise as soon as the bytes read pass the limit; nothing past the
   limit is buffered, and the route never sees a truncated body.
-* :class:`BodyDeadline` answers 408 ``http_request_timeout`` when a body does not arrive within
-  ``BATON_HTTP_BODY_TIMEOUT_SECONDS`` of its headers (header deadlines and the connection cap are in
-  :mod:`baton.http_limits`, at the protocol level).
+* The header and body deadlines (408 ``http_request_timeout``) and the connection cap are at the
+  protocol level, in :mod:`baton.http_limits`.
 * :class:`HostGuard` protects a loopback bind from DNS rebinding: the ``Host`` must name the bind (or
   ``localhost``, ``127.0.0.1``, ``[::1]``, or ``BATON_PUBLIC_URL``) else 421; a browser ``Origin``
   must be one of those too, else 403.
@@ -127,63 +126,6 @@ class BodyLimit:
             f"The request body is larger than this route allows ({limit} bytes).",
             limit_bytes=limit,
         )
-
-
-class BodyDeadline:
-    """Refuses a request whose body does not arrive within ``seconds`` of its headers with 408.
-
-    Only the body is timed: once the last chunk is in, ``receive`` is passed through untouched (a
-    streaming response waits on it for the client's disconnect).
-    """
-
-    def __init__(self, app: ASGIApp, seconds: float) -> None:
-        self.app = app
-        self.seconds = seconds
-
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        """Time each ``receive`` against what is left of the deadline until the body is complete."""
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        import anyio
-
-        deadline = anyio.current_time() + self.seconds
-        state = {"complete": False, "timed_out": False, "started": False}
-
-        async def timed_receive() -> dict[str, Any]:
-            if state["timed_out"]:
-                return {"type": "http.disconnect"}
-            if state["complete"]:
-                message: dict[str, Any] = await receive()
-                return message
-            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
-                message = await receive()
-                if message["type"] != "http.request" or not message.get("more_body", False):
-                    state["complete"] = True
-                return message
-            state["timed_out"] = True
-            if not state["started"]:
-                state["started"] = True
-                await send_refusal(
-                    send,
-                    408,
-                    "http_request_timeout",
-                    "The request body did not arrive in time (BATON_HTTP_BODY_TIMEOUT_SECONDS).",
-                )
-            return {"type": "http.disconnect"}
-
-        async def guarded_send(message: dict[str, Any]) -> None:
-            if state["timed_out"]:
-                return  # the 408 is out; the route's own answer is dropped
-            if message["type"] == "http.response.start":
-                state["started"] = True
-            await send(message)
-
-        try:
-            await self.app(scope, timed_receive, guarded_send)
-        except Exception:
-            if not state["timed_out"]:
-                raise
 
 
 def _norm_host(host: str) -> str:
@@ -397,7 +339,8 @@ class AuthThrottle:
 
 def guarded(app: ASGIApp, settings: Any, host: str, port: int, throttle: Throttle | None = None) -> ASGIApp:
     """``app`` behind the body limit, the loopback host check, the trusted-proxy scheme and, with
-    ``throttle``, the failed-authentication throttle (outermost first)."""
+    ``throttle``, the failed-authentication throttle (outermost first); the body deadline is the
+    protocol's (:mod:`baton.http_limits`)."""
     from baton.addresses import is_loopback
 
     if throttle is not None:
@@ -405,7 +348,6 @@ def guarded(app: ASGIApp, settings: Any, host: str, port: int, throttle: Throttl
     inner: ASGIApp = TrustedProxy(app, parse_proxies(settings.baton_trusted_proxies))
     if is_loopback(host):
         inner = HostGuard(inner, host, port, settings.baton_public_url)
-    inner = BodyDeadline(inner, settings.baton_http_body_timeout_seconds)
     return BodyLimit(
         inner, settings.baton_max_message_bytes, {"/inbox": INBOX_BODY_BYTES, "/chat": CHAT_BODY_BYTES}
     )

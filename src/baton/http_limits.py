@@ -7,12 +7,13 @@ protocol is extended here with two limits:
 * **A header deadline** (``BATON_HTTP_HEADER_TIMEOUT_SECONDS``, default 10): a connection whose request
   headers are not complete that long after it opened (or after its last response, on keep-alive) is
   answered ``408 http_request_timeout`` and closed.
+* **A body deadline** (``BATON_HTTP_BODY_TIMEOUT_SECONDS``, default 30): a request whose body is not
+  complete that long after its headers is answered ``408 http_request_timeout`` (unless its answer has
+  started) and closed; the app's next ``receive`` gets ``http.disconnect``. The timer is armed only when
+  the body did not arrive with the headers, so the usual small MCP request costs nothing.
 * **A connection cap** (``BATON_HTTP_MAX_CONNECTIONS``, default 512): a connection over it is answered
   ``503 http_too_many_connections`` at once, its sending side shut, and it is closed when the client closes
   or after the header deadline, whichever comes first; it never counts toward the cap.
-
-The body deadline is an ASGI guard (:class:`baton.http_guards.BodyDeadline`): uvicorn hands a request to
-the app once its headers are in, and the app reads the body.
 """
 
 from __future__ import annotations
@@ -45,11 +46,13 @@ class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with a header deadline and a connection cap (set by :func:`protocol_class`)."""
 
     header_timeout: float = DEFAULT_HEADER_TIMEOUT_SECONDS
+    body_timeout: float = DEFAULT_BODY_TIMEOUT_SECONDS
     max_connections: int = DEFAULT_MAX_CONNECTIONS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
+        self._body_deadline: asyncio.TimerHandle | None = None
         self._over_cap = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -73,8 +76,9 @@ class GuardedH11Protocol(H11Protocol):
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        """Stop the deadline; an over-cap connection was never counted, so uvicorn has nothing to undo."""
+        """Stop the deadlines; an over-cap connection was never counted, so uvicorn has nothing to undo."""
         self._disarm()
+        self._disarm_body()
         if self._over_cap:
             self.transport.close()
             return
@@ -94,11 +98,18 @@ class GuardedH11Protocol(H11Protocol):
         return super().eof_received()
 
     def handle_events(self) -> None:
-        """Once a request's headers are in (a new cycle), its header deadline is over."""
+        """Once a request's headers are in (a new cycle), its header deadline is over and, when its body
+        is not complete yet, its body deadline starts; once the body is complete, that is over too."""
         before = self.cycle
         super().handle_events()
-        if self.cycle is not before:
+        cycle = self.cycle
+        if cycle is not before:
             self._disarm()
+            self._disarm_body()
+            if cycle is not None and cycle.more_body:
+                self._body_deadline = self.loop.call_later(self.body_timeout, self._body_too_slow)
+        elif self._body_deadline is not None and (cycle is None or not cycle.more_body):
+            self._disarm_body()
 
     def on_response_complete(self) -> None:
         """A keep-alive connection's next request gets the same header deadline."""
@@ -114,6 +125,27 @@ class GuardedH11Protocol(H11Protocol):
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
+
+    def _disarm_body(self) -> None:
+        if self._body_deadline is not None:
+            self._body_deadline.cancel()
+            self._body_deadline = None
+
+    def _body_too_slow(self) -> None:
+        self._body_deadline = None
+        cycle = self.cycle
+        if cycle is None or not cycle.more_body or cycle.response_complete or self.transport.is_closing():
+            return
+        if not cycle.response_started:
+            self.transport.write(
+                raw_refusal(
+                    408,
+                    "Request Timeout",
+                    "http_request_timeout",
+                    "The request body did not arrive in time (BATON_HTTP_BODY_TIMEOUT_SECONDS).",
+                )
+            )
+        self.transport.close()  # uvicorn marks the cycle disconnected: the app's receive says so
 
     def _headers_too_slow(self) -> None:
         self._deadline = None
@@ -133,12 +165,14 @@ class GuardedH11Protocol(H11Protocol):
         self.transport.close()
 
 
-def protocol_class(header_timeout: float, max_connections: int) -> type[GuardedH11Protocol]:
+def protocol_class(
+    header_timeout: float, max_connections: int, body_timeout: float = DEFAULT_BODY_TIMEOUT_SECONDS
+) -> type[GuardedH11Protocol]:
     """A :class:`GuardedH11Protocol` with these limits (uvicorn instantiates the class it is given)."""
     return type(
         "BatonH11Protocol",
         (GuardedH11Protocol,),
-        {"header_timeout": header_timeout, "max_connections": max_connections},
+        {"header_timeout": header_timeout, "max_connections": max_connections, "body_timeout": body_timeout},
     )
 
 
@@ -155,5 +189,9 @@ def uvicorn_config(app: Any, host: str, port: int, settings: Any, *, lifespan: L
         lifespan=lifespan,
         log_config=None,
         proxy_headers=False,
-        http=protocol_class(settings.baton_http_header_timeout_seconds, settings.baton_http_max_connections),
+        http=protocol_class(
+            settings.baton_http_header_timeout_seconds,
+            settings.baton_http_max_connections,
+            settings.baton_http_body_timeout_seconds,
+        ),
     )

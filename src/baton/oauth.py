@@ -27,8 +27,6 @@ from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import anyio
-
 from baton.addresses import is_loopback
 from baton.agents import AGENT_SCOPE_KEY, AgentDirectory, Caller, bearer_token
 from baton.errors import ConfigError
@@ -337,7 +335,7 @@ class OAuthMiddleware:
         token = bearer_token(header)
         if token is None or self.directory is None or token.count(".") == 2:
             return False
-        return await anyio.to_thread.run_sync(self.directory.lookup, token) is not None
+        return await self.directory.lookup_now(token) is not None
 
     async def _refuse(self, send: Any, status: int, error: str, error_class: str, message: str) -> None:
         challenge = f'Bearer error="{error}", resource_metadata="{self.metadata_url}"'

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import anyio
 from pydantic import BaseModel
 from sqlalchemy import Connection, bindparam, insert, select, update
 
 from baton.canonical import canonical_json, sha256_hex, utc_now
 from baton.chain_verify import GENESIS_SHA256, ChainReport, dict_rows, verify_rows
+from baton.errors import BatonError
 from baton.redaction import CREDENTIAL_PATTERN, MIN_SUBSTRING_SECRET, REDACTED, Redactor
 from baton.schema import receipt_head, receipts
 from baton.store import DriverTransaction, Store
@@ -106,6 +109,10 @@ class ReceiptLog:
     def __init__(self, store: Store, redactor: Redactor) -> None:
         self.store = store
         self.redactor = redactor
+        #: Set by ``baton serve --http``: :meth:`append_soon` commits concurrent appends together.
+        self.group_commit = False
+        self._queued: builtins.list[tuple[str, dict[str, Any], asyncio.Future[Receipt]]] = []
+        self._committer: asyncio.Task[None] | None = None
 
     def append(self, kind: str, payload: dict[str, Any]) -> Receipt:
         """Redact, guard and append one receipt in its own transaction (on SQLite, held on the driver)."""
@@ -120,30 +127,110 @@ class ReceiptLog:
     ) -> Receipt:
         """Append inside the caller's transaction, so a receipt and the state it records commit together."""
         clean, serialized = self.redactor.canonical(payload, f"a {kind} receipt")
+        return self._link(connection, [(kind, clean, serialized)])[0]
+
+    async def append_soon(self, kind: str, payload: dict[str, Any]) -> Receipt:
+        """:meth:`append` for a call being answered on the event loop; returns once the receipt is committed.
+
+        With :attr:`group_commit` (``baton serve --http``) the append is queued, and the appends queued
+        while one transaction commits are committed together in the next (group commit), in a worker
+        thread, in the order they were queued: the loop goes on serving other requests meanwhile, and each
+        caller still answers only after its own receipt is durable. Without it (stdio: one client) the
+        append is made inline, as :meth:`append`.
+        """
+        loop = asyncio.get_running_loop()
+        if not self.group_commit or (self._committer is not None and self._committer.get_loop() is not loop):
+            return self.append(kind, payload)  # (a committer of another event loop is never waited on)
+        future: asyncio.Future[Receipt] = loop.create_future()
+        self._queued.append((kind, payload, future))
+        if self._committer is None:
+            self._committer = loop.create_task(self._commit_queued())
+        return await future
+
+    async def _commit_queued(self) -> None:
+        """Commit the queue batch by batch until it is empty (a batch that fails fails each of its callers)."""
+        try:
+            while self._queued:
+                batch, self._queued = self._queued, []
+                outcomes: Sequence[Receipt | Exception]
+                try:
+                    outcomes = await anyio.to_thread.run_sync(
+                        self.append_many, [(kind, payload) for kind, payload, _ in batch]
+                    )
+                except Exception as exc:  # the transaction failed: no receipt of the batch was written
+                    outcomes = [exc] * len(batch)
+                for (_, _, future), outcome in zip(batch, outcomes, strict=True):
+                    if future.done():  # its caller was cancelled; the receipt is written all the same
+                        continue
+                    if isinstance(outcome, Receipt):
+                        future.set_result(outcome)
+                    else:
+                        future.set_exception(outcome)
+        finally:
+            self._committer = None
+
+    def append_many(
+        self, items: builtins.list[tuple[str, dict[str, Any]]]
+    ) -> builtins.list[Receipt | BatonError]:
+        """Append ``items`` in order in one transaction; a payload refused by the credential guard is
+        skipped (its outcome is the error) and the others are appended."""
+        refused: dict[int, BatonError] = {}
+        links: builtins.list[tuple[str, dict[str, Any], str]] = []
+        for index, (kind, payload) in enumerate(items):
+            try:
+                clean, serialized = self.redactor.canonical(payload, f"a {kind} receipt")
+            except BatonError as exc:
+                refused[index] = exc
+            else:
+                links.append((kind, clean, serialized))
+        made: builtins.list[Receipt] = []
+        if links and self.store.is_sqlite:
+            with self.store.write_driver() as transaction:
+                made = self._link(transaction, links)
+        elif links:
+            with self.store.write() as connection:
+                made = self._link(connection, links)
+        appended = iter(made)
+        return [refused[index] if index in refused else next(appended) for index in range(len(items))]
+
+    def _link(
+        self,
+        connection: Connection | DriverTransaction,
+        links: builtins.list[tuple[str, dict[str, Any], str]],
+    ) -> builtins.list[Receipt]:
+        """Chain already-serialized payloads onto the head, in order, inside the caller's transaction:
+        the head is read (locked) once and moved once."""
         head = _chain_head(connection)
-        seq, prev = (head[0] + 1, head[1]) if head else (1, GENESIS_SHA256)
-        at = utc_now()
-        digest = receipt_digest_of_serialized(seq, kind, at, serialized, prev)
-        _execute(
-            connection,
-            _INSERT_RECEIPT,
-            {
-                "seq": seq,
-                "kind": kind,
-                "at": at,
-                "payload": serialized,
-                "prev_sha256": prev,
-                "sha256": digest,
-            },
-        )
+        seq, prev = head if head else (0, GENESIS_SHA256)
+        made: builtins.list[Receipt] = []
+        for kind, clean, serialized in links:
+            seq += 1
+            at = utc_now()
+            digest = receipt_digest_of_serialized(seq, kind, at, serialized, prev)
+            _execute(
+                connection,
+                _INSERT_RECEIPT,
+                {
+                    "seq": seq,
+                    "kind": kind,
+                    "at": at,
+                    "payload": serialized,
+                    "prev_sha256": prev,
+                    "sha256": digest,
+                },
+            )
+            # every field was just computed here; validating them again would only cost time
+            made.append(
+                Receipt.model_construct(
+                    seq=seq, kind=kind, at=at, payload=clean, prev_sha256=prev, sha256=digest
+                )
+            )
+            prev = digest
         if head:
-            _execute(connection, _UPDATE_HEAD, {"seq": seq, "sha256": digest, "head_id": 1})
+            _execute(connection, _UPDATE_HEAD, {"seq": seq, "sha256": prev, "head_id": 1})
         else:
-            _execute(connection, _INSERT_HEAD, {"id": 1, "seq": seq, "sha256": digest})
-        # every field was just computed here; validating them again would only cost time
-        return Receipt.model_construct(
-            seq=seq, kind=kind, at=at, payload=clean, prev_sha256=prev, sha256=digest
-        )
+            _execute(connection, _INSERT_HEAD, {"id": 1, "seq": seq, "sha256": prev})
+        return made
 
     def list(self, *, kind: str | None = None, limit: int = 100, after_seq: int = 0) -> list[Receipt]:
         """Receipts in chain order, optionally of one kind."""

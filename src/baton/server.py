@@ -435,10 +435,10 @@ class BearerTokenMiddleware:
         token = bearer_token(supplied)
         directory = self.directory
         if token is not None and directory is not None:
-            return await anyio.to_thread.run_sync(directory.lookup, token)
+            return await directory.lookup_now(token)
         if supplied or self.token:
             return None
-        if directory is not None and await anyio.to_thread.run_sync(directory.any_active):
+        if directory is not None and await directory.any_active_now():
             return None
         return Caller(LOCAL_AGENT)
 
@@ -559,6 +559,7 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
         host, settings.baton_http_token, settings.baton_admin_token, oauth=bool(settings.baton_oauth_issuer)
     )
     runtime.services.setdefault("http_base_url", f"http://{f'[{host}]' if ':' in host else host}:{port}")
+    runtime.receipts.group_commit = True  # concurrent calls' tool-call receipts commit together
     from baton.hitl.links import record_served
 
     record_served(runtime)  # so `baton hitl link` in another shell knows whether its links would pass

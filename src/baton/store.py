@@ -100,6 +100,23 @@ def create_store_engine(url: str) -> Engine:
         ) from None
 
 
+_SQLITE_SQL: dict[int, tuple[str, tuple[str, ...], dict[str, Any]]] = {}
+
+
+def _sqlite_sql(statement: Any, dialect: Any) -> tuple[str, tuple[str, ...], dict[str, Any]]:
+    """A statement built once at import, compiled once for SQLite: its SQL, its parameters' names in
+    order, and their defaults (a ``limit``'s value)."""
+    compiled = _SQLITE_SQL.get(id(statement))
+    if compiled is None:
+        done = statement.compile(dialect=dialect)
+        compiled = _SQLITE_SQL[id(statement)] = (
+            done.string,
+            tuple(done.positiontup or ()),
+            dict(done.params),
+        )
+    return compiled
+
+
 @dataclass(frozen=True)
 class DriverTransaction:
     """A SQLite write transaction held straight on the driver's connection (see :meth:`Store.write_driver`)."""
@@ -120,6 +137,9 @@ class Store:
         self._hot: Any = None
         self._hot_lock = threading.Lock()
         self._hot_owner: int | None = None
+        #: The pooled connection :meth:`quick_read` keeps checked out, and its lock.
+        self._reader: Any = None
+        self._reader_lock = threading.Lock()
         try:
             ensure_current(self.engine)
             _ensure_receipt_head(self.engine)
@@ -211,6 +231,30 @@ class Store:
         with self.engine.connect() as connection:
             yield connection.execution_options(baton_readonly=True)
 
+    @property
+    def quick_reads(self) -> bool:
+        """Whether :meth:`quick_read` may be used: a SQLite file store (a pooled connection sees the file)."""
+        return self.is_sqlite and not isinstance(self.engine.pool, NullPool)
+
+    def quick_read(self, statement: Any, params: dict[str, Any]) -> list[Any]:
+        """SQLite only: the rows of one short read, made where it is asked (the event loop's per-request
+        identity check), on a driver connection kept for such reads: no worker thread, pool checkout or
+        SQLAlchemy execution machinery. A WAL read never waits for a writer, and each read sees every
+        transaction committed before it (autocommit: the statement is its own read transaction). The
+        statement is compiled once; a connection that failed is dropped."""
+        assert self.quick_reads, "quick_read is for SQLite file stores"
+        sql, names, defaults = _sqlite_sql(statement, self.engine.dialect)
+        values = tuple(params[name] if name in params else defaults[name] for name in names)
+        with self._reader_lock:
+            if self._reader is None:
+                self._reader = self.engine.raw_connection()
+            try:
+                return list(self._reader.driver_connection.execute(sql, values).fetchall())
+            except BaseException:
+                reader, self._reader = self._reader, None
+                reader.close()
+                raise
+
     def run_write(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` inside one write transaction and return its result."""
         with self.write() as connection:
@@ -227,4 +271,8 @@ class Store:
             if self._hot is not None:
                 self._hot.close()
                 self._hot = None
+        with self._reader_lock:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
         self.engine.dispose()

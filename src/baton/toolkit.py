@@ -175,7 +175,7 @@ class ToolRegistry:
         result: dict[str, Any] = self.runtime.redactor.value(raw)
         seconds = time.perf_counter() - started
         if owner is None or not owner.writes_receipts:
-            self._receipt(name, None if oversized else arguments, result, seconds, context)
+            await self._receipt(name, None if oversized else arguments, result, seconds, context)
         adapter = name.split("__", 1)[0] if owner is not None else None
         observe_tool_call(self.metric_label(name, owner), result, seconds, adapter)
         if result.get("error_class") == "unknown_tool" and owner is None and name not in self.tools:
@@ -205,7 +205,7 @@ class ToolRegistry:
             return invalid_arguments(exc).to_result()
         return await _guarded(lambda: spec.handler(args, context))
 
-    def _receipt(
+    async def _receipt(
         self,
         name: str,
         arguments: dict[str, Any] | None,
@@ -213,7 +213,8 @@ class ToolRegistry:
         seconds: float,
         context: CallContext,
     ) -> None:
-        """Append the ``tool_call`` receipt (arguments refused as too large are not hashed: None)."""
+        """Append the ``tool_call`` receipt (arguments refused as too large are not hashed: None); the answer
+        waits until it is committed (grouped with concurrent calls' receipts over HTTP: ``append_soon``)."""
         payload = {
             "tool": name,
             "agent": context.agent.name,
@@ -227,7 +228,7 @@ class ToolRegistry:
         if context.on_behalf is not None:
             payload["subagent"] = context.on_behalf.link()
         try:
-            self.runtime.receipts.append("tool_call", payload)
+            await self.runtime.receipts.append_soon("tool_call", payload)
         except BatonError:
             log.exception("tool-call receipt refused")
 
