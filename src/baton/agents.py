@@ -27,6 +27,7 @@ from baton.errors import AgentError
 
 if TYPE_CHECKING:
     from baton.config import Settings
+    from baton.prepared import Prepared
     from baton.store import Store
 
 Role = Literal["agent", "observer", "operator"]
@@ -166,28 +167,29 @@ class AgentDirectory:
     def lookup(self, token: str) -> Caller | None:
         """The active agent whose token this is, or None (unknown or revoked)."""
         digest = token_digest(token)
-        query, _ = _statements()
+        by_digest, _ = _statements()
         if self.store.quick_reads:
-            rows = self.store.quick_read(query, {"digest": digest})
+            with self.store.quick_reader() as reader:
+                row = by_digest.first(reader, digest=digest)
         else:
             with self.store.read() as connection:
-                rows = list(connection.execute(query, {"digest": digest}).all())
-        row = rows[0] if rows else None
+                row = by_digest.first(connection, digest=digest)
         if row is None or not hmac.compare_digest(row[2], digest):
             return None
         return Caller(row[0], "observer" if row[1] == "observer" else "agent")
 
     def any_active(self) -> bool:
         """Whether any agent is registered and not revoked."""
-        _, query = _statements()
+        _, any_active = _statements()
         if self.store.quick_reads:
-            return bool(self.store.quick_read(query, {}))
+            with self.store.quick_reader() as reader:
+                return any_active.first(reader) is not None
         with self.store.read() as connection:
-            return connection.execute(query).first() is not None
+            return any_active.first(connection) is not None
 
     async def lookup_now(self, token: str) -> Caller | None:
         """:meth:`lookup` for a request being served: inline on SQLite (one indexed read, see
-        :meth:`baton.store.Store.quick_read`), in a worker thread on a database reached over the network."""
+        :meth:`baton.store.Store.quick_reader`), in a worker thread on a database reached over the network."""
         if self.store.quick_reads:
             return self.lookup(token)
         return await anyio.to_thread.run_sync(self.lookup, token)
@@ -200,18 +202,19 @@ class AgentDirectory:
 
 
 @functools.cache
-def _statements() -> tuple[Any, Any]:
+def _statements() -> tuple[Prepared, Prepared]:
     """The per-request reads, built once (a statement built per call costs more than SQLite's own work):
     the active agent with a token digest, and whether any agent is active."""
     from sqlalchemy import bindparam, select
 
+    from baton.prepared import Prepared
     from baton.schema import agents
 
     by_digest = select(agents.c.name, agents.c.role, agents.c.token_sha256).where(
         agents.c.token_sha256 == bindparam("digest"), agents.c.revoked_at.is_(None)
     )
     any_active = select(agents.c.name).where(agents.c.revoked_at.is_(None)).limit(1)
-    return by_digest, any_active
+    return Prepared(by_digest), Prepared(any_active)
 
 
 def client_name(ctx: Any) -> str | None:

@@ -100,26 +100,10 @@ def create_store_engine(url: str) -> Engine:
         ) from None
 
 
-_SQLITE_SQL: dict[int, tuple[str, tuple[str, ...], dict[str, Any]]] = {}
-
-
-def _sqlite_sql(statement: Any, dialect: Any) -> tuple[str, tuple[str, ...], dict[str, Any]]:
-    """A statement built once at import, compiled once for SQLite: its SQL, its parameters' names in
-    order, and their defaults (a ``limit``'s value)."""
-    compiled = _SQLITE_SQL.get(id(statement))
-    if compiled is None:
-        done = statement.compile(dialect=dialect)
-        compiled = _SQLITE_SQL[id(statement)] = (
-            done.string,
-            tuple(done.positiontup or ()),
-            dict(done.params),
-        )
-    return compiled
-
-
 @dataclass(frozen=True)
 class DriverTransaction:
-    """A SQLite write transaction held straight on the driver's connection (see :meth:`Store.write_driver`)."""
+    """A SQLite transaction held straight on the driver's connection (:meth:`Store.write_driver`,
+    :meth:`Store.read_prepared`), or the kept autocommit reader (:meth:`Store.quick_reader`)."""
 
     dialect: Any
     driver: Any
@@ -137,7 +121,7 @@ class Store:
         self._hot: Any = None
         self._hot_lock = threading.Lock()
         self._hot_owner: int | None = None
-        #: The pooled connection :meth:`quick_read` keeps checked out, and its lock.
+        #: The pooled connection :meth:`quick_reader` keeps checked out, and its lock.
         self._reader: Any = None
         self._reader_lock = threading.Lock()
         try:
@@ -233,23 +217,24 @@ class Store:
 
     @property
     def quick_reads(self) -> bool:
-        """Whether :meth:`quick_read` may be used: a SQLite file store (a pooled connection sees the file)."""
+        """Whether :meth:`quick_reader` may be used: a SQLite file store (a pooled connection sees the file)."""
         return self.is_sqlite and not isinstance(self.engine.pool, NullPool)
 
-    def quick_read(self, statement: Any, params: dict[str, Any]) -> list[Any]:
-        """SQLite only: the rows of one short read, made where it is asked (the event loop's per-request
-        identity check), on a driver connection kept for such reads: no worker thread, pool checkout or
-        SQLAlchemy execution machinery. A WAL read never waits for a writer, and each read sees every
-        transaction committed before it (autocommit: the statement is its own read transaction). The
-        statement is compiled once; a connection that failed is dropped."""
-        assert self.quick_reads, "quick_read is for SQLite file stores"
-        sql, names, defaults = _sqlite_sql(statement, self.engine.dialect)
-        values = tuple(params[name] if name in params else defaults[name] for name in names)
+    @contextmanager
+    def quick_reader(self) -> Iterator[DriverTransaction]:
+        """SQLite file stores only (:attr:`quick_reads`): the driver connection kept for short reads made
+        where they are asked (the per-request identity check, a proxied call's liveness read), run with
+        :class:`baton.prepared.Prepared`: no worker thread, pool checkout or SQLAlchemy execution
+        machinery. The connection is in autocommit, so each statement is its own read transaction and
+        sees every transaction committed before it (a revocation or a demotion holds from the next read);
+        a WAL read never waits for a writer. Taken in turns under a lock; a connection that failed is
+        dropped."""
+        assert self.quick_reads, "quick_reader is for SQLite file stores"
         with self._reader_lock:
             if self._reader is None:
                 self._reader = self.engine.raw_connection()
             try:
-                return list(self._reader.driver_connection.execute(sql, values).fetchall())
+                yield DriverTransaction(self.engine.dialect, self._reader.driver_connection)
             except BaseException:
                 reader, self._reader = self._reader, None
                 reader.close()

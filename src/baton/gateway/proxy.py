@@ -76,7 +76,6 @@ class GatewayProxy(DynamicTools):
         self._ready = anyio.Event()
         self._consumed: set[str] = set()
         self._retired: list[Adapter] = []
-        self._liveness = state.LivenessReader(runtime)
         self.load()
 
     def load(self) -> None:
@@ -100,7 +99,6 @@ class GatewayProxy(DynamicTools):
             with anyio.CancelScope(shield=True):
                 for adapter in [*self.adapters.values(), *self._retired]:
                     await adapter.upstream.close()
-            self._liveness.close()
 
     def split(self, name: str) -> tuple[Adapter, str] | None:
         """``(adapter, tool)`` for a proxied name, or None when no live adapter has that prefix."""
@@ -208,7 +206,7 @@ class GatewayProxy(DynamicTools):
         A version promoted since this server loaded the adapter replaces it; the old upstream is stopped
         once calls already running on it have had their time.
         """
-        row = self._liveness.read(adapter.id)
+        row = state.liveness_now(self.runtime, adapter.id)
         served = row.get("serving_policy_checksum") if row else None
         if served is None or served == adapter.row.get("serving_policy_checksum"):
             return adapter, served is not None

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Any, Literal
 
 from sqlalchemy import bindparam, insert, select, update
 
 from baton.errors import BatonError
+from baton.prepared import Prepared
 from baton.receipts import Receipt, sha256_hex, utc_now
 from baton.runtime import Runtime
 from baton.schema import gateway_adapters
@@ -53,6 +53,9 @@ _LIVENESS = select(gateway_adapters.c.serving_policy_checksum, gateway_adapters.
 )
 
 
+_LIVENESS_PREPARED = Prepared(_LIVENESS)
+
+
 def liveness(runtime: Runtime, adapter_id: str) -> dict[str, Any] | None:
     """The adapter's served checksum and run-time block, or None when baton has never seen it."""
     with runtime.store.read() as connection:
@@ -60,51 +63,18 @@ def liveness(runtime: Runtime, adapter_id: str) -> dict[str, Any] | None:
     return dict(row._mapping) if row else None
 
 
-class LivenessReader:
-    """The per-call liveness read, on SQLite one prepared statement on a kept driver connection.
-
-    The read is a single ``SELECT`` outside any transaction (the store's connections are in autocommit),
-    so every read sees what any process committed before it: a demotion by the CLI stops the next call.
-    What the pool checkout, the deferred ``BEGIN`` and SQLAlchemy's execution cost per call is gone; other
-    databases (and an in-memory SQLite store, whose pool keeps no connection) read through :func:`liveness`.
-    """
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self._kept: Any = None
-        self._lock = threading.Lock()
-        self._sql: str | None = None
-
-    def read(self, adapter_id: str) -> dict[str, Any] | None:
-        """The adapter's served checksum and run-time block, or None when baton has never seen it."""
-        from sqlalchemy.pool import NullPool
-
-        store = self.runtime.store
-        if not store.is_sqlite or isinstance(store.engine.pool, NullPool):
-            return liveness(self.runtime, adapter_id)
-        with self._lock:
-            if self._kept is None:
-                self._kept = store.engine.raw_connection()
-                self._sql = str(_LIVENESS.compile(dialect=store.engine.dialect))
-            try:
-                rows = self._kept.driver_connection.execute(self._sql, (adapter_id,)).fetchall()
-            except BaseException:
-                self._drop()
-                raise
-        if not rows:
-            return None
-        checksum, block_reason = rows[0]
-        return {"serving_policy_checksum": checksum, "serving_block_reason": block_reason}
-
-    def close(self) -> None:
-        """Give the kept connection back (the proxy's shutdown)."""
-        with self._lock:
-            self._drop()
-
-    def _drop(self) -> None:
-        kept, self._kept = self._kept, None
-        if kept is not None:
-            kept.close()
+def liveness_now(runtime: Runtime, adapter_id: str) -> dict[str, Any] | None:
+    """:func:`liveness` for a proxied call, on the store's kept autocommit reader where it has one
+    (:meth:`~baton.store.Store.quick_reader`): every read still sees what any process committed before it,
+    so a demotion by the CLI stops the next call, without a pool checkout or a deferred ``BEGIN``."""
+    store = runtime.store
+    if not store.quick_reads:
+        return liveness(runtime, adapter_id)
+    with store.quick_reader() as reader:
+        row = _LIVENESS_PREPARED.first(reader, adapter_id=adapter_id)
+    if row is None:
+        return None
+    return {"serving_policy_checksum": row[0], "serving_block_reason": row[1]}
 
 
 def list_adapters(runtime: Runtime) -> list[dict[str, Any]]:
