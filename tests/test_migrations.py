@@ -31,7 +31,7 @@ def test_migrations_build_the_declared_schema(database_url: str) -> None:
 
 
 #: Indexes with an expression (``urgent DESC``) that Alembic cannot compare; checked by name instead.
-EXPRESSION_INDEXES = {"ix_hitl_requests_pending_order"}
+EXPRESSION_INDEXES = {"ix_hitl_requests_pending_order", "ix_hitl_requests_agent_pending_order"}
 
 
 def _comparable(obj: object, name: str | None, type_: str, reflected: bool, compare_to: object) -> bool:

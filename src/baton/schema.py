@@ -186,8 +186,17 @@ hitl_requests = Table(
         "id",
     ),
     Index("ix_hitl_requests_status_expiry", "status", "expires_epoch"),
-    # the per-agent cap and an agent's own pending list
+    # the per-agent cap
     Index("ix_hitl_requests_agent_status", "agent", "status"),
+    # an agent's own pending list in the pending order
+    Index(
+        "ix_hitl_requests_agent_pending_order",
+        "agent",
+        "status",
+        text("urgent DESC"),
+        "expires_epoch",
+        "id",
+    ),
 )
 
 #: Signed inbox links that were spent (single use), by nonce.

@@ -102,3 +102,23 @@ async def test_a_damaged_row_is_skipped_on_the_first_page_alone_and_the_rest_lis
     assert page.total == 4
     quorum = next(view for view in page.requests if view["request_id"] == ids[2])
     assert quorum["required_approvals"] == 2 and quorum["approvals"] == []
+
+
+@pytest.mark.parametrize("scoped", [True, False])
+def test_a_page_is_an_index_range_read_never_a_sort_of_every_pending_row(
+    runtime: Runtime, scoped: bool
+) -> None:
+    """SQLite's own plan for each page statement: an index in the pending order, no temporary sort (a sort
+    reads every pending row: 196 ms a page at 100,000 before ``ix_hitl_requests_agent_pending_order``)."""
+    statements = _ONE_AGENT if scoped else _ALL_AGENTS
+    expected = "ix_hitl_requests_agent_pending_order" if scoped else "ix_hitl_requests_pending_order"
+    dialect = runtime.store.engine.dialect
+    for prepared in (statements.first, statements.after):
+        compiled = prepared.statement.compile(dialect=dialect)
+        values = {"agent": "ada", "limit": 10, "expires": 1.0, "after_id": "hr_", "urgent": 1, "now": 0.0}
+        params = [compiled.params.get(name, values.get(name)) for name in compiled.positiontup or ()]
+        with runtime.store.read() as connection:
+            plan = connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled.string}", tuple(params)).all()
+        details = " | ".join(str(row[-1]) for row in plan)
+        assert expected in details, details
+        assert "TEMP B-TREE" not in details, details

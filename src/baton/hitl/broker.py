@@ -28,6 +28,7 @@ from sqlalchemy import (
     exists,
     func,
     insert,
+    literal_column,
     or_,
     select,
     update,
@@ -139,7 +140,11 @@ def _after_bound() -> ColumnElement[bool]:
 _PENDING = hitl_requests.c.status == "pending"
 #: Rows a page may hold: a real expiry (SQLite keeps a text written into the column, and text sorts after
 #: every number, so such a row could not be a page's position); the others are reported on the first page.
-_PAGEABLE = hitl_requests.c.expires_epoch <= bindparam("max_epoch", MAX_EPOCH, type_=Float)
+#: The column is read as ``+expires_epoch`` (the same value and type): a unary plus keeps SQLite from planning
+#: the page on the expiry index, which reads every pending row and sorts them, instead of on the order index.
+_PAGEABLE = literal_column("+hitl_requests.expires_epoch", Float) <= bindparam(
+    "max_epoch", MAX_EPOCH, type_=Float
+)
 _DUE = and_(_PENDING, hitl_requests.c.expires_epoch <= bindparam("now"))
 _ANY_DUE = select(hitl_requests.c.id).where(_DUE).limit(1)
 _ALL_DUE = select(hitl_requests.c.id).where(_DUE)
