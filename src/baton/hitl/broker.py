@@ -145,6 +145,8 @@ _PENDING = hitl_requests.c.status == "pending"
 _PAGEABLE = literal_column("+hitl_requests.expires_epoch", Float) <= bindparam(
     "max_epoch", MAX_EPOCH, type_=Float
 )
+#: The rows no page can hold, on the plain column: a range read of the expiry index (such rows are rare).
+_UNPAGEABLE = hitl_requests.c.expires_epoch > bindparam("max_epoch", MAX_EPOCH, type_=Float)
 _DUE = and_(_PENDING, hitl_requests.c.expires_epoch <= bindparam("now"))
 _ANY_DUE = select(hitl_requests.c.id).where(_DUE).limit(1)
 _ALL_DUE = select(hitl_requests.c.id).where(_DUE)
@@ -165,11 +167,11 @@ class _PageStatements:
 def _page_statements(scoped: bool) -> _PageStatements:
     pending = and_(_PENDING, hitl_requests.c.agent == bindparam("agent")) if scoped else _PENDING
     rows = select(*LIST_COLUMNS).order_by(*PENDING_ORDER).limit(bindparam("limit"))
-    unpageable = select(*LIST_COLUMNS).where(pending, ~_PAGEABLE).order_by(hitl_requests.c.id)
+    unpageable = select(*LIST_COLUMNS).where(pending, _UNPAGEABLE).order_by(hitl_requests.c.id)
     meta = select(
         select(func.count()).where(pending).scalar_subquery().label("total"),
         exists().where(_DUE).label("due"),
-        exists().where(pending, ~_PAGEABLE).label("unpageable"),
+        exists().where(pending, _UNPAGEABLE).label("unpageable"),
     )
     return _PageStatements(
         Prepared(rows.where(pending, _PAGEABLE)),
