@@ -140,6 +140,16 @@ async def test_list_subagents_pages_and_says_when_truncated(baton_env: dict[str,
         assert seen == [f"sa_{n:04d}" for n in reversed(range(230))]
         default = await call(session, "mcp_list_subagents")
         assert default["count"] == 50 and default["truncated"] is True
+        # a status filter with a cursor (the page read on the event loop): the same order, nothing else
+        first = await call(session, "mcp_list_subagents", {"status": "completed", "limit": 10})
+        second = await call(
+            session,
+            "mcp_list_subagents",
+            {"status": "completed", "limit": 10, "cursor": first["next_cursor"]},
+        )
+        listed = [row["subagent_id"] for row in first["subagents"] + second["subagents"]]
+        assert listed == [f"sa_{n:04d}" for n in reversed(range(210, 230))]
+        assert (await call(session, "mcp_list_subagents", {"status": "running"}))["count"] == 0
         assert (await call(session, "mcp_list_subagents", {"limit": 201}))[
             "error_class"
         ] == "invalid_arguments"

@@ -663,33 +663,8 @@ class SubagentRunner:
         agent: str | None = None,
     ) -> ListPage:
         """One page of :meth:`list`, with the rows skipped (``{subagent_id, reason}``) and the next position."""
-        query = (
-            select(
-                subagents.c.id,
-                subagents.c.status,
-                subagents.c.role,
-                subagents.c.mode,
-                subagents.c.context_strategy,
-                subagents.c.created_at,
-                subagents.c.updated_at,
-                subagents.c.task,
-                subagents.c.agent,
-            )
-            .order_by(subagents.c.created_at.desc(), subagents.c.id.desc())
-            .limit(limit + 1)
-        )
-        if status:
-            query = query.where(subagents.c.status == status)
-        if agent is not None:
-            query = query.where(subagents.c.agent == agent)
-        if after is not None:
-            created, last_id = after
-            query = query.where(
-                (subagents.c.created_at < created)
-                | ((subagents.c.created_at == created) & (subagents.c.id < last_id))
-            )
-        with self.runtime.store.read() as connection:
-            rows = connection.execute(query).all()
+        with self.runtime.store.read_prepared() as connection:
+            rows = table.list_rows(connection, status, limit + 1, after, agent)
         return page_of(rows, limit, _screen_listed, lambda r: (r.created_at, r.id))
 
     # cancel ----------------------------------------------------------------------------------------

@@ -217,3 +217,51 @@ _MESSAGE_COUNT = Prepared(
 def message_count(connection: Transaction, subagent_id: str) -> int:
     """How many messages the conversation holds (the next one's position)."""
     return int(_MESSAGE_COUNT.scalar(connection, subagent_id=subagent_id))
+
+
+#: The columns ``mcp_list_subagents`` shows.
+_LISTED = (
+    _row.id,
+    _row.status,
+    _row.role,
+    _row.mode,
+    _row.context_strategy,
+    _row.created_at,
+    _row.updated_at,
+    _row.task,
+    _row.agent,
+)
+_LIST_STATEMENTS: dict[tuple[bool, bool, bool], Prepared] = {}
+
+
+def _list_statement(by_status: bool, by_agent: bool, after: bool) -> Prepared:
+    """One of the list's eight shapes (with or without a status, an agent, a position), built once."""
+    key = (by_status, by_agent, after)
+    statement = _LIST_STATEMENTS.get(key)
+    if statement is None:
+        query = select(*_LISTED).order_by(_row.created_at.desc(), _row.id.desc()).limit(bindparam("limit"))
+        if by_status:
+            query = query.where(_row.status == bindparam("status"))
+        if by_agent:
+            query = query.where(_row.agent == bindparam("agent"))
+        if after:
+            created: Any = bindparam("after_created")
+            query = query.where(
+                or_(
+                    _row.created_at < created,
+                    (_row.created_at == created) & (_row.id < bindparam("after_id")),
+                )
+            )
+        statement = _LIST_STATEMENTS[key] = Prepared(query)
+    return statement
+
+
+def list_rows(
+    connection: Transaction, status: str | None, limit: int, after: tuple[str, str] | None, agent: str | None
+) -> list[Any]:
+    """Up to ``limit`` subagents, newest first, of ``status`` and ``agent`` when given, after ``after``
+    (``(created_at, id)`` of the last one seen)."""
+    params: dict[str, Any] = {"limit": limit, "status": status, "agent": agent}
+    if after is not None:
+        params["after_created"], params["after_id"] = after
+    return _list_statement(bool(status), agent is not None, after is not None).all(connection, **params)

@@ -135,11 +135,14 @@ def register(registry: ToolRegistry) -> None:
 
         One page at a time: when more remain, truncated is true and next_cursor continues the list. A stored
         subagent that cannot be read is left out and named in skipped ({subagent_id, reason})."""
-        import anyio
-
         after = decode_cursor(args.cursor)
         scope = ctx.agent.read_scope
-        page = await anyio.to_thread.run_sync(lambda: runner.page(args.status, args.limit, after, scope))
+        if args.limit <= DEFAULT_PAGE:  # a bounded page on an index, prepared: read where it is asked
+            page = runner.page(args.status, args.limit, after, scope)
+        else:
+            import anyio
+
+            page = await anyio.to_thread.run_sync(lambda: runner.page(args.status, args.limit, after, scope))
         return {
             "subagents": page.rows,
             "count": len(page.rows),
