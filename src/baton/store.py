@@ -160,7 +160,7 @@ class Store:
         """A write transaction for statements run prepared (:mod:`baton.prepared`, the receipt append): on
         SQLite :meth:`write_driver`, elsewhere :meth:`write`."""
         if self.is_sqlite:
-            with self._kept("BEGIN IMMEDIATE") as transaction:
+            with self.write_driver() as transaction:
                 yield transaction
         else:
             with self.write() as connection:
