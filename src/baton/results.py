@@ -218,7 +218,8 @@ class SkippedRequest(_Result):
 class PendingList(Ok):
     requests: list[PendingRequest]
     count: int
-    total: int = Field(description="How many requests are pending in all.")
+    total: int = Field(description="How many are pending in all, counted up to 1000.")
+    total_exact: bool = Field(description="False past 1000 pending (total is then 1000).")
     truncated: bool = Field(description="True when more pages follow.")
     next_cursor: str | None = Field(description="Pass as cursor to get the next page.")
     skipped: list[SkippedRequest] = Field(

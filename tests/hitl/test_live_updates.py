@@ -122,4 +122,4 @@ def test_the_event_stream_needs_a_login_and_the_script_is_same_origin_only(
             assert events.headers["content-type"].startswith("text/event-stream")
             lines = events.iter_lines()
             assert next(lines) == "event: state"
-            assert next(lines).startswith('data: {"pending": 0, "version": ')
+            assert next(lines).startswith('data: {"pending": 0, "pending_exact": true, "version": ')

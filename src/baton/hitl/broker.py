@@ -39,6 +39,7 @@ from baton.canonical import iso
 from baton.errors import ArgumentError, HitlError
 from baton.hitl.announce import ANNOUNCER_SERVICE, announce_safely
 from baton.hitl.escalation import Escalation, close_in, schedule_in
+from baton.hitl.pending_count import PendingCount, capped_count
 from baton.hitl.quorum import count_approval, with_approvals
 from baton.hitl.records import (
     MAX_TIMEOUT_SECONDS,
@@ -79,10 +80,12 @@ class PendingPage:
     """One page of pending requests, how many are pending in all, and the cursor of the next page."""
 
     requests: list[dict[str, Any]]
+    #: How many are pending in all, counted up to ``pending_count.COUNT_CAP`` (``total_exact`` False past it).
     total: int
     next_cursor: str | None
     #: Stored rows that could not be listed (``{request_id, reason}``), left out of ``requests``.
     skipped: list[dict[str, str]]
+    total_exact: bool
 
 
 #: The largest expiry a page orders by (far past any real one); a bigger or non-numeric one is corrupted.
@@ -169,7 +172,7 @@ def _page_statements(scoped: bool) -> _PageStatements:
     rows = select(*LIST_COLUMNS).order_by(*PENDING_ORDER).limit(bindparam("limit"))
     unpageable = select(*LIST_COLUMNS).where(pending, _UNPAGEABLE).order_by(hitl_requests.c.id)
     meta = select(
-        select(func.count()).where(pending).scalar_subquery().label("total"),
+        capped_count(pending).label("total"),
         exists().where(_DUE).label("due"),
         exists().where(pending, _UNPAGEABLE).label("unpageable"),
     )
@@ -365,11 +368,11 @@ class HitlBroker:
         listed = list(rows[:limit]) + list(unpageable)
         screened = screen_requests(listed)
         views = self.with_approvals([view for view in screened.rows if view["expires_epoch"] > params["now"]])
-        return PendingPage(views, total, next_cursor, screened.skipped)
+        return PendingPage(views, total.total, next_cursor, screened.skipped, total.exact)
 
     def _read_page(
         self, statements: _PageStatements, params: dict[str, Any], first: bool, *, sweep_first: bool
-    ) -> tuple[list[Any], int, list[Any]] | None:
+    ) -> tuple[list[Any], PendingCount, list[Any]] | None:
         """The page's rows, the total and (on a first page) the unpageable rows, read in one transaction (on
         SQLite on the kept driver connection, baton.prepared); None when ``sweep_first`` and a request is due to expire."""
         with self.runtime.store.read_prepared() as connection:
@@ -379,7 +382,7 @@ class HitlBroker:
             page = statements.after if "after_id" in params else statements.first
             rows = page.all(connection, **params)
             unpageable = statements.unpageable.all(connection, **params) if first and meta.unpageable else []
-        return rows, int(meta.total), unpageable
+        return rows, PendingCount.read(int(meta.total)), unpageable
 
     def expire_due(self) -> int:
         """Mark every pending request past its expiry as expired (one receipt each); returns how many."""

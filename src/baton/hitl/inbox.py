@@ -199,13 +199,14 @@ class Inbox:
             "list.html",
             requests=page.requests,
             total=page.total,
+            total_exact=page.total_exact,
             next_cursor=page.next_cursor,
             csrf=self._logout_csrf(principal.binding),
             live=self.live(),
             me=principal,
         )
 
-    def live(self) -> dict[str, int]:
+    def live(self) -> dict[str, Any]:
         """What a logged-in page needs to update live: the pending count and the store's version."""
         from baton.hitl.live import state
 

@@ -4,7 +4,7 @@ something changed, and how many requests wait.
 Every change worth showing (a request created, decided or expired; a subagent or timer moving) appends
 a receipt, so the receipt chain's head is the store's version: the stream looks at it once per
 ``POLL_SECONDS`` (one primary-key read, shared by every process and replica on the store) and, when it
-moved, sends ``state`` with the pending count and the new version. ``/inbox/static/live.js`` (same
+moved, sends ``state`` with the pending count (capped: baton.hitl.pending_count) and the new version. ``/inbox/static/live.js`` (same
 origin, allowed by the CSP's ``script-src 'self'``; no inline script anywhere) puts the count in the
 tab's title and reloads a list page, or offers a reload on a page where a person may be typing.
 """
@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from sqlalchemy import func, select
+from sqlalchemy import select
 from starlette.requests import Request
 from starlette.responses import Response
 
+from baton.hitl.pending_count import PendingCount, capped_count
 from baton.runtime import Runtime
 from baton.schema import hitl_requests, receipt_head
 
@@ -29,21 +30,23 @@ PING_SECONDS = 15
 STATIC = Path(__file__).parent / "static"
 
 
-def state(runtime: Runtime) -> dict[str, int]:
-    """The pending count and the store's version (the receipt chain's head seq)."""
+_PENDING_COUNT = select(capped_count(hitl_requests.c.status == "pending"))
+
+
+def state(runtime: Runtime) -> dict[str, Any]:
+    """The pending count (``pending_exact`` false past ``COUNT_CAP``) and the store's version (the receipt
+    chain's head seq)."""
     with runtime.store.read() as connection:
         head = connection.execute(select(receipt_head.c.seq)).scalar()
-        pending = connection.execute(
-            select(func.count()).select_from(hitl_requests).where(hitl_requests.c.status == "pending")
-        ).scalar()
-    return {"pending": int(pending or 0), "version": int(head or 0)}
+        pending = PendingCount.read(int(connection.execute(_PENDING_COUNT).scalar() or 0))
+    return {"pending": pending.total, "pending_exact": pending.exact, "version": int(head or 0)}
 
 
 async def changes(
     runtime: Runtime, request: Request, poll_seconds: float = POLL_SECONDS
 ) -> AsyncIterator[dict[str, Any]]:
     """``state`` events: the current one at once, then one each time the version moves."""
-    last: dict[str, int] | None = None
+    last: dict[str, Any] | None = None
     while not await request.is_disconnected():
         current = await anyio.to_thread.run_sync(state, runtime)
         if current != last:

@@ -403,8 +403,8 @@ def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
     async def list_pending(args: ListPendingArgs, ctx: CallContext) -> dict[str, Any]:
         """List your requests waiting for a human decision, one page at a time.
 
-        Urgent ones come first, then the soonest to expire; total says how many are pending and next_cursor
-        fetches the next page. A context larger than 8 KiB is left out (context: null,
+        Urgent ones come first, then the soonest to expire; total says how many are pending (up to 1000)
+        and next_cursor fetches the next page. A context larger than 8 KiB is left out (context: null,
         context_truncated: true); mcp_get_request_status has it. A stored request that cannot be read
         is left out and named in skipped ({request_id, reason})."""
         if args.limit <= DEFAULT_PAGE:  # a bounded page on an index: well under a millisecond
@@ -420,6 +420,7 @@ def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
             "requests": rows,
             "count": len(rows),
             "total": page.total,
+            "total_exact": page.total_exact,
             "truncated": page.next_cursor is not None,
             "next_cursor": page.next_cursor,
             "skipped": page.skipped,

@@ -6,7 +6,7 @@
   var body = document.body;
   var version = Number(body.getAttribute("data-version") || "0");
   var reloads = body.getAttribute("data-live") === "reload";
-  var baseTitle = document.title.replace(/^\(\d+\) /, "");
+  var baseTitle = document.title.replace(/^\(\d+\+?\) /, "");
   var bar = document.getElementById("live-bar");
   function typing() {
     var el = document.activeElement;
@@ -15,9 +15,10 @@
   var source = new EventSource("/inbox/events");
   source.addEventListener("state", function (event) {
     var state = JSON.parse(event.data);
-    document.title = (state.pending > 0 ? "(" + state.pending + ") " : "") + baseTitle;
+    var count = String(state.pending) + (state.pending_exact === false ? "+" : "");
+    document.title = (state.pending > 0 ? "(" + count + ") " : "") + baseTitle;
     var counter = document.getElementById("pending-count");
-    if (counter) { counter.textContent = String(state.pending); }
+    if (counter) { counter.textContent = count; }
     if (state.version !== version) {
       if (reloads && !typing()) { window.location.reload(); return; }
       if (bar) { bar.hidden = false; }
