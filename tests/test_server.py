@@ -13,7 +13,8 @@ import pytest
 from mcp import Client
 
 from tests.conftest import server_parameters, stdio_session
-from tests.servers import HANDSHAKE, free_port, http_server
+from tests.raw_stdio import HANDSHAKE
+from tests.servers import free_port, http_server
 
 pytestmark = pytest.mark.anyio
 

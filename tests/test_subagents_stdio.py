@@ -10,7 +10,7 @@ import pytest
 
 from baton.testing import Behavior, FakeLLMServer
 from tests.conftest import call, stdio_session
-from tests.servers import HANDSHAKE
+from tests.raw_stdio import HANDSHAKE
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from baton.errors import ERROR_CLASSES
-from tests.servers import HANDSHAKE
+from tests.raw_stdio import HANDSHAKE
 
 
 def _nested(depth: int) -> Any:

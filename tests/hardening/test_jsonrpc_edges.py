@@ -11,7 +11,8 @@ from typing import Any
 
 import httpx
 
-from tests.servers import HANDSHAKE, free_port, http_server
+from tests.raw_stdio import HANDSHAKE
+from tests.servers import free_port, http_server
 
 PING = '{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"mcp_ping","arguments":{{"message":{value}}}}}}}'
 HOSTILE = {
