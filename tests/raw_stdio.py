@@ -17,7 +17,8 @@ from typing import Any
 
 from tests.servers import START_GUARD_SECONDS
 
-#: The 2025-11-25 handshake as raw JSON-RPC lines (request id 1), for tests that speak to the pipe directly.
+#: The 2025-11-25 handshake as raw JSON-RPC messages (request id 1): lines on the pipe here, bodies for
+#: tests that post JSON-RPC over HTTP by hand.
 HANDSHAKE: list[dict[str, Any]] = [
     {
         "jsonrpc": "2.0",
