@@ -10,22 +10,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-#: The 2025-11-25 handshake as raw JSON-RPC lines (request id 1), for tests that speak to the pipe directly.
-HANDSHAKE = [
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "baton-tests", "version": "0"},
-        },
-    },
-    {"jsonrpc": "2.0", "method": "notifications/initialized"},
-]
-
-
 #: How long a server may take to start or stop before the test calls it hung: a guard against a hang on a
 #: loaded CI machine, never a margin a test depends on.
 START_GUARD_SECONDS = 300

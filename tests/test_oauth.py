@@ -18,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import BLANKED, SRC
 from tests.oauth_issuer import Issuer, ec_key, rsa_key
+from tests.raw_stdio import HANDSHAKE
 from tests.servers import free_port, http_server
 
 pytestmark = pytest.mark.anyio
@@ -308,23 +309,13 @@ async def test_a_flood_of_made_up_key_ids_does_not_flood_the_issuer() -> None:
 async def test_a_session_stays_with_the_principal_that_opened_it(deployment: Deployment) -> None:
     issuer, audience = deployment.issuer, deployment.audience
     headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"},
-        },
-    }
     listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
 
     def bearer(subject: str) -> dict[str, str]:
         return {**headers, "Authorization": f"Bearer {issuer.token(audience, sub=subject)}"}
 
     async with httpx.AsyncClient() as http:
-        opened = await http.post(audience, json=initialize, headers=bearer("alice"))
+        opened = await http.post(audience, json=HANDSHAKE[0], headers=bearer("alice"))
         assert opened.status_code == 200, opened.text
         session = {"mcp-session-id": opened.headers["mcp-session-id"]}
         stolen = await http.post(audience, json=listing, headers={**bearer("mallory"), **session})

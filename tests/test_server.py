@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,8 @@ import pytest
 from mcp import Client
 
 from tests.conftest import server_parameters, stdio_session
-from tests.servers import HANDSHAKE, free_port, http_server
+from tests.raw_stdio import HANDSHAKE, raw_stdio
+from tests.servers import free_port, http_server
 
 pytestmark = pytest.mark.anyio
 
@@ -30,27 +30,11 @@ def test_stdio_writes_nothing_but_json_rpc(model_env: dict[str, str]) -> None:
         },
         {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "nope", "arguments": {}}},
     ]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "baton", "serve"],
-        env=model_env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    assert process.stdin is not None
-    assert process.stdout is not None
-    for request in requests:
-        process.stdin.write((json.dumps(request) + "\n").encode())
-    process.stdin.flush()
-    messages = []
-    while {1, 2, 3, 4} - {m.get("id") for m in messages}:
-        line = process.stdout.readline()
-        assert line, "server closed stdout early"
-        messages.append(json.loads(line))
-    process.stdin.close()
-    assert process.wait(timeout=10) == 0
-    assert process.stdout.read() == b""
-    process.stdout.close()
+    with raw_stdio(model_env) as server:
+        server.send(*requests)
+        messages = server.read_until(1, 2, 3, 4)
+        assert server.close() == 0
+        assert server.read_rest() == b""
     assert all(m["jsonrpc"] == "2.0" for m in messages)
     by_id = {m.get("id"): m for m in messages}
     assert by_id[1]["result"]["serverInfo"]["name"] == "baton"
@@ -162,24 +146,11 @@ async def test_the_store_loads_after_the_handshake_without_any_further_request(
     database = home / "baton.db"
     database.unlink()
     requests = [*HANDSHAKE, *([{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}] if list_tools else [])]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "baton", "serve"],
-        env=baton_env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    assert process.stdin is not None and process.stdout is not None
-    try:
-        for request in requests:
-            process.stdin.write((json.dumps(request) + "\n").encode())
-        process.stdin.flush()
-        answers = [json.loads(process.stdout.readline()) for _ in range(len(requests) - 1)]
+    with raw_stdio(baton_env) as server:
+        server.send(*requests)
+        answers = [server.receive() for _ in range(len(requests) - 1)]
         assert [answer["id"] for answer in answers] == [1, 2][: len(answers)]
         with anyio.fail_after(300):  # a hang guard, not a timing
             while not database.exists():
                 await anyio.sleep(0.05)
-    finally:
-        process.stdin.close()
-        assert process.wait(timeout=300) == 0
-        process.stdout.close()
+        assert server.close() == 0

@@ -10,7 +10,7 @@ import pytest
 
 from baton.testing import Behavior, FakeLLMServer
 from tests.conftest import call, stdio_session
-from tests.servers import HANDSHAKE
+from tests.raw_stdio import HANDSHAKE, raw_stdio
 
 pytestmark = pytest.mark.anyio
 
@@ -150,41 +150,24 @@ async def test_campaign_subagent_calls_meet_the_reference_gates(
 async def test_a_killed_server_leaves_no_subagent_running_forever(
     model_env: dict[str, str], fake_llm: FakeLLMServer
 ) -> None:
-    import signal
-    import subprocess
-    import sys
-
     fake_llm.default = Behavior(delay_seconds=60)
     env = {**model_env, "BATON_AGENT_NAME": "worker"}  # one agent across both servers: it reads its own
-    process = subprocess.Popen(
-        [sys.executable, "-m", "baton", "serve"],
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    assert process.stdin is not None
-    assert process.stdout is not None
-    lines = [
-        *HANDSHAKE,
-        {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "tools/call",
-            "params": {"name": "mcp_spawn_subagent", "arguments": {"task": "long job", "mode": "async"}},
-        },
-    ]
-    process.stdin.write("".join(json.dumps(line) + "\n" for line in lines).encode())
-    process.stdin.flush()
-    replies = [json.loads(process.stdout.readline()) for _ in range(2)]
-    subagent_id = replies[1]["result"]["structuredContent"]["subagent_id"]
-    with anyio.fail_after(300):
-        while not fake_llm.requests:
-            await anyio.sleep(0.02)
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=10)
-    process.stdin.close()
-    process.stdout.close()
+    with raw_stdio(env) as server:
+        server.send(
+            *HANDSHAKE,
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "mcp_spawn_subagent", "arguments": {"task": "long job", "mode": "async"}},
+            },
+        )
+        replies = [server.receive() for _ in range(2)]
+        subagent_id = replies[1]["result"]["structuredContent"]["subagent_id"]
+        with anyio.fail_after(300):
+            while not fake_llm.requests:
+                await anyio.sleep(0.02)
+        server.kill()
 
     async with stdio_session(env) as session:
         with anyio.fail_after(300):

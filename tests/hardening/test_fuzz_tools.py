@@ -6,14 +6,11 @@ still answers mcp_ping at the end."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 from baton.errors import ERROR_CLASSES
-from tests.servers import HANDSHAKE
+from tests.raw_stdio import raw_stdio
 
 
 def _nested(depth: int) -> Any:
@@ -63,41 +60,12 @@ def _cases(tool: dict[str, Any]) -> list[dict[str, Any]]:
     return cases
 
 
-def test_every_tool_answers_hostile_arguments_with_a_typed_result(
-    baton_env: dict[str, str], tmp_path: Path
-) -> None:
+def test_every_tool_answers_hostile_arguments_with_a_typed_result(baton_env: dict[str, str]) -> None:
     env = {**baton_env, "HITL_TIMEOUT_SECONDS": "1", "BATON_HITL_PROGRESS_SECONDS": "10"}
-    stderr_path = tmp_path / "stderr.log"
-    with stderr_path.open("wb") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "baton", "serve"],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-        )
-    assert process.stdin is not None and process.stdout is not None
-
-    def send(message: dict[str, Any]) -> None:
-        assert process.stdin is not None
-        process.stdin.write((json.dumps(message) + "\n").encode())  # ensure_ascii: "\ud800" stays an escape
-        process.stdin.flush()
-
-    def receive(wanted: int) -> dict[str, Any]:
-        assert process.stdout is not None
-        while True:
-            line = process.stdout.readline()
-            assert line, stderr_path.read_text()
-            message = json.loads(line)
-            if message.get("id") == wanted:
-                return dict(message)
-
-    try:
-        for message in HANDSHAKE:
-            send(message)
-        receive(1)
-        send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
-        tools = receive(2)["result"]["tools"]
+    with raw_stdio(env) as server:
+        server.initialize()
+        server.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        tools = server.reply(2)["result"]["tools"]
         assert len(tools) >= 20
         calls: dict[int, tuple[str, dict[str, Any]]] = {}
         for tool in tools:
@@ -106,7 +74,7 @@ def test_every_tool_answers_hostile_arguments_with_a_typed_result(
 
         def write_all() -> None:
             for request_id, (name, arguments) in calls.items():
-                send(
+                server.send(
                     {
                         "jsonrpc": "2.0",
                         "id": request_id,
@@ -117,13 +85,9 @@ def test_every_tool_answers_hostile_arguments_with_a_typed_result(
 
         writer = threading.Thread(target=write_all)
         writer.start()
-        answered: dict[int, dict[str, Any]] = {}
-        while len(answered) < len(calls):
-            line = process.stdout.readline()
-            assert line, stderr_path.read_text()[-3000:]
-            message = json.loads(line)
-            if message.get("id") in calls:
-                answered[message["id"]] = message
+        answered = {
+            message["id"]: message for message in server.read_until(*calls) if message.get("id") in calls
+        }
         writer.join()
 
         protocol_refusals = 0
@@ -142,7 +106,7 @@ def test_every_tool_answers_hostile_arguments_with_a_typed_result(
                 assert result["error_class"] != "internal_error", (name, arguments, result)
         assert protocol_refusals == sum(1 for _n, a in calls.values() if "\ud800" in a.values())
 
-        send(
+        server.send(
             {
                 "jsonrpc": "2.0",
                 "id": 3,
@@ -150,10 +114,7 @@ def test_every_tool_answers_hostile_arguments_with_a_typed_result(
                 "params": {"name": "mcp_ping", "arguments": {}},
             }
         )
-        assert receive(3)["result"]["structuredContent"]["success"] is True
-    finally:
-        process.stdin.close()
-        process.wait(timeout=300)
-        process.stdout.close()
-    log = stderr_path.read_text()
+        assert server.reply(3)["result"]["structuredContent"]["success"] is True
+        server.close()
+        log = server.stderr()
     assert "Traceback" not in log, log[-3000:]

@@ -4,14 +4,12 @@ surrogate, a 5000-digit integer and garbage each get -32700/-32602/-32600, and t
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import httpx
 
-from tests.servers import HANDSHAKE, free_port, http_server
+from tests.raw_stdio import HANDSHAKE, raw_stdio
+from tests.servers import free_port, http_server
 
 PING = '{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"mcp_ping","arguments":{{"message":{value}}}}}}}'
 HOSTILE = {
@@ -28,14 +26,6 @@ HOSTILE = {
 
 
 def test_every_hostile_line_on_stdio_gets_an_error_reply(baton_env: dict[str, str]) -> None:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "baton", "serve"],
-        env=baton_env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    assert process.stdin is not None and process.stdout is not None
     lines = [json.dumps(m) for m in HANDSHAKE] + list(HOSTILE.values())
     lines += [
         "not json at all",
@@ -44,16 +34,10 @@ def test_every_hostile_line_on_stdio_gets_an_error_reply(baton_env: dict[str, st
         '{"jsonrpc":"2.0","id":' + "7" * 5000 + ',"method":"ping"}',
         '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"mcp_ping","arguments":{}}}',
     ]
-    process.stdin.write("".join(line + "\n" for line in lines).encode())
-    process.stdin.flush()
-    replies: list[dict[str, Any]] = []
-    while not any(reply.get("id") == 9 for reply in replies):
-        line = process.stdout.readline()
-        assert line, "the server closed stdout"
-        replies.append(json.loads(line))
-    process.stdin.close()
-    assert process.wait(timeout=300) == 0
-    process.stdout.close()
+    with raw_stdio(baton_env) as server:
+        server.send_bytes("".join(line + "\n" for line in lines).encode())
+        replies = server.read_until(9)
+        assert server.close() == 0
     by_id = {reply.get("id"): reply for reply in replies if reply.get("id") is not None}
     for request_id in HOSTILE:
         assert by_id[request_id]["error"]["code"] in (-32700, -32602), by_id[request_id]
@@ -79,28 +63,13 @@ def test_every_hostile_body_over_http_gets_an_error_reply(baton_env: dict[str, s
 
 def test_an_oversized_stdin_line_is_dropped_unparsed_and_answered(baton_env: dict[str, str]) -> None:
     env = {**baton_env, "BATON_MAX_MESSAGE_BYTES": "100000"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "baton", "serve"],
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    assert process.stdin is not None and process.stdout is not None
     huge = PING.format(id=7, value=json.dumps("z" * 3_000_000))
     fine = PING.format(id=8, value=json.dumps("small"))
-    for line in [*(json.dumps(m) for m in HANDSHAKE), huge, fine]:
-        process.stdin.write((line + "\n").encode())
-    process.stdin.flush()
-    replies: dict[Any, dict[str, Any]] = {}
-    while 8 not in replies:
-        line = process.stdout.readline()
-        assert line, "the server closed stdout"
-        message = json.loads(line)
-        replies[message.get("id")] = message
-    process.stdin.close()
-    assert process.wait(timeout=300) == 0
-    process.stdout.close()
+    with raw_stdio(env) as server:
+        server.send(*HANDSHAKE)
+        server.send_bytes((huge + "\n" + fine + "\n").encode())
+        replies = {message.get("id"): message for message in server.read_until(8)}
+        assert server.close() == 0
     assert (
         replies[7]["error"]["code"] == -32600 and "BATON_MAX_MESSAGE_BYTES" in replies[7]["error"]["message"]
     )

@@ -21,6 +21,7 @@ from sqlalchemy import select
 from baton.runtime import Runtime
 from baton.schema import hitl_requests
 from tests.hitl.helpers import HttpServer, run_cli
+from tests.raw_stdio import HANDSHAKE
 
 pytestmark = pytest.mark.anyio
 
@@ -28,16 +29,6 @@ HEADERS = {
     "Accept": "application/json, text/event-stream",
     "Content-Type": "application/json",
     "MCP-Protocol-Version": "2025-11-25",
-}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
 }
 CALL = {
     "jsonrpc": "2.0",
@@ -59,10 +50,10 @@ def waiter(runtime: Runtime) -> tuple[str, str | None]:
 
 async def open_session(http: httpx.AsyncClient) -> dict[str, str]:
     """Initialize; the headers of the session (with its id when the server is stateful)."""
-    answer = await http.post("/mcp", headers=HEADERS, json=INITIALIZE)
+    answer = await http.post("/mcp", headers=HEADERS, json=HANDSHAKE[0])
     session_id = answer.headers.get("mcp-session-id")
     headers = {**HEADERS, **({"mcp-session-id": session_id} if session_id else {})}
-    await http.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    await http.post("/mcp", headers=headers, json=HANDSHAKE[1])
     return headers
 
 
