@@ -7,6 +7,7 @@ does to disable a channel) behaves exactly like a missing one.
 from __future__ import annotations
 
 import os
+import re
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any
@@ -52,6 +53,10 @@ SENSITIVE_ENV_NAMES: frozenset[str] = frozenset(
         "OTEL_EXPORTER_OTLP_HEADERS",
     }
 )
+
+
+#: A Slack workspace id (T…) or Enterprise Grid organization id (E…).
+SLACK_TEAM = re.compile(r"^[TE][A-Z0-9]{2,30}$")
 
 
 class Settings(BaseModel):
@@ -118,6 +123,8 @@ class Settings(BaseModel):
     slack_bot_token: str | None = None
     slack_channel_id: str | None = None
     slack_signing_secret: str | None = None
+    #: The Slack workspaces (T…) or Enterprise Grid organizations (E…) whose presses may decide.
+    slack_team_id: str | None = None
     telegram_webhook_secret: str | None = None
     # notifications: transport details and loopback overrides (docs/notifications.md)
     baton_smtp_security: str | None = None
@@ -185,6 +192,19 @@ class Settings(BaseModel):
         except StepSyntaxError as exc:
             raise ValueError(str(exc)) from None
         return value
+
+    @field_validator("slack_team_id")
+    @classmethod
+    def _slack_teams(cls, value: str | None) -> str | None:
+        """A comma-separated list of workspace (T…) or organization (E…) ids, as Slack writes them."""
+        if value is not None and not all(SLACK_TEAM.match(team.strip()) for team in value.split(",")):
+            raise ValueError("a comma-separated list of Slack workspace ids (T…) or organization ids (E…)")
+        return value
+
+    @property
+    def slack_teams(self) -> frozenset[str]:
+        """The ids of SLACK_TEAM_ID (empty: a press from any workspace the app is installed in counts)."""
+        return frozenset(team.strip() for team in (self.slack_team_id or "").split(",") if team.strip())
 
     @property
     def escalation_steps(self) -> tuple[Any, ...]:

@@ -196,6 +196,7 @@ ERROR_CLASSES: dict[str, str] = {
     "chat_not_configured": "A chat callback route was reached while its secret (SLACK_SIGNING_SECRET, TELEGRAM_WEBHOOK_SECRET) is unset (404); nothing was decided.",
     "chat_signature_invalid": "A Slack callback's signature or a Telegram update's secret token does not verify (401); nothing was decided.",
     "chat_request_stale": "A Slack callback's timestamp is more than five minutes from the server's clock, as a replay's is (401); nothing was decided.",
+    "chat_team_not_allowed": "A verified Slack press came from a workspace (or Enterprise Grid organization) that SLACK_TEAM_ID does not list (403); nothing was decided.",
     "chat_payload_invalid": "A verified chat callback is not a baton button press (400); nothing was decided.",
     "chat_webhook_not_configured": "baton chat telegram-webhook needs TELEGRAM_BOT_TOKEN and a TELEGRAM_WEBHOOK_SECRET of 1-256 of A-Z a-z 0-9 _ -; nothing was sent to Telegram.",
     "chat_webhook_url_invalid": "The Telegram webhook URL is missing (no --url, no BATON_PUBLIC_URL), not https:// with a host, or not baton's /chat/telegram/webhook route; nothing was sent.",

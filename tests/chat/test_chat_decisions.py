@@ -177,6 +177,63 @@ async def test_a_signed_slack_press_decides_and_the_waiting_call_returns_approve
         assert secret not in everything
 
 
+async def test_slack_team_id_keeps_presses_from_other_workspaces_out(
+    chat_env: dict[str, str], slack: FakeSlack, tmp_path: Path
+) -> None:
+    """One app in several workspaces signs every press with one secret: SLACK_TEAM_ID says whose count.
+    A press by alice's id from another workspace, or by a guest of another workspace in ours, is refused
+    with nothing decided; hers from our workspace decides."""
+    env = {**chat_env, "SLACK_TEAM_ID": "T0OURS, E0ORG"}
+    port = free_port()
+    with http_server(env, f"127.0.0.1:{port}", tmp_path):
+        async with agent(port) as client:
+            asked: dict[str, Any] = {}
+
+            async def ask() -> None:
+                arguments = {"request_message": "Ship the migration", "timeout_seconds": HOUR}
+                asked.update(await tool(client, "mcp_request_admin_approval", arguments))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(ask)
+                message = (await posted(slack, "chat.postMessage"))[0].body
+                request_id = next(b for b in message["blocks"] if b["type"] == "actions")["elements"][0][
+                    "value"
+                ]
+                foreign = slack_block_actions(
+                    message, ALICE_SLACK, "baton_approve", slack.response_url("1"), team_id="T0THEIRS"
+                )
+                guest = slack_block_actions(
+                    message, ALICE_SLACK, "baton_approve", slack.response_url("2"), team_id="T0OURS"
+                )
+                guest["user"]["team_id"] = "T0THEIRS"  # a Slack Connect guest pressing in our channel
+                for press in (foreign, guest):
+                    refused = await press_slack(port, press)
+                    assert refused.status_code == 403, refused.text
+                    assert refused.json()["error_class"] == "chat_team_not_allowed"
+                status = await tool(client, "mcp_get_request_status", {"request_id": request_id})
+                assert status["status"] == "pending" and status["decided"] is False
+                ours = slack_block_actions(
+                    message, ALICE_SLACK, "baton_approve", slack.response_url("3"), team_id="T0OURS"
+                )
+                assert (await press_slack(port, ours)).status_code == 200
+        assert asked["approved"] is True and asked["decided_by"] == "alice"
+    assert [r["request_id"] for r in receipts(env, "hitl_decided")] == [request_id]
+    assert [r["outcome"] for r in receipts(env, "chat_action")] == ["decided"]
+
+
+def test_an_organization_id_admits_its_workspaces_and_nothing_else() -> None:
+    from baton.chat.slack import team_allowed
+
+    teams = frozenset({"T0OURS", "E0ORG"})
+    member = {"user": {"team_id": "T0SISTER"}, "team": {"id": "T0SISTER"}, "enterprise": {"id": "E0ORG"}}
+    assert team_allowed(teams, member)
+    assert not team_allowed(teams, {**member, "enterprise": {"id": "E0OTHER"}})
+    assert not team_allowed(teams, {**member, "enterprise": None})
+    assert team_allowed(teams, {"team": {"id": "T0OURS"}})  # no user.team_id: the payload's team
+    assert not team_allowed(teams, {"user": "UALICE001", "team": "T0OURS"})  # malformed: refused
+    assert team_allowed(frozenset(), {"team": {"id": "T0ANY"}})  # unset: any workspace
+
+
 async def test_slack_refuses_bad_signatures_and_replays_and_links_the_unmapped_quorum_and_step_up(
     chat_env: dict[str, str], slack: FakeSlack, tmp_path: Path
 ) -> None:

@@ -62,6 +62,7 @@ def test_a_baton_home_that_is_a_file_is_config_invalid(
         ("BATON_MAX_ARGUMENT_BYTES", "-5"),
         ("BATON_TIMER_MIN_SPAWN_INTERVAL_SECONDS", "0"),
         ("BATON_TIMER_MAX_ACTIVE", "x"),
+        ("SLACK_TEAM_ID", "T0OURS,our-workspace"),
     ],
 )
 def test_a_cap_out_of_range_is_config_invalid(baton_env: dict[str, str], variable: str, value: str) -> None:

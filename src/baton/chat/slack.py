@@ -8,6 +8,8 @@ any other failure is ``chat_signature_invalid``; both answer 401 and decide noth
 decided by :class:`baton.chat.decide.ChatDecider`; the answer goes back to the interaction's
 ``response_url`` after the 200 (Slack wants its acknowledgement within three seconds): the message with
 its buttons replaced by who decided, or an ephemeral reply with the inbox page to the presser alone.
+With ``SLACK_TEAM_ID`` set, a press from any other workspace is refused (403 ``chat_team_not_allowed``)
+before anyone is looked up: an app installed in several workspaces shares one signing secret.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ log = logging.getLogger("baton.chat")
 MAX_SKEW_SECONDS = 300
 REQUEST_ID = re.compile(r"^hr_[0-9a-f]{1,36}$")
 RESPONSE_TIMEOUT_SECONDS = 10.0
+FOREIGN_TEAM = "This Slack workspace is not one SLACK_TEAM_ID allows; nothing was decided."
 
 
 def verify(secret: str, body: bytes, timestamp: str, signature: str, now: float) -> None:
@@ -84,6 +87,19 @@ def baton_press(payload: dict[str, Any]) -> tuple[ChatIdentity, str, bool] | Non
     return ChatIdentity("slack", user_id), request_id, slack_app.ACTIONS[press["action_id"]]
 
 
+def team_allowed(teams: frozenset[str], payload: dict[str, Any]) -> bool:
+    """Whether the presser's workspace (``user.team_id``, else ``team.id``) or the payload's Enterprise Grid
+    organization (``enterprise.id``) is one of ``teams``; with no ``teams`` (SLACK_TEAM_ID unset), any is."""
+    if not teams:
+        return True
+    user, team, enterprise = (payload.get(key) for key in ("user", "team", "enterprise"))
+    presser_team = user.get("team_id") if isinstance(user, dict) else None
+    if presser_team is None and isinstance(team, dict):
+        presser_team = team.get("id")
+    organization = enterprise.get("id") if isinstance(enterprise, dict) else None
+    return presser_team in teams or organization in teams
+
+
 def reply(payload: dict[str, Any], outcome: ChatOutcome) -> dict[str, Any]:
     """What goes to ``response_url``: the updated message, or an ephemeral note to the presser."""
     settled = outcome.view is not None and outcome.view.get("status") != "pending"
@@ -127,6 +143,9 @@ class SlackActions:
             return refuse(request, 400, exc)
         if press is None:
             return Response(status_code=200)  # another interaction (a link button, a shortcut): not ours
+        if not team_allowed(settings.slack_teams, payload):
+            log.warning("a Slack press from a workspace outside SLACK_TEAM_ID was refused")
+            return refuse(request, 403, ChatError("chat_team_not_allowed", FOREIGN_TEAM))
         outcome = self.decider.press(*press)
         url = payload.get("response_url")
         if not isinstance(url, str) or not slack_app.response_url_allowed(settings, url):

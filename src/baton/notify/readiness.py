@@ -46,8 +46,9 @@ def _slack(settings: Settings) -> Readiness:
     webhook = webhook_readiness("slack", settings.slack_webhook_url, "SLACK_WEBHOOK_URL", SLACK_HOSTS)
     if not app_configured(settings):
         return webhook
+    teams = ", ".join(sorted(settings.slack_teams)) or "any workspace the app is installed in"
     buttons = (
-        "approvals carry Approve/Reject (answered at /chat/slack/actions)"
+        f"approvals carry Approve/Reject (answered at /chat/slack/actions; presses from {teams})"
         if slack_buttons(settings)
         else "no buttons until SLACK_SIGNING_SECRET is set"
     )

@@ -179,16 +179,17 @@ def slack_signed(
 
 
 def slack_block_actions(
-    posted: dict[str, Any], user_id: str, action_id: str, response_url: str
+    posted: dict[str, Any], user_id: str, action_id: str, response_url: str, team_id: str = "T0TEST"
 ) -> dict[str, Any]:
-    """The ``block_actions`` payload of a press on the button ``action_id`` of a posted message."""
+    """The ``block_actions`` payload of a press on the button ``action_id`` of a posted message, by a
+    member of the workspace ``team_id``."""
     blocks = posted.get("blocks") or []
     buttons = [e for b in blocks if b.get("type") == "actions" for e in b.get("elements", [])]
     button = next(e for e in buttons if e.get("action_id") == action_id)
     return {
         "type": "block_actions",
-        "user": {"id": user_id, "username": user_id.lower(), "team_id": "T0TEST"},
-        "team": {"id": "T0TEST", "domain": "test"},
+        "user": {"id": user_id, "username": user_id.lower(), "team_id": team_id},
+        "team": {"id": team_id, "domain": "test"},
         "api_app_id": "A0TEST",
         "trigger_id": "1.2.3",
         "container": {"type": "message", "channel_id": posted.get("channel"), "is_ephemeral": False},
