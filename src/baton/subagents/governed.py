@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from pydantic_ai.settings import ModelSettings
     from sqlalchemy import Connection
 
+    from baton.store import DriverTransaction
+
 #: Built-in tools a subagent may be given (documented in docs/subagents.md): timers and notifications.
 #: Nothing that asks or decides for a person, nor spawns: a subagent acts, a person stays in charge.
 SUBAGENT_BUILTINS: tuple[str, ...] = (
@@ -101,8 +103,9 @@ class TurnLinks:
     subagent_id: str
     parent_agent: str
     spawn_receipt: dict[str, Any]
-    #: Runs in the model-call receipt's transaction (the subagent's running totals).
-    record_in: Callable[[Connection, ModelReply, Receipt], None]
+    #: Runs in the model-call receipt's transaction (the subagent's running totals), with statements of
+    #: :mod:`baton.prepared` only.
+    record_in: Callable[[Connection | DriverTransaction, ModelReply, Receipt], None]
     #: Called before each model request (the subagent's own budget).
     before_model_call: Callable[[], None]
     waiting: Callable[[str | None], None] | None = None
@@ -303,7 +306,9 @@ def governed_model_class() -> type[Any]:
                 )
                 return response
 
-            def record(connection: Connection, reply: ModelReply, written: Receipt) -> None:
+            def record(
+                connection: Connection | DriverTransaction, reply: ModelReply, written: Receipt
+            ) -> None:
                 links.last_model_call = {"seq": written.seq, "sha256": written.sha256}
                 links.input_tokens += reply.input_tokens
                 links.output_tokens += reply.output_tokens
