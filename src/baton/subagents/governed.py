@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -316,7 +317,7 @@ def governed_model_class() -> type[Any]:
                 links.latency_seconds += float(reply.receipt["latency_seconds"])
                 links.record_in(connection, reply, written)
 
-            response, _reply = await client.governed_call(
+            response, reply = await client.governed_call(
                 send,
                 prompt_chars=chars,
                 purpose="subagent_turn",
@@ -324,6 +325,9 @@ def governed_model_class() -> type[Any]:
                 links={"spawn_receipt": links.spawn_receipt, "model_call_index": links.model_calls},
                 record_in=record,
             )
+            if reply.cost_usd is not None and response.usage.cost is None:
+                # baton's price, the receipt's: pydantic-ai would search the same price table again
+                response.usage.cost = Decimal(str(reply.cost_usd))
             return response
 
     return GovernedModel
