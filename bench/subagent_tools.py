@@ -32,7 +32,8 @@ beside the loopback model's thread).
 
 ``gateway_seconds``: the ``gateway_call`` receipts' own ``duration_seconds`` (policy and upstream, from
 the liveness read to the upstream's answer) of the timed direct and subagent calls, read from the store
-after the run: the part both paths share.
+after the run: the part both paths share; ``gateway_in_subagent_vs_direct`` is their p50 ratio, the
+governed part alone, without the model client and pydantic-ai's loop around it.
 Run: ``PYTHONPATH=src python -m bench.subagent_tools [ITERATIONS]``.
 """
 
@@ -111,6 +112,8 @@ def run(iterations: int) -> dict[str, Any]:
     less_client = ratio(rows[-2]["p50_us"] - rows[-1]["p50_us"], direct["p50_us"])
     extra_us = governed["p50_us"] - plain["p50_us"]
     extra_value = ratio(extra_us, direct["p50_us"])
+    both = gateway["direct_p50"] and gateway["subagent_p50"]
+    gateway_value = round(gateway["subagent_p50"] / gateway["direct_p50"], 3) if both else None
     return {
         "title": "governed tool call inside a subagent vs the agent's direct call",
         "rows": rows,
@@ -121,6 +124,7 @@ def run(iterations: int) -> dict[str, Any]:
         "governed_extra_us": round(extra_us, 1),
         "governed_extra_vs_direct": extra_value,
         "gateway_seconds": gateway,
+        "gateway_in_subagent_vs_direct": gateway_value,
         "targets": [
             {
                 "what": f"subagent tools: a governed tool call (model's answer → its result back at the "
@@ -138,6 +142,13 @@ def run(iterations: int) -> dict[str, Any]:
                 "what": "subagent tools (reference, no target): the governed tool call less the model client's "
                 "own floor (baton's share), in direct calls",
                 "value": less_client,
+                "met": None,
+            },
+            {
+                "what": "subagent tools (reference, no target): the governed part alone, the gateway_call "
+                "receipt's own duration (liveness, policy, sandboxed upstream) inside the subagent over "
+                "the direct call's",
+                "value": gateway_value,
                 "met": None,
             },
         ],

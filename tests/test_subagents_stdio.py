@@ -207,3 +207,54 @@ async def test_a_cancel_from_the_cli_in_another_process_stops_the_running_model_
                 await anyio.sleep(0.05)
         status = await call(session, "mcp_get_subagent_status", {"subagent_id": subagent_id})
     assert status["status"] == "cancelled" and status["error_class"] == "subagent_cancelled"
+
+
+async def test_an_async_spawns_tool_call_receipt_follows_its_spawn_once_and_a_refused_one_is_receipted_once(
+    model_env: dict[str, str], fake_llm: FakeLLMServer
+) -> None:
+    from baton.canonical import canonical_json, sha256_hex
+    from tests.hitl.helpers import run_cli
+
+    env = {**model_env, "BATON_SUBAGENT_MAX_CONCURRENT": "1", "BATON_AGENT_NAME": "spawner"}
+    admitted = {"task": "the one that runs", "mode": "async"}
+    refused = {"task": "one too many", "mode": "async"}
+    fake_llm.hold()  # the first subagent stays running, so the second is past the limit
+    try:
+        async with stdio_session(env) as session:
+            first = await call(session, "mcp_spawn_subagent", admitted)
+            second = await call(session, "mcp_spawn_subagent", refused)
+            fake_llm.release()
+            with anyio.fail_after(300):
+                while (await call(session, "mcp_get_subagent_status", {"subagent_id": first["subagent_id"]}))[
+                    "status"
+                ] != "completed":
+                    await anyio.sleep(0.05)
+    finally:
+        fake_llm.release()
+    assert first["success"] is True and first["status"] == "queued"
+    assert second["error_class"] == "subagent_concurrency_exceeded"
+
+    listed = run_cli(env, "receipts", "list", "--oldest", "--limit", "1000", "--json")
+    assert listed.returncode == 0, listed.stderr
+    chain = json.loads(listed.stdout)
+    spawns = [r for r in chain if r["kind"] == "tool_call" and r["payload"]["tool"] == "mcp_spawn_subagent"]
+    [spawned] = [r for r in chain if r["kind"] == "subagent_spawned"]
+    [model_call] = [r for r in chain if r["kind"] == "model_call"]
+    assert [r["payload"]["success"] for r in spawns] == [True, False]
+    ok, failed = spawns
+    # the success receipt is the one right after the spawn's (one transaction), before the turn's model call
+    assert spawned["seq"] + 1 == ok["seq"] < model_call["seq"]
+    assert spawned["payload"]["subagent_id"] == first["subagent_id"]
+    assert ok["payload"] == {
+        "tool": "mcp_spawn_subagent",
+        "agent": "spawner",
+        "arguments_sha256": sha256_hex(canonical_json(admitted)),
+        "success": True,
+        "error_class": None,
+        "duration_seconds": ok["payload"]["duration_seconds"],
+    }
+    assert ok["payload"]["duration_seconds"] >= 0
+    assert failed["payload"]["error_class"] == "subagent_concurrency_exceeded"
+    assert failed["payload"]["arguments_sha256"] == sha256_hex(canonical_json(refused))
+    verified = run_cli(env, "receipts", "verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -205,16 +205,16 @@ class ModelClient:
         purpose: Purpose,
         subagent_id: str | None,
         links: dict[str, Any] | None = None,
-        record_in: Callable[[Connection, ModelReply, Receipt], None] | None = None,
+        record_in: Callable[[Connection | DriverTransaction, ModelReply, Receipt], None] | None = None,
         answer_in: Callable[[Connection | DriverTransaction, ModelReply], None] | None = None,
     ) -> tuple[ModelResponse, ModelReply]:
         """The one path of every model call: reserve the budget, send, receipt and settle (or release).
 
-        ``links`` go into the receipt's payload. ``record_in`` runs in the receipt's transaction on a
-        SQLAlchemy connection; ``answer_in`` too, with statements of :mod:`baton.prepared` only, so that
-        without ``record_in`` the transaction is held on SQLite's kept driver connection (no pool checkout,
-        no SQLAlchemy transaction). A failed call is receipted with its ``error_class``; a cancelled one
-        leaves no receipt and its reservation is released.
+        ``links`` go into the receipt's payload. ``record_in`` (given the written receipt, whose seq and
+        sha256 a governed turn's tool calls link to) and ``answer_in`` run in the receipt's transaction,
+        with statements of :mod:`baton.prepared` only: on SQLite it is held on the kept driver connection
+        (no pool checkout, no SQLAlchemy transaction). A failed call is receipted with its
+        ``error_class``; a cancelled one leaves no receipt and its reservation is released.
         """
         config = self.config()
         model = self.model()
@@ -262,19 +262,13 @@ class ModelClient:
                 text=text, input_tokens=input_tokens, output_tokens=output_tokens, receipt=receipt
             )
             cost = price.cost_usd
-            if record_in is None:
-                with self.receipts.store.write_prepared() as transaction:
-                    self.receipts.append_in(transaction, "model_call", receipt)
-                    self.daily.settle_in(transaction, reservation, input_tokens, output_tokens, cost)
-                    if answer_in is not None:
-                        answer_in(transaction, reply)
-            else:
-                with self.receipts.store.write() as connection:
-                    written = self.receipts.append_in(connection, "model_call", receipt)
-                    self.daily.settle_in(connection, reservation, input_tokens, output_tokens, cost)
-                    record_in(connection, reply, written)
-                    if answer_in is not None:
-                        answer_in(connection, reply)
+            with self.receipts.store.write_prepared() as transaction:
+                written = self.receipts.append_in(transaction, "model_call", receipt)
+                self.daily.settle_in(transaction, reservation, input_tokens, output_tokens, cost)
+                if record_in is not None:
+                    record_in(transaction, reply, written)
+                if answer_in is not None:
+                    answer_in(transaction, reply)
             settled = True
         finally:
             if not settled:

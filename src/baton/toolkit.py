@@ -21,7 +21,10 @@ from baton.limits import check_arguments, check_tool_name
 from baton.observe import observe_tool_call
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from baton.runtime import Runtime
+    from baton.store import DriverTransaction
 
 log = logging.getLogger("baton.tools")
 
@@ -101,6 +104,9 @@ class CallContext:
     client: str | None = None
     #: When a subagent's model asked for the call (its receipts link to the spawn and the model call).
     on_behalf: OnBehalf | None = None
+    #: Set by :meth:`ToolRegistry.call` for the handler: appends the call's ``tool_call`` receipt, as a
+    #: success, inside the handler's own write transaction (see :meth:`ToolRegistry.call`).
+    receipt_in: Callable[[Connection | DriverTransaction], None] | None = None
 
 
 Handler = Callable[[ArgsT, CallContext], Awaitable[dict[str, Any]]]
@@ -161,20 +167,46 @@ class ToolRegistry:
         A name over the cap raises :class:`ToolNameError` before anything is stored or counted; an unknown
         name is receipted and counted (as ``unknown``), then raised as :class:`ToolNameError` too: the
         server answers both as JSON-RPC errors. The argument cap comes first, whatever the name.
+
+        A handler whose success is settled by its own last write transaction (an async spawn) may call
+        ``context.receipt_in(transaction)`` in it: the success receipt then commits with the state it
+        records, in that transaction, instead of in one more after it. If the call does not end in that
+        success, the receipt is written here as for any call.
         """
         check_tool_name(name)
         started = time.perf_counter()
         arguments = arguments or {}
         owner = None if name in self.tools else self._owner(name)
+        written: list[bool] = []
         try:
             check_arguments(arguments, self.runtime.settings.baton_max_argument_bytes)
         except ArgumentError as exc:
             raw, oversized = exc.to_result(), True
         else:
-            raw, oversized = await self._dispatch(name, owner, arguments, context), False
+            if owner is None:
+
+                def receipt_in(connection: Connection | DriverTransaction) -> None:
+                    seconds = time.perf_counter() - started
+                    payload = self._payload(name, arguments, {"success": True}, seconds, context)
+                    try:
+                        self.runtime.receipts.append_in(connection, "tool_call", payload)
+                    except (
+                        BatonError
+                    ):  # refused by the guard before any write: refused again, and logged, below
+                        return
+                    written.append(True)
+
+                context.receipt_in = receipt_in
+            try:
+                raw, oversized = await self._dispatch(name, owner, arguments, context), False
+            finally:
+                context.receipt_in = None
         result: dict[str, Any] = self.runtime.redactor.value(raw)
         seconds = time.perf_counter() - started
-        if owner is None or not owner.writes_receipts:
+        # a receipt written in the handler's transaction says "success": it stands only if that is the outcome
+        settled = bool(written) and result.get("success") is True and result.get("error_class") is None
+        settled = settled and not result.get("input_required")
+        if not settled and (owner is None or not owner.writes_receipts):
             await self._receipt(name, None if oversized else arguments, result, seconds, context)
         adapter = name.split("__", 1)[0] if owner is not None else None
         observe_tool_call(self.metric_label(name, owner), result, seconds, adapter)
@@ -215,6 +247,21 @@ class ToolRegistry:
     ) -> None:
         """Append the ``tool_call`` receipt (arguments refused as too large are not hashed: None); the answer
         waits until it is committed (grouped with concurrent calls' receipts over HTTP: ``append_soon``)."""
+        payload = self._payload(name, arguments, result, seconds, context)
+        try:
+            await self.runtime.receipts.append_soon("tool_call", payload)
+        except BatonError:
+            log.exception("tool-call receipt refused")
+
+    @staticmethod
+    def _payload(
+        name: str,
+        arguments: dict[str, Any] | None,
+        result: dict[str, Any],
+        seconds: float,
+        context: CallContext,
+    ) -> dict[str, Any]:
+        """The ``tool_call`` receipt's payload."""
         payload = {
             "tool": name,
             "agent": context.agent.name,
@@ -227,10 +274,7 @@ class ToolRegistry:
             payload["input_required"] = True
         if context.on_behalf is not None:
             payload["subagent"] = context.on_behalf.link()
-        try:
-            await self.runtime.receipts.append_soon("tool_call", payload)
-        except BatonError:
-            log.exception("tool-call receipt refused")
+        return payload
 
 
 class DynamicTools:

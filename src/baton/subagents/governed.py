@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from pydantic_ai.models import ModelRequestParameters
     from pydantic_ai.settings import ModelSettings
     from sqlalchemy import Connection
+
+    from baton.store import DriverTransaction
 
 #: Built-in tools a subagent may be given (documented in docs/subagents.md): timers and notifications.
 #: Nothing that asks or decides for a person, nor spawns: a subagent acts, a person stays in charge.
@@ -101,8 +104,9 @@ class TurnLinks:
     subagent_id: str
     parent_agent: str
     spawn_receipt: dict[str, Any]
-    #: Runs in the model-call receipt's transaction (the subagent's running totals).
-    record_in: Callable[[Connection, ModelReply, Receipt], None]
+    #: Runs in the model-call receipt's transaction (the subagent's running totals), with statements of
+    #: :mod:`baton.prepared` only.
+    record_in: Callable[[Connection | DriverTransaction, ModelReply, Receipt], None]
     #: Called before each model request (the subagent's own budget).
     before_model_call: Callable[[], None]
     waiting: Callable[[str | None], None] | None = None
@@ -303,7 +307,9 @@ def governed_model_class() -> type[Any]:
                 )
                 return response
 
-            def record(connection: Connection, reply: ModelReply, written: Receipt) -> None:
+            def record(
+                connection: Connection | DriverTransaction, reply: ModelReply, written: Receipt
+            ) -> None:
                 links.last_model_call = {"seq": written.seq, "sha256": written.sha256}
                 links.input_tokens += reply.input_tokens
                 links.output_tokens += reply.output_tokens
@@ -311,7 +317,7 @@ def governed_model_class() -> type[Any]:
                 links.latency_seconds += float(reply.receipt["latency_seconds"])
                 links.record_in(connection, reply, written)
 
-            response, _reply = await client.governed_call(
+            response, reply = await client.governed_call(
                 send,
                 prompt_chars=chars,
                 purpose="subagent_turn",
@@ -319,6 +325,9 @@ def governed_model_class() -> type[Any]:
                 links={"spawn_receipt": links.spawn_receipt, "model_call_index": links.model_calls},
                 record_in=record,
             )
+            if reply.cost_usd is not None and response.usage.cost is None:
+                # baton's price, the receipt's: pydantic-ai would search the same price table again
+                response.usage.cost = Decimal(str(reply.cost_usd))
             return response
 
     return GovernedModel

@@ -6,10 +6,11 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import select, update
 
 from baton.budgets import Limits, Spend
 from baton.errors import BatonError, SubagentError
@@ -194,8 +195,13 @@ class SubagentRunner:
 
     # spawn ----------------------------------------------------------------------------------------
 
-    async def spawn(self, request: SpawnRequest) -> dict[str, Any]:
-        """Prepare the context, persist the subagent, then run its first turn now or in the background."""
+    async def spawn(
+        self, request: SpawnRequest, receipt_in: Callable[[table.Transaction], None] | None = None
+    ) -> dict[str, Any]:
+        """Prepare the context, persist the subagent, then run its first turn now or in the background.
+
+        ``receipt_in`` (the spawning tool call's :attr:`~baton.toolkit.CallContext.receipt_in`): an async
+        spawn, whose success is this transaction, appends the call's receipt in it."""
         self.models.config()  # provider_not_configured before anything is stored
         self.models.daily.check()  # budget_exceeded before anything is stored or sent
         tools = check_tools(self.registry, request.tools, request.parent_agent) if request.tools else None
@@ -276,6 +282,8 @@ class SubagentRunner:
                 agent=request.agent,
             )
             table.add_message(connection, subagent_id, 0, "user", request.task)
+            if request.mode == "async" and receipt_in is not None:
+                receipt_in(connection)
         self._parents[subagent_id] = request.parent_agent
         self._spawned[subagent_id] = {"seq": spawned.seq, "sha256": spawned.sha256}
         base = {
@@ -464,7 +472,7 @@ class SubagentRunner:
             )
         subagent_id = row.id
 
-        def record_in(connection: Connection, reply: ModelReply, _written: Any) -> None:
+        def record_in(connection: table.Transaction, reply: ModelReply, _written: Any) -> None:
             table.add_spend(connection, subagent_id, reply)
 
         def before_model_call() -> None:

@@ -103,7 +103,8 @@ def register(registry: ToolRegistry) -> None:
         The context is privacy-filtered, then prepared by the chosen strategy; sync returns the first
         answer, async returns an id to poll with mcp_get_subagent_status."""
         return await runner.spawn(
-            SpawnRequest(**args.model_dump(), agent=ctx.agent.name, parent_agent=spawning_agent(ctx))
+            SpawnRequest(**args.model_dump(), agent=ctx.agent.name, parent_agent=spawning_agent(ctx)),
+            ctx.receipt_in,
         )
 
     @registry.tool("mcp_send_message_to_subagent", MessageArgs)
