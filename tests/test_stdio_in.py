@@ -20,11 +20,12 @@ import anyio
 from baton.stdio_guard import _stdin_lines
 
 async def main():
+    out = sys.stderr if sys.argv[2:] == ["stderr"] else sys.stdout
     lines = _stdin_lines(int(sys.argv[1]))
-    print(json.dumps(type(lines).__name__), flush=True)
+    print(json.dumps(type(lines).__name__), file=out, flush=True)
     while True:
         line, oversized = await lines.read()
-        print(json.dumps([line, oversized]), flush=True)
+        print(json.dumps([line, oversized]), file=out, flush=True)
         if not line and not oversized:
             break
     lines.close()
@@ -170,3 +171,22 @@ def test_a_terminal_keeps_the_thread_path() -> None:
         assert _reports(process) == [['{"id":1}\n', False], ["", False]]
     finally:
         os.close(controller)
+
+
+def test_a_socket_that_is_also_stdout_keeps_the_thread_path() -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        process = subprocess.Popen(
+            [sys.executable, "-c", PROGRAM, str(LIMIT), "stderr"],
+            stdin=theirs.fileno(),
+            stdout=theirs.fileno(),
+            stderr=subprocess.PIPE,
+        )
+        theirs.close()
+        ours.sendall(b'{"id":1}\n')
+        ours.shutdown(socket.SHUT_WR)
+        with process:
+            assert process.stderr is not None
+            reports = [json.loads(line) for line in process.stderr.read().decode().splitlines()]
+            assert process.wait(timeout=3600) == 0
+    assert reports == ["ThreadLines", ['{"id":1}\n', False], ["", False]]

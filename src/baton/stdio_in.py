@@ -251,11 +251,20 @@ def _line_end(data: bytes | bytearray, start: int) -> int:
 
 
 def loop_capable(fd: int) -> bool:
-    """Whether the asyncio loop can take ``fd``: a pipe or a socket, with asyncio running the loop."""
+    """Whether the asyncio loop can take ``fd``: a pipe, or a socket that is not also stdout (the loop makes
+    the socket non-blocking, and stdout's thread write on it would fail), with asyncio running the loop."""
     try:
         if sniffio.current_async_library() != "asyncio":
             return False
-        mode = os.fstat(fd).st_mode
+        status = os.fstat(fd)
     except (OSError, sniffio.AsyncLibraryNotFoundError):
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+    if stat.S_ISFIFO(status.st_mode):
+        return True
+    if not stat.S_ISSOCK(status.st_mode):
+        return False
+    try:
+        out = os.fstat(1)
+    except OSError:
+        return True
+    return (out.st_dev, out.st_ino) != (status.st_dev, status.st_ino)
