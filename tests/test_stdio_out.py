@@ -91,3 +91,14 @@ def test_a_client_gone_is_a_broken_pipe_not_a_hang() -> None:
     with process:
         assert process.stderr.read().decode().split() == ["BrokenPipeError"]
         assert process.wait(timeout=3600) == 0
+
+
+def test_stdout_shared_with_stderr_keeps_the_thread_write() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", BIG],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        check=True,
+        timeout=3600,
+    )
+    assert done.stdout.decode().splitlines() == ["FlushedStdout", *(str(n) * 300_000 for n in range(4))]

@@ -118,11 +118,18 @@ class LoopStdout(asyncio.Protocol):
 
 
 def _pipe_on_asyncio(fd: int) -> bool:
-    """Whether ``fd`` is a pipe and asyncio runs the current loop."""
+    """Whether ``fd`` is a pipe of its own (not also stderr's, as ``2>&1`` makes it: the loop makes the pipe
+    non-blocking, and the logs' blocking writes to it would fail) and asyncio runs the current loop."""
     try:
-        return sniffio.current_async_library() == "asyncio" and stat.S_ISFIFO(os.fstat(fd).st_mode)
+        if sniffio.current_async_library() != "asyncio":
+            return False
+        status = os.fstat(fd)
+        if not stat.S_ISFIFO(status.st_mode):
+            return False
+        err = os.fstat(2)
     except (OSError, sniffio.AsyncLibraryNotFoundError):
         return False
+    return (err.st_dev, err.st_ino) != (status.st_dev, status.st_ino)
 
 
 @contextlib.contextmanager
