@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 PROGRAM = r"""
 import os, subprocess, sys
@@ -30,3 +31,74 @@ def test_answers_go_to_the_wire_and_stray_output_to_stderr() -> None:
     done = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, check=True, timeout=3600)
     assert done.stdout.decode().splitlines() == ['{"id": 1}', '{"id": 2}', '{"id": 2}', '{"id": 2}', "after"]
     assert done.stderr.decode().splitlines() == ["stray write", "stray print", "child output"]
+
+
+BIG = r"""
+import sys
+import anyio
+from baton.stdio_out import claimed_stdout
+
+async def main():
+    with claimed_stdout() as out:
+        sys.stderr.write(type(out).__name__ + "\n")
+        for n in range(4):
+            await out.write(str(n) * 300_000 + "\n")  # each larger than a pipe's buffer
+
+anyio.run(main)
+"""
+
+
+def test_answers_larger_than_the_pipe_arrive_whole_through_a_pipe_and_a_file(tmp_path: Path) -> None:
+    expected = [str(n) * 300_000 for n in range(4)]
+    piped = subprocess.run([sys.executable, "-c", BIG], capture_output=True, check=True, timeout=3600)
+    assert piped.stderr.decode().split() == ["LoopStdout"]
+    assert piped.stdout.decode().splitlines() == expected
+    stored = tmp_path / "out"
+    with stored.open("wb") as file:
+        to_file = subprocess.run(
+            [sys.executable, "-c", BIG], stdout=file, stderr=subprocess.PIPE, check=True, timeout=3600
+        )
+    assert to_file.stderr.decode().split() == ["FlushedStdout"]
+    assert stored.read_text().splitlines() == expected
+
+
+GONE = r"""
+import sys
+import anyio
+from baton.stdio_out import claimed_stdout
+
+async def main():
+    with claimed_stdout() as out:
+        sys.stdin.readline()  # the parent closed its reading end and says so
+        try:
+            for _ in range(100):
+                await out.write("x" * 100_000 + "\n")
+        except OSError as exc:
+            sys.stderr.write(type(exc).__name__ + "\n")
+
+anyio.run(main)
+"""
+
+
+def test_a_client_gone_is_a_broken_pipe_not_a_hang() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-c", GONE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    process.stdin.write(b"closed\n")
+    process.stdin.close()
+    with process:
+        assert process.stderr.read().decode().split() == ["BrokenPipeError"]
+        assert process.wait(timeout=3600) == 0
+
+
+def test_stdout_shared_with_stderr_keeps_the_thread_write() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", BIG],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        check=True,
+        timeout=3600,
+    )
+    assert done.stdout.decode().splitlines() == ["FlushedStdout", *(str(n) * 300_000 for n in range(4))]

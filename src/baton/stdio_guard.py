@@ -23,6 +23,8 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
+from baton.stdio_in import LoopLines, StdinLines, ThreadLines, loop_capable
+
 log = logging.getLogger("baton.server")
 
 PARSE_ERROR = -32700
@@ -75,7 +77,11 @@ class ScreenedStdin:
     """
 
     def __init__(self, max_chars: int = 4 * 1024 * 1024, source: Any = None) -> None:
-        self._source = source if source is not None else _default_source()
+        #: ``source``: a text file read in a worker thread; by default the process's stdin, read on the
+        #: event loop when it is a pipe or a socket (:mod:`baton.stdio_in`).
+        self._reader: StdinLines = (
+            ThreadLines(source, max_chars) if source is not None else _stdin_lines(max_chars)
+        )
         self.max_chars = max_chars
         self._replies: Any = None
         self._attached = anyio.Event()
@@ -100,25 +106,28 @@ class ScreenedStdin:
 
     async def _screened(self) -> AsyncIterator[tuple[str, Any]]:
         await self._attached.wait()
-        while True:
-            line, oversized = await anyio.to_thread.run_sync(_read_line, self._source, self.max_chars)
-            if oversized:
-                await self._send(
-                    _leading_id(line),
-                    INVALID_REQUEST,
-                    f"Invalid request: the message is larger than {self.max_chars} bytes (BATON_MAX_MESSAGE_BYTES).",
-                )
-                continue
-            if not line:
-                return
-            if not line.strip():
-                continue
-            try:
-                message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-            except Exception as exc:
-                await self._answer(line, exc)
-                continue
-            yield line, message
+        try:
+            while True:
+                line, oversized = await self._reader.read()
+                if oversized:
+                    await self._send(
+                        _leading_id(line),
+                        INVALID_REQUEST,
+                        f"Invalid request: the message is larger than {self.max_chars} bytes (BATON_MAX_MESSAGE_BYTES).",
+                    )
+                    continue
+                if not line:
+                    return
+                if not line.strip():
+                    continue
+                try:
+                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                except Exception as exc:
+                    await self._answer(line, exc)
+                    continue
+                yield line, message
+        finally:
+            self._reader.close()
 
     async def _answer(self, line: str, exc: Exception) -> None:
         """Reply to a line the SDK refused, when JSON-RPC allows a reply."""
@@ -147,20 +156,15 @@ class ScreenedStdin:
         await self._replies.send(SessionMessage(error))
 
 
-def _default_source() -> Any:
-    """The process's stdin as text on a private descriptor (see :func:`_claim_stdin`)."""
-    return _KeptOpen(_claim_stdin(), encoding="utf-8", errors="replace")
-
-
-def _read_line(source: Any, limit: int) -> tuple[str, bool]:
-    """One line, or (its first 4 KiB, True) when it is longer than ``limit`` (the rest is read and dropped)."""
-    line = source.readline(limit + 1)
-    if len(line) <= limit or line.endswith("\n"):
-        return line, False
-    head = line[:4096]
-    while line and not line.endswith("\n"):
-        line = source.readline(1024 * 1024)
-    return head, True
+def _stdin_lines(max_chars: int) -> StdinLines:
+    """The process's stdin on a private descriptor (see :func:`_claim_stdin`): read on the event loop
+    when it is a pipe or a socket, otherwise as text in a worker thread."""
+    claimed = _claim_stdin()
+    with contextlib.suppress(OSError, ValueError):
+        fd = claimed.fileno()
+        if fd > 2 and loop_capable(fd):
+            return LoopLines(fd, max_chars, keep=claimed)
+    return ThreadLines(_KeptOpen(claimed, encoding="utf-8", errors="replace"), max_chars)
 
 
 _ID = re.compile(r'"id"\s*:\s*("(?:[^"\\]{0,200})"|-?\d{1,18})\s*[,}]')
