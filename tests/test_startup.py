@@ -42,6 +42,7 @@ def test_pause_stops_collections_and_resume_freezes_start_up_and_restarts_them(c
 
 
 def test_resume_never_turns_on_a_collector_that_was_off_before(collector: None) -> None:
+    gc.unfreeze()
     gc.disable()
     gc_pause.pause()
     gc_pause.resume()
