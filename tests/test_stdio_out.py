@@ -47,6 +47,24 @@ async def main():
 anyio.run(main)
 """
 
+CALLBACK_PROGRAM = r"""
+import sys
+import anyio
+from baton.stdio_out import claimed_stdout
+
+seen = []
+
+async def main():
+    with claimed_stdout(lambda: seen.append("written")) as out:
+        sys.stderr.write(type(out).__name__ + "\n")
+        await out.write('{"id": 1}\n')
+        sys.stderr.write(f"after first: {len(seen)}\n")
+        await out.write('{"id": 2}\n')
+    sys.stderr.write(f"after second: {len(seen)}\n")
+
+anyio.run(main)
+"""
+
 
 def test_answers_larger_than_the_pipe_arrive_whole_through_a_pipe_and_a_file(tmp_path: Path) -> None:
     expected = [str(n) * 300_000 for n in range(4)]
@@ -102,3 +120,24 @@ def test_stdout_shared_with_stderr_keeps_the_thread_write() -> None:
         timeout=3600,
     )
     assert done.stdout.decode().splitlines() == ["FlushedStdout", *(str(n) * 300_000 for n in range(4))]
+
+
+def test_the_written_callback_runs_once_after_each_message_on_the_loop_and_in_a_thread(
+    tmp_path: Path,
+) -> None:
+    piped = subprocess.run(
+        [sys.executable, "-c", CALLBACK_PROGRAM], capture_output=True, check=True, timeout=3600
+    )
+    assert piped.stdout.decode().splitlines() == ['{"id": 1}', '{"id": 2}']
+    assert piped.stderr.decode().splitlines() == ["LoopStdout", "after first: 1", "after second: 2"]
+    stored = tmp_path / "out"
+    with stored.open("wb") as file:
+        to_file = subprocess.run(
+            [sys.executable, "-c", CALLBACK_PROGRAM],
+            stdout=file,
+            stderr=subprocess.PIPE,
+            check=True,
+            timeout=3600,
+        )
+    assert stored.read_text().splitlines() == ['{"id": 1}', '{"id": 2}']
+    assert to_file.stderr.decode().splitlines() == ["FlushedStdout", "after first: 1", "after second: 2"]

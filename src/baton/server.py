@@ -16,7 +16,7 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from baton import __version__, tool_cache
+from baton import __version__, gc_pause, tool_cache
 from baton.addresses import is_loopback
 from baton.agents import (
     AGENT_SCOPE_KEY,
@@ -87,6 +87,7 @@ class RegistryLoader:
         self.error: BatonError | None = None
         self._cached: list[dict[str, Any]] | None = None
         self._cache_read = False
+        self._listed = False
         self.ready = anyio.Event()
         #: Set when something needs the registry (or its first ``tools/list`` was answered from the cache).
         self.wanted = anyio.Event()
@@ -104,6 +105,7 @@ class RegistryLoader:
     async def load(self) -> ToolRegistry | None:
         """Build the registry (once); a failure is kept and reported by every later request."""
         self.wanted.set()
+        gc_pause.resume()  # start-up ends here (baton.gc_pause)
         try:
             self.registry = await anyio.to_thread.run_sync(self._open)
         except BatonError as exc:
@@ -137,8 +139,14 @@ class RegistryLoader:
         return self._cached
 
     def listed_from_cache(self) -> None:
-        """The first ``tools/list`` was answered from the cache: loading may start now."""
-        self.wanted.set()
+        """The first ``tools/list`` was answered from the cache: loading starts once that answer is written."""
+        self._listed = True
+
+    def written(self) -> None:
+        """stdout wrote a message: after the cached ``tools/list`` answer, loading may start (before, the
+        load's imports would take the GIL from that answer's serialization and write)."""
+        if self._listed:
+            self.wanted.set()
 
     def current_settings(self) -> Settings:
         """The settings this server runs with (known before the registry is loaded)."""
@@ -314,7 +322,9 @@ async def serve_stdio(settings: Settings) -> None:
     async with anyio.create_task_group() as group:
         group.start_soon(load_then_run_services)
         group.start_soon(checkpoint_on_stop_signal)
-        with claimed_stdout() as stdout:  # each answer written on the loop (a pipe) or in one thread hop
+        with claimed_stdout(
+            loader.written
+        ) as stdout:  # each answer written on the loop (a pipe) or in one thread hop
             async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
                 stdin.attach(write_stream)
                 await server.run(read_stream, write_stream, server.create_initialization_options())
@@ -340,6 +350,7 @@ def run_serve(http: str | None, stateless: bool) -> int:
         if not settings.baton_database_url:
             settings.home  # noqa: B018 (a BATON_HOME that is a file is config_invalid now, not after initialize)
         if http:
+            gc_pause.resume()
             from baton.runtime import Runtime
 
             host, _port = parse_bind(http)
@@ -367,6 +378,8 @@ def run_serve(http: str | None, stateless: bool) -> int:
             "BATON_DEBUG=1 shows the traceback.\n"
         )
         return 1
+    finally:
+        gc_pause.resume()
     return 0
 
 

@@ -23,7 +23,7 @@ import contextlib
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from io import TextIOWrapper
 from typing import Any
 
@@ -32,10 +32,12 @@ import sniffio
 
 
 class FlushedStdout:
-    """An async text file for ``stdio_server(stdout=…)`` whose ``write`` also flushes, in one thread hop."""
+    """An async text file for ``stdio_server(stdout=…)`` whose ``write`` also flushes, in one thread hop;
+    ``written`` (if given) is called on the event loop after each message is flushed."""
 
-    def __init__(self, target: Any) -> None:
+    def __init__(self, target: Any, written: Callable[[], None] | None = None) -> None:
         self._target = target
+        self._written = written
 
     def _write_flushed(self, text: str) -> int:
         written: int = self._target.write(text)
@@ -44,17 +46,22 @@ class FlushedStdout:
 
     async def write(self, text: str) -> int:
         """Write ``text`` and flush it to the client."""
-        return await anyio.to_thread.run_sync(self._write_flushed, text)
+        count = await anyio.to_thread.run_sync(self._write_flushed, text)
+        if self._written is not None:
+            self._written()
+        return count
 
     async def flush(self) -> None:
         """Nothing to do: every write was flushed."""
 
 
 class LoopStdout(asyncio.Protocol):
-    """An async text file for ``stdio_server(stdout=…)`` writing to a pipe on the event loop."""
+    """An async text file for ``stdio_server(stdout=…)`` writing to a pipe on the event loop; ``written``
+    (if given) is called after each message is taken by the pipe."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, written: Callable[[], None] | None = None) -> None:
         self.fd = fd
+        self._written = written
         self._transport: asyncio.WriteTransport | None = None
         self._drained = asyncio.Event()
         self._drained.set()
@@ -101,6 +108,8 @@ class LoopStdout(asyncio.Protocol):
             await self._drained.wait()
         if transport.is_closing():  # the write failed (the transport closes itself on a write error)
             raise self._gone()
+        if self._written is not None:
+            self._written()
         return len(text)
 
     def _gone(self) -> BaseException:
@@ -133,26 +142,27 @@ def _pipe_on_asyncio(fd: int) -> bool:
 
 
 @contextlib.contextmanager
-def claimed_stdout() -> Iterator[FlushedStdout | LoopStdout]:
+def claimed_stdout(written: Callable[[], None] | None = None) -> Iterator[FlushedStdout | LoopStdout]:
     """The protocol's stdout on a private descriptor (above 2, close-on-exec), fd 1 pointed at stderr
-    until the server stops; where a descriptor cannot be duplicated or diverted, Python's stdout in place."""
+    until the server stops; where a descriptor cannot be duplicated or diverted, Python's stdout in place.
+    ``written`` is called after each message is flushed (or taken by the pipe, :class:`LoopStdout`)."""
     sys.stdout.flush()
     try:
         import fcntl
 
         private = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
     except (ImportError, OSError):
-        yield FlushedStdout(sys.stdout)
+        yield FlushedStdout(sys.stdout, written)
         return
     try:
         os.dup2(2, 1)
     except OSError:
         with contextlib.suppress(OSError):
             os.dup2(private, 1)  # fd 1 carries the wire again: one writer on it, never two
-        yield FlushedStdout(sys.stdout)
+        yield FlushedStdout(sys.stdout, written)
         return
     if _pipe_on_asyncio(private):
-        on_loop = LoopStdout(private)
+        on_loop = LoopStdout(private, written)
         try:
             yield on_loop
         finally:
@@ -163,7 +173,7 @@ def claimed_stdout() -> Iterator[FlushedStdout | LoopStdout]:
     # never closed: a worker thread may still be writing on it when the server stops (as in the SDK)
     target = TextIOWrapper(os.fdopen(private, "wb", closefd=False), encoding="utf-8")
     try:
-        yield FlushedStdout(target)
+        yield FlushedStdout(target, written)
     finally:
         with contextlib.suppress(OSError, ValueError):
             target.flush()

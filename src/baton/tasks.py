@@ -63,9 +63,9 @@ HITL_TOOLS = frozenset({"mcp_request_admin_approval", "mcp_request_admin_input",
 
 
 class TaskIdParams(BaseModel):
-    """``tasks/get`` and ``tasks/cancel`` params."""
+    """``tasks/get`` and ``tasks/cancel`` params (validators built on first use: start-up needs none)."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="allow")
+    model_config = ConfigDict(populate_by_name=True, extra="allow", defer_build=True)
     task_id: str = Field(alias="taskId", min_length=1, max_length=64)
 
 

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +34,23 @@ def fingerprint() -> str:
     import mcp
     import mcp_types
 
-    package = Path(__file__).resolve().parent
-    files = sorted(package.rglob("*.py"))
-    files += [Path(module.__file__ or "") for module in (mcp, mcp_types)]
+    files = sorted(_modules(str(Path(__file__).resolve().parent)))
+    files += [module.__file__ or "" for module in (mcp, mcp_types)]
     digest = hashlib.sha256(sys.version.encode())
     for path in files:
-        stat = path.stat()
+        stat = os.stat(path)
         digest.update(f"{path}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()
+
+
+def _modules(directory: str) -> Iterator[str]:
+    """Every ``*.py`` file under ``directory`` (``os.scandir``: a start-up path, half the cost of ``rglob``)."""
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name.endswith(".py") and entry.is_file():
+                yield entry.path
+            elif entry.is_dir(follow_symlinks=False) and entry.name != "__pycache__":
+                yield from _modules(entry.path)
 
 
 def cache_path(home: Path) -> Path:
