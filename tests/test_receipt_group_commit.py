@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx
 import pytest
 from mcp import Client
@@ -127,5 +128,40 @@ async def test_append_soon_groups_concurrent_appends_and_each_returns_its_own_co
     assert sorted(stored) == list(range(1, 40))
     for receipt in made.values():
         assert stored[receipt.seq] == receipt  # what each caller got is what was committed
+    assert log.verify().ok
+    log.store.dispose()
+
+
+async def test_a_lone_append_commits_at_once_and_one_made_while_others_are_queued_keeps_their_order(
+    tmp_path: Path,
+) -> None:
+    log = ReceiptLog(Store(f"sqlite:///{tmp_path / 'r.db'}"), Redactor())
+    log.group_commit = True
+    # alone, with nothing queued: committed inline, before any other task has run
+    ran_meanwhile: list[str] = []
+
+    async def other() -> None:
+        ran_meanwhile.append("other")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(other)
+        lone = await log.append_soon("lone", {"n": 0}, alone=True)
+        assert ran_meanwhile == []  # no thread hop, no yield to the loop: the receipt was written inline
+    assert [r.seq for r in log.list()] == [lone.seq] == [1]
+
+    # "alone" while appends are queued: it joins the queue behind them, so the chain keeps the call order
+    made: dict[int, Receipt] = {}
+
+    async def append(n: int, alone: bool) -> None:
+        made[n] = await log.append_soon("soon", {"n": n}, alone=alone)
+
+    async with anyio.create_task_group() as group:
+        for n in range(1, 6):
+            group.start_soon(append, n, False)
+        await anyio.lowlevel.checkpoint()  # the five are queued (their committer has started)
+        group.start_soon(append, 6, True)
+    stored = [r.payload["n"] for r in log.list()]
+    assert stored == [0, 1, 2, 3, 4, 5, 6]
+    assert all(made[n].payload == {"n": n} for n in made)
     assert log.verify().ok
     log.store.dispose()

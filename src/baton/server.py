@@ -581,6 +581,9 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
             if self.started:
+                from baton.heap import settle
+
+                settle()  # the start-up heap out of every later collection (baton.heap)
                 announce_listening(self, host, paths)
                 if not runtime.settings.baton_admin_token:
                     from baton.hitl.people import People
