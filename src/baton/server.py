@@ -565,9 +565,11 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
     record_served(runtime)  # so `baton hitl link` in another shell knows whether its links would pass
     from baton.hitl.sessions import LoginThrottle
     from baton.http_guards import guarded
+    from baton.http_inflight import InFlight
 
     throttle = LoginThrottle.for_runtime(runtime)  # failed authentication on /inbox*, /mcp, /metrics
-    app = guarded(build_http_app(runtime, host), runtime.settings, host, port, throttle)
+    counted = InFlight(build_http_app(runtime, host), runtime.receipts)  # a lone call's receipt: inline
+    app = guarded(counted, runtime.settings, host, port, throttle)
     # log_config=None: uvicorn's loggers propagate to baton's redacting handler; proxy headers are
     # honoured only from BATON_TRUSTED_PROXIES (baton.http_guards.TrustedProxy), never by default.
     from baton.http_limits import uvicorn_config

@@ -132,8 +132,6 @@ class ToolRegistry:
     tools: dict[str, ToolSpec[Any]] = field(default_factory=dict)
     background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
     dynamic: list[DynamicTools] = field(default_factory=list)
-    #: Tool calls being served now: a call alone commits its receipt inline (``ReceiptLog.append_soon``).
-    in_flight: int = field(default=0, init=False)
 
     def add(self, spec: ToolSpec[Any]) -> None:
         """Register a tool; a duplicate name is a programming error."""
@@ -168,20 +166,16 @@ class ToolRegistry:
         started = time.perf_counter()
         arguments = arguments or {}
         owner = None if name in self.tools else self._owner(name)
-        self.in_flight += 1
         try:
-            try:
-                check_arguments(arguments, self.runtime.settings.baton_max_argument_bytes)
-            except ArgumentError as exc:
-                raw, oversized = exc.to_result(), True
-            else:
-                raw, oversized = await self._dispatch(name, owner, arguments, context), False
-            result: dict[str, Any] = self.runtime.redactor.value(raw)
-            seconds = time.perf_counter() - started
-            if owner is None or not owner.writes_receipts:
-                await self._receipt(name, None if oversized else arguments, result, seconds, context)
-        finally:
-            self.in_flight -= 1
+            check_arguments(arguments, self.runtime.settings.baton_max_argument_bytes)
+        except ArgumentError as exc:
+            raw, oversized = exc.to_result(), True
+        else:
+            raw, oversized = await self._dispatch(name, owner, arguments, context), False
+        result: dict[str, Any] = self.runtime.redactor.value(raw)
+        seconds = time.perf_counter() - started
+        if owner is None or not owner.writes_receipts:
+            await self._receipt(name, None if oversized else arguments, result, seconds, context)
         adapter = name.split("__", 1)[0] if owner is not None else None
         observe_tool_call(self.metric_label(name, owner), result, seconds, adapter)
         if result.get("error_class") == "unknown_tool" and owner is None and name not in self.tools:
@@ -234,7 +228,7 @@ class ToolRegistry:
         if context.on_behalf is not None:
             payload["subagent"] = context.on_behalf.link()
         try:
-            await self.runtime.receipts.append_soon("tool_call", payload, alone=self.in_flight == 1)
+            await self.runtime.receipts.append_soon("tool_call", payload)
         except BatonError:
             log.exception("tool-call receipt refused")
 
