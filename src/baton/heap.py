@@ -5,7 +5,7 @@ for every tool, the MCP SDK), twice the SDK's bare server. Every request of the 
 leaves reference cycles behind (tasks, cancel scopes, futures), and while 32 requests are in flight their
 objects outlive the young collections and are promoted, so the oldest generation fills and is collected
 every few hundred calls: each of those collections walked the whole start-up heap again (~100 ms of CPU
-on a loaded machine), about a third of baton's CPU per call at 32 clients. :func:`settle` runs once the
+on a loaded machine), 28 % of baton's CPU per call at 32 clients. :func:`settle` runs once the
 server is up: one full collection, then :func:`gc.freeze` moves what survived (the start-up heap, alive
 for the process's life) out of every later collection, and the youngest generation is collected after
 :data:`YOUNG_THRESHOLD` net allocations instead of 700, so fewer survivors are promoted at all. What it
