@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx
 import pytest
 from mcp import Client
@@ -108,6 +109,7 @@ async def test_append_soon_groups_concurrent_appends_and_each_returns_its_own_co
 ) -> None:
     log = ReceiptLog(Store(f"sqlite:///{tmp_path / 'r.db'}"), Redactor((SPANNING,)))
     log.group_commit = True
+    log.in_flight = 40  # as the HTTP server counts its requests (baton.http_inflight)
     made: dict[int, Receipt] = {}
     refused: list[str] = []
 
@@ -127,5 +129,44 @@ async def test_append_soon_groups_concurrent_appends_and_each_returns_its_own_co
     assert sorted(stored) == list(range(1, 40))
     for receipt in made.values():
         assert stored[receipt.seq] == receipt  # what each caller got is what was committed
+    assert log.verify().ok
+    log.store.dispose()
+
+
+async def test_a_lone_request_commits_at_once_and_one_made_while_others_are_queued_keeps_their_order(
+    tmp_path: Path,
+) -> None:
+    log = ReceiptLog(Store(f"sqlite:///{tmp_path / 'r.db'}"), Redactor())
+    log.group_commit = True
+    # the only request in flight, nothing queued: committed inline, before any other task has run
+    log.in_flight = 1
+    ran_meanwhile: list[str] = []
+
+    async def other() -> None:
+        ran_meanwhile.append("other")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(other)
+        lone = await log.append_soon("lone", {"n": 0})
+        assert ran_meanwhile == []  # no thread hop, no yield to the loop: the receipt was written inline
+    assert [r.seq for r in log.list()] == [lone.seq] == [1]
+
+    # appends of concurrent requests are queued; one made alone while they are queued joins the queue
+    # behind them, so the chain keeps the order the calls finished in
+    made: dict[int, Receipt] = {}
+
+    async def append(n: int) -> None:
+        made[n] = await log.append_soon("soon", {"n": n})
+
+    async with anyio.create_task_group() as group:
+        log.in_flight = 5
+        for n in range(1, 6):
+            group.start_soon(append, n)
+        await anyio.lowlevel.checkpoint()  # the five are queued (their committer has started)
+        log.in_flight = 1
+        group.start_soon(append, 6)
+    stored = [r.payload["n"] for r in log.list()]
+    assert stored == [0, 1, 2, 3, 4, 5, 6]
+    assert all(made[n].payload == {"n": n} for n in made)
     assert log.verify().ok
     log.store.dispose()

@@ -1,6 +1,6 @@
 """What ``baton serve`` does between its first line and its first ``tools/list`` answer: the collector is
 paused through start-up and back on (start-up frozen) once the registry loads, and the registry's load
-waits until the cached ``tools/list`` answer has been written (baton.gc_pause, baton.server.RegistryLoader)."""
+waits until the cached ``tools/list`` answer has been written (baton.heap, baton.server.RegistryLoader)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from baton import gc_pause
+from baton import heap
 from baton.config import load_settings
 from baton.server import RegistryLoader
 
@@ -23,35 +23,35 @@ def collector() -> Iterator[None]:
     try:
         yield
     finally:
-        gc_pause.resume()
+        heap.resume()
         gc.unfreeze()
         gc.enable()
 
 
 def test_pause_stops_collections_and_resume_freezes_start_up_and_restarts_them(collector: None) -> None:
     gc.unfreeze()
-    gc_pause.pause()
+    heap.pause()
     assert not gc.isenabled()
     kept = [object() for _ in range(1000)]
-    gc_pause.resume()
+    heap.resume()
     assert gc.isenabled()
     assert gc.get_freeze_count() >= len(kept)
     frozen = gc.get_freeze_count()
-    gc_pause.resume()  # a second resume changes nothing
+    heap.resume()  # a second resume changes nothing
     assert gc.get_freeze_count() == frozen
 
 
 def test_resume_never_turns_on_a_collector_that_was_off_before(collector: None) -> None:
     gc.unfreeze()
     gc.disable()
-    gc_pause.pause()
-    gc_pause.resume()
+    heap.pause()
+    heap.resume()
     assert not gc.isenabled()
     assert gc.get_freeze_count() == 0
 
 
 async def test_the_registry_load_resumes_the_collector(baton_env: dict[str, str], collector: None) -> None:
-    gc_pause.pause()
+    heap.pause()
     loader = RegistryLoader(load_settings(baton_env))
     registry = await loader.load()
     assert registry is not None and loader.error is None

@@ -19,9 +19,9 @@ def main() -> None:
         parser.add_argument("--stateless", action="store_true")
         known, rest = parser.parse_known_args(argv[1:])
         if not rest:
-            from baton import gc_pause
+            from baton import heap
 
-            gc_pause.pause()  # resumed when the registry starts loading (baton.gc_pause)
+            heap.pause()  # resumed when the registry starts loading (baton.heap)
             from baton.server import run_serve
 
             raise SystemExit(run_serve(known.http, known.stateless))

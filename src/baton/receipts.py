@@ -111,6 +111,9 @@ class ReceiptLog:
         self.redactor = redactor
         #: Set by ``baton serve --http``: :meth:`append_soon` commits concurrent appends together.
         self.group_commit = False
+        #: MCP requests the HTTP server is serving now (:class:`baton.http_inflight.InFlight`): with group
+        #: commit, a receipt appended while it is at most 1 is committed inline (see :meth:`append_soon`).
+        self.in_flight = 0
         self._queued: builtins.list[tuple[str, dict[str, Any], asyncio.Future[Receipt]]] = []
         self._committer: asyncio.Task[None] | None = None
 
@@ -136,11 +139,16 @@ class ReceiptLog:
         while one transaction commits are committed together in the next (group commit), in a worker
         thread, in the order they were queued: the loop goes on serving other requests meanwhile, and each
         caller still answers only after its own receipt is durable. Without it (stdio: one client) the
-        append is made inline, as :meth:`append`.
+        append is made inline, as :meth:`append`; so is one made while the HTTP server serves no other MCP
+        request (:attr:`in_flight`) and nothing is queued or committing: a batch of one gains nothing from
+        the worker thread, and its two thread hops were most of a lone HTTP call's latency.
         """
         loop = asyncio.get_running_loop()
-        if not self.group_commit or (self._committer is not None and self._committer.get_loop() is not loop):
+        committer = self._committer
+        if not self.group_commit or (committer is not None and committer.get_loop() is not loop):
             return self.append(kind, payload)  # (a committer of another event loop is never waited on)
+        if self.in_flight <= 1 and committer is None and not self._queued:
+            return self.append(kind, payload)
         future: asyncio.Future[Receipt] = loop.create_future()
         self._queued.append((kind, payload, future))
         if self._committer is None:

@@ -16,7 +16,7 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from baton import __version__, gc_pause, tool_cache
+from baton import __version__, heap, tool_cache
 from baton.addresses import is_loopback
 from baton.agents import (
     AGENT_SCOPE_KEY,
@@ -105,7 +105,7 @@ class RegistryLoader:
     async def load(self) -> ToolRegistry | None:
         """Build the registry (once); a failure is kept and reported by every later request."""
         self.wanted.set()
-        gc_pause.resume()  # start-up ends here (baton.gc_pause)
+        heap.resume()  # start-up ends here (baton.heap)
         try:
             self.registry = await anyio.to_thread.run_sync(self._open)
         except BatonError as exc:
@@ -350,7 +350,7 @@ def run_serve(http: str | None, stateless: bool) -> int:
         if not settings.baton_database_url:
             settings.home  # noqa: B018 (a BATON_HOME that is a file is config_invalid now, not after initialize)
         if http:
-            gc_pause.resume()
+            heap.resume()
             from baton.runtime import Runtime
 
             host, _port = parse_bind(http)
@@ -379,7 +379,7 @@ def run_serve(http: str | None, stateless: bool) -> int:
         )
         return 1
     finally:
-        gc_pause.resume()
+        heap.resume()
     return 0
 
 
@@ -578,9 +578,11 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
     record_served(runtime)  # so `baton hitl link` in another shell knows whether its links would pass
     from baton.hitl.sessions import LoginThrottle
     from baton.http_guards import guarded
+    from baton.http_inflight import InFlight
 
     throttle = LoginThrottle.for_runtime(runtime)  # failed authentication on /inbox*, /mcp, /metrics
-    app = guarded(build_http_app(runtime, host), runtime.settings, host, port, throttle)
+    counted = InFlight(build_http_app(runtime, host), runtime.receipts)  # a lone call's receipt: inline
+    app = guarded(counted, runtime.settings, host, port, throttle)
     # log_config=None: uvicorn's loggers propagate to baton's redacting handler; proxy headers are
     # honoured only from BATON_TRUSTED_PROXIES (baton.http_guards.TrustedProxy), never by default.
     from baton.http_limits import uvicorn_config
@@ -594,6 +596,7 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
             if self.started:
+                heap.settle()  # the start-up heap out of every later collection (baton.heap)
                 announce_listening(self, host, paths)
                 if not runtime.settings.baton_admin_token:
                     from baton.hitl.people import People
