@@ -322,9 +322,8 @@ async def serve_stdio(settings: Settings) -> None:
     async with anyio.create_task_group() as group:
         group.start_soon(load_then_run_services)
         group.start_soon(checkpoint_on_stop_signal)
-        with claimed_stdout(
-            loader.written
-        ) as stdout:  # each answer written on the loop (a pipe) or in one thread hop
+        # each answer written on the loop (a pipe) or in one thread hop (baton.stdio_out)
+        with claimed_stdout(loader.written) as stdout:
             async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
                 stdin.attach(write_stream)
                 await server.run(read_stream, write_stream, server.create_initialization_options())
