@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from baton.budgets import DailyBudget, utc_day
+from baton.budgets import DailyBudget, Limits, Spend, estimate_tokens, utc_day
 from baton.config import Settings
 from baton.errors import BudgetError
 from baton.schema import model_spend
@@ -92,6 +92,81 @@ def test_a_day_held_by_calls_in_flight_has_no_room(store: Store, tmp_path: Path)
     with pytest.raises(BudgetError) as refused:
         daily.reserve(5, 0.0)
     assert refused.value.error_class == "budget_exceeded"
-    assert "no room" in refused.value.message
-    assert refused.value.details["estimate"] == {"total_tokens": 5, "cost_usd": 0.0}
+    assert refused.value.message == (
+        "The daily budget has no room for this model call (about 5 tokens): what was spent (0 tokens, "
+        "$0.000000) and what calls in flight reserved reach the limit; the model was not called."
+    )
+    assert refused.value.details == {
+        "budget": "daily",
+        "day": utc_day(),
+        "spent": Spend().as_dict(),
+        "estimate": {"total_tokens": 5, "cost_usd": 0.0},
+        "limit": {"max_total_tokens": 10, "max_cost_usd": None},
+    }
     assert day_row(store)[4] == 10
+
+
+def test_dollars_held_by_calls_in_flight_count_toward_the_dollar_limit(store: Store, tmp_path: Path) -> None:
+    """Reserved dollars are added to what was spent: with $1.00 held under a $1 limit, no room is left."""
+    daily = budget(store, tmp_path, baton_budget_daily_usd=1.0)
+    daily.reserve(1, 0.5)
+    daily.reserve(1, 0.5)  # $0.50 held is still below the limit: the call may go
+    with pytest.raises(BudgetError) as refused:
+        daily.reserve(1, 0.60000000001)
+    assert refused.value.details["estimate"] == {"total_tokens": 1, "cost_usd": 0.6}  # to ten places
+    assert refused.value.details["limit"] == {"max_total_tokens": None, "max_cost_usd": 1.0}
+    assert day_row(store)[5] == pytest.approx(1.0)
+
+
+def test_a_dollar_limit_alone_refuses_once_its_dollars_are_spent(store: Store, tmp_path: Path) -> None:
+    daily = budget(store, tmp_path, baton_budget_daily_usd=0.5)
+    held = daily.reserve(1, 0.5)
+    with store.write_prepared() as transaction:
+        daily.settle_in(transaction, held, 1, 1, 0.5)
+    with pytest.raises(BudgetError) as spent:
+        daily.check()
+    assert "$0.500000 of $0.500000" in spent.value.message
+
+
+def test_a_limit_reached_exactly_is_spent_and_every_limit_reached_is_named() -> None:
+    limits = Limits(max_total_tokens=10, max_cost_usd=0.5)
+    limits.check(Spend(input_tokens=6, output_tokens=3, cost_usd=0.49), budget="spawn")  # below both
+    at_both = Spend(input_tokens=6, output_tokens=4, cost_usd=0.5, calls=2)
+    with pytest.raises(BudgetError) as refused:
+        limits.check(at_both, budget="spawn", subagent_id="sa_1")
+    assert refused.value.message == (
+        "The spawn budget is spent (10 of 10 tokens; $0.500000 of $0.500000); the model was not called."
+    )
+    assert refused.value.details == {
+        "budget": "spawn",
+        "spent": at_both.as_dict(),
+        "limit": {"max_total_tokens": 10, "max_cost_usd": 0.5},
+        "subagent_id": "sa_1",
+    }
+
+
+def test_the_estimate_is_a_token_per_three_characters_plus_sixteen_plus_the_output_cap() -> None:
+    assert estimate_tokens(30, 100) == 126
+    assert estimate_tokens(32, 100) == 126  # whole tokens
+    assert estimate_tokens(0, 0) == 16
+
+
+def test_the_day_is_the_utc_day_whatever_the_hosts_time_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 20:00 UTC it is already tomorrow in Kathmandu (UTC+5:45): the spend still counts today, in UTC."""
+    import time
+    from datetime import UTC, datetime, timedelta, timezone
+
+    monkeypatch.setenv("TZ", "NPT-5:45")  # POSIX: 5:45 east of UTC, no tzdata needed
+    time.tzset()
+    try:
+        assert utc_day(datetime(2026, 12, 4, 20, 0, tzinfo=UTC)) == "2026-12-04"
+        assert utc_day(datetime(2026, 12, 5, 1, 45, tzinfo=timezone(timedelta(hours=5, minutes=45)))) == (
+            "2026-12-04"
+        )
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_a_spend_is_shown_to_ten_decimal_places_of_a_dollar() -> None:
+    assert Spend(cost_usd=0.12345678901234).as_dict()["cost_usd"] == 0.123456789
