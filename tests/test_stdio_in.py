@@ -62,6 +62,13 @@ def _spawn(stdin: Any) -> subprocess.Popen[bytes]:
     )
 
 
+def _piped_on_the_loop() -> subprocess.Popen[bytes]:
+    """The reader on a pipe, once it said it reads on the event loop (``LoopLines``)."""
+    process = _spawn(subprocess.PIPE)
+    assert _next(process) == "LoopLines"
+    return process
+
+
 def _reports(process: subprocess.Popen[bytes]) -> list[Any]:
     process.stdin = None  # closed by the test already: communicate would flush it
     out, err = process.communicate(timeout=3600)
@@ -102,9 +109,8 @@ def test_a_pipe_is_read_on_the_loop_and_gives_the_lines_a_file_gives(tmp_path: P
 
 
 def test_a_crlf_split_across_reads_is_one_ending() -> None:
-    process = _spawn(subprocess.PIPE)
+    process = _piped_on_the_loop()
     assert process.stdin is not None
-    assert _next(process) == "LoopLines"
     process.stdin.write(b"first\r")
     process.stdin.flush()
     assert _next(process) == ["first\n", False]
@@ -114,9 +120,8 @@ def test_a_crlf_split_across_reads_is_one_ending() -> None:
 
 
 def test_an_oversized_line_is_reported_before_its_end_and_the_rest_is_dropped() -> None:
-    process = _spawn(subprocess.PIPE)
+    process = _piped_on_the_loop()
     assert process.stdin is not None
-    assert _next(process) == "LoopLines"
     # the line's head only: already over the limit, with no newline yet
     process.stdin.write(b'{"id":"big","x":"' + b"z" * (LIMIT * 50))
     process.stdin.flush()
@@ -133,9 +138,8 @@ def test_an_oversized_line_is_reported_before_its_end_and_the_rest_is_dropped() 
 
 
 def test_an_oversized_line_of_multibyte_characters_is_counted_in_characters() -> None:
-    process = _spawn(subprocess.PIPE)
+    process = _piped_on_the_loop()
     assert process.stdin is not None
-    assert _next(process) == "LoopLines"
     # LIMIT characters in 2 * LIMIT bytes, no newline yet: not too long
     process.stdin.write("é".encode() * LIMIT)
     process.stdin.flush()
