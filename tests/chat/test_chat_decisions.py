@@ -96,6 +96,21 @@ async def tool(client: Client, name: str, arguments: dict[str, Any]) -> dict[str
     return result.structured_content
 
 
+@asynccontextmanager
+async def approval_waiting(client: Client, message: str) -> AsyncIterator[dict[str, Any]]:
+    """``mcp_request_admin_approval(message)`` waiting in the background (an hour's timeout) while the block
+    runs; the block ends once the call returned, and the dict then holds its result."""
+    asked: dict[str, Any] = {}
+
+    async def ask() -> None:
+        arguments = {"request_message": message, "timeout_seconds": HOUR}
+        asked.update(await tool(client, "mcp_request_admin_approval", arguments))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(ask)
+        yield asked
+
+
 async def posted(fake: Any, method: str, count: int = 1) -> list[Any]:
     """The fake's calls of ``method`` once ``count`` arrived (a hang guard, not a margin)."""
     return await anyio.to_thread.run_sync(lambda: fake.wait_for(method, count))
@@ -126,30 +141,25 @@ async def test_a_signed_slack_press_decides_and_the_waiting_call_returns_approve
 ) -> None:
     port = free_port()
     with http_server(chat_env, f"127.0.0.1:{port}", tmp_path) as _server:
-        async with agent(port) as client:
-            asked: dict[str, Any] = {}
-
-            async def ask() -> None:
-                arguments = {"request_message": "Deploy release 42 to prod", "timeout_seconds": HOUR}
-                asked.update(await tool(client, "mcp_request_admin_approval", arguments))
-
-            async with anyio.create_task_group() as group:
-                group.start_soon(ask)
-                message = (await posted(slack, "chat.postMessage"))[0]
-                assert message.headers["authorization"] == f"Bearer {SLACK_TOKEN}"
-                assert message.body["channel"] == "C0APPROVALS"
-                actions = [b for b in message.body["blocks"] if b["type"] == "actions"]
-                assert [e["action_id"] for e in actions[0]["elements"]] == ["baton_approve", "baton_reject"]
-                request_id = actions[0]["elements"][0]["value"]
-                assert request_id.startswith("hr_")
-                press = slack_block_actions(
-                    {**message.body, "channel": "C0APPROVALS"},
-                    ALICE_SLACK,
-                    "baton_approve",
-                    slack.response_url(),
-                )
-                answer = await press_slack(port, press)
-                assert answer.status_code == 200, answer.text
+        async with (
+            agent(port) as client,
+            approval_waiting(client, "Deploy release 42 to prod") as asked,
+        ):
+            message = (await posted(slack, "chat.postMessage"))[0]
+            assert message.headers["authorization"] == f"Bearer {SLACK_TOKEN}"
+            assert message.body["channel"] == "C0APPROVALS"
+            actions = [b for b in message.body["blocks"] if b["type"] == "actions"]
+            assert [e["action_id"] for e in actions[0]["elements"]] == ["baton_approve", "baton_reject"]
+            request_id = actions[0]["elements"][0]["value"]
+            assert request_id.startswith("hr_")
+            press = slack_block_actions(
+                {**message.body, "channel": "C0APPROVALS"},
+                ALICE_SLACK,
+                "baton_approve",
+                slack.response_url(),
+            )
+            answer = await press_slack(port, press)
+            assert answer.status_code == 200, answer.text
         assert asked["success"] is True and asked["approved"] is True and asked["decision"] == "approved"
         assert asked["decided_via"] == "slack" and asked["decided_by"] == "alice"
         # the message in the channel: the buttons are gone, who decided is said
@@ -186,36 +196,26 @@ async def test_slack_team_id_keeps_presses_from_other_workspaces_out(
     env = {**chat_env, "SLACK_TEAM_ID": "T0OURS, E0ORG"}
     port = free_port()
     with http_server(env, f"127.0.0.1:{port}", tmp_path):
-        async with agent(port) as client:
-            asked: dict[str, Any] = {}
-
-            async def ask() -> None:
-                arguments = {"request_message": "Ship the migration", "timeout_seconds": HOUR}
-                asked.update(await tool(client, "mcp_request_admin_approval", arguments))
-
-            async with anyio.create_task_group() as group:
-                group.start_soon(ask)
-                message = (await posted(slack, "chat.postMessage"))[0].body
-                request_id = next(b for b in message["blocks"] if b["type"] == "actions")["elements"][0][
-                    "value"
-                ]
-                foreign = slack_block_actions(
-                    message, ALICE_SLACK, "baton_approve", slack.response_url("1"), team_id="T0THEIRS"
-                )
-                guest = slack_block_actions(
-                    message, ALICE_SLACK, "baton_approve", slack.response_url("2"), team_id="T0OURS"
-                )
-                guest["user"]["team_id"] = "T0THEIRS"  # a Slack Connect guest pressing in our channel
-                for press in (foreign, guest):
-                    refused = await press_slack(port, press)
-                    assert refused.status_code == 403, refused.text
-                    assert refused.json()["error_class"] == "chat_team_not_allowed"
-                status = await tool(client, "mcp_get_request_status", {"request_id": request_id})
-                assert status["status"] == "pending" and status["decided"] is False
-                ours = slack_block_actions(
-                    message, ALICE_SLACK, "baton_approve", slack.response_url("3"), team_id="T0OURS"
-                )
-                assert (await press_slack(port, ours)).status_code == 200
+        async with agent(port) as client, approval_waiting(client, "Ship the migration") as asked:
+            message = (await posted(slack, "chat.postMessage"))[0].body
+            request_id = next(b for b in message["blocks"] if b["type"] == "actions")["elements"][0]["value"]
+            foreign = slack_block_actions(
+                message, ALICE_SLACK, "baton_approve", slack.response_url("1"), team_id="T0THEIRS"
+            )
+            guest = slack_block_actions(
+                message, ALICE_SLACK, "baton_approve", slack.response_url("2"), team_id="T0OURS"
+            )
+            guest["user"]["team_id"] = "T0THEIRS"  # a Slack Connect guest pressing in our channel
+            for press in (foreign, guest):
+                refused = await press_slack(port, press)
+                assert refused.status_code == 403, refused.text
+                assert refused.json()["error_class"] == "chat_team_not_allowed"
+            status = await tool(client, "mcp_get_request_status", {"request_id": request_id})
+            assert status["status"] == "pending" and status["decided"] is False
+            ours = slack_block_actions(
+                message, ALICE_SLACK, "baton_approve", slack.response_url("3"), team_id="T0OURS"
+            )
+            assert (await press_slack(port, ours)).status_code == 200
         assert asked["approved"] is True and asked["decided_by"] == "alice"
     assert [r["request_id"] for r in receipts(env, "hitl_decided")] == [request_id]
     assert [r["outcome"] for r in receipts(env, "chat_action")] == ["decided"]
@@ -304,38 +304,31 @@ async def test_a_telegram_press_decides_through_the_webhook_and_edits_the_messag
 ) -> None:
     port = free_port()
     with http_server(chat_env, f"127.0.0.1:{port}", tmp_path):
-        async with agent(port) as client:
-            asked: dict[str, Any] = {}
+        async with (
+            agent(port) as client,
+            approval_waiting(client, "Refund order 7 (EUR 120)") as asked,
+        ):
+            sent = (await posted(telegram, "sendMessage"))[0].body
+            assert sent["chat_id"] == "-100555"
+            approve, reject = sent["reply_markup"]["inline_keyboard"][0]
+            assert approve["text"] == "Approve" and reject["text"] == "Reject"
+            request_id = approve["callback_data"].rsplit(":", 1)[1]
+            message = next(iter(telegram.messages.values()))
 
-            async def ask() -> None:
-                arguments = {"request_message": "Refund order 7 (EUR 120)", "timeout_seconds": HOUR}
-                asked.update(await tool(client, "mcp_request_admin_approval", arguments))
+            wrong = await press_telegram(
+                port, telegram_callback_update(message, ALICE_TELEGRAM, approve["callback_data"]), "nope"
+            )
+            assert wrong.status_code == 401 and wrong.json()["error_class"] == "chat_signature_invalid"
 
-            async with anyio.create_task_group() as group:
-                group.start_soon(ask)
-                sent = (await posted(telegram, "sendMessage"))[0].body
-                assert sent["chat_id"] == "-100555"
-                approve, reject = sent["reply_markup"]["inline_keyboard"][0]
-                assert approve["text"] == "Approve" and reject["text"] == "Reject"
-                request_id = approve["callback_data"].rsplit(":", 1)[1]
-                message = next(iter(telegram.messages.values()))
+            stranger = telegram_callback_update(message, 777, approve["callback_data"], update_id=2)
+            assert (await press_telegram(port, stranger)).status_code == 200
+            alert = (await posted(telegram, "answerCallbackQuery"))[0].body
+            assert alert["show_alert"] is True and f"/inbox/requests/{request_id}" in alert["text"]
+            status = await tool(client, "mcp_get_request_status", {"request_id": request_id})
+            assert status["status"] == "pending"
 
-                wrong = await press_telegram(
-                    port, telegram_callback_update(message, ALICE_TELEGRAM, approve["callback_data"]), "nope"
-                )
-                assert wrong.status_code == 401 and wrong.json()["error_class"] == "chat_signature_invalid"
-
-                stranger = telegram_callback_update(message, 777, approve["callback_data"], update_id=2)
-                assert (await press_telegram(port, stranger)).status_code == 200
-                alert = (await posted(telegram, "answerCallbackQuery"))[0].body
-                assert alert["show_alert"] is True and f"/inbox/requests/{request_id}" in alert["text"]
-                status = await tool(client, "mcp_get_request_status", {"request_id": request_id})
-                assert status["status"] == "pending"
-
-                alice = telegram_callback_update(
-                    message, ALICE_TELEGRAM, approve["callback_data"], update_id=3
-                )
-                assert (await press_telegram(port, alice)).status_code == 200
+            alice = telegram_callback_update(message, ALICE_TELEGRAM, approve["callback_data"], update_id=3)
+            assert (await press_telegram(port, alice)).status_code == 200
         assert (
             asked["approved"] is True
             and asked["decided_via"] == "telegram"
