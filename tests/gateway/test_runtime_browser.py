@@ -87,6 +87,6 @@ async def test_the_browser_navigates_an_allowed_origin_and_refuses_another(
         assert refused["error_class"] == "mcp_upstream_tool_error"
         assert "ERR_BLOCKED_BY_CLIENT" in refused["text"] and "Hello other-page" not in refused["text"]
         shot = await session.call_tool("browser__browser_take_screenshot", {})
-        assert any(block.type == "image" for block in shot.content)
+        assert any(block.type == "image" for block in shot.content), shot.content  # what came instead
         closed = await call(session, "browser__browser_close")
         assert closed["success"]
