@@ -28,8 +28,9 @@ from mcp.client.streamable_http import streamable_http_client
 from baton.config import load_settings
 from baton.hitl.broker import get_broker
 from baton.runtime import Runtime
+from tests.cli_process import run_cli
 from tests.conftest import BLANKED, SRC
-from tests.hitl.helpers import HttpServer, run_cli
+from tests.hitl.helpers import HttpServer
 
 pytestmark = pytest.mark.anyio
 

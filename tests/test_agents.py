@@ -23,8 +23,9 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from tests.cli_process import run_cli
 from tests.conftest import call
-from tests.hitl.helpers import pending_requests, run_cli
+from tests.hitl.helpers import pending_requests
 from tests.servers import free_port, http_server
 from tests.tasks_client import CreateTaskResult, TasksClient, task_request
 

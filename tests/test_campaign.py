@@ -21,6 +21,7 @@ from baton.chain_verify import read_public_key
 from baton.testing import Behavior, FakeLLMServer
 from baton.testing.smtp import SMTPReceiver
 from baton.testing.webhooks import WebhookReceiver
+from tests.cli_process import run_cli
 from tests.conftest import FAKE_MOONSHOT_KEY
 from tests.notify_support import SMTP_PASSWORD, SMTP_USERNAME, TELEGRAM_TOKEN, configured_env
 
@@ -141,14 +142,7 @@ def test_with_nothing_delivered_the_campaign_is_blocked_not_failed(
     assert_checkpoints_anchor_the_bundle(run_dir, tmp_path / "validation" / ".c1.home", tmp_path)
 
     (run_dir / "receipts" / "01_minimal_sync.json").write_text("{}\n")
-    verified = subprocess.run(
-        [sys.executable, "-m", "baton", "campaign", "verify", str(run_dir)],
-        env=baton_env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    verified = run_cli(baton_env, "campaign", "verify", str(run_dir))
     assert verified.returncode == 1
     assert "01_minimal_sync.json" in verified.stderr
 

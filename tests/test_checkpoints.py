@@ -23,18 +23,8 @@ from baton.chain_verify import (
     verify_rows,
 )
 from baton.receipts import canonical_json, receipt_digest
+from tests.cli_process import run_cli
 from tests.conftest import call, stdio_session
-
-
-def baton(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "baton", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_the_pure_python_verifier_agrees_with_cryptography() -> None:
@@ -85,9 +75,9 @@ def served_home(baton_env: dict[str, str], tmp_path: Path) -> Path:
 
                 group.start_soon(ask)
                 with anyio.fail_after(300):
-                    while not (pending := json.loads(baton(baton_env, "hitl", "list", "--json").stdout)):
+                    while not (pending := json.loads(run_cli(baton_env, "hitl", "list", "--json").stdout)):
                         await anyio.sleep(0.1)
-                done = baton(baton_env, "hitl", "reject", pending[0]["request_id"])
+                done = run_cli(baton_env, "hitl", "reject", pending[0]["request_id"])
                 assert done.returncode == 0, done.stderr
             assert outcome["decision"] == "rejected"
             for _ in range(3):
@@ -112,7 +102,7 @@ def rows(db: sqlite3.Connection) -> list[tuple[int, str, str, str, str, str]]:
 
 
 def test_receipts_verify_checks_the_shutdown_checkpoint(served_home: Path, baton_env: dict[str, str]) -> None:
-    done = baton(baton_env, "receipts", "verify")
+    done = run_cli(baton_env, "receipts", "verify")
     assert done.returncode == 0, done.stderr
     assert "signed checkpoints verified" in done.stdout
 
@@ -127,7 +117,7 @@ def test_deleting_the_newest_receipts_and_rewinding_the_head_is_caught(
         db.execute("DELETE FROM receipts WHERE seq > ?", (keep[0],))
         db.execute("UPDATE receipt_head SET seq = ?, sha256 = ?", (keep[0], keep[5]))
         db.execute("DELETE FROM receipt_checkpoints")
-    done = baton(env, "receipts", "verify")
+    done = run_cli(env, "receipts", "verify")
     assert done.returncode == 1
     assert "receipt_checkpoint_mismatch" in done.stderr
     assert "Traceback" not in done.stderr
@@ -141,7 +131,7 @@ def test_deleting_everything_and_resetting_to_genesis_is_caught(
         db.execute("DELETE FROM receipts")
         db.execute("UPDATE receipt_head SET seq = 0, sha256 = ?", (GENESIS_SHA256,))
         db.execute("DELETE FROM receipt_checkpoints")
-    done = baton(env, "receipts", "verify")
+    done = run_cli(env, "receipts", "verify")
     assert done.returncode == 1
     assert "receipt_checkpoint_mismatch" in done.stderr
 
@@ -175,8 +165,8 @@ def test_flipping_a_rejection_to_an_approval_and_rehashing_is_caught(
         db.execute("DELETE FROM receipt_checkpoints")
     # without the anchors the rewritten chain is self-consistent: exactly what checkpoints are for
     unanchored = {**env, "BATON_CHECKPOINT_PATH": str(tmp_path / "absent.jsonl")}
-    assert baton(unanchored, "receipts", "verify").returncode == 0
-    done = baton(env, "receipts", "verify")
+    assert run_cli(unanchored, "receipts", "verify").returncode == 0
+    done = run_cli(env, "receipts", "verify")
     assert done.returncode == 1
     assert "receipt_checkpoint_mismatch" in done.stderr
 
@@ -187,7 +177,7 @@ def test_a_forged_checkpoint_line_is_refused(served_home: Path, baton_env: dict[
     line["seq"] += 1000  # claims a longer chain, with the old signature
     with path.open("a") as handle:
         handle.write(json.dumps(line) + "\n")
-    done = baton(baton_env, "receipts", "verify")
+    done = run_cli(baton_env, "receipts", "verify")
     assert done.returncode == 1
     assert "receipt_checkpoint_invalid" in done.stderr
 
@@ -196,7 +186,7 @@ def test_an_export_verifies_with_only_the_public_key(
     served_home: Path, baton_env: dict[str, str], tmp_path: Path
 ) -> None:
     export = tmp_path / "export"
-    done = baton(baton_env, "receipts", "export", str(export))
+    done = run_cli(baton_env, "receipts", "export", str(export))
     assert done.returncode == 0, done.stderr
     public = tmp_path / "trusted.pub"
     shutil.copy(served_home / "keys" / "checkpoint.pub", public)
@@ -302,7 +292,7 @@ def test_an_http_server_checkpoints_the_head_at_shutdown(baton_env: dict[str, st
         pass  # SIGTERM on leaving: uvicorn ends the lifespan, which signs the head
     (line,) = path.read_text().splitlines()
     assert json.loads(line)["seq"] == 7
-    done = baton(baton_env, "receipts", "verify")
+    done = run_cli(baton_env, "receipts", "verify")
     assert done.returncode == 0, done.stderr
     assert "anchored up to seq 7" in done.stdout
 
@@ -312,11 +302,11 @@ def test_a_payload_that_is_not_json_is_a_typed_failure_not_a_traceback(baton_env
     subprocess.run([sys.executable, "-c", seed], env=baton_env, check=True, timeout=300)
     with sqlite3.connect(Path(baton_env["BATON_HOME"]) / "baton.db") as db:
         db.execute("UPDATE receipts SET payload = '{\"n\": ' WHERE seq = 2")
-    verified = baton(baton_env, "receipts", "verify")
+    verified = run_cli(baton_env, "receipts", "verify")
     assert verified.returncode == 1
     assert "receipt_chain_broken: at seq 2" in verified.stderr
     assert "not valid JSON" in verified.stderr
-    listed = baton(baton_env, "receipts", "list", "--oldest", "--json")
+    listed = run_cli(baton_env, "receipts", "list", "--oldest", "--json")
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout)[1]["payload"] == {"unreadable_payload": True}
     for done in (verified, listed):
@@ -409,9 +399,9 @@ async def reject_one_request(env: dict[str, str]) -> None:
 
             group.start_soon(ask)
             with anyio.fail_after(300):
-                while not (pending := json.loads(baton(env, "hitl", "list", "--json").stdout)):
+                while not (pending := json.loads(run_cli(env, "hitl", "list", "--json").stdout)):
                     await anyio.sleep(0.1)
-            done = baton(env, "hitl", "reject", pending[0]["request_id"])
+            done = run_cli(env, "hitl", "reject", pending[0]["request_id"])
             assert done.returncode == 0, done.stderr
         assert outcome["decision"] == "rejected"
         # the server signs while it serves (every receipt here), not only at shutdown
@@ -452,7 +442,7 @@ def test_a_checkpoint_row_forged_in_the_database_neither_suspends_signing_nor_hi
         )
     # a second run: a person rejects a request, and the server still signs the head while serving
     anyio.run(reject_one_request, env)
-    planted = baton(attacked_copy(home, tmp_path, "planted", env), "receipts", "verify")
+    planted = run_cli(attacked_copy(home, tmp_path, "planted", env), "receipts", "verify")
     assert planted.returncode == 1
     assert "receipt_checkpoint_invalid: at seq 1000000000000" in planted.stderr
     # 2. the rejection becomes an approval, every hash recomputed; 3. the planted row goes
@@ -462,12 +452,12 @@ def test_a_checkpoint_row_forged_in_the_database_neither_suspends_signing_nor_hi
         (forged_head,) = db.execute("SELECT sha256 FROM receipt_head").fetchone()
     anyio.run(ping_once)  # a third run, and its shutdown checkpoint
     assert forged_head not in {line["sha256"] for line in file_lines(home)}  # never signed
-    done = baton(env, "receipts", "verify")
+    done = run_cli(env, "receipts", "verify")
     assert done.returncode == 1, done.stdout
     assert "receipt_checkpoint_mismatch" in done.stderr
     assert "Traceback" not in done.stderr
     export = tmp_path / "export"
-    exported = baton(env, "receipts", "export", str(export))
+    exported = run_cli(env, "receipts", "export", str(export))
     assert exported.returncode == 0, exported.stderr
     public = tmp_path / "trusted.pub"
     shutil.copy(home / "keys" / "checkpoint.pub", public)

@@ -8,18 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.cli_process import run_cli
 from tests.conftest import FAKE_MOONSHOT_KEY
-
-
-def baton(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "baton", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def seed_receipts(env: dict[str, str], count: int) -> Path:
@@ -34,14 +24,14 @@ def seed_receipts(env: dict[str, str], count: int) -> Path:
 
 def test_receipts_verify_passes_then_names_a_tampered_receipt(baton_env: dict[str, str]) -> None:
     database = seed_receipts(baton_env, 3)
-    ok = baton(baton_env, "receipts", "verify")
+    ok = run_cli(baton_env, "receipts", "verify")
     assert ok.returncode == 0, ok.stderr
     assert "3 receipts" in ok.stdout
-    listed = json.loads(baton(baton_env, "receipts", "list", "--json", "--oldest").stdout)
+    listed = json.loads(run_cli(baton_env, "receipts", "list", "--json", "--oldest").stdout)
     assert [row["payload"]["n"] for row in listed] == [0, 1, 2]
     with sqlite3.connect(database) as connection:
         connection.execute("UPDATE receipts SET payload = '{\"n\":7}' WHERE seq = 2")
-    broken = baton(baton_env, "receipts", "verify")
+    broken = run_cli(baton_env, "receipts", "verify")
     assert broken.returncode == 1
     assert "receipt_chain_broken" in broken.stderr
     assert "seq 2" in broken.stderr
@@ -49,7 +39,7 @@ def test_receipts_verify_passes_then_names_a_tampered_receipt(baton_env: dict[st
 
 def test_doctor_reports_readiness_without_secrets(baton_env: dict[str, str]) -> None:
     env = {**baton_env, "COLLAB_PROVIDER": "moonshot", "MOONSHOT_API_KEY": FAKE_MOONSHOT_KEY}
-    done = baton(env, "doctor", "--json")
+    done = run_cli(env, "doctor", "--json")
     assert done.returncode == 0, done.stderr
     checks = {row["name"]: row for row in json.loads(done.stdout)}
     assert checks["store"]["ok"] is True
@@ -59,19 +49,19 @@ def test_doctor_reports_readiness_without_secrets(baton_env: dict[str, str]) -> 
 
 
 def test_subagent_commands_report_unknown_ids(baton_env: dict[str, str]) -> None:
-    listed = baton(baton_env, "subagents", "list", "--json")
+    listed = run_cli(baton_env, "subagents", "list", "--json")
     assert json.loads(listed.stdout) == []
-    shown = baton(baton_env, "subagents", "show", "sa_missing")
+    shown = run_cli(baton_env, "subagents", "show", "sa_missing")
     assert shown.returncode == 1
     assert "subagent_not_found" in shown.stderr
 
 
 def test_doctor_refuses_what_serve_http_refuses(baton_env: dict[str, str]) -> None:
     same = "one-token-for-both-0123456789abcdefXYZ"
-    equal = baton({**baton_env, "BATON_HTTP_TOKEN": same, "BATON_ADMIN_TOKEN": same}, "doctor", "--json")
+    equal = run_cli({**baton_env, "BATON_HTTP_TOKEN": same, "BATON_ADMIN_TOKEN": same}, "doctor", "--json")
     row = next(r for r in json.loads(equal.stdout) if r["name"] == "http")
     assert row["ok"] is False and "config_invalid" in row["detail"] and same not in equal.stdout
-    weak = baton({**baton_env, "BATON_HTTP_TOKEN": "changeme"}, "doctor", "--json")
+    weak = run_cli({**baton_env, "BATON_HTTP_TOKEN": "changeme"}, "doctor", "--json")
     row = next(r for r in json.loads(weak.stdout) if r["name"] == "http")
     assert (
         row["ok"] is True

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import anyio
 import pytest
 
 from baton.testing import Behavior, FakeLLMServer
+from tests.cli_process import run_cli, run_gateway
 from tests.conftest import call, stdio_session
 
 pytestmark = pytest.mark.anyio
@@ -105,14 +104,7 @@ def test_a_gateway_lock_writes_private_files(baton_env: dict[str, str], tmp_path
         registry.publish(TEST_SERVER, "1.0.0", build_tarball(package_files()), bin={TEST_SERVER: "server.py"})
         env = {**baton_env, "BATON_NPM_REGISTRY": registry.url}
         for args in (("lock", f"npm:{TEST_SERVER}@1.0.0"), ("verify", TEST_SERVER)):
-            done = subprocess.run(
-                [sys.executable, "-m", "baton", "gateway", *args],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=300,
-                check=False,
-            )
+            done = run_gateway(env, *args)
             assert done.returncode == 0, done.stderr
     home = Path(baton_env["BATON_HOME"])
     assert_private_tree(home / "gateway")
@@ -127,14 +119,7 @@ SECRET = "plain-configured-credential-31415926"  # not credential-shaped: only c
 
 
 def baton_cli(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "baton", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = run_cli(env, *args)
     assert done.returncode == 0, done.stderr
     return done.stdout + done.stderr
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from baton.install import config_path
+from tests.cli_process import run_cli
 from tests.conftest import FAKE_MOONSHOT_KEY
 
 
@@ -26,14 +27,7 @@ def home_env(baton_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
 
 
 def install(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "baton", "install", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_cli(env, "install", *args)
 
 
 def assert_launches_this_baton(entry: dict) -> None:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
@@ -12,6 +9,7 @@ from sqlalchemy import inspect
 from baton.schema import metadata
 from baton.schema_migrations import HEAD_REVISION, current_revision
 from baton.store import Store
+from tests.cli_process import run_cli
 
 
 def test_migrations_build_the_declared_schema(database_url: str) -> None:
@@ -47,14 +45,7 @@ def test_head_revision_names_the_newest_migration() -> None:
 
 
 def test_db_upgrade_command_reports_the_revision(baton_env: dict[str, str]) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "baton", "db", "upgrade"],
-        env=baton_env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = run_cli(baton_env, "db", "upgrade")
     assert done.returncode == 0, done.stderr
     assert f"revision {HEAD_REVISION}" in done.stdout
 

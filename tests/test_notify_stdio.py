@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,6 +14,7 @@ from mcp.client.stdio import stdio_client
 
 from baton.testing.smtp import SMTPReceiver
 from baton.testing.webhooks import WebhookReceiver
+from tests.cli_process import run_cli
 from tests.conftest import call, server_parameters
 from tests.notify_support import (
     SLACK_PATH,
@@ -156,13 +155,7 @@ async def test_preflights_succeed_against_loopback_servers_without_leaking_secre
 def test_doctor_prints_channel_readiness_without_secrets(baton_env: dict[str, str], tmp_path: Path) -> None:
     with SMTPReceiver() as smtp, WebhookReceiver() as web:
         env = {**baton_env, **configured_env(smtp, web, tmp_path / "home")}
-    doctor = subprocess.run(
-        [sys.executable, "-m", "baton", "doctor", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    doctor = run_cli(env, "doctor", "--json")
     rows = {row["name"]: row for row in json.loads(doctor.stdout)}
     assert all(rows[f"notify: {c}"]["ok"] for c in ("email", "telegram", "slack", "discord", "webhook"))
     assert "SMTP 127.0.0.1" in rows["notify: email"]["detail"]

@@ -22,7 +22,7 @@ from baton.canonical import canonical_json, sha256_hex
 from baton.errors import ReceiptError
 from baton.receipts import Receipt, ReceiptLog, Redactor
 from baton.store import Store
-from tests.hitl.helpers import run_cli
+from tests.cli_process import run_cli
 from tests.servers import free_port, http_server
 
 pytestmark = pytest.mark.anyio

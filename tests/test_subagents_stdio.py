@@ -213,7 +213,7 @@ async def test_an_async_spawns_tool_call_receipt_follows_its_spawn_once_and_a_re
     model_env: dict[str, str], fake_llm: FakeLLMServer
 ) -> None:
     from baton.canonical import canonical_json, sha256_hex
-    from tests.hitl.helpers import run_cli
+    from tests.cli_process import run_cli
 
     env = {**model_env, "BATON_SUBAGENT_MAX_CONCURRENT": "1", "BATON_AGENT_NAME": "spawner"}
     admitted = {"task": "the one that runs", "mode": "async"}

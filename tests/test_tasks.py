@@ -28,8 +28,9 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 
+from tests.cli_process import run_cli
 from tests.conftest import server_parameters
-from tests.hitl.helpers import HttpServer, run_cli
+from tests.hitl.helpers import HttpServer
 from tests.tasks_client import EXTENSION_ID, CreateTaskResult, TasksClient, task_request
 
 pytestmark = pytest.mark.anyio

@@ -4,8 +4,6 @@ two servers sharing one store."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +16,7 @@ from baton.config import load_settings
 from baton.runtime import Runtime
 from baton.testing import FakeLLMServer
 from baton.timers.service import TimerRequest, TimerService
+from tests.cli_process import run_cli
 from tests.conftest import call, stdio_session
 
 pytestmark = pytest.mark.anyio
@@ -25,21 +24,9 @@ pytestmark = pytest.mark.anyio
 RECORD = {"kind": "record"}
 
 
-def baton(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """Run one ``python -m baton`` command to completion."""
-    return subprocess.run(
-        [sys.executable, "-m", "baton", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-
 def fired_receipts(env: dict[str, str]) -> list[dict[str, Any]]:
     """The payloads of every ``timer_fired`` receipt, read with ``baton receipts list --json``."""
-    done = baton(env, "receipts", "list", "--oldest", "--kind", "timer_fired", "--limit", "10000", "--json")
+    done = run_cli(env, "receipts", "list", "--oldest", "--kind", "timer_fired", "--limit", "10000", "--json")
     assert done.returncode == 0, done.stderr
     return [row["payload"] for row in json.loads(done.stdout)]
 
@@ -109,16 +96,16 @@ async def test_tools_set_fire_list_cancel_and_refuse_bad_input(
         completed = await call(session, "mcp_cancel_timer", {"timer_id": soon["timer_id"]})
         assert completed["error_class"] == "timer_already_completed"
 
-        listed = baton(env, "timers", "list", "--json")
+        listed = run_cli(env, "timers", "list", "--json")
         assert listed.returncode == 0, listed.stderr
         assert {t["timer_id"] for t in json.loads(listed.stdout)} == {soon["timer_id"], later["timer_id"]}
-        by_cli = baton(env, "timers", "cancel", later["timer_id"])
+        by_cli = run_cli(env, "timers", "cancel", later["timer_id"])
         assert by_cli.returncode == 0, by_cli.stderr
         assert json.loads(by_cli.stdout)["status"] == "cancelled"
         again = await call(session, "mcp_cancel_timer", {"timer_id": later["timer_id"]})
         assert again["success"] is False and again["error_class"] == "timer_already_cancelled"
         assert (await timers_by_id(session))[later["timer_id"]]["status"] == "cancelled"
-        twice = baton(env, "timers", "cancel", later["timer_id"])
+        twice = run_cli(env, "timers", "cancel", later["timer_id"])
         assert twice.returncode == 1 and "timer_already_cancelled" in twice.stderr
 
     assert [p.name for p in mirror.parent.iterdir()] == ["timers.json"]

@@ -29,7 +29,7 @@ from baton.testing.chat_apis import (
     slack_signed,
     telegram_callback_update,
 )
-from tests.hitl.helpers import run_cli
+from tests.cli_process import run_cli
 from tests.servers import free_port, http_server
 
 pytestmark = pytest.mark.anyio

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from baton.testing.chat_apis import FakeTelegram
-from tests.hitl.helpers import run_cli
+from tests.cli_process import run_cli
 
 BOT_TOKEN = "424242:AAbot-token-for-the-webhook-test"
 WEBHOOK_SECRET = "webhook-secret_0123456789abcdef"

@@ -244,7 +244,7 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         async with anyio.create_task_group() as group:
             group.start_soon(_approval, session, "Refund SGD 80 to Ada?", quick)
             first_id = (await pending_requests(session))[0]["request_id"]
-            from tests.hitl.helpers import run_cli
+            from tests.cli_process import run_cli
 
             assert run_cli(env, "hitl", "approve", first_id, "--notes", "Within policy.").returncode == 0
         assert (await _settled(quick))["approved"] is True

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from baton.gateway.promotion import live_adapters
 from baton.runtime import Runtime
 from baton.testing.mcp_stdio_server import package_files
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball
+from tests.cli_process import run_gateway
 
 from .conftest import TEST_SERVER
 
@@ -37,15 +37,7 @@ def test_the_docs_call_policy_pins_tests_and_decides_each_call(
     env = {**baton_env, "BATON_NPM_REGISTRY": registry.url}
 
     def baton(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "baton", "gateway", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert "Traceback" not in done.stderr
-        return done
+        return run_gateway(env, *args)
 
     def ok(*args: str) -> str:
         done = baton(*args)

@@ -22,8 +22,8 @@ from baton.config import load_settings
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
+from tests.cli_process import run_cli
 from tests.conftest import BLANKED, SRC, call, stdio_session
-from tests.hitl.helpers import run_cli
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap"), pytest.mark.timeout(1800)]
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +22,7 @@ from baton.gateway.policy import load_policy
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
+from tests.cli_process import run_gateway
 from tests.conftest import BLANKED, SRC, call, stdio_session
 
 pytestmark = [pytest.mark.needs("bwrap"), pytest.mark.timeout(1800)]
@@ -71,19 +70,6 @@ def env(tmp_path_factory: pytest.TempPathFactory, tools_dir: Path) -> Iterator[d
             runtime.close()
         environment["BATON_NPM_REGISTRY"] = registry.url
         yield environment
-
-
-def gateway(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m baton gateway ARGS``; never a traceback."""
-    done = subprocess.run(
-        [sys.executable, "-m", "baton", "gateway", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert "Traceback" not in done.stderr
-    return done
 
 
 def receipts_of(env: dict[str, str], kind: str) -> list[dict[str, Any]]:
@@ -136,9 +122,9 @@ async def test_replay_pins_the_declared_programs_and_a_swapped_one_refuses_the_n
     calls = [r for r in receipts_of(env, "gateway_call") if r["tool"] == "spawn"]
     assert [r["error_class"] for r in calls] == [None, None, "adapter_runtime_drift", "adapter_runtime_drift"]
 
-    checked = gateway(env, "check", "hp")
+    checked = run_gateway(env, "check", "hp")
     assert checked.returncode != 0 and checked.stderr.startswith("adapter_runtime_drift:")
-    replayed = gateway(env, "replay", "hp", "--apply")
+    replayed = run_gateway(env, "replay", "hp", "--apply")
     assert replayed.returncode != 0 and replayed.stderr.startswith("adapter_runtime_drift:")
     assert str(probe) in replayed.stderr
 
@@ -147,11 +133,11 @@ def test_a_declared_program_must_be_an_absolute_path_the_sandbox_sees(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     candidate = "npm:baton-test-mcp"
-    relative = gateway(env, "lock", candidate, "--id", "rel", "--host-program", "usr/bin/git")
+    relative = run_gateway(env, "lock", candidate, "--id", "rel", "--host-program", "usr/bin/git")
     assert relative.returncode != 0 and relative.stderr.startswith("adapter_policy_invalid:")
     outside = tmp_path / "tool"
     shutil.copy2(ENV, outside)
-    locked = gateway(
+    locked = run_gateway(
         env,
         "lock",
         candidate,
@@ -167,9 +153,9 @@ def test_a_declared_program_must_be_an_absolute_path_the_sandbox_sees(
     assert locked.returncode == 0, locked.stderr
     policy, _ = load_policy(Path(env["BATON_HOME"]) / "adapters" / "outside.toml")
     assert policy.runtime.host_programs == [str(outside), ENV] and policy.host_programs == []
-    assert gateway(env, "verify", "outside").returncode == 0
-    assert gateway(env, "check", "outside").returncode == 0  # nothing pinned yet: replay pins
-    refused = gateway(env, "replay", "outside", "--apply", "--record-contract")
+    assert run_gateway(env, "verify", "outside").returncode == 0
+    assert run_gateway(env, "check", "outside").returncode == 0  # nothing pinned yet: replay pins
+    refused = run_gateway(env, "replay", "outside", "--apply", "--record-contract")
     assert refused.returncode != 0 and refused.stderr.startswith("adapter_policy_invalid:")
     assert "outside what the sandbox sees" in refused.stderr
     assert load_policy(Path(env["BATON_HOME"]) / "adapters" / "outside.toml")[0].host_programs == []

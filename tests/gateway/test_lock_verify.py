@@ -17,6 +17,7 @@ from baton.gateway import artifacts, stages, state
 from baton.gateway.policy import load_policy
 from baton.runtime import Runtime
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball, build_wheel, integrity_of
+from tests.cli_process import run_gateway
 
 from .conftest import TEST_SERVER, install_policy, policy_document, publish_server
 
@@ -264,13 +265,7 @@ def test_the_cli_fails_closed_and_list_shows_the_block_reason(
     env = {**baton_env, "BATON_NPM_REGISTRY": registry.url}
 
     def baton(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "baton", "gateway", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        return run_gateway(env, *args)
 
     failed = baton("lock", f"npm:{TEST_SERVER}@1.0.0")
     assert failed.returncode == 1 and "artifact_integrity_mismatch" in failed.stderr

@@ -19,6 +19,7 @@ from baton.config import load_settings
 from baton.runtime import Runtime
 from baton.testing.mcp_stdio_server import package_files
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball
+from tests.cli_process import run_gateway
 
 from .conftest import TEST_SERVER
 
@@ -31,13 +32,7 @@ Baton = Callable[..., subprocess.CompletedProcess[str]]
 
 def cli(env: dict[str, str]) -> Baton:
     def baton(*args: str, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "baton", "gateway", *args],
-            env={**env, **(extra or {})},
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        return run_gateway({**env, **(extra or {})}, *args)
 
     return baton
 

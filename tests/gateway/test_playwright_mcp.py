@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from baton.gateway.policy import load_policy
 from baton.gateway.replay import sandbox_spec
 from baton.gateway.sandbox import BubblewrapSandbox
 from baton.runtime import Runtime
+from tests.cli_process import run_gateway
 from tests.conftest import BLANKED, SRC
 from tests.needs import require
 
@@ -66,14 +65,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -
 
 
 def baton(env: dict[str, str], *args: str) -> Any:
-    completed = subprocess.run(
-        [sys.executable, "-m", "baton", "gateway", *args, "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    completed = run_gateway(env, *args, "--json")
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout)
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from baton.runtime import Runtime
 from baton.testing.gateway_adapter import TEST_SERVER, document, make_live, publish, tool
 from baton.testing.mcp_stdio_server import package_files
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball
+from tests.cli_process import run_gateway
 from tests.conftest import BLANKED, SRC, call, stdio_session
 
 needs_bwrap = pytest.mark.needs("bwrap")
@@ -253,18 +252,6 @@ def test_entrypoint_and_arguments_are_allow_listed(
     assert info.value.error_class == error_class
 
 
-def gateway(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m baton gateway ARGS`` as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "baton", "gateway", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 MALFORMED_POLICIES = [
     b"\xff\xfe not utf-8",
     b"[adapter\nid = ",
@@ -291,7 +278,7 @@ def assert_typed_failures(env: dict[str, str], calls: list[list[str]]) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda args: (args, gateway(env, *args)), calls))
+        results = list(pool.map(lambda args: (args, run_gateway(env, *args)), calls))
     for args, done in results:
         output = done.stdout + done.stderr
         assert "Traceback" not in output, (args, output[-2000:])
@@ -323,7 +310,7 @@ def test_no_gateway_command_prints_a_traceback_on_malformed_candidates_or_regist
             ["demote", "nobody"],
         ],
     )
-    listed = gateway(env, "list", "--json")
+    listed = run_gateway(env, "list", "--json")
     assert listed.returncode == 0 and "Traceback" not in listed.stderr
 
 

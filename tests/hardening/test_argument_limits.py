@@ -10,8 +10,9 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.cli_process import run_cli
 from tests.conftest import call, stdio_session
-from tests.hitl.helpers import pending_requests, run_cli
+from tests.hitl.helpers import pending_requests
 
 pytestmark = pytest.mark.anyio
 

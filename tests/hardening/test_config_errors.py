@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_process import run_cli
+
 COMMANDS = [
     ["serve"],
     ["serve", "--http", "127.0.0.1:0"],
@@ -20,15 +22,7 @@ COMMANDS = [
 
 
 def _run(env: dict[str, str], args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "baton", *args],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_cli(env, *args)
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=" ".join)

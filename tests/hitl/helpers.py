@@ -1,4 +1,4 @@
-"""Helpers for the human-in-the-loop tests: CLI and HTTP-server subprocesses, waiting for pending requests."""
+"""Helpers for the human-in-the-loop tests: an HTTP-server subprocess, a free port, waiting for pending requests."""
 
 from __future__ import annotations
 
@@ -31,18 +31,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m baton ARGS`` in another process, against the same store."""
-    return subprocess.run(
-        [sys.executable, "-m", "baton", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 class HttpServer:

@@ -14,7 +14,7 @@ from baton.config import load_settings
 from baton.hitl.broker import HitlBroker, NewRequest, get_broker
 from baton.hitl.links import LinkSigner
 from baton.runtime import Runtime
-from tests.hitl.helpers import run_cli
+from tests.cli_process import run_cli
 
 pytestmark = pytest.mark.anyio
 

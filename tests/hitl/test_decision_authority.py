@@ -20,8 +20,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.cli_process import run_cli
 from tests.conftest import call, stdio_session
-from tests.hitl.helpers import pending_requests, run_cli
+from tests.hitl.helpers import pending_requests
 from tests.servers import free_port, http_server
 
 pytestmark = pytest.mark.anyio

@@ -19,8 +19,9 @@ from baton.hitl.records import Decision, NewRequest
 from baton.runtime import Runtime
 from baton.testing.smtp import SMTPReceiver
 from baton.testing.webhooks import WebhookReceiver
+from tests.cli_process import run_cli
 from tests.conftest import call, stdio_session
-from tests.hitl.helpers import pending_requests, run_cli
+from tests.hitl.helpers import pending_requests
 
 pytestmark = pytest.mark.anyio
 

@@ -22,7 +22,8 @@ from mcp.shared.exceptions import MCPError
 
 from baton.config import load_settings
 from baton.hitl.mrtr import STATE_TTL_SECONDS, state_key
-from tests.hitl.helpers import HttpServer, run_cli
+from tests.cli_process import run_cli
+from tests.hitl.helpers import HttpServer
 
 pytestmark = pytest.mark.anyio
 

@@ -19,7 +19,7 @@ from baton.hitl.passkeys import StepUpProof
 from baton.hitl.people import People
 from baton.hitl.records import Decision, NewRequest, owner_excluded
 from baton.runtime import Runtime
-from tests.hitl.helpers import run_cli
+from tests.cli_process import run_cli
 
 pytestmark = pytest.mark.anyio
 

@@ -25,8 +25,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from baton.config import load_settings
 from baton.runtime import Runtime
+from tests.cli_process import run_cli
 from tests.conftest import call
-from tests.hitl.helpers import goto, pending_requests, run_cli
+from tests.hitl.helpers import goto, pending_requests
 from tests.hitl.layout import SIZES, check_sizes
 from tests.hitl.test_inbox_browser import CHROMIUM, CHROMIUM_ARGS
 

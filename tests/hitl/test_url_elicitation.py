@@ -122,7 +122,7 @@ async def test_without_a_public_url_the_form_is_used(baton_env: dict[str, str]) 
     assert seen[0].mode == "form"
     assert result.structured_content is not None and result.structured_content["decision"] == "rejected"
     # the client's form answer is receipted as elicitation, with the agent (its clientInfo.name) named
-    from tests.hitl.helpers import run_cli
+    from tests.cli_process import run_cli
 
     listed = run_cli(baton_env, "receipts", "list", "--oldest", "--kind", "hitl_decided", "--json")
     (decided,) = [row["payload"] for row in json.loads(listed.stdout)]

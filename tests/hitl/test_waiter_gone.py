@@ -20,7 +20,8 @@ from sqlalchemy import select
 
 from baton.runtime import Runtime
 from baton.schema import hitl_requests
-from tests.hitl.helpers import HttpServer, run_cli
+from tests.cli_process import run_cli
+from tests.hitl.helpers import HttpServer
 from tests.raw_stdio import HANDSHAKE
 
 pytestmark = pytest.mark.anyio
