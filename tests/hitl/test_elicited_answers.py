@@ -20,7 +20,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.hitl.helpers import run_cli
+from tests.cli_process import run_cli
 from tests.tasks_client import CreateTaskResult, TasksClient, task_request
 
 pytestmark = pytest.mark.anyio
@@ -102,6 +102,33 @@ async def status_of(connected: Client, request_id: str) -> dict[str, Any]:
     return status.structured_content
 
 
+async def decided_after(
+    connected: Client,
+    env: dict[str, str],
+    kind: str,
+    on_progress: Any,
+    answer_handled: anyio.Event,
+    asked: list[Any],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Ask ``kind`` in the background; once the server has handled the client's answer, a person decides
+    with the CLI. The tool's result and the request's status after that decision."""
+    tool, arguments = TOOLS[kind]
+    result: dict[str, Any] = {}
+
+    async def ask() -> None:
+        done = await connected.call_tool(tool, arguments, progress_callback=on_progress)
+        assert isinstance(done.structured_content, dict), done
+        result.update(done.structured_content)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(ask)
+        with anyio.fail_after(300):  # only stops a hang
+            await answer_handled.wait()
+        request_id = asked[0].message.split("]", 1)[0].lstrip("[")
+        await person_decides(env, kind, request_id)
+    return result, await status_of(connected, request_id)
+
+
 @pytest.mark.parametrize(("kind", "action", "content"), NOT_DECISIONS, ids=IDS)
 async def test_an_mrtr_answer_that_is_not_an_accepted_form_never_decides(
     baton_env: dict[str, str], kind: str, action: str, content: dict[str, Any] | None
@@ -118,23 +145,9 @@ async def test_an_mrtr_answer_that_is_not_an_accepted_form_never_decides(
         # only the retry waits (and reports progress), after it has recorded or ignored the answer
         retried.set()
 
-    tool, arguments = TOOLS[kind]
-    result: dict[str, Any] = {}
     async with client(env, "auto", elicitation_callback=on_elicit) as connected:
         assert connected.protocol_version == "2026-07-28"
-
-        async def ask() -> None:
-            done = await connected.call_tool(tool, arguments, progress_callback=on_progress)
-            assert isinstance(done.structured_content, dict), done
-            result.update(done.structured_content)
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(ask)
-            with anyio.fail_after(300):
-                await retried.wait()
-            request_id = asked[0].message.split("]", 1)[0].lstrip("[")
-            await person_decides(env, kind, request_id)
-        status = await status_of(connected, request_id)
+        result, status = await decided_after(connected, env, kind, on_progress, retried, asked)
     assert len(asked) == 1
     assert_decided_by_the_cli(kind, result, status)
 
@@ -162,23 +175,9 @@ async def test_a_back_channel_answer_that_is_not_an_accepted_form_never_decides(
         if ticks_at_answer is not None and ticks >= ticks_at_answer + 3:
             handled.set()
 
-    tool, arguments = TOOLS[kind]
-    result: dict[str, Any] = {}
     async with client(env, "legacy", elicitation_callback=on_elicit) as connected:
         assert connected.protocol_version == "2025-11-25"
-
-        async def ask() -> None:
-            done = await connected.call_tool(tool, arguments, progress_callback=on_progress)
-            assert isinstance(done.structured_content, dict), done
-            result.update(done.structured_content)
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(ask)
-            with anyio.fail_after(300):
-                await handled.wait()
-            request_id = asked[0].message.split("]", 1)[0].lstrip("[")
-            await person_decides(env, kind, request_id)
-        status = await status_of(connected, request_id)
+        result, status = await decided_after(connected, env, kind, on_progress, handled, asked)
     assert len(asked) == 1
     assert_decided_by_the_cli(kind, result, status)
 
