@@ -83,7 +83,8 @@ async def test_a_provider_that_refuses_the_connection_fails_the_subagent_with_co
     tmp_path: Path, fake_llm: FakeLLMServer
 ) -> None:
     """openai's aiohttp transport reports a refused connect as a timeout; baton still says unreachable."""
-    with socket.socket() as bound:  # bound and not listening: a connect to it is refused, and no one else has it
+    # bound and not listening: a connect to the port is refused, and no other process can take it
+    with socket.socket() as bound:
         bound.bind(("127.0.0.1", 0))
         port = bound.getsockname()[1]
         runtime = make_runtime(

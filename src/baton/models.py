@@ -524,7 +524,9 @@ def provider_failure(exc: Exception, redactor: Redactor) -> ProviderError:
     connection = _connection_error(exc)
     if connection is not None:
         reason = redactor.text(str(connection))[:300]
-        return ProviderError("provider_connection_failed", f"The model provider could not be reached: {reason}")
+        return ProviderError(
+            "provider_connection_failed", f"The model provider could not be reached: {reason}"
+        )
     if (
         isinstance(exc, pe.ModelTimeoutError | pe.ModelRequestTimeout | TimeoutError)
         or "timed out" in detail.lower()
