@@ -452,11 +452,11 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
 
 
 #: Idle connections the provider client keeps open between calls (the SDKs' default is 100; concurrency
-#: is not capped: up to 1,000 calls still run at once). httpx's pool checks every idle connection for a
-#: server disconnect on each request it starts or ends (a socket-readable probe, a syscall each), so
-#: under a fan-out of hundreds of subagents 100 idle connections made that probe a large part of the
-#: client's CPU; 20 keeps a warm pool for ordinary use (measured in docs/benchmarks.md, "fanout").
-#: aiohttp's connector (the openai SDK's transport) takes only the total and keeps what is idle.
+#: is not capped: up to 1,000 calls still run at once). httpx's pool (anthropic's client) checks every
+#: idle connection for a server disconnect on each request it starts or ends (a socket-readable probe, a
+#: syscall each), so under a fan-out of hundreds of subagents 100 idle connections made that probe a large
+#: part of the client's CPU; 20 keeps a warm pool for ordinary use (docs/benchmarks.md, "fanout").
+#: aiohttp's connector (openai's client) takes only the total, from ``max_connections``.
 KEEPALIVE_CONNECTIONS = 20
 MAX_CONNECTIONS = 1000
 
