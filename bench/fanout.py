@@ -3,9 +3,11 @@
 For each N a fresh ``baton serve`` (own store) gets N ``mcp_spawn_subagent(mode="async")`` calls
 written back to back on its stdin; the wall time runs from the first spawn written to the moment the
 store shows all N finished, and is divided by the model latency. The reference is the same N requests
-sent straight to the model server through the openai SDK (baton's own model client) from one asyncio
-loop: what the model server and the client library allow without baton. Below both, ``raw``: the same N
-requests as hand-written HTTP/1.1 on N asyncio sockets, the floor the model server itself allows.
+sent straight to the model server through the openai SDK from one asyncio loop: what the model server
+and the client library allow without baton. It is measured twice: ``direct`` over the SDK's default
+httpx transport, ``direct_aiohttp`` over its aiohttp transport (the one baton's model client uses).
+Below both, ``raw``: the same N requests as hand-written HTTP/1.1 on N asyncio sockets, the floor the
+model server itself allows.
 The model server is ``bench/peers/model_server.py``, asynchronous (uvicorn), so that it is not the
 bottleneck: its floor is compared with the latency too.
 """
@@ -20,7 +22,7 @@ import sys
 import time
 from contextlib import ExitStack, closing
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bench._common import (
     PipeClient,
@@ -52,14 +54,18 @@ def start_model_server(stack: ExitStack) -> str:
     return process.stdout.readline().decode().strip()
 
 
-async def direct(base_url: str, count: int) -> tuple[float, float]:
+async def direct(
+    base_url: str, count: int, transport: Literal["httpx", "aiohttp"] = "httpx"
+) -> tuple[float, float]:
     """Seconds for ``count`` concurrent chat completions sent straight to the model server through the
-    model client baton itself uses (the openai SDK), without baton; and the CPU milliseconds this
-    process spent on them (the client's own cost, a floor under baton's CPU per subagent)."""
-    from openai import AsyncOpenAI
+    openai SDK (with the SDK's own pool defaults), without baton; and the CPU milliseconds this process
+    spent on them (the client's own cost, a floor under baton's CPU per subagent)."""
+    from openai import AsyncOpenAI, DefaultAioHttpClient, DefaultAsyncHttpxClient
 
     messages: Any = [{"role": "user", "content": "hello"}]
-    async with AsyncOpenAI(api_key="not-needed", base_url=base_url, max_retries=0, timeout=60) as client:
+    http = DefaultAioHttpClient() if transport == "aiohttp" else DefaultAsyncHttpxClient()
+    options: Any = {"api_key": "not-needed", "base_url": base_url, "max_retries": 0, "timeout": 60}
+    async with AsyncOpenAI(**options, http_client=http) as client:
         await client.chat.completions.create(model="fake-model", messages=messages)
         cpu_before = cpu_ms(os.getpid())
         started = time.perf_counter()
@@ -166,6 +172,7 @@ def run(iterations: int) -> dict[str, Any]:
         for count in sizes:
             floor = asyncio.run(raw(base_url, count))
             reference, reference_cpu = asyncio.run(direct(base_url, count))
+            over_aiohttp, over_aiohttp_cpu = asyncio.run(direct(base_url, count, "aiohttp"))
             row = fan_out(base_url, count, warm_up=iterations > 1)
             row["raw_ms"] = round(floor * 1000, 1)
             row["raw_vs_latency"] = ratio(row["raw_ms"], LATENCY_SECONDS * 1000)
@@ -173,6 +180,12 @@ def run(iterations: int) -> dict[str, Any]:
             row["direct_cpu_ms_per_request"] = round(reference_cpu / count, 2)
             row["cpu_vs_direct"] = ratio(row["cpu_ms_per_subagent"], row["direct_cpu_ms_per_request"])
             row["wall_vs_direct"] = ratio(row["wall_ms"], row["direct_ms"])
+            row["direct_aiohttp_ms"] = round(over_aiohttp * 1000, 1)
+            row["direct_aiohttp_cpu_ms_per_request"] = round(over_aiohttp_cpu / count, 2)
+            row["cpu_vs_direct_aiohttp"] = ratio(
+                row["cpu_ms_per_subagent"], row["direct_aiohttp_cpu_ms_per_request"]
+            )
+            row["wall_vs_direct_aiohttp"] = ratio(row["wall_ms"], row["direct_aiohttp_ms"])
             row["wall_vs_latency"] = ratio(row["wall_ms"], LATENCY_SECONDS * 1000)
             row["direct_vs_latency"] = ratio(row["direct_ms"], LATENCY_SECONDS * 1000)
             rows.append(row)

@@ -79,6 +79,31 @@ async def test_provider_failures_fail_the_subagent_with_a_class(
     assert runner.runtime.receipts.verify().ok
 
 
+async def test_a_provider_that_refuses_the_connection_fails_the_subagent_with_connection_failed(
+    tmp_path: Path, fake_llm: FakeLLMServer
+) -> None:
+    """openai's aiohttp transport reports a refused connect as a timeout; baton still says unreachable."""
+    # bound and not listening: a connect to the port is refused, and no other process can take it
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))
+        port = bound.getsockname()[1]
+        runtime = make_runtime(
+            tmp_path, fake_llm, openai_base_url=f"http://127.0.0.1:{port}/v1", collab_model_timeout_seconds=60
+        )
+        runner = SubagentRunner(runtime)
+        try:
+            result = await runner.spawn(SpawnRequest(task="hello"))
+            (receipt,) = runtime.receipts.list(kind="model_call")
+        finally:
+            await runner.aclose()
+            runtime.close()
+    assert result["success"] is False
+    assert result["error_class"] == "provider_connection_failed", result
+    assert "timed out" not in result["error"]
+    assert receipt.payload["error_class"] == "provider_connection_failed"
+    assert fake_llm.all_request_text() == ""
+
+
 async def test_llm_generated_preparation_that_leaks_a_removed_value_fails_closed(
     runner: SubagentRunner, fake_llm: FakeLLMServer
 ) -> None:

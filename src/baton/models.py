@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -451,22 +452,27 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
 
 
 #: Idle connections the provider client keeps open between calls (the SDKs' default is 100; concurrency
-#: is not capped: up to 1,000 calls still run at once). httpx's pool checks every idle connection for a
-#: server disconnect on each request it starts or ends (a socket-readable probe, a syscall each), so
-#: under a fan-out of hundreds of subagents 100 idle connections made that probe a large part of the
-#: client's CPU; 20 keeps a warm pool for ordinary use (measured in docs/benchmarks.md, "fanout").
+#: is not capped: up to 1,000 calls still run at once). httpx's pool (anthropic's client) checks every
+#: idle connection for a server disconnect on each request it starts or ends (a socket-readable probe, a
+#: syscall each), so under a fan-out of hundreds of subagents 100 idle connections made that probe a large
+#: part of the client's CPU; 20 keeps a warm pool for ordinary use (docs/benchmarks.md, "fanout").
+#: aiohttp's connector (openai's client) takes only the total, from ``max_connections``.
 KEEPALIVE_CONNECTIONS = 20
 MAX_CONNECTIONS = 1000
 
 
 def _http_client(sdk: str) -> Any:
-    """The provider SDK's own httpx client, with baton's pool limits and, while tracing is active, the hooks
-    that put the trace context on each request."""
-    import httpx
+    """The provider SDK's own HTTP client, with baton's pool limits and, while tracing is active, the hooks
+    that put the trace context on each request.
+
+    openai's client sends over aiohttp (the SDK's ``aiohttp`` extra): the same httpx API and event hooks,
+    at less than half the CPU per request under a fan-out (docs/benchmarks.md, "p3-cpu").
+    """
+    import httpx2
 
     hooks = http_event_hooks()
     options: dict[str, Any] = {
-        "limits": httpx.Limits(
+        "limits": httpx2.Limits(
             max_connections=MAX_CONNECTIONS, max_keepalive_connections=KEEPALIVE_CONNECTIONS
         ),
         **({"event_hooks": hooks} if hooks is not None else {}),
@@ -475,9 +481,33 @@ def _http_client(sdk: str) -> Any:
         from anthropic import DefaultAsyncHttpxClient as AnthropicHttpx
 
         return AnthropicHttpx(**options)
-    from openai import DefaultAsyncHttpxClient
+    from openai import DefaultAioHttpClient
 
-    return DefaultAsyncHttpxClient(**options)
+    return DefaultAioHttpClient(**options)
+
+
+def _connection_error(exc: BaseException) -> BaseException | None:
+    """The refused or broken connection that caused ``exc`` (None when there is none, or a timeout did).
+
+    openai's aiohttp transport turns every aiohttp connection error, a refused connect too, into httpx's
+    ``ConnectTimeout``, so the SDK reports an unreachable provider as a timeout; the cause chain still
+    holds what happened.
+    """
+    aiohttp = sys.modules.get("aiohttp")
+    kinds: tuple[type[BaseException], ...] = (ConnectionError,)
+    if aiohttp is not None:
+        kinds = (ConnectionError, aiohttp.ClientConnectionError)
+    found: BaseException | None = None
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        if isinstance(link, TimeoutError):
+            return None
+        if found is None and isinstance(link, kinds):
+            found = link
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    return found
 
 
 def provider_failure(exc: Exception, redactor: Redactor) -> ProviderError:
@@ -490,6 +520,12 @@ def provider_failure(exc: Exception, redactor: Redactor) -> ProviderError:
     if isinstance(exc, pe.ModelHTTPError) or status is not None:
         return ProviderError(
             "provider_http_error", f"The model provider answered HTTP {status}: {detail}", status_code=status
+        )
+    connection = _connection_error(exc)
+    if connection is not None:
+        reason = redactor.text(str(connection))[:300]
+        return ProviderError(
+            "provider_connection_failed", f"The model provider could not be reached: {reason}"
         )
     if (
         isinstance(exc, pe.ModelTimeoutError | pe.ModelRequestTimeout | TimeoutError)
