@@ -287,8 +287,8 @@ async def agent_loop_runs(base_url: str, runs: int) -> None:
     )
 
     @agent.tool_plain(name="demo__echo")
-    def echo(text: str) -> dict[str, Any]:
-        """Echo the text (a no-op: no gateway, no receipt)."""
+    async def echo(text: str) -> dict[str, Any]:
+        """Echo the text (a no-op: no gateway, no receipt; async, as baton's toolset is, so no thread hop)."""
         return {"success": True, "text": text, "adapter_id": "demo"}
 
     for _ in range(runs):
