@@ -34,6 +34,14 @@ beside the loopback model's thread).
 the liveness read to the upstream's answer) of the timed direct and subagent calls, read from the store
 after the run: the part both paths share; ``gateway_in_subagent_vs_direct`` is their p50 ratio, the
 governed part alone, without the model client and pydantic-ai's loop around it.
+
+``agent_loop_floor``: pydantic-ai's own ``Agent`` loop without baton, in a child process (as ``baton serve``
+is one): an ``Agent`` over the same ``OpenAIChatModel`` and loopback model, with a no-op ``demo__echo``
+function tool, the same system prompt and the same script (ask for the tool, then answer), timed exactly
+as the governed call (the loopback model's stamps, tool call answered → result arrived). It is the floor any
+subagent built on pydantic-ai's ``Agent.run`` pays per tool round: the model client both ways, the graph's
+steps, tool dispatch and validation. ``governed_call_less_loop_vs_direct`` = (p50 governed call - p50 of
+that floor) / p50 direct: what baton's governance adds over the loop it runs on, in direct calls.
 Run: ``PYTHONPATH=src python -m bench.subagent_tools [ITERATIONS]``.
 """
 
@@ -42,15 +50,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import sqlite3
 import statistics
+import subprocess
 import sys
 import time
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from bench._common import PipeClient, baton_command, baton_env, ratio, summarize, temp_home
+from bench._common import ROOT, SRC, PipeClient, baton_command, baton_env, ratio, summarize, temp_home
 from bench._peers import Target
 from bench.gateway_proxy import _trivial_adapter
 from bench.stdio_roundtrip import interleave
@@ -58,6 +68,8 @@ from bench.stdio_roundtrip import interleave
 TARGET = 1.2
 #: Requests the model-client floor sends before it times any.
 WARMUP_FLOOR = 20
+#: What the agent-loop floor's model is asked (a rule of the loopback model; no baton task contains it).
+LOOP_MARKER = "BENCH-LOOP-FLOOR"
 
 
 def run(iterations: int) -> dict[str, Any]:
@@ -71,6 +83,7 @@ def run(iterations: int) -> dict[str, Any]:
     with temp_home() as home, FakeLLMServer() as model:
         model.when("BENCH-TOOL", Behavior.calling("demo__echo", {"text": "ping"}, then="done"))
         model.when("BENCH-PLAIN", Behavior(reply="done"))
+        model.when(LOOP_MARKER, Behavior.calling("demo__echo", {"text": "ping"}, then="done"))
         adapter = _trivial_adapter(home)
         env = baton_env(
             home,
@@ -101,15 +114,22 @@ def run(iterations: int) -> dict[str, Any]:
         intervals = tool_intervals_ns(model.requests)[-iterations:]
         gateway = gateway_durations(home / "baton.db", iterations)
         floor = asyncio.run(client_floor_ns(model, iterations))
+        loop = agent_loop_floor_ns(model, iterations)
     direct, plain, governed = rows
     seen = {"server": "governed call as the model sees it (tool_calls answered → result arrived)"}
-    rows.append({**seen, **summarize(intervals)})
+    call = {**seen, **summarize(intervals)}
     alone = {"server": "model client alone, no baton (request sent → read, answer written → returned)"}
-    rows.append({**alone, **summarize(floor)})
+    client = {**alone, **summarize(floor)}
+    bare = {
+        "server": "pydantic-ai Agent loop alone, no baton, no-op tool (child process; as the model sees it)"
+    }
+    loop_row = {**bare, **summarize(loop)}
+    rows += [call, client, loop_row]
     for row in rows:
         row["p50_vs_direct"] = ratio(row["p50_us"], direct["p50_us"])
-    call_value = rows[-2]["p50_vs_direct"]
-    less_client = ratio(rows[-2]["p50_us"] - rows[-1]["p50_us"], direct["p50_us"])
+    call_value = call["p50_vs_direct"]
+    less_client = ratio(call["p50_us"] - client["p50_us"], direct["p50_us"])
+    less_loop = ratio(call["p50_us"] - loop_row["p50_us"], direct["p50_us"])
     extra_us = governed["p50_us"] - plain["p50_us"]
     extra_value = ratio(extra_us, direct["p50_us"])
     both = gateway["direct_p50"] and gateway["subagent_p50"]
@@ -117,10 +137,13 @@ def run(iterations: int) -> dict[str, Any]:
     return {
         "title": "governed tool call inside a subagent vs the agent's direct call",
         "rows": rows,
-        "governed_call_us": round(rows[-2]["p50_us"], 1),
+        "governed_call_us": round(call["p50_us"], 1),
         "governed_call_vs_direct": call_value,
-        "client_floor_us": round(rows[-1]["p50_us"], 1),
+        "client_floor_us": round(client["p50_us"], 1),
         "governed_call_less_client_vs_direct": less_client,
+        "agent_loop_floor_us": round(loop_row["p50_us"], 1),
+        "agent_loop_floor_vs_direct": loop_row["p50_vs_direct"],
+        "governed_call_less_loop_vs_direct": less_loop,
         "governed_extra_us": round(extra_us, 1),
         "governed_extra_vs_direct": extra_value,
         "gateway_seconds": gateway,
@@ -142,6 +165,19 @@ def run(iterations: int) -> dict[str, Any]:
                 "what": "subagent tools (reference, no target): the governed tool call less the model client's "
                 "own floor (baton's share), in direct calls",
                 "value": less_client,
+                "met": None,
+            },
+            {
+                "what": "subagent tools (reference, no target): pydantic-ai's Agent loop alone (no baton, a "
+                "no-op tool), one tool round as the model sees it, in direct calls: the floor of any subagent "
+                "run by Agent.run",
+                "value": loop_row["p50_vs_direct"],
+                "met": None,
+            },
+            {
+                "what": "subagent tools (reference, no target): the governed tool call less that Agent loop "
+                "floor (what baton's governance adds over the loop), in direct calls",
+                "value": less_loop,
                 "met": None,
             },
             {
@@ -214,6 +250,53 @@ async def client_floor_ns(model: Any, iterations: int) -> list[int]:
     return samples
 
 
+def agent_loop_floor_ns(model: Any, iterations: int) -> list[int]:
+    """pydantic-ai's Agent loop alone, in a child process, against ``model``: per timed run, the interval
+    from the answer asking for the no-op tool handed to the socket to the request carrying its result read."""
+    warmup = min(WARMUP_FLOOR, iterations * 10)
+    sent = len(model.requests)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "bench.subagent_tools",
+        "--agent-loop",
+        model.base_url,
+        str(warmup + iterations),
+    ]
+    subprocess.run(command, env=env, cwd=ROOT, check=True, timeout=600, stdout=subprocess.DEVNULL)
+    mine = [r for r in model.requests[sent:] if LOOP_MARKER in json.dumps(r.body)]
+    return tool_intervals_ns(mine)[-iterations:]
+
+
+async def agent_loop_runs(base_url: str, runs: int) -> None:
+    """The child's side of :func:`agent_loop_floor_ns`: ``runs`` Agent runs of one tool round each, shaped as
+    a governed subagent's turn (its system prompt, a ``demo__echo`` tool, the same output cap)."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from baton.subagents.context import subagent_system_prompt
+
+    model = OpenAIChatModel("bench-model", provider=OpenAIProvider(base_url=base_url, api_key="bench"))
+    agent = Agent(
+        model, system_prompt=subagent_system_prompt("assistant", ""), model_settings={"max_tokens": 256}
+    )
+
+    @agent.tool_plain(name="demo__echo")
+    async def echo(text: str) -> dict[str, Any]:
+        """Echo the text (a no-op: no gateway, no receipt; async, as baton's toolset is, so no thread hop)."""
+        return {"success": True, "text": text, "adapter_id": "demo"}
+
+    for _ in range(runs):
+        result = await agent.run(f"{LOOP_MARKER} call echo")
+        if result.output != "done":
+            raise RuntimeError(f"the agent loop floor's run answered {result.output!r}")
+
+
 def gateway_durations(database: Path, iterations: int) -> dict[str, float | None]:
     """p50 of the ``gateway_call`` receipts' ``duration_seconds`` of the last ``iterations`` direct and
     subagent calls (the store is read read-only after the server exited)."""
@@ -230,4 +313,7 @@ def gateway_durations(database: Path, iterations: int) -> dict[str, float | None
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(int(sys.argv[1]) if len(sys.argv) > 1 else 100), indent=2))
+    if sys.argv[1:2] == ["--agent-loop"]:  # the child process of agent_loop_floor_ns
+        asyncio.run(agent_loop_runs(sys.argv[2], int(sys.argv[3])))
+    else:
+        print(json.dumps(run(int(sys.argv[1]) if len(sys.argv) > 1 else 100), indent=2))

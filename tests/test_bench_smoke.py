@@ -43,4 +43,11 @@ def test_bench_run_quick_measures_every_benchmark_and_writes_json(tmp_path: Path
     assert ping_target["value"] == baton["p50_vs_mcpserver"]
     assert baton["p50_vs_floor"] > 0
     assert benchmarks["fanout"]["rows"][0]["failed"] == 0
+    governed = benchmarks["subagent_tools"]
+    if "skipped" not in governed:  # bubblewrap is there: the loop floor is measured beside the governed call
+        assert governed["agent_loop_floor_us"] > 0
+        assert governed["governed_call_less_loop_vs_direct"] == pytest.approx(
+            (governed["governed_call_us"] - governed["agent_loop_floor_us"]) / governed["rows"][0]["p50_us"],
+            abs=1e-2,
+        )
     assert "mcp_ping" in completed.stdout

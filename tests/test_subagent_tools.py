@@ -451,6 +451,40 @@ async def test_the_tool_limit_stops_a_model_that_keeps_calling_tools(
     assert kinds.count("gateway_call") == 2
 
 
+@pytest.mark.parametrize(
+    ("budget", "limit"),
+    # the first answer's usage alone passes either limit (the loopback model counts every prompt word,
+    # and kimi-k3 is priced)
+    [("max_total_tokens", 5), ("max_cost_usd", 1e-6)],
+)
+async def test_a_model_call_that_spends_the_subagents_budget_stops_the_turn_before_the_next_model_call(
+    session: Any, llm: FakeLLMServer, home: str, budget: str, limit: float
+) -> None:
+    marker = f"BUDGET-TASK-{budget}"
+    llm.when(marker, Behavior.calling("demo__echo", {"text": "spend"}, then="never sent"))
+    echoes_before = (await upstream_calls(session)).get("echo", 0)
+    spawned = await call(
+        session,
+        "mcp_spawn_subagent",
+        {"task": f"{marker}: one tool round", "tools": ["demo__echo"], budget: limit},
+    )
+    assert spawned["success"] is False, spawned
+    assert spawned["error_class"] == "budget_exceeded"
+    sent = [r.body for r in llm.requests if marker in json.dumps(r.body)]
+    assert len(sent) == 1  # the request that would carry the tool's result never reached the model
+    assert (await upstream_calls(session))["echo"] == echoes_before + 1  # the tool round itself ran
+
+    mine = of_subagent(chain(home), spawned["subagent_id"])
+    assert [r["kind"] for r in mine] == ["subagent_spawned", "model_call", "gateway_call", "subagent_failed"]
+    first_call, failed = mine[1], mine[3]
+    first = first_call["payload"]
+    assert (first["usage"]["total_tokens"] if budget == "max_total_tokens" else first["cost_usd"]) >= limit
+    assert failed["payload"]["error_class"] == "budget_exceeded"
+    status = await call(session, "mcp_get_subagent_status", {"subagent_id": spawned["subagent_id"]})
+    assert status["status"] == "failed" and status["error_class"] == "budget_exceeded"
+    assert status["usage"] == first_call["payload"]["usage"]
+
+
 async def test_a_cancel_stops_the_pending_tool_call_and_nothing_runs_after_the_cancel_receipt(
     session: Any, llm: FakeLLMServer, home: str
 ) -> None:
