@@ -1,0 +1,190 @@
+"""``baton serve`` with a clock stamp at each point of a proxied tool call (bench/hop_segments.py only).
+
+Run: ``python bench/peers/hop_stamps.py STAMPS_FILE``. Before baton's own ``main`` runs, this wraps (in
+this process only; baton's code is unchanged) the functions a ``tools/call`` passes through, and stamps
+``time.perf_counter_ns()`` (CLOCK_MONOTONIC: comparable with the client's stamps in another process):
+
+- ``stdin_read``: ``baton.stdio_in`` handed the request's line out (opens the call's record);
+- ``sdk_dispatch``: the SDK's low-level server called baton's ``on_call_tool`` handler;
+- ``proxy_entry``: ``GatewayProxy.call`` was entered;
+- ``liveness_done``: the store's liveness read (``state.liveness_now``) returned;
+- ``upstream_write``: the SDK client handed the request to the upstream's stdin writer;
+- ``upstream_read``: the upstream's answer line was read and parsed;
+- ``upstream_returned``: the SDK client's ``call_tool`` returned the result (``Upstream.call``);
+- ``receipt_committed``: the ``gateway_call`` receipt's append returned (committed);
+- ``answer_write``: the SDK handed the serialized answer to stdout's writer (the record is closed once
+  the pipe took it: stamped after, the client often reads it first).
+
+Each closed record is one JSON line appended to STAMPS_FILE, after the answer is written. Calls must come
+one at a time (the benchmark's client sends the next request after reading the answer).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+POINTS = (
+    "stdin_read",
+    "sdk_dispatch",
+    "proxy_entry",
+    "liveness_done",
+    "upstream_write",
+    "upstream_read",
+    "upstream_returned",
+    "receipt_committed",
+    "answer_write",
+)
+
+
+class Stamps:
+    """The open call's record and the file closed records go to."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self.record: dict[str, int] | None = None
+
+    def open(self, now: int) -> None:
+        """A ``tools/call`` line arrived: a new record."""
+        self.record = {"stdin_read": now}
+
+    def stamp(self, point: str, now: int, after: str | None = None) -> None:
+        """Stamp ``point`` once per call (only once ``after`` is stamped, when given)."""
+        record = self.record
+        if record is None or point in record or (after is not None and after not in record):
+            return
+        record[point] = now
+
+    def close(self) -> None:
+        """The answer is written: the record goes to the file."""
+        record, self.record = self.record, None
+        if record is not None:
+            os.write(self.fd, json.dumps(record).encode() + b"\n")
+
+
+def wrap_async_before(owner: Any, name: str, on_call: Callable[[tuple[Any, ...]], None]) -> None:
+    """Replace ``owner.name`` (a coroutine function) by one calling ``on_call(args)`` before it."""
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    async def wrapped(*args: Any, **kwargs: Any) -> Any:
+        on_call(args)
+        return await original(*args, **kwargs)
+
+    setattr(owner, name, wrapped)
+
+
+def wrap_async_after(owner: Any, name: str, on_return: Callable[[Any, tuple[Any, ...]], None]) -> None:
+    """Replace ``owner.name`` (a coroutine function) by one calling ``on_return(result, args)`` after it."""
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    async def wrapped(*args: Any, **kwargs: Any) -> Any:
+        result = await original(*args, **kwargs)
+        on_return(result, args)
+        return result
+
+    setattr(owner, name, wrapped)
+
+
+def install(stamps: Stamps) -> None:
+    """Wrap the call path's functions (modules imported here, before ``baton serve`` starts)."""
+    from baton import receipts, server, stdio_in, stdio_out
+    from baton.gateway import proxy, state, transport, upstream
+
+    def line_read(result: Any, args: tuple[Any, ...]) -> None:
+        now = time.perf_counter_ns()
+        line = result[0]
+        if '"tools/call"' in line:
+            stamps.open(now)
+
+    for reader in (stdio_in.LoopLines, stdio_in.ThreadLines):
+        wrap_async_after(reader, "read", line_read)
+
+    class StampedServer(server.Server):  # type: ignore[misc,name-defined]
+        def __init__(self, *args: Any, on_call_tool: Any = None, **kwargs: Any) -> None:
+            handler = on_call_tool
+
+            async def stamped(ctx: Any, params: Any) -> Any:
+                stamps.stamp("sdk_dispatch", time.perf_counter_ns())
+                return await handler(ctx, params)
+
+            super().__init__(*args, on_call_tool=stamped if handler else None, **kwargs)
+
+    server.Server = StampedServer  # type: ignore[attr-defined]
+
+    call = proxy.GatewayProxy.call
+
+    @functools.wraps(call)
+    async def proxy_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        stamps.stamp("proxy_entry", time.perf_counter_ns())
+        return await call(self, *args, **kwargs)
+
+    proxy.GatewayProxy.call = proxy_call  # type: ignore[method-assign]
+
+    liveness_now = state.liveness_now
+
+    @functools.wraps(liveness_now)
+    def liveness(*args: Any, **kwargs: Any) -> Any:
+        row = liveness_now(*args, **kwargs)
+        stamps.stamp("liveness_done", time.perf_counter_ns())
+        return row
+
+    state.liveness_now = liveness
+
+    wrap_async_before(
+        transport._Messages, "send", lambda args: stamps.stamp("upstream_write", time.perf_counter_ns())
+    )
+    wrap_async_after(
+        transport._Lines,
+        "receive",
+        lambda result, args: stamps.stamp("upstream_read", time.perf_counter_ns(), after="upstream_write"),
+    )
+
+    wrap_async_after(
+        upstream.Upstream,
+        "call",
+        lambda result, args: stamps.stamp("upstream_returned", time.perf_counter_ns()),
+    )
+
+    append = receipts.ReceiptLog.append
+
+    @functools.wraps(append)
+    def receipt(self: Any, kind: str, payload: dict[str, Any]) -> Any:
+        made = append(self, kind, payload)
+        if kind == "gateway_call":
+            stamps.stamp("receipt_committed", time.perf_counter_ns())
+        return made
+
+    receipts.ReceiptLog.append = receipt  # type: ignore[method-assign]
+
+    def answer(args: tuple[Any, ...]) -> None:
+        now = time.perf_counter_ns()
+        if args[1].startswith('{"jsonrpc":"2.0","id":'):  # an answer (not a notification)
+            stamps.stamp("answer_write", now)
+
+    def written(result: Any, args: tuple[Any, ...]) -> None:
+        if args[1].startswith('{"jsonrpc":"2.0","id":'):
+            stamps.close()
+
+    for out in (stdio_out.LoopStdout, stdio_out.FlushedStdout):
+        wrap_async_before(out, "write", answer)
+        wrap_async_after(out, "write", written)
+
+
+def main() -> None:
+    """Install the stamps, then run ``baton serve`` exactly as ``python -m baton serve`` does."""
+    install(Stamps(sys.argv[1]))
+    sys.argv = ["baton", "serve"]
+    from baton.launcher import main as baton_main
+
+    baton_main()
+
+
+if __name__ == "__main__":
+    main()
