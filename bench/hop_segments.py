@@ -13,6 +13,7 @@ Run: ``PYTHONPATH=src python -m bench.hop_segments [CALLS] [--upstream everythin
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import tempfile
@@ -107,13 +108,15 @@ def collect(
 def table(records: list[dict[str, int]], direct_ns: list[int]) -> dict[str, Any]:
     """Per-segment p50 (µs), its share of the round trip and of the hop (everything but the upstream)."""
     rows = []
-    for before, after in zip(POINTS, POINTS[1:], strict=False):
+    for before, after in itertools.pairwise(POINTS):
         p50 = statistics.median(r[after] - r[before] for r in records) / 1000
         rows.append({"segment": f"{before} → {after}", "what": SEGMENTS[after], "p50_us": round(p50, 1)})
     round_trip = statistics.median(r["client_read"] - r["client_write"] for r in records) / 1000
     direct = statistics.median(direct_ns) / 1000
     summed = sum(row["p50_us"] for row in rows)
-    hop_sum = sum(row["p50_us"] for row, after in zip(rows, POINTS[1:], strict=True) if after != UPSTREAM_SEGMENT)
+    hop_sum = sum(
+        row["p50_us"] for row, after in zip(rows, POINTS[1:], strict=True) if after != UPSTREAM_SEGMENT
+    )
     for row, after in zip(rows, POINTS[1:], strict=True):
         row["share_of_round_trip"] = round(row["p50_us"] / summed, 3)
         row["share_of_hop"] = None if after == UPSTREAM_SEGMENT else round(row["p50_us"] / hop_sum, 3)
