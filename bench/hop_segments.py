@@ -32,6 +32,7 @@ POINTS = (
     "proxy_entry",
     "liveness_done",
     "upstream_write",
+    "upstream_data",
     "upstream_read",
     "upstream_returned",
     "receipt_committed",
@@ -46,13 +47,14 @@ SEGMENTS = {
     "proxy_entry": "baton glue in: loader, CallContext, registry checks",
     "liveness_done": "liveness read (store)",
     "upstream_write": "policy check, SDK client outbound",
-    "upstream_read": "upstream: write, pipe, the server's own work, pipe",
+    "upstream_data": "upstream: write, pipe, the server's own work, pipe",
+    "upstream_read": "loop wakes the session's reader, line parsed",
     "upstream_returned": "SDK client inbound: dispatch, CallToolResult",
     "receipt_committed": "envelope + gateway_call receipt committed",
     "answer_write": "baton glue out, SDK server outbound",
     "client_read": "stdout write, pipe to client, client parse",
 }
-UPSTREAM_SEGMENT = "upstream_read"
+UPSTREAM_SEGMENT = "upstream_data"
 BLOCK = 50
 
 
@@ -106,11 +108,18 @@ def collect(
 
 
 def table(records: list[dict[str, int]], direct_ns: list[int]) -> dict[str, Any]:
-    """Per-segment p50 (µs), its share of the round trip and of the hop (everything but the upstream)."""
+    """Per-segment p50 and mean (µs); the p50's share of the round trip and of the hop (all but the upstream)."""
     rows = []
     for before, after in itertools.pairwise(POINTS):
-        p50 = statistics.median(r[after] - r[before] for r in records) / 1000
-        rows.append({"segment": f"{before} → {after}", "what": SEGMENTS[after], "p50_us": round(p50, 1)})
+        spans = [r[after] - r[before] for r in records]
+        rows.append(
+            {
+                "segment": f"{before} → {after}",
+                "what": SEGMENTS[after],
+                "p50_us": round(statistics.median(spans) / 1000, 1),
+                "mean_us": round(statistics.fmean(spans) / 1000, 1),
+            }
+        )
     round_trip = statistics.median(r["client_read"] - r["client_write"] for r in records) / 1000
     direct = statistics.median(direct_ns) / 1000
     summed = sum(row["p50_us"] for row in rows)
@@ -150,12 +159,13 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         f"{result['calls']} calls to {result['upstream']}: round trip p50 {result['round_trip_p50_us']} µs, "
         f"direct {result['direct_p50_us']} µs, hop +{result['hop_p50_added_us']} µs",
-        f"{'segment':42} {'p50 µs':>8} {'of trip':>8} {'of hop':>7}  what",
+        f"{'segment':42} {'p50 µs':>8} {'mean µs':>8} {'of trip':>8} {'of hop':>7}  what",
     ]
     for row in result["segments"]:
         hop = "" if row["share_of_hop"] is None else f"{row['share_of_hop']:.1%}"
         lines.append(
-            f"{row['segment']:42} {row['p50_us']:8.1f} {row['share_of_round_trip']:8.1%} {hop:>7}  {row['what']}"
+            f"{row['segment']:42} {row['p50_us']:8.1f} {row['mean_us']:8.1f} {row['share_of_round_trip']:8.1%} {hop:>7}  "
+            f"{row['what']}"
         )
     return "\n".join(lines)
 

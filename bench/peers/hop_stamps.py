@@ -9,6 +9,7 @@ this process only; baton's code is unchanged) the functions a ``tools/call`` pas
 - ``proxy_entry``: ``GatewayProxy.call`` was entered;
 - ``liveness_done``: the store's liveness read (``state.liveness_now``) returned;
 - ``upstream_write``: the SDK client handed the request to the upstream's stdin writer;
+- ``upstream_data``: the event loop got the upstream's answer bytes from its stdout pipe;
 - ``upstream_read``: the upstream's answer line was read and parsed;
 - ``upstream_returned``: the SDK client's ``call_tool`` returned the result (``Upstream.call``);
 - ``receipt_committed``: the ``gateway_call`` receipt's append returned (committed);
@@ -21,6 +22,7 @@ one at a time (the benchmark's client sends the next request after reading the a
 
 from __future__ import annotations
 
+import asyncio.subprocess
 import functools
 import json
 import os
@@ -35,6 +37,7 @@ POINTS = (
     "proxy_entry",
     "liveness_done",
     "upstream_write",
+    "upstream_data",
     "upstream_read",
     "upstream_returned",
     "receipt_committed",
@@ -140,6 +143,17 @@ def install(stamps: Stamps) -> None:
     wrap_async_before(
         transport._Messages, "send", lambda args: stamps.stamp("upstream_write", time.perf_counter_ns())
     )
+    protocol = asyncio.subprocess.SubprocessStreamProtocol
+    pipe_data_received = protocol.pipe_data_received
+
+    @functools.wraps(pipe_data_received)
+    def data_received(self: Any, fd: int, data: bytes) -> None:
+        if fd == 1:
+            stamps.stamp("upstream_data", time.perf_counter_ns(), after="upstream_write")
+        pipe_data_received(self, fd, data)
+
+    protocol.pipe_data_received = data_received  # type: ignore[method-assign]
+
     wrap_async_after(
         transport._Lines,
         "receive",
