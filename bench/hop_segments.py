@@ -7,7 +7,8 @@ point; the client stamps its write and its read. The same client then calls the 
 same sandboxed command line), in alternating blocks, so the hop (round trip less the direct call) is
 measured beside the segments. The wrappers cost a little (a few µs a call): read shares, not totals.
 
-Run: ``PYTHONPATH=src python -m bench.hop_segments [CALLS] [--upstream everything|stdlib] [--json]``.
+Run: ``PYTHONPATH=src python -m bench.hop_segments [CALLS] [--upstream everything|stdlib] [--steps] [--json]``
+(``--steps`` also counts the event loop's callbacks, task steps included, in each segment).
 """
 
 from __future__ import annotations
@@ -73,7 +74,13 @@ def _calls(client: PipeClient, tool: str, arguments: dict[str, Any], count: int)
 
 
 def collect(
-    home: Path, adapter_id: str, tool: str, arguments: dict[str, Any], calls: int, warmup: int
+    home: Path,
+    adapter_id: str,
+    tool: str,
+    arguments: dict[str, Any],
+    calls: int,
+    warmup: int,
+    steps: bool = False,
 ) -> tuple[list[dict[str, int]], list[int]]:
     """Every stamp of ``calls`` proxied calls (after ``warmup``), and as many direct calls' round trips."""
     with ExitStack() as stack:
@@ -81,7 +88,10 @@ def collect(
         stack.callback(_remove_tree, made)
         stamps_file = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="baton-hop-"))) / "stamps"
         baton = stack.enter_context(
-            PipeClient(peer_command("hop_stamps.py", str(stamps_file)), baton_env(home))
+            PipeClient(
+                peer_command("hop_stamps.py", str(stamps_file), *(["--steps"] if steps else [])),
+                baton_env(home),
+            )
         )
         direct = stack.enter_context(PipeClient(upstream))
         for client in (baton, direct):
@@ -120,6 +130,10 @@ def table(records: list[dict[str, int]], direct_ns: list[int]) -> dict[str, Any]
                 "mean_us": round(statistics.fmean(spans) / 1000, 1),
             }
         )
+        if f"{after}#steps" in records[0] and f"{before}#steps" in records[0]:
+            rows[-1]["loop_steps_p50"] = statistics.median(
+                r[f"{after}#steps"] - r[f"{before}#steps"] for r in records
+            )
     round_trip = statistics.median(r["client_read"] - r["client_write"] for r in records) / 1000
     direct = statistics.median(direct_ns) / 1000
     summed = sum(row["p50_us"] for row in rows)
@@ -138,7 +152,7 @@ def table(records: list[dict[str, int]], direct_ns: list[int]) -> dict[str, Any]
     }
 
 
-def run(calls: int, upstream: str = "everything", warmup: int = 100) -> dict[str, Any]:
+def run(calls: int, upstream: str = "everything", warmup: int = 100, steps: bool = False) -> dict[str, Any]:
     """Set the adapter up in a throwaway home, stamp ``calls`` calls and tabulate them."""
     from baton.gateway.sandbox import BubblewrapSandbox
 
@@ -150,7 +164,7 @@ def run(calls: int, upstream: str = "everything", warmup: int = 100) -> dict[str
             adapter_id, arguments = _trivial_adapter(home), ECHO
         else:
             adapter_id, arguments = _everything_adapter(home), {"message": "ping"}
-        records, direct_ns = collect(home, adapter_id, "echo", arguments, calls, warmup)
+        records, direct_ns = collect(home, adapter_id, "echo", arguments, calls, warmup, steps)
     return {"upstream": upstream, **table(records, direct_ns), "records": records}
 
 
@@ -163,9 +177,10 @@ def render(result: dict[str, Any]) -> str:
     ]
     for row in result["segments"]:
         hop = "" if row["share_of_hop"] is None else f"{row['share_of_hop']:.1%}"
+        steps = f"  [{row['loop_steps_p50']:g} loop steps]" if "loop_steps_p50" in row else ""
         lines.append(
             f"{row['segment']:42} {row['p50_us']:8.1f} {row['mean_us']:8.1f} {row['share_of_round_trip']:8.1%} {hop:>7}  "
-            f"{row['what']}"
+            f"{row['what']}{steps}"
         )
     return "\n".join(lines)
 
@@ -177,8 +192,11 @@ def main() -> None:
     parser.add_argument("--upstream", choices=("everything", "stdlib"), default="everything")
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--json", action="store_true", help="print the table (without records) as JSON")
+    parser.add_argument(
+        "--steps", action="store_true", help="count the event loop's callbacks per segment (slows the loop)"
+    )
     args = parser.parse_args()
-    result = run(args.calls, args.upstream, args.warmup)
+    result = run(args.calls, args.upstream, args.warmup, args.steps)
     result.pop("records")
     print(json.dumps(result, indent=2) if args.json else render(result))
 

@@ -1,6 +1,6 @@
 """``baton serve`` with a clock stamp at each point of a proxied tool call (bench/hop_segments.py only).
 
-Run: ``python bench/peers/hop_stamps.py STAMPS_FILE``. Before baton's own ``main`` runs, this wraps (in
+Run: ``python bench/peers/hop_stamps.py STAMPS_FILE [--steps]``. Before baton's own ``main`` runs, this wraps (in
 this process only; baton's code is unchanged) the functions a ``tools/call`` passes through, and stamps
 ``time.perf_counter_ns()`` (CLOCK_MONOTONIC: comparable with the client's stamps in another process):
 
@@ -18,10 +18,14 @@ this process only; baton's code is unchanged) the functions a ``tools/call`` pas
 
 Each closed record is one JSON line appended to STAMPS_FILE, after the answer is written. Calls must come
 one at a time (the benchmark's client sends the next request after reading the answer).
+
+With ``--steps`` the event loop's callbacks are counted too (every task step is one): each point then also
+records the count so far as ``POINT#steps``. Counting slows the loop: read those runs' counts, not times.
 """
 
 from __future__ import annotations
 
+import asyncio.events
 import asyncio.subprocess
 import functools
 import json
@@ -48,13 +52,17 @@ POINTS = (
 class Stamps:
     """The open call's record and the file closed records go to."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, steps: bool = False) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self.record: dict[str, int] | None = None
+        self.counting = steps
+        self.steps = 0
 
     def open(self, now: int) -> None:
         """A ``tools/call`` line arrived: a new record."""
         self.record = {"stdin_read": now}
+        if self.counting:
+            self.record["stdin_read#steps"] = self.steps
 
     def stamp(self, point: str, now: int, after: str | None = None) -> None:
         """Stamp ``point`` once per call (only once ``after`` is stamped, when given)."""
@@ -62,6 +70,8 @@ class Stamps:
         if record is None or point in record or (after is not None and after not in record):
             return
         record[point] = now
+        if self.counting:
+            record[f"{point}#steps"] = self.steps
 
     def close(self) -> None:
         """The answer is written: the record goes to the file."""
@@ -191,9 +201,24 @@ def install(stamps: Stamps) -> None:
         wrap_async_after(out, "write", written)
 
 
+def count_steps(stamps: Stamps) -> None:
+    """Count every callback the event loop runs (``asyncio.Handle._run``: task steps, I/O callbacks)."""
+    run = asyncio.events.Handle._run
+
+    @functools.wraps(run)
+    def counted(self: Any) -> None:
+        stamps.steps += 1
+        run(self)
+
+    asyncio.events.Handle._run = counted  # type: ignore[method-assign]
+
+
 def main() -> None:
     """Install the stamps, then run ``baton serve`` exactly as ``python -m baton serve`` does."""
-    install(Stamps(sys.argv[1]))
+    stamps = Stamps(sys.argv[1], steps="--steps" in sys.argv[2:])
+    install(stamps)
+    if stamps.counting:
+        count_steps(stamps)
     sys.argv = ["baton", "serve"]
     from baton.launcher import main as baton_main
 
