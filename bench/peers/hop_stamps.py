@@ -47,6 +47,8 @@ POINTS = (
     "receipt_committed",
     "answer_write",
 )
+#: How the SDK's serialized answer starts (a notification has no id; calls come one at a time).
+ANSWER = '{"jsonrpc":"2.0","id":'
 
 
 class Stamps:
@@ -107,17 +109,40 @@ def wrap_async_after(owner: Any, name: str, on_return: Callable[[Any, tuple[Any,
 
 def install(stamps: Stamps) -> None:
     """Wrap the call path's functions (modules imported here, before ``baton serve`` starts)."""
-    from baton import receipts, server, stdio_in, stdio_out
-    from baton.gateway import proxy, state, transport, upstream
+    _stamp_stdio(stamps)
+    _stamp_server(stamps)
+    _stamp_gateway(stamps)
+
+
+def _stamp_stdio(stamps: Stamps) -> None:
+    """``stdin_read`` (opens a record on a ``tools/call`` line) and ``answer_write`` (closes it)."""
+    from baton import stdio_in, stdio_out
 
     def line_read(result: Any, args: tuple[Any, ...]) -> None:
         now = time.perf_counter_ns()
-        line = result[0]
-        if '"tools/call"' in line:
+        if '"tools/call"' in result[0]:
             stamps.open(now)
 
     for reader in (stdio_in.LoopLines, stdio_in.ThreadLines):
         wrap_async_after(reader, "read", line_read)
+
+    def answer(args: tuple[Any, ...]) -> None:
+        now = time.perf_counter_ns()
+        if args[1].startswith(ANSWER):
+            stamps.stamp("answer_write", now)
+
+    def written(result: Any, args: tuple[Any, ...]) -> None:
+        if args[1].startswith(ANSWER):
+            stamps.close()
+
+    for out in (stdio_out.LoopStdout, stdio_out.FlushedStdout):
+        wrap_async_before(out, "write", answer)
+        wrap_async_after(out, "write", written)
+
+
+def _stamp_server(stamps: Stamps) -> None:
+    """``sdk_dispatch``: the SDK server built by ``baton.server.build_server`` calls a wrapped handler."""
+    from baton import server
 
     class StampedServer(server.Server):  # type: ignore[misc,name-defined]
         def __init__(self, *args: Any, on_call_tool: Any = None, **kwargs: Any) -> None:
@@ -131,6 +156,12 @@ def install(stamps: Stamps) -> None:
 
     server.Server = StampedServer  # type: ignore[attr-defined]
 
+
+def _stamp_gateway(stamps: Stamps) -> None:
+    """From ``GatewayProxy.call``'s entry to the ``gateway_call`` receipt's commit."""
+    from baton import receipts
+    from baton.gateway import proxy, state, transport, upstream
+
     call = proxy.GatewayProxy.call
 
     @functools.wraps(call)
@@ -139,7 +170,6 @@ def install(stamps: Stamps) -> None:
         return await call(self, *args, **kwargs)
 
     proxy.GatewayProxy.call = proxy_call  # type: ignore[method-assign]
-
     liveness_now = state.liveness_now
 
     @functools.wraps(liveness_now)
@@ -149,7 +179,6 @@ def install(stamps: Stamps) -> None:
         return row
 
     state.liveness_now = liveness
-
     wrap_async_before(
         transport._Messages, "send", lambda args: stamps.stamp("upstream_write", time.perf_counter_ns())
     )
@@ -158,24 +187,21 @@ def install(stamps: Stamps) -> None:
 
     @functools.wraps(pipe_data_received)
     def data_received(self: Any, fd: int, data: bytes) -> None:
-        if fd == 1:
+        if fd == 1:  # the upstream's stdout (2 is its stderr)
             stamps.stamp("upstream_data", time.perf_counter_ns(), after="upstream_write")
         pipe_data_received(self, fd, data)
 
     protocol.pipe_data_received = data_received  # type: ignore[method-assign]
-
     wrap_async_after(
         transport._Lines,
         "receive",
         lambda result, args: stamps.stamp("upstream_read", time.perf_counter_ns(), after="upstream_write"),
     )
-
     wrap_async_after(
         upstream.Upstream,
         "call",
         lambda result, args: stamps.stamp("upstream_returned", time.perf_counter_ns()),
     )
-
     append = receipts.ReceiptLog.append
 
     @functools.wraps(append)
@@ -186,19 +212,6 @@ def install(stamps: Stamps) -> None:
         return made
 
     receipts.ReceiptLog.append = receipt  # type: ignore[method-assign]
-
-    def answer(args: tuple[Any, ...]) -> None:
-        now = time.perf_counter_ns()
-        if args[1].startswith('{"jsonrpc":"2.0","id":'):  # an answer (not a notification)
-            stamps.stamp("answer_write", now)
-
-    def written(result: Any, args: tuple[Any, ...]) -> None:
-        if args[1].startswith('{"jsonrpc":"2.0","id":'):
-            stamps.close()
-
-    for out in (stdio_out.LoopStdout, stdio_out.FlushedStdout):
-        wrap_async_before(out, "write", answer)
-        wrap_async_after(out, "write", written)
 
 
 def count_steps(stamps: Stamps) -> None:
