@@ -51,3 +51,20 @@ def test_bench_run_quick_measures_every_benchmark_and_writes_json(tmp_path: Path
             abs=1e-2,
         )
     assert "mcp_ping" in completed.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.needs("bwrap")
+@pytest.mark.timeout(300)  # a hang guard: the adapter is locked, replayed and promoted first
+def test_hop_segments_stamps_every_point_of_each_proxied_call_in_order() -> None:
+    from bench.hop_segments import POINTS, run
+
+    result = run(4, upstream="stdlib", warmup=2)
+    records = result["records"]
+    assert len(records) == 4
+    for record in records:
+        assert set(record) == set(POINTS), sorted(set(POINTS) ^ set(record))
+        stamps = [record[point] for point in POINTS]
+        assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps), record
+    assert [row["segment"].split(" → ")[1] for row in result["segments"]] == list(POINTS[1:])
+    assert result["round_trip_p50_us"] > 0 and result["direct_p50_us"] > 0

@@ -158,8 +158,9 @@ class RegistryLoader:
 
     async def get(self) -> ToolRegistry:
         """The registry, once loaded; raises the loading error otherwise."""
-        self.wanted.set()
-        await self.ready.wait()
+        if not self.ready.is_set():  # once loaded, no wait: awaiting a set event still yields to the loop
+            self.wanted.set()
+            await self.ready.wait()
         if self.registry is None:
             raise self.error or BatonError("internal_error", "The server failed to load.")
         return self.registry
