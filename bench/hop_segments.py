@@ -24,22 +24,10 @@ from typing import Any
 
 from bench._common import PipeClient, baton_env, peer_command, temp_home, timed_ns
 from bench.gateway_proxy import ECHO, _direct_upstream, _everything_adapter, _remove_tree, _trivial_adapter
+from bench.peers.hop_stamps import POINTS as SERVER_POINTS
 
-#: Every stamp of one call, in the order a call passes them.
-POINTS = (
-    "client_write",
-    "stdin_read",
-    "sdk_dispatch",
-    "proxy_entry",
-    "liveness_done",
-    "upstream_write",
-    "upstream_data",
-    "upstream_read",
-    "upstream_returned",
-    "receipt_committed",
-    "answer_write",
-    "client_read",
-)
+#: Every stamp of one call, in the order a call passes them: the client's two around the server's own.
+POINTS = ("client_write", *SERVER_POINTS, "client_read")
 
 #: What runs between two consecutive stamps.
 SEGMENTS = {

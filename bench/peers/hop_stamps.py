@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+#: The points stamped inside baton's process, in the order a call passes them.
 POINTS = (
     "stdin_read",
     "sdk_dispatch",
