@@ -144,6 +144,8 @@ class Turn:
 
     links: TurnLinks
     definitions: list[Any]
+    #: The toolset's tools of this turn, built by its first step and returned by every later one.
+    tools: dict[str, Any] = field(default_factory=dict)
 
 
 class GovernedLoop:
@@ -198,6 +200,7 @@ class GovernedLoop:
                 message_history=history,
                 deps=turn,
                 usage_limits=UsageLimits(request_limit=limit + 1, tool_calls_limit=limit),
+                infer_name=False,
             )
         except UsageLimitExceeded as exc:
             raise SubagentError(
@@ -360,10 +363,13 @@ def governed_toolset_class() -> type[Any]:
             return "baton-governed"
 
         async def get_tools(self, ctx: RunContext[Turn]) -> dict[str, ToolsetTool[Turn]]:
-            return {
-                d.name: ToolsetTool(toolset=self, tool_def=d, max_retries=2, args_validator=any_arguments)
-                for d in ctx.deps.definitions
-            }
+            tools = ctx.deps.tools
+            if not tools:
+                tools.update(
+                    (d.name, ToolsetTool(toolset=self, tool_def=d, max_retries=2, args_validator=any_arguments))
+                    for d in ctx.deps.definitions
+                )
+            return tools
 
         async def call_tool(
             self, name: str, tool_args: dict[str, Any], ctx: RunContext[Turn], tool: ToolsetTool[Turn]
