@@ -144,8 +144,6 @@ class Turn:
 
     links: TurnLinks
     definitions: list[Any]
-    #: The toolset's tools of this turn, built by its first step and returned by every later one.
-    tools: dict[str, Any] = field(default_factory=dict)
 
 
 class GovernedLoop:
@@ -200,7 +198,6 @@ class GovernedLoop:
                 message_history=history,
                 deps=turn,
                 usage_limits=UsageLimits(request_limit=limit + 1, tool_calls_limit=limit),
-                infer_name=False,
             )
         except UsageLimitExceeded as exc:
             raise SubagentError(
@@ -363,13 +360,10 @@ def governed_toolset_class() -> type[Any]:
             return "baton-governed"
 
         async def get_tools(self, ctx: RunContext[Turn]) -> dict[str, ToolsetTool[Turn]]:
-            tools = ctx.deps.tools
-            if not tools:
-                tools.update(
-                    (d.name, ToolsetTool(toolset=self, tool_def=d, max_retries=2, args_validator=any_arguments))
-                    for d in ctx.deps.definitions
-                )
-            return tools
+            return {
+                d.name: ToolsetTool(toolset=self, tool_def=d, max_retries=2, args_validator=any_arguments)
+                for d in ctx.deps.definitions
+            }
 
         async def call_tool(
             self, name: str, tool_args: dict[str, Any], ctx: RunContext[Turn], tool: ToolsetTool[Turn]
