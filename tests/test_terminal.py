@@ -16,12 +16,13 @@ import termios
 import pytest
 from rich.console import Console
 
-from tests.test_cli import baton, seed_receipts
+from tests.cli_process import run_cli
+from tests.test_cli import seed_receipts
 
 
 def test_receipts_verify_on_a_pipe_is_one_line_per_fact(baton_env: dict[str, str]) -> None:
     seed_receipts(baton_env, 2)
-    done = baton({**baton_env, "COLUMNS": "40"}, "receipts", "verify")
+    done = run_cli({**baton_env, "COLUMNS": "40"}, "receipts", "verify")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "ok: 2 receipts"
@@ -32,7 +33,7 @@ def test_receipts_verify_on_a_pipe_is_one_line_per_fact(baton_env: dict[str, str
 
 def test_a_piped_listing_is_plain_and_never_cut(baton_env: dict[str, str]) -> None:
     seed_receipts(baton_env, 3)
-    done = baton({**baton_env, "COLUMNS": "40"}, "receipts", "list", "--limit", "3")
+    done = run_cli({**baton_env, "COLUMNS": "40"}, "receipts", "list", "--limit", "3")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["seq", "kind", "at", "sha256", "payload"]
@@ -40,9 +41,9 @@ def test_a_piped_listing_is_plain_and_never_cut(baton_env: dict[str, str]) -> No
     assert not any(ch in done.stdout for ch in "…│┃━─\x1b")
     assert all(line == line.rstrip() for line in lines)
     assert [line.split()[0] for line in lines[1:]] == ["3", "2", "1"]  # the newest first
-    listed = json.loads(baton(baton_env, "receipts", "list", "--json", "--oldest", "--limit", "2").stdout)
+    listed = json.loads(run_cli(baton_env, "receipts", "list", "--json", "--oldest", "--limit", "2").stdout)
     assert [row["seq"] for row in listed] == [1, 2]
-    unknown = baton(baton_env, "receipts", "list", "--kind", "tset")
+    unknown = run_cli(baton_env, "receipts", "list", "--kind", "tset")
     assert unknown.returncode == 0 and "tset" not in unknown.stdout  # nothing of that kind (yet)
     assert unknown.stderr.startswith("no receipt has the kind 'tset' yet; the chain holds: test")
 
@@ -95,7 +96,7 @@ def test_ids_on_an_80_column_terminal_are_whole_and_other_columns_wrap(baton_env
 
 def test_help_renders_flags_without_a_value(baton_env: dict[str, str]) -> None:
     for args in (("--help",), ("doctor", "--help"), ("gateway", "list", "--help")):
-        done = baton(baton_env, *args)
+        done = run_cli(baton_env, *args)
         assert done.returncode == 0, done.stderr
         assert "--help" in done.stdout
         assert "<bool>" not in done.stdout
@@ -125,6 +126,6 @@ def test_listing_cells_are_text_not_markup(baton_env: dict[str, str]) -> None:
         "Runtime.open().receipts.append('test', {'note': '[bold]x[/bold] [false]'})\n"
     )
     subprocess.run([sys.executable, "-c", code], env=baton_env, check=True, timeout=300)
-    done = baton(baton_env, "receipts", "list", "--oldest")
+    done = run_cli(baton_env, "receipts", "list", "--oldest")
     assert done.returncode == 0, done.stderr
     assert "[bold]x[/bold] [false]" in done.stdout
