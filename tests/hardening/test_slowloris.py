@@ -110,6 +110,12 @@ def test_connections_over_the_cap_get_503_and_the_server_keeps_serving(
                     assert until_served(port, holder) == 200
                 with httpx.Client(timeout=READ_BOUND_SECONDS) as client:
                     full = client.get(f"http://127.0.0.1:{port}/inbox/login")
+                    if full.status_code == 200 and len(answered) == 200 - cap:
+                        # the probe did hold a slot, but the 503 to the 151st socket came after the count
+                        # above and the slot came free only now: this kept-alive client holds it, so a new
+                        # connection finds every slot held (one CI run under load took this path)
+                        with httpx.Client(timeout=READ_BOUND_SECONDS) as late:
+                            full = late.get(f"http://127.0.0.1:{port}/inbox/login")
                 assert full.status_code == 503  # refused at once, not a hang
                 assert full.json()["error_class"] == "http_too_many_connections"
         assert until_served(port) == 200  # the half-sent ones closed: the slots are free again
