@@ -314,20 +314,19 @@ async def serve_stdio(settings: Settings) -> None:
                 signal.signal(received, signal.SIG_DFL)
                 os.kill(os.getpid(), received)
 
-    from mcp.server.stdio import stdio_server
-
     from baton.stdio_guard import ScreenedStdin
-    from baton.stdio_out import claimed_stdout
+    from baton.stdio_out import StdoutMessages, claimed_stdout
 
     stdin = ScreenedStdin(settings.baton_max_message_bytes)  # answers the lines the SDK would drop
     async with anyio.create_task_group() as group:
         group.start_soon(load_then_run_services)
         group.start_soon(checkpoint_on_stop_signal)
-        # each answer written on the loop (a pipe) or in one thread hop (baton.stdio_out)
-        with claimed_stdout(loader.written) as stdout:
-            async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
-                stdin.attach(write_stream)
-                await server.run(read_stream, write_stream, server.create_initialization_options())
+        # each answer written on the loop (a pipe) or in one thread hop (baton.stdio_out); the SDK's
+        # dispatcher reads stdin's messages and writes its own, with no transport task between
+        with claimed_stdout(loader.written) as stdout, anyio.CancelScope() as serving:
+            messages = StdoutMessages(stdout, on_gone=serving.cancel)  # the client left: stop serving
+            stdin.attach(messages)
+            await server.run(stdin, messages, server.create_initialization_options())
         group.cancel_scope.cancel()
 
 

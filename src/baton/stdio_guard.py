@@ -1,10 +1,14 @@
 """The stdin side of ``baton serve``: every line gets an answer, even one the MCP SDK cannot parse.
 
 The SDK's stdio transport drops a line it cannot validate (a 250-level nesting, a lone surrogate, a
-5000-digit integer, plain garbage) without replying, so the client waits forever. This reader screens
-each line with the SDK's own parser first; a line that fails is answered here, on the same write
-stream, with a JSON-RPC error (``-32700`` when it is not JSON at all, ``-32602`` when it is a request
-the server cannot accept, ``-32600`` when it is not a request), and is not passed on.
+5000-digit integer, plain garbage) without replying, so the client waits forever. This reader parses
+each line with the SDK's own parser; a line that fails is answered here, on the server's write stream,
+with a JSON-RPC error (``-32700`` when it is not JSON at all, ``-32602`` when it is a request the server
+cannot accept, ``-32600`` when it is not a request), and is not passed on.
+
+:class:`ScreenedStdin` is itself the read stream ``Server.run`` takes (the SDK's ``ReadStream``
+protocol): the server's dispatcher gets each message parsed once, with no transport task and no memory
+stream between the pipe and it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ import logging
 import os
 import re
 import sys
-from collections.abc import AsyncIterator
 from io import TextIOWrapper
 from typing import Any
 
@@ -70,7 +73,7 @@ def _bounded_int(text: str) -> Any:
 
 
 class ScreenedStdin:
-    """An async line iterator for ``stdio_server(stdin=…)`` that answers unparseable lines itself.
+    """The server's read stream over stdin: each parseable line as a ``SessionMessage``; the others answered.
 
     A line longer than ``max_chars`` (``BATON_MAX_MESSAGE_BYTES``) is read through and dropped without
     being parsed or kept, and answered ``-32600`` (with its id when the id appears near its start).
@@ -85,49 +88,64 @@ class ScreenedStdin:
         self.max_chars = max_chars
         self._replies: Any = None
         self._attached = anyio.Event()
+        self._ended = False
 
     def attach(self, write_stream: Any) -> None:
         """The stream the server writes its messages to (answers go out in order with them)."""
         self._replies = write_stream
         self._attached.set()
 
-    def __aiter__(self) -> AsyncIterator[str]:
-        return self._lines()
+    # the SDK's ReadStream protocol (what ``Server.run`` reads)
+    async def receive(self) -> SessionMessage:
+        """The next line the SDK can parse, parsed once; ``anyio.EndOfStream`` at the end of stdin."""
+        message = await self.next_message()
+        if message is None:
+            raise anyio.EndOfStream
+        return SessionMessage(message)
 
-    async def _lines(self) -> AsyncIterator[str]:
-        """Each line the SDK can parse (as text, for ``stdio_server(stdin=…)``)."""
-        async for line, _message in self._screened():
-            yield line
+    def __aiter__(self) -> ScreenedStdin:
+        return self
 
-    async def messages(self) -> AsyncIterator[SessionMessage]:
-        """Each line the SDK can parse, parsed once."""
-        async for _line, message in self._screened():
-            yield SessionMessage(message)
-
-    async def _screened(self) -> AsyncIterator[tuple[str, Any]]:
-        await self._attached.wait()
+    async def __anext__(self) -> SessionMessage:
         try:
-            while True:
-                line, oversized = await self._reader.read()
-                if oversized:
-                    await self._send(
-                        _leading_id(line),
-                        INVALID_REQUEST,
-                        f"Invalid request: the message is larger than {self.max_chars} bytes (BATON_MAX_MESSAGE_BYTES).",
-                    )
-                    continue
-                if not line:
-                    return
-                if not line.strip():
-                    continue
-                try:
-                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except Exception as exc:
-                    await self._answer(line, exc)
-                    continue
-                yield line, message
-        finally:
-            self._reader.close()
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        """Stop reading stdin."""
+        self._ended = True
+        self._reader.close()
+
+    async def __aenter__(self) -> ScreenedStdin:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def next_message(self) -> Any:
+        """The next message the SDK can parse, or None at the end of stdin; every other line is answered
+        here (when JSON-RPC allows an answer) and skipped."""
+        await self._attached.wait()
+        while not self._ended:
+            line, oversized = await self._reader.read()
+            if oversized:
+                await self._send(
+                    _leading_id(line),
+                    INVALID_REQUEST,
+                    f"Invalid request: the message is larger than {self.max_chars} bytes (BATON_MAX_MESSAGE_BYTES).",
+                )
+                continue
+            if not line:
+                await self.aclose()
+                break
+            if not line.strip():
+                continue
+            try:
+                return types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except Exception as exc:
+                await self._answer(line, exc)
+        return None
 
     async def _answer(self, line: str, exc: Exception) -> None:
         """Reply to a line the SDK refused, when JSON-RPC allows a reply."""
@@ -153,7 +171,8 @@ class ScreenedStdin:
         error = types.JSONRPCError(
             jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message[:500])
         )
-        await self._replies.send(SessionMessage(error))
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):  # the client left
+            await self._replies.send(SessionMessage(error))
 
 
 def _stdin_lines(max_chars: int) -> StdinLines:

@@ -1,16 +1,16 @@
-"""The stdout side of ``baton serve``: each message written and flushed on the loop, or in one thread hop.
+"""The stdout side of ``baton serve``: each message written by its sender, on the loop or in one thread hop.
 
-The SDK's ``stdio_server`` takes a ``stdout`` file (its public parameter, as ``stdin`` is) and awaits
-``write`` then ``flush`` for every message; its default file runs each in its own worker thread, two
-thread hops per answer. :class:`FlushedStdout` writes and flushes in one hop, and its ``flush`` has
-nothing left to do. The write blocks in the worker thread, never on the event loop, so a client that
-stops reading stalls only its own answers.
+:class:`StdoutMessages` is the write stream ``Server.run`` takes (the SDK's ``WriteStream`` protocol):
+each message is serialized and written by the task that sends it, with no writer task and no memory
+stream between (the SDK's ``stdio_server`` puts both there). A client gone (a broken pipe) is
+``anyio.BrokenResourceError`` to the sender, as the SDK's own streams report it, and ends the serving
+through ``on_gone``.
 
-When stdout is a pipe (and asyncio runs the loop), :class:`LoopStdout` writes on the event loop instead,
-through asyncio's ``connect_write_pipe``: no thread hop at all, and ``write`` returns once the pipe took
-every byte, so a client that stops reading stalls only the task writing its answers, as before. A
-socket, a file or a terminal keeps the thread path (a socket can also be stdin: the pipe transport would
-take its incoming bytes for a closed reader).
+When stdout is a pipe (and asyncio runs the loop), :class:`LoopStdout` writes on the event loop, through
+asyncio's ``connect_write_pipe``: no thread hop at all, and ``write`` returns once the pipe took every
+byte, so a client that stops reading stalls only the tasks writing to it. A socket, a file or a terminal
+takes :class:`FlushedStdout`: write and flush in one worker-thread hop (a socket can also be stdin: the
+pipe transport would take its incoming bytes for a closed reader). Either takes a whole line at a time.
 
 Like the SDK's own claim, the protocol's stdout moves to a private descriptor and fd 1 points at
 stderr while serving, so stray output (a library's print, a child process) never reaches the wire.
@@ -23,25 +23,29 @@ import contextlib
 import os
 import stat
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from io import TextIOWrapper
 from typing import Any
 
 import anyio
 import sniffio
+from mcp.shared.message import SessionMessage
 
 
 class FlushedStdout:
-    """An async text file for ``stdio_server(stdout=…)`` whose ``write`` also flushes, in one thread hop;
+    """An async text file for :class:`StdoutMessages` whose ``write`` also flushes, in one thread hop;
     ``written`` (if given) is called on the event loop after each message is flushed."""
 
     def __init__(self, target: Any, written: Callable[[], None] | None = None) -> None:
         self._target = target
         self._written = written
+        self._lock = threading.Lock()  # two tasks' messages never interleave on the wire
 
     def _write_flushed(self, text: str) -> int:
-        written: int = self._target.write(text)
-        self._target.flush()
+        with self._lock:
+            written: int = self._target.write(text)
+            self._target.flush()
         return written
 
     async def write(self, text: str) -> int:
@@ -56,7 +60,7 @@ class FlushedStdout:
 
 
 class LoopStdout(asyncio.Protocol):
-    """An async text file for ``stdio_server(stdout=…)`` writing to a pipe on the event loop; ``written``
+    """An async text file for :class:`StdoutMessages` writing to a pipe on the event loop; ``written``
     (if given) is called after each message is taken by the pipe."""
 
     def __init__(self, fd: int, written: Callable[[], None] | None = None) -> None:
@@ -124,6 +128,45 @@ class LoopStdout(asyncio.Protocol):
             self._transport.close()
         with contextlib.suppress(OSError):
             os.set_blocking(self.fd, True)
+
+
+class StdoutMessages:
+    """The server's write stream: each message written as one JSON line on ``stdout`` by its sender.
+
+    ``stdout`` is :class:`LoopStdout` or :class:`FlushedStdout`; either takes a whole line at a time, so
+    messages sent by concurrent tasks never interleave. ``on_gone`` is called once, at the first write
+    the client is no longer there to read.
+    """
+
+    def __init__(self, stdout: FlushedStdout | LoopStdout, on_gone: Callable[[], None]) -> None:
+        self._stdout = stdout
+        self._on_gone = on_gone
+        self._closed = False
+        self._broken = False
+
+    async def send(self, item: SessionMessage, /) -> None:
+        """Write ``item`` as one line; returns once stdout took it."""
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if self._broken:
+            raise anyio.BrokenResourceError
+        text = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+        try:
+            await self._stdout.write(text)
+        except (OSError, ValueError) as exc:  # a broken pipe; a file already closed
+            self._broken = True
+            self._on_gone()
+            raise anyio.BrokenResourceError from exc
+
+    async def aclose(self) -> None:
+        """Refuse further messages (stdout itself is released by :func:`claimed_stdout`)."""
+        self._closed = True
+
+    async def __aenter__(self) -> StdoutMessages:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
 
 def _pipe_on_asyncio(fd: int) -> bool:
