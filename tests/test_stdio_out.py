@@ -141,3 +141,16 @@ def test_the_written_callback_runs_once_after_each_message_on_the_loop_and_in_a_
         )
     assert stored.read_text().splitlines() == ['{"id": 1}', '{"id": 2}']
     assert to_file.stderr.decode().splitlines() == ["FlushedStdout", "after first: 1", "after second: 2"]
+
+
+def test_a_client_that_stops_reading_ends_baton_serve_quietly(baton_env: dict[str, str]) -> None:
+    """The first answer with nowhere to go ends the server: exit 0, no error, no traceback."""
+    from tests.raw_stdio import raw_stdio
+
+    with raw_stdio(baton_env) as server:
+        assert server.initialize()["result"]["serverInfo"]["name"] == "baton"
+        assert server.process.stdout is not None
+        server.process.stdout.close()  # the client's reading end is gone; stdin stays open
+        server.send({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+        assert server.process.wait(timeout=300) == 0
+        assert "internal_error" not in server.stderr() and "Traceback" not in server.stderr()
