@@ -326,7 +326,8 @@ async def serve_stdio(settings: Settings) -> None:
         with claimed_stdout(loader.written) as stdout, anyio.CancelScope() as serving:
             messages = StdoutMessages(stdout, on_gone=serving.cancel)  # the client left: stop serving
             stdin.attach(messages)
-            await server.run(stdin, messages, server.create_initialization_options())
+            async with stdin:  # its reader is released however the serving ends
+                await server.run(stdin, messages, server.create_initialization_options())
         group.cancel_scope.cancel()
 
 
