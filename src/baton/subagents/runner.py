@@ -1,4 +1,9 @@
-"""The subagent lifecycle: spawn (sync or async), message, status, cancel, list, restart recovery."""
+"""The subagent lifecycle: spawn (sync or async), message, cancel, and the tasks running their turns.
+
+The runner owns the in-process side (the tasks, the sync waits) and delegates the rest: the read side to
+:mod:`~baton.subagents.queries`, the budget and usage to :mod:`~baton.subagents.spend`, the store side of a
+cancel to :mod:`~baton.subagents.cancellation`, and orphans and leases to :mod:`~baton.subagents.recovery`.
+"""
 
 from __future__ import annotations
 
@@ -12,16 +17,15 @@ from typing import Any, Literal
 
 from sqlalchemy import select, update
 
-from baton.budgets import Limits, Spend
 from baton.errors import BatonError, SubagentError
 from baton.leases import RENEW_SECONDS, lease_until, owner_is_gone
 from baton.models import ChatTurn, ModelClient, ModelReply
 from baton.pydantic_ai_imports import aload_pydantic_ai
 from baton.receipts import utc_now
-from baton.rows import ListPage, RowShape, Screened, page_of, screen
+from baton.rows import ListPage
 from baton.runtime import Runtime
 from baton.schema import receipts, subagents
-from baton.subagents import table
+from baton.subagents import cancellation, queries, recovery, table
 from baton.subagents.context import (
     PREPARATION_SYSTEM_PROMPT,
     ContextStrategy,
@@ -33,13 +37,13 @@ from baton.subagents.context import (
     subagent_system_prompt,
 )
 from baton.subagents.governed import GovernedLoop, TurnLinks, check_tools
+from baton.subagents.queries import hidden, not_found
+from baton.subagents.spend import check_subagent_budget, usage
+from baton.subagents.states import ACTIVE, TERMINAL, Status
 from baton.toolkit import ToolRegistry
 
 log = logging.getLogger("baton.subagents")
 
-Status = Literal["queued", "running", "completed", "failed", "cancelled"]
-ACTIVE: tuple[str, ...] = ("queued", "running")
-TERMINAL: tuple[str, ...] = ("failed", "cancelled")
 #: How often a server checks for cancels made by another process (the CLI).
 CANCEL_POLL_SECONDS = 1.0
 
@@ -65,16 +69,6 @@ class SpawnRequest:
     parent_agent: str = "agent"
     #: The agent that spawns it (directly, or through a timer it set); None for the operator.
     agent: str | None = None
-
-
-def _not_found(subagent_id: str) -> SubagentError:
-    """Unknown ids and other agents' subagents read the same (ids do not leak)."""
-    return SubagentError("subagent_not_found", f"No subagent has id {subagent_id!r}.")
-
-
-def _hidden(row: Any, agent: str | None) -> bool:
-    """Whether ``row`` is another agent's, for a caller scoped to ``agent`` (None: sees every agent's)."""
-    return agent is not None and row.agent != agent
 
 
 class SubagentRunner:
@@ -106,49 +100,13 @@ class SubagentRunner:
 
     def recover_orphans(self) -> int:
         """Fail the subagents whose owning process is gone (restart, crash, dead replica); returns how many."""
-        with self.runtime.store.read() as connection:
-            candidates = connection.execute(
-                select(subagents.c.id, subagents.c.owner, subagents.c.lease_expires_at).where(
-                    subagents.c.status.in_(ACTIVE)
-                )
-            ).all()
-        orphans = [
-            row.id
-            for row in candidates
-            if owner_is_gone(row.owner, row.lease_expires_at, me=self.runtime.instance_id)
-        ]
-        now = utc_now()
-        failed = 0
-        for subagent_id in orphans:
-            with self.runtime.store.write() as connection:
-                changed = connection.execute(
-                    update(subagents)
-                    .where(subagents.c.id == subagent_id, subagents.c.status.in_(ACTIVE))
-                    .values(
-                        status="failed",
-                        error_class="interrupted_by_restart",
-                        updated_at=now,
-                        finished_at=now,
-                        error="The process running this subagent stopped.",
-                    )
-                ).rowcount
-                if changed:
-                    failed += 1
-                    self.runtime.receipts.append_in(
-                        connection, "subagent_interrupted", {"subagent_id": subagent_id}
-                    )
-        return failed
+        return recovery.recover_orphans(self.runtime)
 
     def renew_leases(self) -> None:
         """Extend the lease of every subagent this process is running."""
         if not self._tasks:
             return
-        with self.runtime.store.write() as connection:
-            connection.execute(
-                update(subagents)
-                .where(subagents.c.owner == self.runtime.instance_id, subagents.c.status.in_(ACTIVE))
-                .values(lease_expires_at=lease_until())
-            )
+        recovery.renew_leases(self.runtime)
 
     async def warm_up(self) -> None:
         """Import the provider stack in a worker thread after start, so the first spawn does not pay for it."""
@@ -178,17 +136,7 @@ class SubagentRunner:
         """Cancel local tasks whose subagent another process marked cancelled."""
         if not self._tasks:
             return
-        with self.runtime.store.read() as connection:
-            cancelled = (
-                connection.execute(
-                    select(subagents.c.id).where(
-                        subagents.c.id.in_(list(self._tasks)), subagents.c.status == "cancelled"
-                    )
-                )
-                .scalars()
-                .all()
-            )
-        for subagent_id in cancelled:
+        for subagent_id in cancellation.cancelled_among(self.runtime, list(self._tasks)):
             task = self._tasks.get(subagent_id)
             if task is not None and subagent_id not in self._cancelling:
                 self._stop_then_receipt(subagent_id, task)
@@ -300,7 +248,7 @@ class SubagentRunner:
         }
         if request.mode == "async":
             self._start_task(subagent_id, self._run_first_turn(subagent_id))
-            spent = {"usage": _usage(prep.input_tokens, prep.output_tokens) if prep else _usage(0, 0)}
+            spent = {"usage": usage(prep.input_tokens, prep.output_tokens) if prep else usage(0, 0)}
             cost = {"cost_usd": (prep.cost_usd if prep else 0.0)}
             return {**base, "success": True, "status": "queued", "result": None, **spent, **cost}
         task = self._start_task(subagent_id, self._run_first_turn(subagent_id))
@@ -400,7 +348,7 @@ class SubagentRunner:
     ) -> ModelReply | None:
         """Send the stored conversation (``loaded``, else read now) to the model and record the answer;
         never raises."""
-        row, turns = loaded or self._load(subagent_id)
+        row, turns = loaded or queries.load(self.runtime, subagent_id)
         system = subagent_system_prompt(row.role, row.prepared_context)
         answered: list[bool] = []  # the answer, once recorded (with the model call's receipt, or after it)
 
@@ -450,17 +398,8 @@ class SubagentRunner:
                 answer_in(connection, reply, True)
         changed = answered[0]
         if not changed and subagent_id not in self._cancelling:
-            self._receipt_if_cancelled_elsewhere(subagent_id)
+            cancellation.receipt_if_cancelled_elsewhere(self.runtime, subagent_id)
         return reply if changed else None
-
-    def _receipt_if_cancelled_elsewhere(self, subagent_id: str) -> None:
-        """A turn that ended just as another process cancelled it: this process receipts the cancel."""
-        with self.runtime.store.read() as connection:
-            status = connection.execute(
-                select(subagents.c.status).where(subagents.c.id == subagent_id)
-            ).scalar()
-        if status == "cancelled":
-            self._cancel_receipt(subagent_id)
 
     async def _governed_turn(self, row: Any, turns: list[ChatTurn], system: str) -> ModelReply:
         """One turn as a pydantic-ai agent run over the spawn's tools (see :mod:`baton.subagents.governed`)."""
@@ -479,7 +418,7 @@ class SubagentRunner:
             with self.runtime.store.read_prepared() as connection:
                 current = table.pre_call(connection, subagent_id)
             if current is None:
-                raise _not_found(subagent_id)
+                raise not_found(subagent_id)
             if current.status not in ACTIVE:
                 raise SubagentError("subagent_cancelled", "The subagent was cancelled.")
             check_subagent_budget(current)
@@ -555,8 +494,8 @@ class SubagentRunner:
         now = utc_now()
         with self.runtime.store.write() as connection:
             row = connection.execute(select(subagents).where(subagents.c.id == subagent_id)).first()
-            if row is None or _hidden(row, agent):
-                raise _not_found(subagent_id)
+            if row is None or hidden(row, agent):
+                raise not_found(subagent_id)
             if row.status in ACTIVE:
                 raise SubagentError(
                     "subagent_busy", "The subagent is still working on its current turn.", status=row.status
@@ -601,7 +540,7 @@ class SubagentRunner:
             "response": state["result"],
             "turn": state["turns"],
             "status": "completed",
-            "usage": _usage(reply.input_tokens, reply.output_tokens),
+            "usage": usage(reply.input_tokens, reply.output_tokens),
             "cost_usd": reply.cost_usd,
             "subagent_usage": state["usage"],
             "subagent_cost_usd": state["cost_usd"],
@@ -609,48 +548,13 @@ class SubagentRunner:
 
     # queries ---------------------------------------------------------------------------------------
 
-    def _load(self, subagent_id: str, agent: str | None = None) -> tuple[Any, list[ChatTurn]]:
-        with self.runtime.store.read_prepared() as connection:
-            row, turns = table.load(connection, subagent_id)
-        if row is None or _hidden(row, agent):
-            raise _not_found(subagent_id)
-        return row, turns
-
     def status(self, subagent_id: str, agent: str | None = None) -> dict[str, Any]:
         """The subagent's state, result, turns, usage and timestamps (``agent``: only that agent's)."""
-        row, turns = self._load(subagent_id, agent)
-        return {
-            "success": True,
-            "subagent_id": row.id,
-            "status": row.status,
-            "role": row.role,
-            "task": row.task,
-            "mode": row.mode,
-            "context_strategy": row.context_strategy,
-            "result": row.result,
-            "error": row.error,
-            "error_class": row.error_class,
-            "turns": sum(1 for t in turns if t.role == "assistant"),
-            "usage": _usage(row.input_tokens, row.output_tokens),
-            "cost_usd": _cost(row),
-            "unpriced_calls": row.unpriced_calls,
-            "budget": {"max_total_tokens": row.max_total_tokens, "max_cost_usd": row.max_cost_usd},
-            "prep_tokens": row.prep_tokens,
-            "filtered_fields": row.filtered_fields,
-            "tools": row.tools,
-            "subagent_tool_limit": row.tool_limit,
-            "waiting_request_id": row.waiting_request_id,
-            "created_at": row.created_at,
-            "started_at": row.started_at,
-            "finished_at": row.finished_at,
-            "updated_at": row.updated_at,
-            "agent": row.agent,
-        }
+        return queries.status(self.runtime, subagent_id, agent)
 
     def history(self, subagent_id: str) -> list[dict[str, Any]]:
         """The whole conversation, oldest first."""
-        _row, turns = self._load(subagent_id)
-        return [{"role": t.role, "content": t.content} for t in turns]
+        return queries.history(self.runtime, subagent_id)
 
     def list(
         self,
@@ -671,9 +575,7 @@ class SubagentRunner:
         agent: str | None = None,
     ) -> ListPage:
         """One page of :meth:`list`, with the rows skipped (``{subagent_id, reason}``) and the next position."""
-        with self.runtime.store.read_prepared() as connection:
-            rows = table.list_rows(connection, status, limit + 1, after, agent)
-        return page_of(rows, limit, _screen_listed, lambda r: (r.created_at, r.id))
+        return queries.page(self.runtime, status, limit, after, agent)
 
     # cancel ----------------------------------------------------------------------------------------
 
@@ -684,33 +586,7 @@ class SubagentRunner:
         task has stopped; a subagent another live process runs is stopped, and receipted, by that
         process (it notices within a second). ``agent``: only that agent's subagent.
         """
-        now = utc_now()
-        with self.runtime.store.write() as connection:
-            row = connection.execute(
-                select(
-                    subagents.c.status, subagents.c.owner, subagents.c.lease_expires_at, subagents.c.agent
-                ).where(subagents.c.id == subagent_id)
-            ).first()
-            if row is None or _hidden(row, agent):
-                raise _not_found(subagent_id)
-            changed = connection.execute(
-                update(subagents)
-                .where(subagents.c.id == subagent_id, subagents.c.status.in_(ACTIVE))
-                .values(
-                    status="cancelled",
-                    error="Cancelled on request.",
-                    error_class="subagent_cancelled",
-                    updated_at=now,
-                    finished_at=now,
-                    waiting_request_id=None,
-                )
-            ).rowcount
-            if not changed:
-                raise SubagentError(
-                    "subagent_already_terminal",
-                    f"The subagent is already {row.status}; nothing to cancel.",
-                    status=row.status,
-                )
+        row = cancellation.mark_cancelled(self.runtime, subagent_id, agent)
         task = self._tasks.get(subagent_id)
         in_flight = task is not None and not task.done()
         if task is not None and in_flight:
@@ -718,7 +594,7 @@ class SubagentRunner:
         elif row.owner == self.runtime.instance_id or owner_is_gone(
             row.owner, row.lease_expires_at, me=self.runtime.instance_id
         ):
-            self._cancel_receipt(subagent_id)
+            cancellation.cancel_receipt(self.runtime, subagent_id)
         return {
             "success": True,
             "subagent_id": subagent_id,
@@ -742,20 +618,10 @@ class SubagentRunner:
 
         def receipt(_task: asyncio.Task[Any]) -> None:
             self._cancelling.discard(subagent_id)
-            self._cancel_receipt(subagent_id)
+            cancellation.cancel_receipt(self.runtime, subagent_id)
 
         task.add_done_callback(receipt)
         task.cancel()
-
-    def _cancel_receipt(self, subagent_id: str) -> None:
-        with self.runtime.store.read() as connection:
-            agent = connection.execute(
-                select(subagents.c.agent).where(subagents.c.id == subagent_id)
-            ).scalar()
-        try:
-            self.runtime.receipts.append("subagent_cancelled", {"subagent_id": subagent_id, "agent": agent})
-        except BatonError:
-            log.exception("cancel receipt refused")
 
     async def aclose(self) -> None:
         """Cancel every local task and close the provider's connections (server shutdown)."""
@@ -764,57 +630,3 @@ class SubagentRunner:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.models.aclose()
-
-
-def check_subagent_budget(row: Any, **details: Any) -> None:
-    """Refuse (``budget_exceeded``) the next model call of a subagent whose own budget is spent."""
-    spent = Spend(int(row.input_tokens), int(row.output_tokens), float(row.cost_usd))
-    Limits(row.max_total_tokens, row.max_cost_usd).check(spent, budget="subagent", **details)
-
-
-def _cost(row: Any) -> float | None:
-    """The subagent's cost so far; None when no call of it could be priced."""
-    cost = float(row.cost_usd)
-    return None if row.unpriced_calls and cost == 0.0 else round(cost, 10)
-
-
-def _usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
-    return {
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "total_tokens": input_tokens + output_tokens,
-    }
-
-
-class ListedSubagent(RowShape):
-    """What a listed subagent must hold (a stored row that does not is skipped, not listed)."""
-
-    subagent_id: str
-    status: Status
-    role: str
-    mode: str
-    context_strategy: str
-    task: str
-    created_at: str
-    updated_at: str
-
-
-def _listed(row: Any) -> dict[str, Any]:
-    return {
-        "subagent_id": row.id,
-        "status": row.status,
-        "role": row.role,
-        "mode": row.mode,
-        "context_strategy": row.context_strategy,
-        "task": row.task,
-        "created_at": row.created_at,
-        "updated_at": row.updated_at,
-        "agent": row.agent,
-    }
-
-
-def _screen_listed(rows: Any) -> Screened:
-    screened = screen(rows, _listed, ListedSubagent, id_key="subagent_id", raw_id=lambda row: row.id)
-    for entry in screened.rows:
-        entry["task"] = entry["task"][:200]
-    return screened

@@ -1,0 +1,28 @@
+"""A subagent's own spend: the check against its budget, and how its usage and cost read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from baton.budgets import Limits, Spend
+
+
+def check_subagent_budget(row: Any, **details: Any) -> None:
+    """Refuse (``budget_exceeded``) the next model call of a subagent whose own budget is spent."""
+    spent = Spend(int(row.input_tokens), int(row.output_tokens), float(row.cost_usd))
+    Limits(row.max_total_tokens, row.max_cost_usd).check(spent, budget="subagent", **details)
+
+
+def cost_so_far(row: Any) -> float | None:
+    """The subagent's cost so far; None when no call of it could be priced."""
+    cost = float(row.cost_usd)
+    return None if row.unpriced_calls and cost == 0.0 else round(cost, 10)
+
+
+def usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
+    """Token counts as results report them, with their total."""
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "total_tokens": input_tokens + output_tokens,
+    }
