@@ -37,7 +37,6 @@ from baton.subagents.context import (
     subagent_system_prompt,
 )
 from baton.subagents.governed import GovernedLoop, TurnLinks, check_tools
-from baton.subagents.queries import hidden, not_found
 from baton.subagents.spend import check_subagent_budget, usage
 from baton.subagents.states import ACTIVE, TERMINAL, Status
 from baton.toolkit import ToolRegistry
@@ -418,7 +417,7 @@ class SubagentRunner:
             with self.runtime.store.read_prepared() as connection:
                 current = table.pre_call(connection, subagent_id)
             if current is None:
-                raise not_found(subagent_id)
+                raise queries.not_found(subagent_id)
             if current.status not in ACTIVE:
                 raise SubagentError("subagent_cancelled", "The subagent was cancelled.")
             check_subagent_budget(current)
@@ -494,8 +493,8 @@ class SubagentRunner:
         now = utc_now()
         with self.runtime.store.write() as connection:
             row = connection.execute(select(subagents).where(subagents.c.id == subagent_id)).first()
-            if row is None or hidden(row, agent):
-                raise not_found(subagent_id)
+            if row is None or queries.hidden(row, agent):
+                raise queries.not_found(subagent_id)
             if row.status in ACTIVE:
                 raise SubagentError(
                     "subagent_busy", "The subagent is still working on its current turn.", status=row.status
