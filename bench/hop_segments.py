@@ -32,7 +32,7 @@ POINTS = ("client_write", *SERVER_POINTS, "client_read")
 #: What runs between two consecutive stamps.
 SEGMENTS = {
     "stdin_read": "pipe to baton, loop wakes, line handed out",
-    "sdk_dispatch": "SDK server inbound: parse twice, session, middleware",
+    "sdk_dispatch": "SDK server inbound: parse, relay and handler tasks, middleware",
     "proxy_entry": "baton glue in: loader, CallContext, registry checks",
     "liveness_done": "liveness read (store)",
     "upstream_write": "policy check, SDK client outbound",
