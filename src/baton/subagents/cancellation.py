@@ -7,14 +7,14 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from baton.errors import BatonError, SubagentError
 from baton.receipts import utc_now
 from baton.runtime import Runtime
 from baton.schema import subagents
+from baton.subagents import table
 from baton.subagents.queries import hidden, not_found
-from baton.subagents.states import ACTIVE
 
 log = logging.getLogger("baton.subagents")
 
@@ -33,19 +33,16 @@ def mark_cancelled(runtime: Runtime, subagent_id: str, agent: str | None = None)
         ).first()
         if row is None or hidden(row, agent):
             raise not_found(subagent_id)
-        changed = connection.execute(
-            update(subagents)
-            .where(subagents.c.id == subagent_id, subagents.c.status.in_(ACTIVE))
-            .values(
-                status="cancelled",
-                error="Cancelled on request.",
-                error_class="subagent_cancelled",
-                updated_at=now,
-                finished_at=now,
-                waiting_request_id=None,
-            )
-        ).rowcount
-        if not changed:
+        ended = table.end(
+            connection,
+            subagent_id,
+            "cancelled",
+            error="Cancelled on request.",
+            error_class="subagent_cancelled",
+            now=now,
+            waiting_request_id=None,
+        )
+        if not ended:
             raise SubagentError(
                 "subagent_already_terminal",
                 f"The subagent is already {row.status}; nothing to cancel.",

@@ -9,6 +9,7 @@ from baton.leases import lease_until, owner_is_gone
 from baton.receipts import utc_now
 from baton.runtime import Runtime
 from baton.schema import subagents
+from baton.subagents import table
 from baton.subagents.states import ACTIVE
 
 
@@ -27,18 +28,10 @@ def recover_orphans(runtime: Runtime) -> int:
     failed = 0
     for subagent_id in orphans:
         with runtime.store.write() as connection:
-            changed = connection.execute(
-                update(subagents)
-                .where(subagents.c.id == subagent_id, subagents.c.status.in_(ACTIVE))
-                .values(
-                    status="failed",
-                    error_class="interrupted_by_restart",
-                    updated_at=now,
-                    finished_at=now,
-                    error="The process running this subagent stopped.",
-                )
-            ).rowcount
-            if changed:
+            error = "The process running this subagent stopped."
+            if table.end(
+                connection, subagent_id, "failed", error=error, error_class="interrupted_by_restart", now=now
+            ):
                 failed += 1
                 runtime.receipts.append_in(connection, "subagent_interrupted", {"subagent_id": subagent_id})
     return failed

@@ -466,18 +466,8 @@ class SubagentRunner:
     def _finish(self, subagent_id: str, status: Status, *, error: str, error_class: str) -> None:
         now = utc_now()
         with self.runtime.store.write() as connection:
-            changed = connection.execute(
-                update(subagents)
-                .where(subagents.c.id == subagent_id, subagents.c.status.in_(ACTIVE))
-                .values(
-                    status=status,
-                    error=self.runtime.redactor.text(error),
-                    error_class=error_class,
-                    updated_at=now,
-                    finished_at=now,
-                )
-            ).rowcount
-            if changed:
+            error = self.runtime.redactor.text(error)
+            if table.end(connection, subagent_id, status, error=error, error_class=error_class, now=now):
                 self.runtime.receipts.append_in(
                     connection, f"subagent_{status}", {"subagent_id": subagent_id, "error_class": error_class}
                 )

@@ -173,6 +173,26 @@ def start(connection: Transaction, subagent_id: str, now: str) -> bool:
     return _START.rowcount(connection, subagent_id=subagent_id, now=now) > 0
 
 
+def end(
+    connection: Connection,
+    subagent_id: str,
+    status: str,
+    *,
+    error: str,
+    error_class: str,
+    now: str,
+    **more: Any,
+) -> bool:
+    """End a subagent that is still active (queued or running) with ``status``, ``error`` and ``error_class``
+    (and ``more`` columns); False when it had already ended."""
+    ended = connection.execute(
+        update(subagents)
+        .where(_row.id == subagent_id, _ACTIVE)
+        .values(status=status, error=error, error_class=error_class, updated_at=now, finished_at=now, **more)
+    ).rowcount
+    return ended > 0
+
+
 def load(connection: Transaction, subagent_id: str) -> tuple[Any | None, list[ChatTurn]]:
     """The subagent's row (None when unknown) and its conversation, oldest first."""
     row = _SELECT.first(connection, subagent_id=subagent_id)
