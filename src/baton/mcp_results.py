@@ -7,34 +7,40 @@ this module rather than the server.
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any
 
 import mcp_types as types
 
 
-@functools.cache
-def _content_blocks() -> Any:
-    """The validator of a proxied upstream's content blocks, built once (building it cost more than using it)."""
-    from pydantic import TypeAdapter
+def tool_result(result: dict[str, Any]) -> dict[str, Any] | types.InputRequiredResult:
+    """A registry result as MCP: a ``CallToolResult`` in its wire form (JSON text, or a proxied upstream's
+    own content blocks, ``mcp_content``), or the interim ``InputRequiredResult``.
 
-    return TypeAdapter(list[types.ContentBlock])
-
-
-def tool_result(result: dict[str, Any]) -> types.CallToolResult | types.InputRequiredResult:
-    """A registry result as MCP: JSON text, or a proxied upstream's own content blocks (``mcp_content``).
-
-    A handler that needs the client's input first (2026-07-28 elicitation) returns ``mcp_input_required``.
+    The wire form is a dict, not a model: the SDK's server validates a handler's dict against the
+    negotiated revision's result schema once, as it dumps it, so building the model here only to have it
+    dumped and validated again cost a proxied call its content blocks' validation twice. A handler that
+    needs the client's input first (2026-07-28 elicitation) returns ``mcp_input_required``.
     """
     interim = result.pop("mcp_input_required", None)
     if isinstance(interim, dict):
         return types.InputRequiredResult.model_validate(interim)
     upstream = result.pop("mcp_content", None)
-    if isinstance(upstream, list):
-        content: list[Any] = _content_blocks().validate_python(upstream)
-    else:
-        content = [types.TextContent(text=json.dumps(result, ensure_ascii=False, default=str))]
-    return types.CallToolResult(
-        content=content, structured_content=result, is_error=not result.get("success", False)
+    content = (
+        upstream
+        if isinstance(upstream, list)
+        else [{"type": "text", "text": json.dumps(result, ensure_ascii=False, default=str)}]
     )
+    return {
+        "content": content,
+        "structuredContent": result,
+        "isError": not result.get("success", False),
+        "resultType": "complete",
+    }
+
+
+def as_wire(result: dict[str, Any] | types.InputRequiredResult) -> dict[str, Any]:
+    """:func:`tool_result`'s answer as the JSON the wire carries (what a task stores as its result)."""
+    if isinstance(result, dict):
+        return result
+    return result.model_dump(by_alias=True, mode="json", exclude_none=True)

@@ -206,7 +206,7 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
 
     async def run_call(
         ctx: Any, params: types.CallToolRequestParams, task: Any = None
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> dict[str, Any] | types.InputRequiredResult:
         """One tool call; as an MCP task (``task``) it has no request to report progress on or elicit by."""
         from baton.toolkit import CallContext, Progress
 
@@ -240,7 +240,7 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
 
     async def call_tool(
         ctx: Any, params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> dict[str, Any] | types.InputRequiredResult:
         return await run_call(ctx, params)
 
     server: Server[Any] = Server(
@@ -248,8 +248,10 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
         version=__version__,
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
-        on_call_tool=call_tool,
     )
+    # registered as a request handler, whose public contract (``HandlerResult``) takes the result's wire
+    # dict, which the SDK validates once as it serializes it (see :func:`baton.mcp_results.tool_result`)
+    server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
     from baton.tracing import HeaderTraceContext
 
     server.middleware.insert(0, HeaderTraceContext())  # before the SDK's span: HTTP traceparent as parent

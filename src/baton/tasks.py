@@ -333,8 +333,9 @@ class TasksExtension(Extension):
 
     async def _run(self, store: TaskStore, handle: TaskHandle, params: Any, ctx: Any) -> None:
         try:
-            result = await self._call_tool(ctx, params, handle)
-            dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+            from baton.mcp_results import as_wire
+
+            dumped = as_wire(await self._call_tool(ctx, params, handle))
             store.set(
                 handle.task_id, status="completed", result=dumped, input_requests=None, status_message=None
             )
@@ -365,7 +366,7 @@ class TasksExtension(Extension):
     def _derive(self, store: TaskStore, row: dict[str, Any]) -> dict[str, Any]:
         """Complete a task waiting on a human from the request's own state (any replica, after a crash)."""
         from baton.errors import BatonError
-        from baton.mcp_results import tool_result
+        from baton.mcp_results import as_wire, tool_result
 
         if row["expires_epoch"] <= time.time():
             store.set(row["id"], status="failed", error={"code": -32603, "message": "Task has expired"})
@@ -379,7 +380,7 @@ class TasksExtension(Extension):
                     result = outcome(view)
                 except BatonError as exc:
                     result = exc.to_result()
-                dumped = tool_result(result).model_dump(by_alias=True, mode="json", exclude_none=True)
+                dumped = as_wire(tool_result(result))
                 store.set(row["id"], status="completed", result=dumped, input_requests=None)
         return store.get(row["id"]) or row
 
