@@ -1,6 +1,7 @@
 """The subagent lifecycle: spawn (sync or async), message, cancel, and the tasks running their turns.
 
-The runner owns the in-process side (the tasks, the sync waits) and delegates the rest: the read side to
+The runner owns the in-process side (the tasks, the sync waits) and delegates the rest: a spawn's checks,
+context, stored row and answer to :mod:`~baton.subagents.spawning`, the read side to
 :mod:`~baton.subagents.queries`, the budget and usage to :mod:`~baton.subagents.spend`, the store side of a
 cancel to :mod:`~baton.subagents.cancellation`, and orphans and leases to :mod:`~baton.subagents.recovery`.
 """
@@ -12,62 +13,33 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import select, update
 
 from baton.errors import BatonError, SubagentError
-from baton.leases import RENEW_SECONDS, lease_until, owner_is_gone
+from baton.leases import RENEW_SECONDS, owner_is_gone
 from baton.models import ChatTurn, ModelClient, ModelReply
 from baton.pydantic_ai_imports import aload_pydantic_ai
 from baton.receipts import utc_now
 from baton.rows import ListPage
 from baton.runtime import Runtime
 from baton.schema import receipts, subagents
-from baton.subagents import cancellation, queries, recovery, table
-from baton.subagents.context import (
-    PREPARATION_SYSTEM_PROMPT,
-    ContextStrategy,
-    PrivacyFilter,
-    assert_no_leak,
-    preparation_prompt,
-    render_context,
-    select_slice,
-    subagent_system_prompt,
-)
-from baton.subagents.governed import GovernedLoop, TurnLinks, check_tools
+from baton.subagents import cancellation, queries, recovery, spawning, table
+from baton.subagents.context import PrivacyFilter, subagent_system_prompt
+from baton.subagents.governed import GovernedLoop, TurnLinks
+from baton.subagents.spawning import SpawnRequest
 from baton.subagents.spend import check_subagent_budget, usage
 from baton.subagents.states import ACTIVE, TERMINAL, Status
 from baton.toolkit import ToolRegistry
+
+#: SpawnRequest lives with the spawn's steps; callers import it from here, with the runner that takes it.
+__all__ = ["CANCEL_POLL_SECONDS", "SpawnRequest", "SubagentRunner"]
 
 log = logging.getLogger("baton.subagents")
 
 #: How often a server checks for cancels made by another process (the CLI).
 CANCEL_POLL_SECONDS = 1.0
-
-
-@dataclass(frozen=True)
-class SpawnRequest:
-    """What ``mcp_spawn_subagent`` asks for."""
-
-    task: str
-    role: str = "assistant"
-    mode: Literal["sync", "async"] = "sync"
-    context_strategy: ContextStrategy = "minimal"
-    parent_context: dict[str, Any] | None = None
-    minimal_slice: list[str] | None = None
-    business_rules: str | None = None
-    max_total_tokens: int | None = None
-    max_cost_usd: float | None = None
-    #: Tools the subagent may call (see :mod:`baton.subagents.governed`); None: none.
-    tools: list[str] | None = None
-    #: Most tool calls per turn (``subagent_tool_limit``); None: ``BATON_SUBAGENT_TOOL_LIMIT``.
-    subagent_tool_limit: int | None = None
-    #: Who spawns it (named in approval requests its tool calls create).
-    parent_agent: str = "agent"
-    #: The agent that spawns it (directly, or through a timer it set); None for the operator.
-    agent: str | None = None
 
 
 class SubagentRunner:
@@ -149,152 +121,21 @@ class SubagentRunner:
 
         ``receipt_in`` (the spawning tool call's :attr:`~baton.toolkit.CallContext.receipt_in`): an async
         spawn, whose success is this transaction, appends the call's receipt in it."""
-        self.models.config()  # provider_not_configured before anything is stored
-        self.models.daily.check()  # budget_exceeded before anything is stored or sent
-        tools = check_tools(self.registry, request.tools, request.parent_agent) if request.tools else None
-        tool_limit = request.subagent_tool_limit or self.runtime.settings.baton_subagent_tool_limit
-        if self.runtime.settings.baton_subagent_max_concurrent is not None:
-            # before a preparation call spends anything (checked again in the spawn's transaction)
-            with self.runtime.store.read_prepared() as connection:
-                self._check_concurrency(connection, request.agent)
-        # nothing is used as given: a credential in the task never reaches the store, nor any model (the
-        # preparation call, and every turn, which is sent the stored conversation)
+        tools, tool_limit = spawning.check_before_storing(self.runtime, self.models, self.registry, request)
         redact = self.runtime.redactor.text
-        request = replace(
-            request,
-            task=redact(request.task),
-            role=redact(request.role),
-            business_rules=redact(request.business_rules) if request.business_rules is not None else None,
-        )
-        filtered = self.privacy.apply(request.parent_context)
+        request, filtered = spawning.screened(request, redact, self.privacy)
         subagent_id = f"sa_{uuid.uuid4().hex[:20]}"  # before the preparation, whose receipt names it
-        prep: ModelReply | None = None
-        if request.context_strategy == "minimal":
-            prepared = render_context(select_slice(filtered.value, request.minimal_slice))
-        elif request.context_strategy == "full":
-            prepared = render_context(filtered.value)
-        elif filtered.value:
-            prep = await self._prepare_with_model(request, filtered.value, subagent_id)
-            prepared = prep.text.strip()
-            assert_no_leak(prepared, filtered.removed_values)
-        else:
-            prepared = ""
-        prep_tokens = prep.total_tokens if prep else 0
-        prepared = redact(prepared)
-        now = utc_now()
-        status: Status = "running" if request.mode == "sync" else "queued"
-        with self.runtime.store.write_prepared() as connection:
-            # the receipt first: appending locks the chain's head, so on PostgreSQL too the count below
-            # and the insert are one step for every process (a refusal rolls the receipt back)
-            spawned = self.runtime.receipts.append_in(
-                connection,
-                "subagent_spawned",
-                {
-                    "subagent_id": subagent_id,
-                    "mode": request.mode,
-                    "context_strategy": request.context_strategy,
-                    "filtered_fields": filtered.filtered_fields,
-                    "prep_tokens": prep_tokens,
-                    "tools": tools,
-                    "subagent_tool_limit": tool_limit if tools else None,
-                    "parent_agent": request.parent_agent,
-                    "agent": request.agent,
-                },
-            )
-            self._check_concurrency(connection, request.agent)
-            table.insert_subagent(
-                connection,
-                id=subagent_id,
-                role=request.role,
-                task=request.task,
-                mode=request.mode,
-                context_strategy=request.context_strategy,
-                prepared_context=prepared,
-                filtered_fields=filtered.filtered_fields,
-                prep_tokens=prep_tokens,
-                status=status,
-                input_tokens=prep.input_tokens if prep else 0,
-                output_tokens=prep.output_tokens if prep else 0,
-                cost_usd=(prep.cost_usd or 0.0) if prep else 0.0,
-                unpriced_calls=1 if prep and prep.cost_usd is None else 0,
-                max_total_tokens=request.max_total_tokens,
-                max_cost_usd=request.max_cost_usd,
-                tools=tools,
-                tool_limit=tool_limit if tools else None,
-                owner=self.runtime.instance_id,
-                lease_expires_at=lease_until(),
-                created_at=now,
-                updated_at=now,
-                started_at=now if request.mode == "sync" else None,
-                agent=request.agent,
-            )
-            table.add_message(connection, subagent_id, 0, "user", request.task)
-            if request.mode == "async" and receipt_in is not None:
-                receipt_in(connection)
+        context = await spawning.prepare_context(self.models, request, filtered, subagent_id, redact)
+        spawn = spawning.Spawn(subagent_id, request, context, tools, tool_limit)
+        spawned = spawning.store(self.runtime, spawn, receipt_in)
         self._parents[subagent_id] = request.parent_agent
         self._spawned[subagent_id] = {"seq": spawned.seq, "sha256": spawned.sha256}
-        base = {
-            "subagent_id": subagent_id,
-            "mode": request.mode,
-            "context_strategy": request.context_strategy,
-            "role": request.role,
-            "prepared_context": prepared,
-            "prep_tokens": prep_tokens,
-            "filtered_fields": filtered.filtered_fields,
-            "tools": tools,
-            "subagent_tool_limit": tool_limit if tools else None,
-            "spawn_receipt": {"seq": spawned.seq, "sha256": spawned.sha256},
-        }
-        if request.mode == "async":
-            self._start_task(subagent_id, self._run_first_turn(subagent_id))
-            spent = {"usage": usage(prep.input_tokens, prep.output_tokens) if prep else usage(0, 0)}
-            cost = {"cost_usd": (prep.cost_usd if prep else 0.0)}
-            return {**base, "success": True, "status": "queued", "result": None, **spent, **cost}
+        base = spawning.answer_base(spawn, spawned)
         task = self._start_task(subagent_id, self._run_first_turn(subagent_id))
-        if not await self._wait_sync(subagent_id, task):
-            state = self.status(subagent_id)
-            return {
-                **base,
-                "success": True,
-                "status": "waiting_for_approval",
-                "request_id": state["waiting_request_id"],
-                "result": None,
-                "usage": state["usage"],
-                "cost_usd": state["cost_usd"],
-            }
-        state = self.status(subagent_id)
-        outcome = {
-            **base,
-            "status": state["status"],
-            "result": state["result"],
-            "usage": state["usage"],
-            "cost_usd": state["cost_usd"],
-            "unpriced_calls": state["unpriced_calls"],
-        }
-        if state["status"] != "completed":
-            return {
-                **outcome,
-                "success": False,
-                "error": state["error"] or "The subagent did not complete.",
-                "error_class": state["error_class"] or "subagent_cancelled",
-            }
-        return {**outcome, "success": True}
-
-    def _check_concurrency(self, connection: table.Transaction, agent: str | None) -> None:
-        """Refuse (``subagent_concurrency_exceeded``) a spawn past ``BATON_SUBAGENT_MAX_CONCURRENT`` subagents
-        queued or running for the same agent."""
-        limit = self.runtime.settings.baton_subagent_max_concurrent
-        if limit is None:
-            return
-        active = table.count_active(connection, agent)
-        if active >= limit:
-            raise SubagentError(
-                "subagent_concurrency_exceeded",
-                f"{active} subagents are already queued or running (BATON_SUBAGENT_MAX_CONCURRENT={limit}); "
-                "wait for one to finish or cancel one.",
-                active=active,
-                limit=limit,
-            )
+        if request.mode == "async":
+            return spawning.queued_answer(base, context.prep)
+        done = await self._wait_sync(subagent_id, task)
+        return spawning.sync_answer(base, self.status(subagent_id), done)
 
     async def _wait_sync(self, subagent_id: str, task: asyncio.Task[Any]) -> bool:
         """Wait for a sync turn; False when it waits on a human approval past the sync wait (it goes on).
@@ -318,17 +159,6 @@ class SubagentRunner:
             watcher.cancel()
             self._waiting.pop(subagent_id, None)
         return task.done()
-
-    async def _prepare_with_model(
-        self, request: SpawnRequest, filtered: dict[str, Any], subagent_id: str
-    ) -> ModelReply:
-        prompt = preparation_prompt(request.task, request.business_rules, filtered)
-        return await self.models.complete(
-            PREPARATION_SYSTEM_PROMPT,
-            [ChatTurn("user", prompt)],
-            purpose="context_preparation",
-            subagent_id=subagent_id,
-        )
 
     def _start_task(self, subagent_id: str, work: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(work, name=f"subagent-{subagent_id}")
