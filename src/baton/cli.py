@@ -89,7 +89,7 @@ def serve(
     ] = False,
 ) -> None:
     """Run the MCP server (stdio by default; --http HOST:PORT for streamable HTTP at /mcp)."""
-    from baton.server import run_serve
+    from baton.serve import run_serve
 
     raise typer.Exit(run_serve(http, stateless))
 

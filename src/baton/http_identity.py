@@ -1,7 +1,7 @@
 """Who an MCP caller is, as far as deciding goes: the admin mark an HTTP credential puts on a request, and
 the decision authority the tool boundary derives from it.
 
-Its own small module so that the HTTP middleware (:mod:`baton.server`, :mod:`baton.oauth`) and the tools
+Its own small module so that the HTTP middleware (:mod:`baton.http_serve`, :mod:`baton.oauth`) and the tools
 that read the mark (:mod:`baton.hitl.tasks_input`) import it, and none of them imports another.
 """
 

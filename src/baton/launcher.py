@@ -22,7 +22,7 @@ def main() -> None:
             from baton import heap
 
             heap.pause()  # resumed when the registry starts loading (baton.heap)
-            from baton.server import run_serve
+            from baton.serve import run_serve
 
             raise SystemExit(run_serve(known.http, known.stateless))
     from baton.cli import main as cli_main

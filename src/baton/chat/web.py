@@ -1,4 +1,4 @@
-"""The chat callback routes of ``baton serve --http`` (their own provider in ``server.HTTP_ROUTE_PROVIDERS``)."""
+"""The chat callback routes of ``baton serve --http`` (their own provider in ``http_serve.HTTP_ROUTE_PROVIDERS``)."""
 
 from __future__ import annotations
 

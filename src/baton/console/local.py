@@ -23,7 +23,7 @@ DEFAULT_BIND = "127.0.0.1:8766"
 def run_console(bind: str = DEFAULT_BIND) -> int:
     """Serve the console until Ctrl-C; returns the exit code."""
     from baton.config import load_settings
-    from baton.server import parse_bind
+    from baton.http_serve import parse_bind
 
     try:
         host, port = parse_bind(bind)
@@ -60,8 +60,8 @@ def build_app(runtime: Any) -> Any:
 async def _serve(settings: Any, host: str, port: int, one_run_token: str | None) -> None:
     import uvicorn
 
+    from baton.http_serve import announce_listening
     from baton.runtime import Runtime
-    from baton.server import announce_listening
 
     runtime = Runtime.open(settings)
     from baton.hitl.sessions import LoginThrottle

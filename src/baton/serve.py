@@ -1,0 +1,64 @@
+"""``baton serve``: load the settings, configure logging, then serve stdio or streamable HTTP."""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+
+from baton import heap
+from baton.errors import BatonError
+from baton.server import serve_stdio
+
+
+def run_serve(http: str | None, stateless: bool) -> int:
+    """``baton serve``: configure logging, then serve stdio or HTTP; returns the exit code."""
+    import sys
+
+    from baton.config import load_settings
+    from baton.logs import configure_logging
+    from baton.redaction import Redactor
+
+    try:
+        settings = load_settings()
+    except BatonError as exc:
+        sys.stderr.write(f"{exc.error_class}: {exc.message}\n")
+        return 1
+    settings.baton_http_stateless = settings.baton_http_stateless or stateless
+    configure_logging(Redactor(settings.sensitive_values()))
+    try:
+        if not settings.baton_database_url:
+            settings.home  # noqa: B018 (a BATON_HOME that is a file is config_invalid now, not after initialize)
+        if http:
+            heap.resume()
+            from baton.http_serve import check_http_bind, parse_bind, serve_http
+            from baton.runtime import Runtime
+
+            host, _port = parse_bind(http)
+            oauth = bool(settings.baton_oauth_issuer)
+            check_http_bind(host, settings.baton_http_token, settings.baton_admin_token, oauth=oauth)
+            anyio.run(serve_http, Runtime.open(settings), http)
+        else:
+            if sys.stdin.isatty():
+                sys.stderr.write(
+                    "baton serve: waiting for an MCP client on stdin (stdout carries JSON-RPC only); "
+                    "Ctrl-C stops it.\n"
+                )
+                sys.stderr.flush()
+            anyio.run(serve_stdio, settings)
+    except BatonError as exc:
+        sys.stderr.write(f"{exc.error_class}: {exc.message}\n")
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    except Exception as exc:  # never a traceback to a person (BATON_DEBUG=1 shows it)
+        if os.environ.get("BATON_DEBUG") == "1":
+            raise
+        sys.stderr.write(
+            f"internal_error: baton serve failed unexpectedly ({type(exc).__name__}); "
+            "BATON_DEBUG=1 shows the traceback.\n"
+        )
+        return 1
+    finally:
+        heap.resume()
+    return 0
