@@ -35,7 +35,8 @@ def _guarded(function: ast.AST, line: int) -> bool:
     return False
 
 
-def _unguarded_imports(path: Path) -> list[str]:
+def _unguarded_imports(path: Path, root: Path = SRC) -> list[str]:
+    """``path``'s function-level pydantic-ai imports with no loader before them, as ``path:line`` under ``root``."""
     tree = ast.parse(path.read_text())
     found: list[str] = []
 
@@ -53,7 +54,7 @@ def _unguarded_imports(path: Path) -> list[str]:
             if is_pydantic_ai and functions:
                 line = child.lineno
                 if not any(_guarded(function, line) for function in functions):
-                    found.append(f"{path.relative_to(SRC)}:{line}")
+                    found.append(f"{path.relative_to(root)}:{line}")
             visit(child, functions)
 
     visit(tree, [])
@@ -66,12 +67,13 @@ def test_every_function_level_pydantic_ai_import_is_guarded() -> None:
 
 
 def test_the_guard_check_sees_an_unguarded_import(tmp_path: Path) -> None:
-    """The check above can fail: an import with no loader before it is reported."""
-    module = SRC / "baton" / "_unguarded_probe.py"
+    """The check above can fail: an import with no loader before it is reported.
+
+    The probe is written under ``tmp_path``, never into ``src/``: tests that walk the package (the import
+    graph) run beside this one and would read a file that is about to vanish."""
+    module = tmp_path / "baton" / "_unguarded_probe.py"
+    module.parent.mkdir()
     module.write_text(
         "def f():\n    from pydantic_ai.messages import ModelRequest\n    return ModelRequest\n"
     )
-    try:
-        assert _unguarded_imports(module) == ["baton/_unguarded_probe.py:2"]
-    finally:
-        module.unlink()
+    assert _unguarded_imports(module, tmp_path) == ["baton/_unguarded_probe.py:2"]
