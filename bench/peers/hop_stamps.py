@@ -142,18 +142,17 @@ def _stamp_stdio(stamps: Stamps) -> None:
 
 
 def _stamp_server(stamps: Stamps) -> None:
-    """``sdk_dispatch``: the SDK server built by ``baton.server.build_server`` calls a wrapped handler."""
+    """``sdk_dispatch``: the SDK server built by ``baton.server.build_server`` calls a wrapped ``tools/call``
+    handler (baton registers it with ``Server.add_request_handler``)."""
     from baton import server
 
     class StampedServer(server.Server):  # type: ignore[misc,name-defined]
-        def __init__(self, *args: Any, on_call_tool: Any = None, **kwargs: Any) -> None:
-            handler = on_call_tool
-
+        def add_request_handler(self, method: str, params_type: Any, handler: Any) -> None:
             async def stamped(ctx: Any, params: Any) -> Any:
                 stamps.stamp("sdk_dispatch", time.perf_counter_ns())
                 return await handler(ctx, params)
 
-            super().__init__(*args, on_call_tool=stamped if handler else None, **kwargs)
+            super().add_request_handler(method, params_type, stamped if method == "tools/call" else handler)
 
     server.Server = StampedServer  # type: ignore[attr-defined]
 
