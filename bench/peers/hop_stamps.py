@@ -5,7 +5,7 @@ this process only; baton's code is unchanged) the functions a ``tools/call`` pas
 ``time.perf_counter_ns()`` (CLOCK_MONOTONIC: comparable with the client's stamps in another process):
 
 - ``stdin_read``: ``baton.stdio_in`` handed the request's line out (opens the call's record);
-- ``sdk_dispatch``: the SDK's low-level server called baton's ``on_call_tool`` handler;
+- ``sdk_dispatch``: the SDK's low-level server called baton's ``tools/call`` handler;
 - ``proxy_entry``: ``GatewayProxy.call`` was entered;
 - ``liveness_done``: the store's liveness read (``state.liveness_now``) returned;
 - ``upstream_write``: the SDK client handed the request to the upstream's stdin writer;
