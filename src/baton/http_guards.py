@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Iterable
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-Scope = MutableMapping[str, Any]
-ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
+from baton.asgi import ASGIApp, Scope
 
 #: Default of ``BATON_MAX_MESSAGE_BYTES`` (``/mcp`` and any route without its own limit).
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024

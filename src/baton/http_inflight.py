@@ -9,13 +9,10 @@ so the count sees the clients waiting on the transport as well as those inside a
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from baton.asgi import ASGIApp, Scope
 from baton.receipts import ReceiptLog
-
-Scope = MutableMapping[str, Any]
-ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
 
 
 class InFlight:

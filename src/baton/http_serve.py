@@ -6,12 +6,13 @@ import contextlib
 import hmac
 import importlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from baton import heap
 from baton.addresses import is_loopback
 from baton.agents import AGENT_SCOPE_KEY, LOCAL_AGENT, OPERATOR, AgentDirectory, Caller, bearer_token
+from baton.asgi import ASGIApp
 from baton.errors import ConfigError
 from baton.http_identity import ADMIN_SCOPE_KEY
 from baton.server import RegistryLoader, build_registry, build_server, running_services
@@ -28,9 +29,6 @@ def parse_bind(bind: str) -> tuple[str, int]:
             "config_invalid", f"--http takes HOST:PORT with a port from 0 to 65535, not {bind!r}."
         )
     return host.strip("[]") or "127.0.0.1", int(port)
-
-
-ASGIApp = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]
 
 
 class BearerTokenMiddleware:

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 from baton.addresses import is_loopback
 from baton.agents import AGENT_SCOPE_KEY, AgentDirectory, Caller, bearer_token
+from baton.asgi import ASGIApp
 from baton.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -255,9 +256,6 @@ def routes(runtime: Runtime) -> list[Any]:
         ]
     )
     return [Route(path, endpoint=handler, methods=["GET", "OPTIONS"]) for path in paths]
-
-
-ASGIApp = Any
 
 
 class OAuthMiddleware:
