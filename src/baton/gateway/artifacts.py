@@ -1,57 +1,33 @@
 """``baton gateway lock``: fetch the exact packages, check them, write the bundle and the lock receipt.
 
-Bundle layout (``BATON_HOME/gateway/<id>/bundle``)::
-
-    tarballs/<file>          the packages, byte for byte as the registry served them
-    bundle-manifest.json     every package with its sha512 and sha256
-    sbom.cdx.json            CycloneDX 1.5
-    lock-receipt.json        the hashes of all three, the link the verifier and replay check
+The bundle's layout and writing are :mod:`baton.gateway.bundle_writer`'s; drafting a policy for a new
+candidate is :mod:`baton.gateway.drafting`'s.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 import shutil
 from contextlib import closing
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from baton.errors import GatewayError
 from baton.gateway import checks, closure, interpreter, npm_resolve, state
+from baton.gateway.bundle_writer import resolution_contents, swap_bundle, write_bundle
 from baton.gateway.closure import Closure
 from baton.gateway.constraints import normalize as normalize_constraints
+from baton.gateway.drafting import default_adapter_id, draft_policy, next_version
 from baton.gateway.entry import check_runnable_entry
 from baton.gateway.lock_options import LockOptions, apply_options
-from baton.gateway.policy import (
-    Artifact,
-    Identity,
-    Interpreter,
-    Policy,
-    Resolution,
-    RuntimeSpec,
-    load_policy,
-    policy_path,
-    write_policy,
-)
+from baton.gateway.policy import Interpreter, Policy, load_policy, policy_path, write_policy
 from baton.gateway.registries import Fetched, Registries
-from baton.private import private_dir, private_tree, write_private
-from baton.receipts import canonical_json, sha256_hex, utc_now
+from baton.private import private_tree
 from baton.runtime import Runtime
 
-BUNDLE_SCHEMA_VERSION = "baton_gateway_bundle_v1"
-LOCK_RECEIPT_SCHEMA_VERSION = "baton_gateway_lock_receipt_v1"
 MAX_CLOSURE = 256
 DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org"
 DEFAULT_PYPI_URL = "https://pypi.org"
-SAFE_FILENAME = re.compile(r"^[A-Za-z0-9_.+-]{1,255}$")
-OPERATION_BOUNDARIES = {
-    "mcp_server_started": False,
-    "external_tool_call_performed": False,
-    "production_write_performed": False,
-    "runtime_request_or_response_body_stored": False,
-}
 
 
 def parse_candidate(candidate: str) -> tuple[str, str, str | None]:
@@ -118,241 +94,6 @@ def fetch_pinned(registries: Registries, policy: Policy) -> list[Fetched]:
     return fetched
 
 
-def package_row(item: Fetched) -> dict[str, Any]:
-    """The manifest row of one fetched package."""
-    if not SAFE_FILENAME.fullmatch(item.filename):
-        raise GatewayError("artifact_fetch_failed", f"The registry named a file {item.filename!r}.")
-    return {
-        "ecosystem": item.ecosystem,
-        "name": item.name,
-        "version": item.version,
-        "tarball_path": f"tarballs/{item.filename}",
-        "tarball_sha512_hex": item.sha512_hex,
-        "tarball_sha256_hex": hashlib.sha256(item.content).hexdigest(),
-        "size": len(item.content),
-        "registry_integrity": item.registry_integrity,
-        "source_url": item.source_url,
-    }
-
-
-def artifact_rows(fetched: list[Fetched]) -> list[dict[str, Any]]:
-    """The policy's artifact rows for a fetched set."""
-    rows = []
-    for item in fetched:
-        row: dict[str, Any] = {
-            "ecosystem": item.ecosystem,
-            "name": item.name,
-            "version": item.version,
-            "sha512": item.sha512_hex,
-        }
-        if item.ecosystem == "pypi":
-            row |= {"sha256": item.sha256, "filename": item.filename}
-        rows.append(row)
-    return rows
-
-
-def write_json(path: Path, value: Any) -> str:
-    """Write canonical JSON plus a newline; returns the sha256 of the bytes written."""
-    data = canonical_json(value).encode("utf-8") + b"\n"
-    write_private(path, data)
-    return sha256_hex(data)
-
-
-RESOLUTION_FILES = {"npm": "package-lock.json", "pypi": "requirements.txt"}
-
-
-def _lock_receipt(
-    adapter_id: str,
-    run_id: str,
-    artifact_set: str,
-    rows: list[dict[str, Any]],
-    hashes: dict[str, str],
-    resolution: dict[str, Any],
-) -> dict[str, Any]:
-    """The lock receipt: the hashes of the tarballs, the manifest, the SBOM and the resolver's output."""
-    return {
-        "schema_version": LOCK_RECEIPT_SCHEMA_VERSION,
-        "run_id": run_id,
-        "adapter_id": adapter_id,
-        "status": "completed_locked_pending_independent_verifier",
-        "observed_at": utc_now(),
-        "artifact_set_sha256": artifact_set,
-        "packages": [
-            {
-                k: r[k]
-                for k in (
-                    "ecosystem",
-                    "name",
-                    "version",
-                    "tarball_path",
-                    "tarball_sha512_hex",
-                    "tarball_sha256_hex",
-                    "size",
-                )
-            }
-            for r in rows
-        ],
-        "bundle_manifest_sha256": hashes["manifest"],
-        "cyclonedx_sbom_sha256": hashes["sbom"],
-        "resolution_files": resolution["files"],
-        "interpreter": resolution.get("interpreter"),
-        "replay_allowed": False,
-        "promotion_allowed": False,
-        **OPERATION_BOUNDARIES,
-    }
-
-
-def _key(item: Fetched) -> tuple[str, str, str]:
-    return item.ecosystem, item.name, item.version
-
-
-def write_bundle(
-    directory: Path,
-    adapter_id: str,
-    fetched: list[Fetched],
-    run_id: str,
-    artifact_set: str,
-    resolution: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Write tarballs, resolver output, manifest, SBOM and lock receipt into a staging directory.
-
-    The caller swaps it in with :func:`swap_bundle` only once everything else has succeeded, so a
-    failed lock leaves the previous bundle as it was.
-    """
-    from baton.gateway.sbom import build_sbom
-
-    resolution = {"files": {}, **(resolution or {})}
-    staging = directory.with_name(directory.name + ".staging")
-    shutil.rmtree(staging, ignore_errors=True)
-    private_dir(staging)  # 0700, and 0600 files: the bundle is baton's alone (it extracts copies to run)
-    private_dir(staging / "tarballs")
-    ordered = sorted({_key(f): f for f in fetched}.values(), key=_key)
-    rows = [package_row(item) for item in ordered]
-    for item, row in zip(ordered, rows, strict=True):
-        write_private(staging / row["tarball_path"], item.content)
-    files: dict[str, str] = {}
-    for name, content in (resolution.pop("contents", None) or {}).items():
-        write_private(staging / name, content)
-        files[name] = hashlib.sha256(content).hexdigest()
-    resolution["files"] = files
-    manifest = {
-        "schema_version": BUNDLE_SCHEMA_VERSION,
-        "adapter_id": adapter_id,
-        "artifact_set_sha256": artifact_set,
-        "package_count": len(rows),
-        "packages": rows,
-        "resolution": resolution,
-        "operation_boundaries": OPERATION_BOUNDARIES,
-    }
-    manifest_sha = write_json(staging / "bundle-manifest.json", manifest)
-    sbom_text = build_sbom(adapter_id, rows, artifact_set, datetime.now(UTC))
-    write_private(staging / "sbom.cdx.json", sbom_text.encode("utf-8"))
-    hashes = {"manifest": manifest_sha, "sbom": sha256_hex(sbom_text.encode("utf-8"))}
-    receipt = _lock_receipt(adapter_id, run_id, artifact_set, rows, hashes, resolution)
-    receipt_sha = write_json(staging / "lock-receipt.json", receipt)
-    return {**receipt, "lock_receipt_sha256": receipt_sha, "staging": staging}
-
-
-def swap_bundle(staging: Path, directory: Path) -> None:
-    """Replace the bundle with the staged one (the old one is removed only after the rename)."""
-    old = directory.with_name(directory.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if directory.exists():
-        directory.rename(old)
-    staging.rename(directory)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def _wheel_entry(root: Fetched) -> str:
-    """``module:function`` of the root wheel's console script (its own name first), else its module."""
-    import configparser
-    import io
-    import zipfile
-
-    module = root.name.replace("-", "_")
-    try:
-        with zipfile.ZipFile(io.BytesIO(root.content)) as wheel:
-            names = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
-            text = wheel.read(names[0]).decode("utf-8", "replace") if names else ""
-    except (zipfile.BadZipFile, OSError, KeyError):
-        return module
-    parser = configparser.ConfigParser(interpolation=None, delimiters=("=",))
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
-    try:
-        parser.read_string(text)
-    except configparser.Error:
-        return module
-    scripts = dict(parser["console_scripts"]) if parser.has_section("console_scripts") else {}
-    target = scripts.get(root.name) or next(iter(scripts.values()), module)
-    target = target.split("[", 1)[0].strip()
-    return target if checks.MODULE_TARGET.fullmatch(target) else module
-
-
-def _npm_entry(root: Fetched) -> str:
-    """The root package's bin (the one named like the package first), else its directory (main)."""
-    short = root.name.rsplit("/", 1)[-1]
-    script = root.bin.get(short) or next(iter(root.bin.values()), "")
-    script = script.removeprefix("./").strip()
-    if not script or ".." in script.split("/"):
-        return f"node_modules/{root.name}"
-    return f"node_modules/{root.name}/{script}"
-
-
-def draft_policy(
-    adapter_id: str,
-    candidate: str,
-    resolved: Closure,
-    arguments: list[str],
-    pin: dict[str, str] | None,
-    allow_without_scripts: list[str],
-    constraints: list[str] | None = None,
-) -> Policy:
-    """A draft policy: closure pinned, interpreter pinned, runtime locked down, contract still to observe."""
-    root = resolved.root
-    if root.ecosystem == "npm":
-        entrypoint = ["node", _npm_entry(root)]
-    else:
-        entrypoint = ["python3", "-I", "-S", "baton_boot.py", _wheel_entry(root)]
-    files = _resolution_contents(resolved)
-    return Policy(
-        adapter=Identity(
-            id=adapter_id,
-            candidate=candidate,
-            risk_class="high",
-            owner="unassigned",
-            expires_at=(datetime.now(UTC) + timedelta(days=90)).replace(microsecond=0).isoformat(),
-        ),
-        artifacts=[Artifact.model_validate(row) for row in artifact_rows(resolved.fetched)],
-        runtime=RuntimeSpec(entrypoint=entrypoint, arguments=arguments),
-        resolution=Resolution(
-            allow_without_install_scripts=sorted(set(allow_without_scripts)),
-            constraints=list(constraints or []),
-            npm_lockfile_sha256=_sha(files.get("package-lock.json")),
-            pypi_requirements_sha256=_sha(files.get("requirements.txt")),
-            skipped_optional=resolved.skipped_optional,
-        ),
-        interpreter=Interpreter.model_validate(pin) if pin else None,
-    )
-
-
-def _sha(content: bytes | None) -> str | None:
-    return hashlib.sha256(content).hexdigest() if content is not None else None
-
-
-def _resolution_contents(resolved: Closure) -> dict[str, bytes]:
-    contents = {}
-    if resolved.lockfile is not None:
-        contents["package-lock.json"] = resolved.lockfile
-    if resolved.requirements is not None:
-        contents["requirements.txt"] = resolved.requirements
-    return contents
-
-
-def default_adapter_id(name: str) -> str:
-    """``@playwright/mcp`` to ``playwright-mcp``."""
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:64] or "adapter"
-
-
 def registries_for(runtime: Runtime) -> Registries:
     """Registry clients configured from the settings."""
     settings = runtime.settings
@@ -378,7 +119,8 @@ def lock(
 
     ``constraints`` (drafts only) narrow what the ecosystem's resolver may pick; see
     :mod:`baton.gateway.constraints`. ``replace`` drafts the candidate as the next version of the
-    existing policy ``adapter_id`` (see :func:`next_version`); a live adapter keeps serving meanwhile.
+    existing policy ``adapter_id`` (see :func:`baton.gateway.drafting.next_version`); a live adapter
+    keeps serving meanwhile.
     ``options`` (mounts, environment, entrypoint from the command line) are written into the policy.
     """
     from baton.gateway.stages import fail_closed, identify
@@ -516,25 +258,6 @@ def _still_runnable(root: Fetched, entrypoint: list[str]) -> bool:
     return True
 
 
-def next_version(previous: Policy, drafted: Policy) -> Policy:
-    """The drafted candidate as the next version of ``previous``: its owner, runtime settings (mounts,
-    env, network, limits), client and tool choices are kept; artifacts, entrypoint, resolution and
-    interpreter are the new draft's, and the contract is unpinned until a replay records it."""
-    runtime = previous.runtime.model_copy(
-        update={"entrypoint": drafted.runtime.entrypoint, "arguments": drafted.runtime.arguments}
-    )
-    adapter = previous.adapter.model_copy(update={"candidate": drafted.adapter.candidate})
-    return drafted.model_copy(
-        update={
-            "adapter": adapter,
-            "runtime": runtime,
-            "client": previous.client,
-            "tools": previous.tools.model_copy(update={"denied": []}),
-            "contract": None,
-        }
-    )
-
-
 def _relock_closure(runtime: Runtime, registries: Registries, policy: Policy) -> Closure:
     """Fetch a drafted policy's closure again, exactly as its resolver output pinned it."""
     bundle = state.adapter_dir(runtime, policy.id) / "bundle"
@@ -615,7 +338,7 @@ def _record_lock(
     private_tree(bundle.parent, runtime.settings.home)  # BATON_HOME/gateway/<id>: 0700
     pin = policy.interpreter.model_dump() if policy.interpreter else None
     resolution = {
-        "contents": _resolution_contents(resolved),
+        "contents": resolution_contents(resolved),
         "skipped_optional": resolved.skipped_optional,
         "without_install_scripts": resolved.without_install_scripts,
         "weak_integrity": resolved.weak_integrity,
