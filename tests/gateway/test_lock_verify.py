@@ -361,3 +361,14 @@ def test_the_standalone_verifier_writes_nothing_unless_asked_and_never_a_traceba
         for path in [base, *base.rglob("*")]:
             path.chmod(0o755)
         shutil.rmtree(base)
+
+
+def test_the_stdlib_verifier_reads_the_schema_and_resolver_files_the_lock_writes() -> None:
+    """verifier.py keeps its own copies (it imports nothing of baton's); they must name what lock writes."""
+    from baton.gateway import bundle_writer, verifier
+    from baton.gateway.closure import Closure
+
+    assert verifier.BUNDLE_SCHEMA_VERSION == bundle_writer.BUNDLE_SCHEMA_VERSION
+    assert verifier.LOCK_RECEIPT_SCHEMA_VERSION == bundle_writer.LOCK_RECEIPT_SCHEMA_VERSION
+    both = Closure("npm", root=None, fetched=[], lockfile=b"{}", requirements=b"x==1\n")  # type: ignore[arg-type]
+    assert sorted(bundle_writer.resolution_contents(both)) == sorted(verifier.RESOLUTION_FILES)

@@ -25,7 +25,6 @@ from baton.gateway.registries import Fetched, Registries
 from baton.private import private_tree
 from baton.runtime import Runtime
 
-MAX_CLOSURE = 256
 DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org"
 DEFAULT_PYPI_URL = "https://pypi.org"
 

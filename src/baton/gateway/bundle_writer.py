@@ -58,9 +58,6 @@ def write_json(path: Path, value: Any) -> str:
     return sha256_hex(data)
 
 
-RESOLUTION_FILES = {"npm": "package-lock.json", "pypi": "requirements.txt"}
-
-
 def _lock_receipt(
     adapter_id: str,
     run_id: str,
