@@ -15,7 +15,8 @@ import pytest
 from sqlalchemy import update
 
 from baton.errors import ArgumentError
-from baton.hitl.broker import Decision, HitlBroker, NewRequest, decode_cursor, encode_cursor
+from baton.hitl.broker import Decision, HitlBroker, NewRequest
+from baton.hitl.pending_page import decode_cursor, encode_cursor
 from baton.schema import hitl_requests
 
 pytestmark = pytest.mark.anyio

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import update
 
-from baton.hitl.broker import _ALL_AGENTS, _ONE_AGENT, MAX_SKIPPED_LISTED, HitlBroker, NewRequest
+from baton.hitl.broker import HitlBroker, NewRequest
+from baton.hitl.pending_page import _ALL_AGENTS, _ONE_AGENT, MAX_SKIPPED_LISTED, decode_cursor
 from baton.runtime import Runtime
 from baton.schema import hitl_requests
 
@@ -42,8 +43,6 @@ async def test_every_page_statement_reads_the_same_rows_on_the_driver_as_through
     await seed(broker)
     first = broker.page_pending(1)
     assert first.next_cursor is not None
-    from baton.hitl.broker import decode_cursor
-
     urgent, expires, after_id = decode_cursor(first.next_cursor)
     base = {"now": 1.0, "limit": 10, "skipped_limit": MAX_SKIPPED_LISTED}
     cursor = {"urgent": urgent, "expires": expires, "after_id": after_id}

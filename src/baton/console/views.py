@@ -76,7 +76,8 @@ def _payload(text: Any) -> dict[str, Any]:
 
 def requests(runtime: Runtime, limit: int = 100) -> dict[str, list[dict[str, Any]]]:
     """Pending requests (the inbox's list) and the latest decided ones with who, path, notes and receipt."""
-    from baton.hitl.broker import LIST_COLUMNS, get_broker
+    from baton.hitl.broker import get_broker
+    from baton.hitl.pending_page import LIST_COLUMNS
     from baton.hitl.records import screen_requests
 
     broker = get_broker(runtime)

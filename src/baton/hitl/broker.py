@@ -8,38 +8,20 @@ or expired, and an expired request reads as not approved.
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import (
-    ColumnElement,
-    Connection,
-    Float,
-    Integer,
-    and_,
-    bindparam,
-    cast,
-    exists,
-    func,
-    insert,
-    literal_column,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import Connection, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from baton.canonical import iso
 from baton.errors import ArgumentError, HitlError
 from baton.hitl.announce import ANNOUNCER_SERVICE, announce_safely
 from baton.hitl.escalation import Escalation, close_in, schedule_in
-from baton.hitl.pending_count import PendingCount, capped_count
+from baton.hitl.pending_page import DUE, PENDING, PageQuery, PendingPage, pending_query
 from baton.hitl.quorum import count_approval, with_approvals
 from baton.hitl.records import (
     MAX_TIMEOUT_SECONDS,
@@ -59,9 +41,8 @@ from baton.hitl.records import (
 from baton.hitl.steps import PlannedStep, StepSyntaxError, parse_steps, plan
 from baton.hitl.terminal_line import SERVICE as TERMINAL_SERVICE
 from baton.hitl.waiters import SIGNAL_PREFIX, Waiters
-from baton.prepared import Prepared
 from baton.receipts import canonical_json, sha256_hex
-from baton.rows import Screened, raw_json
+from baton.rows import Screened
 from baton.runtime import Runtime
 from baton.schema import hitl_link_uses, hitl_requests
 from baton.timers.actions import HITL_STEPS_SERVICE
@@ -72,122 +53,12 @@ log = logging.getLogger("baton.hitl")
 Tick = Callable[[float, float], Awaitable[None]]
 MIN_TICK_SECONDS = 0.1
 
-__all__ = ["Decision", "HitlBroker", "NewRequest", "PendingPage", "Tick", "get_broker", "public_view"]
+__all__ = ["Decision", "HitlBroker", "NewRequest", "Tick", "get_broker", "public_view"]
 
-
-@dataclass(frozen=True)
-class PendingPage:
-    """One page of pending requests, how many are pending in all, and the cursor of the next page."""
-
-    requests: list[dict[str, Any]]
-    #: How many are pending in all, counted up to ``pending_count.COUNT_CAP`` (``total_exact`` False past it).
-    total: int
-    next_cursor: str | None
-    #: Stored rows that could not be listed (``{request_id, reason}``), left out of ``requests``.
-    skipped: list[dict[str, str]]
-    total_exact: bool
-
-
-#: The largest expiry a page orders by (far past any real one); a bigger or non-numeric one is corrupted.
-MAX_EPOCH = 1e300
-#: At most this many unorderable rows are reported on a first page.
-MAX_SKIPPED_LISTED = 100
-#: The pending list's order: urgent first, then the soonest to expire, ties by id.
-PENDING_ORDER = (hitl_requests.c.urgent.desc(), hitl_requests.c.expires_epoch, hitl_requests.c.id)
-
-
-#: The columns a list reads: JSON ones as raw text, parsed per row (baton.rows).
-LIST_COLUMNS = tuple(
-    raw_json(column) if column.name in ("context", "options", "provenance") else column
-    for column in hitl_requests.c
-)
-
-
-def _pending_query() -> Any:
-    """Pending requests in the pending order (the unexpired ones are kept after screening)."""
-    return select(*LIST_COLUMNS).where(hitl_requests.c.status == "pending").order_by(*PENDING_ORDER)
-
-
-def encode_cursor(row: Any) -> str:
-    """An opaque cursor naming the position of ``row`` in the pending order."""
-    raw = json.dumps([int(bool(row.urgent)), row.expires_epoch, row.id], separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[int, float, str]:
-    """The position a cursor names; a cursor baton did not make is ``invalid_arguments``."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        urgent, expires, request_id = json.loads(raw)
-        if urgent not in (0, 1) or not isinstance(expires, int | float) or not isinstance(request_id, str):
-            raise ValueError(cursor)
-    except (ValueError, TypeError, UnicodeDecodeError) as exc:
-        raise ArgumentError("invalid_arguments", "The cursor is not one this server gave out.") from exc
-    return int(urgent), float(expires), request_id
-
-
-def _after_bound() -> ColumnElement[bool]:
-    """Rows after the cursor's position (bound as ``urgent``, ``expires``, ``after_id``) in the pending order."""
-    c = hitl_requests.c
-    later = or_(
-        c.expires_epoch > bindparam("expires"),
-        and_(c.expires_epoch == bindparam("expires"), c.id > bindparam("after_id")),
-    )
-    urgent = bindparam("urgent", type_=Integer)
-    return or_(
-        and_(urgent == 1, c.urgent.is_(False)),
-        and_(cast(c.urgent, Integer) == urgent, later),
-    )
-
-
-_PENDING = hitl_requests.c.status == "pending"
-#: Rows a page may hold: a real expiry (SQLite keeps a text written into the column, and text sorts after
-#: every number, so such a row could not be a page's position); the others are reported on the first page.
-#: The column is read as ``+expires_epoch`` (the same value and type): a unary plus keeps SQLite from planning
-#: the page on the expiry index, which reads every pending row and sorts them, instead of on the order index.
-_PAGEABLE = literal_column("+hitl_requests.expires_epoch", Float) <= bindparam(
-    "max_epoch", MAX_EPOCH, type_=Float
-)
-#: The rows no page can hold, on the plain column: a range read of the expiry index (such rows are rare).
-_UNPAGEABLE = hitl_requests.c.expires_epoch > bindparam("max_epoch", MAX_EPOCH, type_=Float)
-_DUE = and_(_PENDING, hitl_requests.c.expires_epoch <= bindparam("now"))
-_ANY_DUE = select(hitl_requests.c.id).where(_DUE).limit(1)
-_ALL_DUE = select(hitl_requests.c.id).where(_DUE)
-
-
-@dataclass(frozen=True)
-class _PageStatements:
-    """The pending list's statements, for every agent's requests or (``agent`` bound) one agent's."""
-
-    first: Prepared
-    after: Prepared
-    #: One row: ``total`` pending, whether any request (of any agent) is ``due`` to expire, and whether
-    #: any row no page can hold exists (``unpageable``): the due check folded into the page's read.
-    meta: Prepared
-    unpageable: Prepared
-
-
-def _page_statements(scoped: bool) -> _PageStatements:
-    pending = and_(_PENDING, hitl_requests.c.agent == bindparam("agent")) if scoped else _PENDING
-    rows = select(*LIST_COLUMNS).order_by(*PENDING_ORDER).limit(bindparam("limit"))
-    unpageable = select(*LIST_COLUMNS).where(pending, _UNPAGEABLE).order_by(hitl_requests.c.id)
-    meta = select(
-        capped_count(pending).label("total"),
-        exists().where(_DUE).label("due"),
-        exists().where(pending, _UNPAGEABLE).label("unpageable"),
-    )
-    return _PageStatements(
-        Prepared(rows.where(pending, _PAGEABLE)),
-        Prepared(rows.where(pending, _PAGEABLE, _after_bound())),
-        Prepared(meta),
-        Prepared(unpageable.limit(bindparam("skipped_limit"))),
-    )
-
-
-_ALL_AGENTS = _page_statements(False)
-_ONE_AGENT = _page_statements(True)
+_ANY_DUE = select(hitl_requests.c.id).where(DUE).limit(1)
+_ALL_DUE = select(hitl_requests.c.id).where(DUE)
 _OPEN_OF_AGENT = select(func.count()).where(
-    _PENDING, hitl_requests.c.agent == bindparam("agent"), hitl_requests.c.expires_epoch > bindparam("now")
+    PENDING, hitl_requests.c.agent == bindparam("agent"), hitl_requests.c.expires_epoch > bindparam("now")
 )
 
 
@@ -334,7 +205,7 @@ class HitlBroker:
         listed (skipped, with why)."""
         self.expire_due()
         now = time.time()
-        query = _pending_query()
+        query = pending_query()
         if agent is not None:
             query = query.where(hitl_requests.c.agent == agent)
         with self.runtime.store.read() as connection:
@@ -349,40 +220,15 @@ class HitlBroker:
 
         Expired requests are swept first, so the page reads ``status='pending'`` alone (an expiry
         condition would steer the planner off the ordering index); one that expired since is dropped.
-        The statements are built once: building them per call cost more than running them.
+        What a page reads and how its rows become one is :mod:`baton.hitl.pending_page`'s.
         """
-        params: dict[str, Any] = {"now": time.time(), "limit": limit + 1, "skipped_limit": MAX_SKIPPED_LISTED}
-        if cursor is not None:
-            params["urgent"], params["expires"], params["after_id"] = decode_cursor(cursor)
-        if agent is not None:
-            params["agent"] = agent
-        statements = _ALL_AGENTS if agent is None else _ONE_AGENT
-        read = self._read_page(statements, params, cursor is None, sweep_first=True)
+        query = PageQuery(limit, cursor, agent, time.time())
+        read = query.read(self.runtime.store, sweep_first=True)
         if read is None:  # a request is due: sweep the expired ones, then read the page again
             self.expire_due()
-            read = self._read_page(statements, params, cursor is None, sweep_first=False)
+            read = query.read(self.runtime.store, sweep_first=False)
             assert read is not None
-        rows, total, unpageable = read
-        more = len(rows) > limit
-        next_cursor = encode_cursor(rows[limit - 1]) if more else None
-        listed = list(rows[:limit]) + list(unpageable)
-        screened = screen_requests(listed)
-        views = self.with_approvals([view for view in screened.rows if view["expires_epoch"] > params["now"]])
-        return PendingPage(views, total.total, next_cursor, screened.skipped, total.exact)
-
-    def _read_page(
-        self, statements: _PageStatements, params: dict[str, Any], first: bool, *, sweep_first: bool
-    ) -> tuple[list[Any], PendingCount, list[Any]] | None:
-        """The page's rows, the total and (on a first page) the unpageable rows, read in one transaction (on
-        SQLite on the kept driver connection, baton.prepared); None when ``sweep_first`` and a request is due to expire."""
-        with self.runtime.store.read_prepared() as connection:
-            meta: Any = statements.meta.first(connection, **params)  # always one row
-            if sweep_first and meta.due:
-                return None
-            page = statements.after if "after_id" in params else statements.first
-            rows = page.all(connection, **params)
-            unpageable = statements.unpageable.all(connection, **params) if first and meta.unpageable else []
-        return rows, PendingCount.read(int(meta.total)), unpageable
+        return query.page(read, self.with_approvals)
 
     def expire_due(self) -> int:
         """Mark every pending request past its expiry as expired (one receipt each); returns how many."""
