@@ -364,7 +364,8 @@ def test_the_standalone_verifier_writes_nothing_unless_asked_and_never_a_traceba
 
 
 def test_the_stdlib_verifier_reads_the_schema_and_resolver_files_the_lock_writes() -> None:
-    """verifier.py keeps its own copies (it imports nothing of baton's); they must name what lock writes."""
+    """verifier.py imports nothing of baton's: the schema versions are its own, which the bundle writer
+    imports, and the resolver file names it accepts must be the ones lock writes."""
     from baton.gateway import bundle_writer, verifier
     from baton.gateway.closure import Closure
 

@@ -20,11 +20,12 @@ from typing import Any
 from baton.errors import GatewayError
 from baton.gateway.closure import Closure
 from baton.gateway.registries import Fetched
+
+# the stdlib verifier defines what it reads; the writer writes exactly that
+from baton.gateway.verifier import BUNDLE_SCHEMA_VERSION, LOCK_RECEIPT_SCHEMA_VERSION, PACKAGE_FIELDS
 from baton.private import private_dir, write_private
 from baton.receipts import canonical_json, sha256_hex, utc_now
 
-BUNDLE_SCHEMA_VERSION = "baton_gateway_bundle_v1"
-LOCK_RECEIPT_SCHEMA_VERSION = "baton_gateway_lock_receipt_v1"
 SAFE_FILENAME = re.compile(r"^[A-Za-z0-9_.+-]{1,255}$")
 OPERATION_BOUNDARIES = {
     "mcp_server_started": False,
@@ -74,21 +75,7 @@ def _lock_receipt(
         "status": "completed_locked_pending_independent_verifier",
         "observed_at": utc_now(),
         "artifact_set_sha256": artifact_set,
-        "packages": [
-            {
-                k: r[k]
-                for k in (
-                    "ecosystem",
-                    "name",
-                    "version",
-                    "tarball_path",
-                    "tarball_sha512_hex",
-                    "tarball_sha256_hex",
-                    "size",
-                )
-            }
-            for r in rows
-        ],
+        "packages": [{k: r[k] for k in PACKAGE_FIELDS} for r in rows],
         "bundle_manifest_sha256": hashes["manifest"],
         "cyclonedx_sbom_sha256": hashes["sbom"],
         "resolution_files": resolution["files"],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -12,6 +11,7 @@ from baton.gateway.bundle_writer import resolution_contents
 from baton.gateway.closure import Closure
 from baton.gateway.policy import Artifact, Identity, Interpreter, Policy, Resolution, RuntimeSpec
 from baton.gateway.registries import Fetched
+from baton.receipts import sha256_hex
 
 
 def artifact_rows(fetched: list[Fetched]) -> list[dict[str, Any]]:
@@ -103,7 +103,7 @@ def draft_policy(
 
 
 def _sha(content: bytes | None) -> str | None:
-    return hashlib.sha256(content).hexdigest() if content is not None else None
+    return sha256_hex(content) if content is not None else None
 
 
 def default_adapter_id(name: str) -> str:
