@@ -4,8 +4,8 @@
 #
 #   tools/mutation.sh MODULE [TEST_PATH ...]     e.g. tools/mutation.sh redaction
 #
-# MODULE is a path under src/baton without .py (hitl/broker, timers/service, receipts, gateway/proxy,
-# gateway/upstream, redaction); without TEST_PATHs the module's default tests below are used.
+# MODULE is a path under src/baton without .py (hitl/broker, hitl/pending_page, timers/service, receipts,
+# gateway/proxy, gateway/upstream, redaction); without TEST_PATHs the module's default tests below are used.
 # The run happens in a copy of the tracked files (under ${MUTATION_DIR:-/tmp/baton-mutation}/MODULE),
 # so the work tree is never touched; run `mutmut show NAME` in that directory to read a survivor.
 # MUTANTS='GLOB ...' runs only the mutants whose names match (mutmut's fnmatch globs), e.g. a sample of a
@@ -20,8 +20,9 @@ if [ $# -eq 0 ]; then
     redaction) set -- tests/test_redaction_edges.py tests/test_redaction.py tests/test_receipts.py ;;
     receipts) set -- tests/test_receipts.py tests/test_receipt_log.py tests/test_concurrency.py tests/test_store_databases.py \
       tests/test_checkpoints.py::test_verify_streams_and_checks_checkpoints_on_each_database ;;
-    hitl/broker) set -- tests/hitl/test_broker.py tests/hitl/test_broker_pages.py tests/hitl/test_broker_decisions.py \
+    hitl/broker) set -- tests/hitl/test_broker.py tests/hitl/test_pending_page.py tests/hitl/test_broker_decisions.py \
       tests/test_concurrency.py ;;
+    hitl/pending_page) set -- tests/hitl/test_pending_page.py tests/hitl/test_pending_page_driver.py tests/hitl/test_broker.py ;;
     timers/service) set -- tests/test_timers_core.py tests/test_timers_service.py tests/test_concurrency.py ;;
     gateway/proxy | gateway/upstream) set -- tests/gateway/test_runtime_proxy.py ;;
     *) echo "no default tests for $module; name them" >&2; exit 2 ;;
