@@ -51,7 +51,7 @@ def _everything_adapter(home: Path) -> str:
     """Lock server-everything from the registry, allow ``echo``, replay and promote it; its adapter id."""
     from baton.config import load_settings
     from baton.gateway import artifacts, stages
-    from baton.gateway.policy import load_policy, write_policy
+    from baton.gateway.policy_files import load_policy, write_policy
     from baton.gateway.promotion import promote
     from baton.gateway.replay import replay
     from baton.runtime import Runtime
@@ -77,7 +77,7 @@ def _direct_upstream(home: Path, adapter_id: str) -> tuple[list[str], Any]:
     """The sandbox command line of a live adapter's upstream, for the benchmark's own client."""
     from baton.config import load_settings
     from baton.gateway.extract import materialize
-    from baton.gateway.policy import load_policy
+    from baton.gateway.policy_files import load_policy
     from baton.gateway.sandbox import BubblewrapSandbox, as_nobody
     from baton.gateway.state import adapter_dir
     from baton.gateway.upstream import runtime_spec

@@ -21,7 +21,8 @@ from typing import IO, Any
 from baton.config import load_settings
 from baton.gateway import artifacts, stages, state
 from baton.gateway.extract import materialize
-from baton.gateway.policy import Policy, load_policy
+from baton.gateway.policy import Policy
+from baton.gateway.policy_files import load_policy
 from baton.gateway.protocol import Session
 from baton.gateway.replay import observe, replay, sandbox_spec
 from baton.gateway.sandbox import BubblewrapSandbox, SandboxSpec

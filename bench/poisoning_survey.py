@@ -144,7 +144,7 @@ def baton(env: dict[str, str], *args: str, timeout: float = 1800) -> subprocess.
 def edit_runtime(home: Path, adapter: str, changes: dict[str, Any]) -> None:
     """Set runtime fields no lock flag takes (semgrep's startup timeout) through the policy model."""
     sys.path.insert(0, str(ROOT / "src"))
-    from baton.gateway.policy import load_policy, write_policy
+    from baton.gateway.policy_files import load_policy, write_policy
 
     path = home / "adapters" / f"{adapter}.toml"
     policy, _ = load_policy(path, check_expiry=False)

@@ -49,7 +49,7 @@ def seed_adapters(env: dict[str, str], registry: NpmRegistryServer) -> None:
     """Two adapters: ``notes`` live; ``search`` re-pinned after a description change, then blocked by another."""
     from baton.errors import GatewayError
     from baton.gateway import artifacts
-    from baton.gateway.policy import load_policy, write_policy
+    from baton.gateway.policy_files import load_policy, write_policy
     from baton.gateway.promotion import block_at_runtime, promote
     from baton.gateway.replay import replay
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from baton.config import load_settings
-from baton.gateway.policy import Policy, parse_policy, write_policy
+from baton.gateway.policy import Policy
+from baton.gateway.policy_files import parse_policy, write_policy
 from baton.runtime import Runtime
 from baton.testing import gateway_adapter
 from baton.testing.gateway_adapter import TEST_SERVER

@@ -355,7 +355,7 @@ async def test_a_failed_upstream_start_leaves_no_tree(
     """At run time too: a bundle that no longer matches its pins fails the start and leaves nothing."""
     import anyio
 
-    from baton.gateway.policy import load_policy
+    from baton.gateway.policy_files import load_policy
     from baton.gateway.upstream import Upstream
 
     path = ready(runtime, registry)

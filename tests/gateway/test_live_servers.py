@@ -18,7 +18,7 @@ import tomli_w
 
 from baton.config import load_settings
 from baton.gateway import artifacts, stages
-from baton.gateway.policy import load_policy, write_policy
+from baton.gateway.policy_files import load_policy, write_policy
 from baton.gateway.promotion import promote
 from baton.gateway.replay import replay
 from baton.gateway.sandbox import BubblewrapSandbox

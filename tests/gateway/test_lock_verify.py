@@ -14,7 +14,7 @@ import pytest
 
 from baton.errors import GatewayError
 from baton.gateway import artifacts, stages, state
-from baton.gateway.policy import load_policy
+from baton.gateway.policy_files import load_policy
 from baton.runtime import Runtime
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball, build_wheel, integrity_of
 from tests.cli_process import run_gateway

@@ -14,7 +14,7 @@ import pytest
 from baton.config import load_settings
 from baton.gateway import state
 from baton.gateway.extract import materialize
-from baton.gateway.policy import load_policy
+from baton.gateway.policy_files import load_policy
 from baton.gateway.replay import sandbox_spec
 from baton.gateway.sandbox import BubblewrapSandbox
 from baton.runtime import Runtime

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from baton.errors import GatewayError
-from baton.gateway.policy import load_policy, parse_policy, write_policy
+from baton.gateway.policy_files import load_policy, parse_policy, write_policy
 
 
 def valid_document() -> dict[str, Any]:

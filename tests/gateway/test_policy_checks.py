@@ -16,7 +16,7 @@ import tomli_w
 from baton.errors import GatewayError
 from baton.gateway import artifacts, stages, state
 from baton.gateway.checks import destructive_reason
-from baton.gateway.policy import load_policy, parse_policy, write_policy
+from baton.gateway.policy_files import load_policy, parse_policy, write_policy
 from baton.gateway.promotion import promote
 from baton.gateway.replay import replay
 from baton.runtime import Runtime

@@ -17,7 +17,7 @@ from baton.errors import GatewayError
 from baton.gateway import artifacts, stages
 from baton.gateway.artifacts import parse_candidate
 from baton.gateway.extract import materialize
-from baton.gateway.policy import load_policy, write_policy
+from baton.gateway.policy_files import load_policy, write_policy
 from baton.gateway.replay import replay
 from baton.gateway.sandbox import HOST_PATH
 from baton.runtime import Runtime

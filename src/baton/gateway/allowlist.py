@@ -8,7 +8,8 @@ from typing import Any
 from baton.errors import GatewayError
 from baton.gateway import checks, state
 from baton.gateway.contract import tool_contract
-from baton.gateway.policy import Policy, load_policy, policy_path, write_policy
+from baton.gateway.policy import Policy
+from baton.gateway.policy_files import load_policy, policy_path, write_policy
 from baton.runtime import Runtime
 
 

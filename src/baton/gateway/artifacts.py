@@ -20,7 +20,8 @@ from baton.gateway.constraints import normalize as normalize_constraints
 from baton.gateway.drafting import default_adapter_id, draft_policy, next_version
 from baton.gateway.entry import check_runnable_entry
 from baton.gateway.lock_options import LockOptions, apply_options
-from baton.gateway.policy import Interpreter, Policy, load_policy, policy_path, write_policy
+from baton.gateway.policy import Interpreter, Policy
+from baton.gateway.policy_files import load_policy, policy_path, write_policy
 from baton.gateway.registries import Fetched, Registries
 from baton.private import private_tree
 from baton.runtime import Runtime

@@ -185,7 +185,7 @@ def check_call(
 
 def pin(runtime: Any, adapter: str, source: str | None = None) -> dict[str, Any]:
     """``policy pin``: check the Cedar file parses, put it beside the TOML and pin its sha256 there."""
-    from baton.gateway.policy import load_policy, policy_path, write_policy
+    from baton.gateway.policy_files import load_policy, policy_path, write_policy
 
     path = policy_path(runtime.settings, adapter)
     policy, _ = load_policy(path)
@@ -216,7 +216,7 @@ def pin(runtime: Any, adapter: str, source: str | None = None) -> dict[str, Any]
 
 def test_calls(runtime: Any, adapter: str, calls_file: str) -> dict[str, Any]:
     """``policy test``: the adapter's pinned call policy over a JSONL file of calls; nothing runs."""
-    from baton.gateway.policy import load_policy, policy_path
+    from baton.gateway.policy_files import load_policy, policy_path
 
     path = policy_path(runtime.settings, adapter)
     policy, _ = load_policy(path, check_expiry=False)

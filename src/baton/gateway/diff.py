@@ -9,7 +9,7 @@ from typing import Any
 from baton.errors import GatewayError
 from baton.gateway import state
 from baton.gateway.contract import DEFINITION_FIELDS
-from baton.gateway.policy import policy_path
+from baton.gateway.policy_files import policy_path
 from baton.runtime import Runtime
 
 

@@ -16,7 +16,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from baton.errors import GatewayError
-from baton.gateway.policy import HostProgram, Policy, write_policy
+from baton.gateway.policy import HostProgram, Policy
+from baton.gateway.policy_files import write_policy
 
 #: Host trees the sandbox binds read-only at the same path (``/bin``, ``/lib``… are ``/usr``'s on merged-usr).
 SANDBOX_VISIBLE = ("/usr", "/bin", "/sbin", "/lib", "/lib64")

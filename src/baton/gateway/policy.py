@@ -1,15 +1,16 @@
 """Adapter policies (SPEC.md section 6): one TOML file per external MCP server, validated fail-closed.
 
-Every field is checked; each kind of failure has its own error class so a caller can tell an
-expired policy from a weakened sandbox from a malformed file.
+Every field is checked; each kind of failure has its own error class (raised by
+:func:`baton.gateway.policy_files.parse_policy`) so a caller can tell an expired policy from a weakened
+sandbox from a malformed file. This module is the document's schema; reading and writing the files is
+:mod:`baton.gateway.policy_files`.
 """
 
 from __future__ import annotations
 
 import re
-import tomllib
-from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from datetime import datetime
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -17,13 +18,11 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
-from baton.config import SENSITIVE_ENV_NAMES, Settings
-from baton.errors import GatewayError
+from baton.config import SENSITIVE_ENV_NAMES
 from baton.gateway.constraints import CONSTRAINT_PATTERN, MAX_CONSTRAINT_LENGTH, MAX_CONSTRAINTS
 from baton.receipts import canonical_json, sha256_hex
 
@@ -36,13 +35,6 @@ TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 ORIGIN_PATTERN = r"^https?://[A-Za-z0-9.-]{1,253}(?::[0-9]{1,5})?$"
 SIZE_PATTERN = re.compile(r"^([1-9][0-9]*)([kmg]?)$")
 DEFAULT_PROTOCOL_VERSION = "2025-11-25"
-#: Isolation settings a policy must state exactly; anything else is a weakened sandbox.
-REQUIRED_ISOLATION: dict[str, Any] = {
-    "read_only_root": True,
-    "no_new_privileges": True,
-    "cap_drop": ["ALL"],
-    "user": "65534:65534",
-}
 
 
 #: Host trees a mount may not be, contain or lie in (the system, the kernel's views, root's home).
@@ -434,112 +426,3 @@ class Policy(_Strict):
 def artifact_set_sha256(rows: list[dict[str, Any]]) -> str:
     """sha256 of the canonical JSON of artifact rows sorted by ecosystem and name."""
     return sha256_hex(canonical_json(sorted(rows, key=lambda r: (r["ecosystem"], r["name"]))))
-
-
-def parse_policy(raw: dict[str, Any], *, now: datetime | None = None, check_expiry: bool = True) -> Policy:
-    """Validate a policy document; raises the most specific error class for the first failure."""
-    runtime = raw.get("runtime")
-    if isinstance(runtime, dict):
-        if runtime.get("network", "none") not in ("none", "allowlist"):
-            raise GatewayError(
-                "adapter_isolation_weakened",
-                f"The policy sets runtime.network to {runtime['network']!r}; only 'none' or 'allowlist'.",
-                field="runtime.network",
-            )
-        for field, required in REQUIRED_ISOLATION.items():
-            if field in runtime and runtime[field] != required:
-                raise GatewayError(
-                    "adapter_isolation_weakened",
-                    f"The policy sets runtime.{field} to {runtime[field]!r}; only {required!r} is allowed.",
-                    field=f"runtime.{field}",
-                )
-    tools = raw.get("tools")
-    if isinstance(tools, dict):
-        overlap = set(tools.get("allowed") or []) & set(tools.get("denied") or [])
-        if overlap:
-            raise GatewayError(
-                "adapter_tool_overlap",
-                f"Tools are both allowed and denied: {', '.join(sorted(overlap))}.",
-                tools=sorted(overlap),
-            )
-    try:
-        policy = Policy.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise GatewayError(
-            "adapter_policy_invalid",
-            f"The adapter policy fails validation at {where or 'the top level'}: {first['msg']}.",
-            field=where,
-        ) from None
-    if check_expiry and policy.adapter.expires() <= (now or datetime.now(UTC)):
-        raise GatewayError(
-            "adapter_policy_expired",
-            f"The policy of adapter {policy.id} expired at {policy.adapter.expires_at}.",
-            adapter_id=policy.id,
-        )
-    return policy
-
-
-def read_policy_document(path: Path) -> tuple[dict[str, Any], str]:
-    """The parsed TOML and its checksum (sha256 of the canonical JSON of the document)."""
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GatewayError("adapter_not_found", f"No adapter policy at {path}.", path=str(path)) from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise GatewayError(
-            "adapter_policy_invalid", f"The adapter policy {path.name} is not readable TOML: {exc}."
-        ) from None
-    try:
-        checksum = "sha256:" + sha256_hex(canonical_json(raw))
-    except TypeError:
-        raise GatewayError(
-            "adapter_policy_invalid", "The policy holds TOML dates; quote expires_at as a string."
-        ) from None
-    return raw, checksum
-
-
-def load_policy(path: Path, *, now: datetime | None = None, check_expiry: bool = True) -> tuple[Policy, str]:
-    """Read and validate a policy file; returns the policy and its checksum."""
-    raw, checksum = read_policy_document(path)
-    return parse_policy(raw, now=now, check_expiry=check_expiry), checksum
-
-
-def adapters_dir(settings: Settings) -> Path:
-    """``BATON_HOME/adapters``, where policies live by default."""
-    return settings.home / "adapters"
-
-
-def policy_path(settings: Settings, adapter: str) -> Path:
-    """The policy file for an adapter id, or ``adapter`` itself when it names a file."""
-    if adapter.endswith(".toml") or "/" in adapter:
-        return Path(adapter).expanduser().resolve()
-    if not re.fullmatch(ADAPTER_ID_PATTERN, adapter):
-        raise GatewayError("adapter_not_found", f"{adapter!r} is neither an adapter id nor a policy path.")
-    return adapters_dir(settings) / f"{adapter}.toml"
-
-
-def dump_policy(policy: Policy) -> str:
-    """The policy as TOML text."""
-    import tomli_w
-
-    data = policy.model_dump(exclude_none=True)
-    if not data["host_programs"]:  # absent rather than empty: policies written before them keep their bytes
-        del data["host_programs"]
-    if not data["runtime"]["host_programs"]:
-        del data["runtime"]["host_programs"]
-    return tomli_w.dumps(data)
-
-
-def write_policy(path: Path, policy: Policy) -> str:
-    """Write a policy file atomically; returns its checksum."""
-    from baton.private import private_dir, write_private
-
-    if not path.parent.is_dir():
-        private_dir(path.parent)
-    text = dump_policy(policy)
-    tmp = path.with_suffix(".toml.tmp")
-    write_private(tmp, text.encode("utf-8"))  # a policy may carry --env values: 0600
-    tmp.replace(path)
-    return "sha256:" + sha256_hex(canonical_json(tomllib.loads(text)))

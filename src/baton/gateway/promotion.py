@@ -19,7 +19,8 @@ from typing import Any
 
 from baton.errors import GatewayError
 from baton.gateway import state
-from baton.gateway.policy import Policy, load_policy, policy_path, read_policy_document
+from baton.gateway.policy import Policy
+from baton.gateway.policy_files import load_policy, policy_path, read_policy_document
 from baton.gateway.stages import check_chain, identify
 from baton.gateway.state import is_live, replay_receipt, stage_is_served_version
 from baton.private import FILE_MODE, private_tree

@@ -28,7 +28,8 @@ from baton.gateway.extract import Extracted, materialize
 from baton.gateway.host_programs import check_host_programs, pin_new
 from baton.gateway.interpreter import check_interpreter_pin
 from baton.gateway.mounts import host_mounts
-from baton.gateway.policy import Policy, load_policy, policy_path, write_policy
+from baton.gateway.policy import Policy
+from baton.gateway.policy_files import load_policy, policy_path, write_policy
 from baton.gateway.protocol import JsonRpcPipe, Session, exchange, shut_down, stop
 from baton.gateway.sandbox import Sandbox, as_nobody, enforcement, sandbox_for
 from baton.gateway.sandbox_spec import HostMount, SandboxSpec

@@ -11,7 +11,8 @@ from typing import Any, TypeVar
 
 from baton.errors import GatewayError
 from baton.gateway import progress, state
-from baton.gateway.policy import Policy, adapters_dir, load_policy, policy_path, read_policy_document
+from baton.gateway.policy import Policy
+from baton.gateway.policy_files import adapters_dir, load_policy, policy_path, read_policy_document
 from baton.private import private_tree, write_private
 from baton.receipts import canonical_json, sha256_hex, utc_now
 from baton.runtime import Runtime

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from baton.gateway import artifacts, cedar_policy, stages
-from baton.gateway.policy import load_policy, parse_policy, write_policy
+from baton.gateway.policy_files import load_policy, parse_policy, write_policy
 from baton.gateway.promotion import promote
 from baton.gateway.replay import replay
 from baton.runtime import Runtime
