@@ -19,6 +19,7 @@ from baton.errors import BatonError, NotificationError
 from baton.notify.service import Notifier
 from baton.runtime import Runtime
 from baton.testing.webhooks import WebhookReceiver
+from baton.timers import mirror
 from baton.timers.schedule import format_time, next_after, now_utc
 from baton.timers.scheduler import Scheduler
 from baton.timers.service import TimerRequest, TimerService
@@ -349,8 +350,8 @@ def test_the_mirror_follows_the_store_and_a_fresh_store_adopts_it(runtime: Runti
     fresh = Runtime.open(Settings(baton_home=tmp_path / "other", timer_storage_path=path))
     try:
         adopted = TimerService(fresh)
-        assert adopted.adopt_mirror() == 2
-        assert adopted.adopt_mirror() == 0
+        assert mirror.adopt(fresh) == 2
+        assert mirror.adopt(fresh) == 0
         assert adopted.get(keep["timer_id"])["next_fire_at"] == keep["next_fire_at"]
         assert adopted.get(gone["timer_id"])["status"] == "cancelled"
     finally:

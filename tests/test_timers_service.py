@@ -1,5 +1,6 @@
 """TimerService details the end-to-end tests pass over: listing, cancel errors, and which mirror entries a
-fresh store adopts (these tests kill mutants mutmut found surviving in baton/timers/service.py)."""
+fresh store adopts (these tests kill mutants mutmut found surviving in baton/timers/service.py, whose
+adoption rules are now in baton/timers/mirror.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from baton.config import Settings
 from baton.errors import TimerError
 from baton.runtime import Runtime
+from baton.timers import mirror
 from baton.timers.schedule import MIN_INTERVAL_SECONDS
 from baton.timers.service import TimerRequest, TimerService
 
@@ -141,12 +143,13 @@ def test_a_fresh_store_adopts_only_well_formed_mirror_entries(service: TimerServ
         ),
         entry(id="tm_done", status="completed", next_fire_at=None, fire_count=1),
     ]
-    path = service.mirror_path
+    path = service.runtime.settings.timer_storage_path
+    assert path is not None
     path.write_text(json.dumps({"version": 1, "timers": [*MALFORMED.values(), *valid, "not an object"]}))
-    assert service.adopt_mirror() == len(valid)
+    assert mirror.adopt(service.runtime) == len(valid)
     adopted = {t["timer_id"]: t for t in service.list()}
     assert set(adopted) == {e["id"] for e in valid}
     assert adopted["tm_offset"]["next_fire_at"] == "2999-01-01T09:00:00.000000+00:00"
     assert adopted["tm_valid"]["fire_count"] == 0 and adopted["tm_done"]["fire_count"] == 1
     assert adopted["tm_interval"]["interval_seconds"] == 60
-    assert service.adopt_mirror() == 0  # already known: nothing twice
+    assert mirror.adopt(service.runtime) == 0  # already known: nothing twice

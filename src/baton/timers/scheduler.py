@@ -15,6 +15,7 @@ import logging
 import anyio
 
 from baton.runtime import Runtime
+from baton.timers import mirror
 from baton.timers.actions import Outcome, run_action
 from baton.timers.schedule import now_utc
 from baton.timers.service import Claim, TimerService
@@ -48,8 +49,8 @@ class Scheduler:
 
     async def run(self) -> None:
         """Adopt and mirror, then fire due timers until cancelled (missed ones first, at start)."""
-        self.service.adopt_mirror()
-        self.service.sync_mirror()
+        mirror.adopt(self.runtime)
+        mirror.sync(self.runtime)
         try:
             while True:
                 self._wake.clear()

@@ -8,7 +8,6 @@ sharing the store each due time is claimed once.
 from __future__ import annotations
 
 import builtins
-import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,26 +17,14 @@ from typing import Any
 from sqlalchemy import exists, insert, select, update
 
 from baton.errors import ArgumentError, TimerError
-from baton.receipts import canonical_json, sha256_hex
-from baton.rows import ListPage, RowShape, Screened, load_json, page_of, raw_json, screen
+from baton.rows import ListPage, page_of, raw_json
 from baton.runtime import Runtime
 from baton.schema import hitl_requests, timers
 from baton.timers import mirror
 from baton.timers.actions import Outcome
 from baton.timers.caps import check_active, check_interval, minimum_interval
-from baton.timers.schedule import (
-    MIN_INTERVAL_SECONDS,
-    format_time,
-    next_after,
-    now_utc,
-    parse_action,
-    parse_schedule,
-    parse_time,
-)
-
-log = logging.getLogger("baton.timers")
-
-STATUSES = ("active", "completed", "cancelled")
+from baton.timers.listing import present, screen_timers
+from baton.timers.schedule import format_time, next_after, now_utc, parse_action, parse_schedule, parse_time
 
 
 @dataclass(frozen=True)
@@ -70,16 +57,11 @@ class Claim:
 
 
 class TimerService:
-    """Owns the ``timers`` table and the JSON mirror; every change is a receipt in the same transaction."""
+    """Owns the ``timers`` table; every change is a receipt in the same transaction, then rewrites the mirror."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.listeners: list[Callable[[], None]] = []
-
-    @property
-    def mirror_path(self) -> Any:
-        """``TIMER_STORAGE_PATH`` or None."""
-        return self.runtime.settings.timer_storage_path
 
     # set / list / cancel --------------------------------------------------------------------------
 
@@ -322,7 +304,7 @@ class TimerService:
                 self.runtime.receipts.append_in(
                     connection, "timer_fired", self._fired_payload(claim, outcome)
                 )
-        self.sync_mirror()
+        mirror.sync(self.runtime)
 
     def _fired_payload(self, claim: Claim, outcome: Outcome) -> dict[str, Any]:
         return {
@@ -343,121 +325,14 @@ class TimerService:
             "detail": outcome.detail,
         }
 
-    # the mirror ------------------------------------------------------------------------------------
-
-    def sync_mirror(self) -> None:
-        """Rewrite ``TIMER_STORAGE_PATH`` from the store (a failure is logged, never raised)."""
-        path = self.mirror_path
-        if path is None:
-            return
-        try:
-            with mirror.locked(path, self.runtime.settings.home / "locks"):
-                with self.runtime.store.read() as connection:
-                    rows = [
-                        dict(row._mapping)
-                        for row in connection.execute(
-                            # a request's escalation steps live and die with the request, not in the mirror
-                            select(timers)
-                            .where(timers.c.request_id.is_(None))
-                            .order_by(timers.c.created_at, timers.c.id)
-                        )
-                    ]
-                mirror.write(path, self.runtime.redactor.value(rows))
-        except OSError:
-            log.exception("could not write the timer mirror at %s", path)
-
-    def adopt_mirror(self) -> int:
-        """Import timers the mirror lists but the store does not know (a fresh store); returns how many."""
-        path = self.mirror_path
-        if path is None:
-            return 0
-        adopted = 0
-        columns = set(timers.c.keys())
-        for entry in mirror.read(path):
-            row = {key: value for key, value in entry.items() if key in columns}
-            if not _adoptable(row):
-                log.warning("skipping a malformed timer in the mirror at %s", path)
-                continue
-            with self.runtime.store.write() as connection:
-                if connection.execute(select(timers.c.id).where(timers.c.id == row["id"])).first():
-                    continue
-                connection.execute(insert(timers).values(**row))
-                self.runtime.receipts.append_in(
-                    connection,
-                    "timer_adopted",
-                    {
-                        "timer_id": row["id"],
-                        "name": row["name"],
-                        "source_sha256": sha256_hex(canonical_json(row)),
-                    },
-                )
-            adopted += 1
-        return adopted
-
     def _changed(self) -> None:
-        self.sync_mirror()
+        mirror.sync(self.runtime)
         self.wake()
 
     def wake(self) -> None:
         """Tell the scheduler to re-plan (a timer was added or changed outside this service)."""
         for listener in self.listeners:
             listener()
-
-
-def present(row: Any) -> dict[str, Any]:
-    """A stored timer as tools and the CLI show it."""
-    last = None
-    if row["last_due_at"]:
-        last = {
-            "due_at": row["last_due_at"],
-            "fired_at": row["last_fired_at"],
-            "fired_by": row["last_fired_by"],
-            "missed": bool(row["last_missed"]),
-            "outcome": row["last_outcome"],
-            "error_class": row["last_error_class"],
-        }
-    return {
-        "timer_id": row["id"],
-        "name": row["name"],
-        "schedule": row["schedule"],
-        "interval_seconds": row["interval_seconds"],
-        "action": row["action"],
-        "status": row["status"],
-        "next_fire_at": row["next_fire_at"],
-        "first_fire_at": row["first_fire_at"],
-        "fire_count": row["fire_count"],
-        "created_at": row["created_at"],
-        "cancelled_at": row["cancelled_at"],
-        "last_firing": last,
-        "agent": row["agent"],
-    }
-
-
-class ListedTimer(RowShape):
-    """What a listed timer must hold (a stored row that does not is skipped, not listed)."""
-
-    timer_id: str
-    name: str
-    schedule: str
-    interval_seconds: float | None
-    action: dict[str, Any]
-    status: str
-    next_fire_at: str | None
-    first_fire_at: str
-    fire_count: int
-    created_at: str
-    cancelled_at: str | None
-
-
-def _listed(row: Any) -> dict[str, Any]:
-    mapping = dict(row._mapping)
-    mapping["action"] = load_json(mapping["action"], "action")
-    return present(mapping)
-
-
-def screen_timers(rows: Any) -> Screened:
-    """Timers as listed, from rows read with the raw ``action``; a corrupted row is skipped with its reason."""
-    return screen(rows, _listed, ListedTimer, id_key="timer_id", raw_id=lambda row: row.id)
 
 
 def _not_found(timer_id: str) -> TimerError:
@@ -474,38 +349,6 @@ def _refuse_cancel(timer_id: str, status: str) -> None:
         timer_id=timer_id,
         status=status,
     )
-
-
-def _adoptable(row: dict[str, Any]) -> bool:
-    required = ("id", "name", "schedule", "action", "status", "first_fire_at", "created_at", "updated_at")
-    if row.get("request_id") is not None:  # an escalation step belongs to a request in some store
-        return False
-    if any(not row.get(key) for key in required) or row["status"] not in STATUSES:
-        return False
-    if row["schedule"] not in ("once", "interval"):
-        return False
-    if row["schedule"] == "interval" and not _is_number_at_least(
-        row.get("interval_seconds"), MIN_INTERVAL_SECONDS
-    ):
-        return False
-    try:
-        parse_action(row["action"])
-        for key in ("first_fire_at", "next_fire_at"):
-            if row.get(key):
-                moment = parse_time(str(row[key]))
-                if moment.tzinfo is None:
-                    return False
-                row[key] = format_time(moment)
-    except (TimerError, ValueError):
-        return False
-    if row["status"] == "active" and not row.get("next_fire_at"):
-        return False
-    row.setdefault("fire_count", 0)
-    return True
-
-
-def _is_number_at_least(value: Any, minimum: float) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and value >= minimum
 
 
 def _request_open(now: datetime) -> Any:
