@@ -27,7 +27,7 @@ def check_store(runtime: Runtime) -> Check:
 
 def check_provider(runtime: Runtime) -> Check:
     """A model provider is configured (no request is made)."""
-    from baton.models import resolve_provider
+    from baton.providers import resolve_provider
 
     try:
         config = resolve_provider(runtime.settings)

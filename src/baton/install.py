@@ -98,7 +98,7 @@ def config_path(client: str, home: Path | None = None, platform: str | None = No
 
 def server_env(provider: str, model: str | None) -> tuple[dict[str, str], list[str]]:
     """The entry's environment (provider and model set, secrets as placeholders) and the names to fill."""
-    from baton.models import DEFAULT_MODELS, PROVIDERS
+    from baton.providers import DEFAULT_MODELS, PROVIDERS
 
     if provider not in PROVIDERS:
         raise ConfigError("provider_unknown", f"--provider must be one of {', '.join(PROVIDERS)}.")

@@ -2,7 +2,7 @@
 importing them at once can see one half-initialized (``ImportError: ... partially initialized module``).
 
 Every pydantic-ai import in baton happens after :func:`load_pydantic_ai` (or :func:`aload_pydantic_ai`),
-or under :data:`IMPORT_LOCK` (a provider's modules, in ``models.build_model``). ``tests/test_lazy_imports``
+or under :data:`IMPORT_LOCK` (a provider's modules, in ``providers.build_model``). ``tests/test_lazy_imports``
 checks that each function-level import does.
 """
 

@@ -76,7 +76,7 @@ class Campaign:
     def _preflight_provider(self) -> None:
         """Refuse to start anything when no model provider could answer (what ``baton doctor`` sees)."""
         from baton.config import load_settings
-        from baton.models import PROVIDERS, resolve_provider
+        from baton.providers import PROVIDERS, resolve_provider
 
         try:
             resolve_provider(load_settings(self.env))
