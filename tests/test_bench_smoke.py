@@ -47,9 +47,11 @@ def test_bench_run_quick_measures_every_benchmark_and_writes_json(tmp_path: Path
     if "skipped" not in governed:  # bubblewrap is there: the loop floor is measured beside the governed call
         assert governed["agent_loop_floor_us"] > 0
         assert governed["governed_call_less_loop_vs_direct"] == pytest.approx(
-            (governed["governed_call_us"] - governed["agent_loop_floor_us"]) / governed["rows"][0]["p50_us"],
-            abs=1e-2,
+            (governed["governed_call_us"] - governed["agent_loop_floor_us"]) / governed["direct_us"], abs=1e-2
         )
+        # the stamped tool round: the tool call is inside baton's share of the round
+        assert 0 < governed["governed_tool_call_us"] < governed["baton_round_us"]
+        assert governed["governed_tool_call_vs_direct"] == governed["targets"][0]["value"]
     assert "mcp_ping" in completed.stdout
 
 
