@@ -8,6 +8,15 @@ and the client library allow without baton. It is measured twice: ``direct`` ove
 httpx transport, ``direct_aiohttp`` over its aiohttp transport (the one baton's model client uses).
 Below both, ``raw``: the same N requests as hand-written HTTP/1.1 on N asyncio sockets, the floor the
 model server itself allows.
+
+CPU: ``cpu_ms_per_subagent`` is the baton process's CPU over N. Two floors are measured beside it, neither
+running baton code: the bare openai client's CPU per request (above), and ``sdk_server_cpu_ms_per_call``,
+the official SDK's low-level ``Server`` (``bench/peers/lowlevel_server.py``, a no-op echo tool, the SDK's
+own stdio transport) answering the same N ``tools/call`` written back to back. Every async spawn is one
+MCP request answered and one model request made, so ``cpu_floor_ms_per_subagent`` (their sum, over aiohttp,
+baton's transport) is what the stack baton is built on costs before baton does anything;
+``cpu_over_floor_ms`` is baton's own share (its store transactions, receipts, budget, the subagent's task,
+and pydantic-ai's model layer over the openai client).
 The model server is ``bench/peers/model_server.py``, asynchronous (uvicorn), so that it is not the
 bottleneck: its floor is compared with the latency too.
 """
@@ -153,6 +162,22 @@ def fan_out(base_url: str, count: int, warm_up: bool = True) -> dict[str, Any]:
     }
 
 
+def sdk_server_cpu_ms(count: int) -> float:
+    """CPU milliseconds per call of the SDK's low-level ``Server`` answering ``count`` ``tools/call`` of a
+    no-op tool written back to back on its stdin (after a warm-up): the MCP half of a spawn's floor."""
+    params = {"name": "echo", "arguments": {"text": "fan-out task"}}
+    with PipeClient(peer_command("lowlevel_server.py"), baton_env(Path("/nonexistent"))) as client:
+        client.initialize()
+        for _ in range(20):
+            client.call("tools/call", params)
+        cpu_before = cpu_ms(client.pid)
+        for _ in range(count):
+            client.send("tools/call", params)
+        for _ in range(count):
+            client.receive()
+        return (cpu_ms(client.pid) - cpu_before) / count
+
+
 def wait_finished(database: Path, expected: int, started: float) -> tuple[float, int]:
     """Poll the store until ``expected`` subagents have finished; seconds since ``started``."""
     while (elapsed := time.perf_counter() - started) < DEADLINE_SECONDS:
@@ -173,6 +198,7 @@ def run(iterations: int) -> dict[str, Any]:
             floor = asyncio.run(raw(base_url, count))
             reference, reference_cpu = asyncio.run(direct(base_url, count))
             over_aiohttp, over_aiohttp_cpu = asyncio.run(direct(base_url, count, "aiohttp"))
+            sdk_cpu = sdk_server_cpu_ms(count)
             row = fan_out(base_url, count, warm_up=iterations > 1)
             row["raw_ms"] = round(floor * 1000, 1)
             row["raw_vs_latency"] = ratio(row["raw_ms"], LATENCY_SECONDS * 1000)
@@ -186,6 +212,10 @@ def run(iterations: int) -> dict[str, Any]:
                 row["cpu_ms_per_subagent"], row["direct_aiohttp_cpu_ms_per_request"]
             )
             row["wall_vs_direct_aiohttp"] = ratio(row["wall_ms"], row["direct_aiohttp_ms"])
+            row["sdk_server_cpu_ms_per_call"] = round(sdk_cpu, 2)
+            floor_cpu = row["direct_aiohttp_cpu_ms_per_request"] + row["sdk_server_cpu_ms_per_call"]
+            row["cpu_floor_ms_per_subagent"] = round(floor_cpu, 2)
+            row["cpu_over_floor_ms"] = round(row["cpu_ms_per_subagent"] - floor_cpu, 2)
             row["wall_vs_latency"] = ratio(row["wall_ms"], LATENCY_SECONDS * 1000)
             row["direct_vs_latency"] = ratio(row["direct_ms"], LATENCY_SECONDS * 1000)
             rows.append(row)
@@ -208,6 +238,12 @@ def run(iterations: int) -> dict[str, Any]:
             ),
             _target("baton's fan-out of 500 <= 1.5x the bare client's", largest, "wall_vs_direct", 1.5),
             _target("baton's CPU per subagent at 500 <= 2 ms", largest, "cpu_ms_per_subagent", 2.0),
+            {
+                "what": "fan-out (reference, no target): the CPU floor of a subagent at 500 without baton code, "
+                "ms: the bare openai client's request (aiohttp) + the SDK low-level Server's tools/call",
+                "value": largest["cpu_floor_ms_per_subagent"] if largest["n"] == SIZES[-1] else None,
+                "met": None,
+            },
         ],
     }
 

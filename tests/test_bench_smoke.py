@@ -42,7 +42,12 @@ def test_bench_run_quick_measures_every_benchmark_and_writes_json(tmp_path: Path
     ping_target = next(t for t in benchmarks["stdio_roundtrip"]["targets"] if "mcp_ping" in t["what"])
     assert ping_target["value"] == baton["p50_vs_mcpserver"]
     assert baton["p50_vs_floor"] > 0
-    assert benchmarks["fanout"]["rows"][0]["failed"] == 0
+    fanout = benchmarks["fanout"]["rows"][0]
+    assert fanout["failed"] == 0
+    # the stack's CPU floor is the bare model client's request plus the SDK server's tools/call, both measured
+    assert fanout["cpu_floor_ms_per_subagent"] == pytest.approx(
+        fanout["direct_aiohttp_cpu_ms_per_request"] + fanout["sdk_server_cpu_ms_per_call"], abs=0.011
+    )
     governed = benchmarks["subagent_tools"]
     if "skipped" not in governed:  # bubblewrap is there: the loop floor is measured beside the governed call
         assert governed["agent_loop_floor_us"] > 0
