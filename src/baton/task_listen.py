@@ -9,7 +9,7 @@ gets ``-32021``, as the extension requires. baton publishes no list-change event
 with a gateway promotion, which clients pick up at their next ``tools/list``), so the other filter kinds are
 never honored and the ``listChanged`` capabilities stay false.
 
-Changes are seen at once when this process changed the task (:meth:`baton.tasks.TaskStore.set` wakes the
+Changes are seen at once when this process changed the task (:meth:`baton.task_store.TaskStore.set` wakes the
 streams) and within :data:`POLL_SECONDS` when another replica, or a decision on the human request a task
 waits on, changed it.
 """
@@ -82,7 +82,7 @@ class ListenHandler:
     async def _serve(self, ctx: Any, task_ids: list[str] | None) -> types.SubscriptionsListenResult:
         from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 
-        from baton.tasks import TERMINAL
+        from baton.task_store import TERMINAL
 
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
         store = await self.extension.store()
@@ -117,7 +117,7 @@ class ListenHandler:
 
     @staticmethod
     async def _notify(ctx: Any, row: dict[str, Any], meta: dict[str, Any]) -> None:
-        from baton.tasks import wire
+        from baton.task_store import wire
 
         params = {**wire(row), "_meta": meta}
         notification = types.Notification[dict[str, Any], str](method=NOTIFICATION_METHOD, params=params)

@@ -5,9 +5,10 @@ When a 2026-07-28 client declares the extension on a ``tools/call``, baton answe
 ``mcp_send_message_to_subagent``, governed adapter tools that need an approval) with a ``CreateTaskResult`` and runs the call in the background. The
 client polls ``tasks/get``, answers ``inputRequests`` with ``tasks/update`` and may ``tasks/cancel``.
 
-Task state lives in the store (``mcp_tasks``), so ``tasks/get`` answers from any replica and after a
-restart. A task that waits for a human is also derived from its request: when the request is decided or
-expires, any replica completes the task from it, even if the process that ran the call is gone.
+Task state lives in the store (``mcp_tasks``, :mod:`baton.task_store`), so ``tasks/get`` answers from any
+replica and after a restart. A task that waits for a human is also derived from its request: when the
+request is decided or expires, any replica completes the task from it, even if the process that ran the
+call is gone.
 
 Each task belongs to the agent that created it (``baton.agents.current_agent``): ``tasks/get``,
 ``tasks/update`` and ``tasks/cancel`` on another agent's task answer exactly as for an unknown id.
@@ -25,27 +26,22 @@ keep progress notifications and ``mcp_wait_for_request``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import anyio
 from mcp.server.extension import Extension, MethodBinding
 from pydantic import BaseModel, ConfigDict, Field
 
+from baton.task_store import TERMINAL, TaskHandle, TaskStore, wire
+
 if TYPE_CHECKING:
-    from baton.runtime import Runtime
     from baton.server import RegistryLoader
 
 log = logging.getLogger("baton.tasks")
 
 EXTENSION_ID = "io.modelcontextprotocol/tasks"
-TERMINAL = ("completed", "failed", "cancelled")
-TASK_TTL_SECONDS = 7 * 86_400
-POLL_INTERVAL_MS = 1000
 #: Tools that become tasks for a declaring client (sync spawns only; see :func:`wants_task`).
 TASK_TOOLS = frozenset(
     {
@@ -73,144 +69,6 @@ class UpdateParams(TaskIdParams):
     """``tasks/update`` params."""
 
     input_responses: dict[str, Any] = Field(alias="inputResponses")
-
-
-class Changed:
-    """A level flag a listen stream waits on; set whenever this process changes a task."""
-
-    def __init__(self) -> None:
-        self._event = anyio.Event()
-
-    def set(self) -> None:
-        """Wake the waiter."""
-        self._event.set()
-
-    def clear(self) -> None:
-        """Re-arm after a wakeup."""
-        if self._event.is_set():
-            self._event = anyio.Event()
-
-    async def wait(self) -> None:
-        """Until the next change (the caller bounds it with a poll interval)."""
-        await self._event.wait()
-
-
-class TaskStore:
-    """The durable task rows; a terminal status is never overwritten (the first terminal state wins)."""
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self._watchers: set[Changed] = set()
-
-    @contextlib.contextmanager
-    def watch(self) -> Iterator[Changed]:
-        """A flag set at every task change made by this process, for as long as the block runs."""
-        changed = Changed()
-        self._watchers.add(changed)
-        try:
-            yield changed
-        finally:
-            self._watchers.discard(changed)
-
-    def _wake(self) -> None:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # a worker thread: the watchers' poll sees the change
-            return
-        for changed in list(self._watchers):
-            changed.set()
-
-    def create(self, tool: str, agent: str | None = None) -> dict[str, Any]:
-        """A new ``working`` task of ``agent``, committed before its id is returned to anyone."""
-        from sqlalchemy import insert
-
-        from baton.canonical import iso
-        from baton.schema import mcp_tasks
-
-        now = time.time()
-        task_id = f"task_{uuid.uuid4().hex}"
-        with self.runtime.store.write() as connection:
-            connection.execute(
-                insert(mcp_tasks).values(
-                    id=task_id,
-                    tool=tool,
-                    status="working",
-                    owner=self.runtime.instance_id,
-                    created_at=iso(now),
-                    last_updated_at=iso(now),
-                    expires_epoch=now + TASK_TTL_SECONDS,
-                    agent=agent,
-                )
-            )
-        row = self.get(task_id)
-        assert row is not None
-        return row
-
-    def get(self, task_id: str) -> dict[str, Any] | None:
-        """The task's row as a dict, or None."""
-        from sqlalchemy import select
-
-        from baton.schema import mcp_tasks
-
-        with self.runtime.store.read() as connection:
-            row = connection.execute(select(mcp_tasks).where(mcp_tasks.c.id == task_id)).first()
-        return dict(row._mapping) if row is not None else None
-
-    def set(self, task_id: str, **values: Any) -> bool:
-        """Update a non-terminal task; False when it already ended (the update is dropped)."""
-        from sqlalchemy import update
-
-        from baton.canonical import iso
-        from baton.schema import mcp_tasks
-
-        with self.runtime.store.write() as connection:
-            result = connection.execute(
-                update(mcp_tasks)
-                .where(mcp_tasks.c.id == task_id, mcp_tasks.c.status.not_in(TERMINAL))
-                .values(**values, last_updated_at=iso(time.time()))
-            )
-        if result.rowcount == 1:
-            self._wake()
-        return bool(result.rowcount == 1)
-
-
-def wire(row: dict[str, Any]) -> dict[str, Any]:
-    """A row as the extension's ``DetailedTask``."""
-    task: dict[str, Any] = {
-        "taskId": row["id"],
-        "status": row["status"],
-        "createdAt": row["created_at"],
-        "lastUpdatedAt": row["last_updated_at"],
-        "ttlMs": TASK_TTL_SECONDS * 1000,
-        "pollIntervalMs": POLL_INTERVAL_MS,
-    }
-    if row["status_message"]:
-        task["statusMessage"] = row["status_message"]
-    if row["status"] == "input_required":
-        task["inputRequests"] = row["input_requests"] or {}
-    if row["status"] == "completed":
-        task["result"] = row["result"]
-    if row["status"] == "failed":
-        task["error"] = row["error"]
-    return task
-
-
-class TaskHandle:
-    """What a tool running as a task may tell it: the request it waits on, input it needs from the client."""
-
-    def __init__(self, store: TaskStore, task_id: str) -> None:
-        self.store = store
-        self.task_id = task_id
-
-    def waiting_for(self, request_id: str) -> None:
-        """The task now waits on this human-in-the-loop request."""
-        self.store.set(
-            self.task_id, request_id=request_id, status_message=f"Waiting for a human ({request_id})."
-        )
-
-    def needs_input(self, input_requests: dict[str, Any]) -> None:
-        """Surface client requests (an elicitation) on ``tasks/get`` until ``tasks/update`` answers them."""
-        self.store.set(self.task_id, status="input_required", input_requests=input_requests)
 
 
 def client_declared(ctx: Any) -> bool:

@@ -96,7 +96,8 @@ class CallContext:
     #: A multi-round-trip retry's client answers (``inputResponses``) and verified ``requestState``.
     input_responses: dict[str, Any] | None = None
     request_state: str | None = None
-    #: When the call runs as an MCP task (``baton.tasks.TaskHandle``): what it waits on, what input it needs.
+    #: When the call runs as an MCP task (``baton.task_store.TaskHandle``): what it waits on, what input
+    #: it needs.
     task: Any = None
     #: The agent behind the call (:func:`baton.agents.current_agent`); what it may see and act on.
     agent: Caller = field(default_factory=lambda: Caller(STDIO_FALLBACK))
