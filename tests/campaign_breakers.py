@@ -148,14 +148,21 @@ def _adapters() -> None:
 
 def _governed_approval() -> None:
     """A subagent's gated tool call goes upstream without asking anyone."""
-    from baton.gateway.proxy import GatewayProxy
+    from baton.gateway import call_approval
 
     async def waved_through(
-        self: Any, adapter: Any, tool: str, arguments: Any, context: Any
+        runtime: Any,
+        consumed: Any,
+        adapter: Any,
+        tool: str,
+        proxied_name: str,
+        arguments: Any,
+        context: Any,
+        asked: int = 0,
     ) -> dict[str, Any]:
         return {"request_id": None, "arguments_sha256": None}
 
-    GatewayProxy._approve = waved_through  # type: ignore[method-assign]
+    call_approval.approve = waved_through
 
 
 BREAKERS = {

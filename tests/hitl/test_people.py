@@ -213,8 +213,8 @@ def test_without_people_or_an_admin_token_inbox_login_is_off_and_says_why(
 
 
 def test_gateway_policies_set_quorum_and_step_up_per_tool_and_per_risk() -> None:
+    from baton.gateway.call_approval import needs_step_up
     from baton.gateway.policy_files import parse_policy
-    from baton.gateway.proxy import needs_step_up
     from tests.gateway.test_policy import error_class_of, valid_document
 
     document = valid_document()

@@ -1,11 +1,11 @@
 """The proxy: every live adapter's allowed tools as ``{adapter_id}__{tool}``, deny by default.
 
 Listing reads the pinned schemas from the policy's replay receipt (no upstream starts); a call goes
-through the policy (denied → ``tool_denied``), an approval when the tool needs one, then the upstream
-(:class:`~baton.gateway.upstream.Upstream`), and always ends in a ``gateway_call`` receipt. A governed
-subagent's tool call takes the same :meth:`GatewayProxy.call` (through the same ``ToolRegistry.call``);
-its ``CallContext.on_behalf`` names the subagent in the approval request and links the receipt to the
-spawn and to the model call that asked.
+through the policy (denied → ``tool_denied``), an approval when the tool needs one
+(:mod:`~baton.gateway.call_approval`), then the upstream (:class:`~baton.gateway.upstream.Upstream`),
+and always ends in a ``gateway_call`` receipt. A governed subagent's tool call takes the same
+:meth:`GatewayProxy.call` (through the same ``ToolRegistry.call``); its ``CallContext.on_behalf`` names
+the subagent in the approval request and links the receipt to the spawn and to the model call that asked.
 """
 
 from __future__ import annotations
@@ -17,15 +17,13 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from sqlalchemy import desc, select
 
-from baton.errors import BatonError, GatewayError, HitlError
-from baton.gateway import promotion, state
+from baton.errors import BatonError, GatewayError
+from baton.gateway import call_approval, promotion, state
 from baton.gateway.cedar_policy import check_call
 from baton.gateway.promotion import LiveAdapter
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
-from baton.schema import receipts
 from baton.toolkit import CallContext, DynamicTools, OnBehalf
 
 log = logging.getLogger("baton.gateway")
@@ -173,8 +171,17 @@ class GatewayProxy(DynamicTools):
                     "reasons": decision.reasons,
                 }
             if tool in adapter.policy.tools.approval_required or decision.effect == "approval":
-                approval = await self._approve(adapter, tool, frozen, context, decision.approvals)
-                self._still_valid(approval, frozen, context)
+                approval = await call_approval.approve(
+                    self.runtime,
+                    self._consumed,
+                    adapter,
+                    tool,
+                    f"{adapter.id}{SEPARATOR}{tool}",
+                    frozen,
+                    context,
+                    decision.approvals,
+                )
+                call_approval.still_valid(self.runtime, approval, frozen, context)
             result = await self._forward(adapter, tool, frozen, context)
             outcome = {"success": result["success"], "error_class": result.get("error_class")}
             return {**result, **({"approval": approval} if approval else {})}
@@ -250,129 +257,6 @@ class GatewayProxy(DynamicTools):
             raise GatewayError(
                 adapter.block.error_class, adapter.block.message, adapter_id=adapter.id, blocked=True
             )
-
-    async def _approve(
-        self, adapter: Adapter, tool: str, arguments: dict[str, Any], context: CallContext, asked: int = 0
-    ) -> dict[str, Any]:
-        """A single-use HITL approval bound to sha256(canonical arguments); raises unless approved.
-
-        ``asked`` is the call policy's ``@approvals("N")``: the request needs the larger of it and the TOML's
-        ``tools.required_approvals`` distinct people, and one above the operator's cap refuses the call
-        rather than letting fewer approve it."""
-        from baton.hitl.broker import get_broker
-        from baton.hitl.records import NewRequest
-        from baton.hitl.tools import asked_from, wait_for_outcome
-
-        digest = sha256_hex(canonical_json(arguments))
-        broker = get_broker(self.runtime)
-        message = f"Allow adapter {adapter.id} to run its tool {tool} with exactly these arguments?"
-        request_context: dict[str, Any] = {
-            "adapter_id": adapter.id,
-            "tool": tool,
-            "arguments": arguments,
-            "arguments_sha256": digest,
-        }
-        on_behalf = context.on_behalf
-        if on_behalf is not None:
-            message = (
-                f"Subagent {on_behalf.subagent_id} (spawned by {on_behalf.parent_agent}) asks: allow adapter "
-                f"{adapter.id} to run its tool {tool} with exactly these arguments?"
-            )
-            request_context["subagent_id"] = on_behalf.subagent_id
-            request_context["parent_agent"] = on_behalf.parent_agent
-        tools = adapter.policy.tools
-        required = required_approvals(self.runtime, adapter, tool, asked)
-        new = NewRequest(
-            "approval",
-            message,
-            request_context,
-            tools.approval_timeout_seconds,
-            required_approvals=required,
-            step_up=needs_step_up(self.runtime.settings.baton_hitl_step_up_risk, adapter.policy, tool),
-            arguments_sha256=digest,
-            agent=context.agent.name,
-            provenance={
-                **(asked_from(context) or {}),
-                "adapter_id": adapter.id,
-                "tool": tool,
-                "risk_class": adapter.policy.adapter.risk_class,
-                "annotations": (adapter.definitions.get(tool) or {}).get("annotations") or {},
-            },
-        )
-        view = await broker.create(new)
-        if on_behalf is not None and on_behalf.waiting is not None:
-            on_behalf.waiting(view["request_id"])
-        try:
-            decided = await wait_for_outcome(broker, view, context, None, time.time())
-        except BaseException:
-            if on_behalf is not None:  # the subagent was cancelled: nobody will act on a decision
-                broker.withdraw(view["request_id"], f"subagent {on_behalf.subagent_id} was cancelled")
-            raise
-        finally:
-            if on_behalf is not None and on_behalf.waiting is not None:
-                on_behalf.waiting(None)
-        request_id = view["request_id"]
-        if request_id in self._consumed:
-            raise HitlError(
-                "approval_denied", f"The approval {request_id} was already used.", request_id=request_id
-            )
-        self._consumed.add(request_id)
-        approval = {
-            "request_id": request_id,
-            "arguments_sha256": digest,
-            **self._decision_receipt(request_id),
-        }
-        if not decided.get("approved"):
-            raise HitlError(
-                "approval_denied",
-                f"The human rejected {adapter.id}{SEPARATOR}{tool}; nothing was sent upstream.",
-                request_id=request_id,
-                admin_notes=decided.get("admin_notes"),
-                approval=approval,
-            )
-        return approval
-
-    def _still_valid(self, approval: dict[str, Any], arguments: dict[str, Any], context: CallContext) -> None:
-        """Re-read the approval from the store just before the upstream call: it must still be an explicit
-        approval, decided before it expired, of this agent's request for exactly these arguments."""
-        from datetime import datetime
-
-        from baton.hitl.broker import get_broker
-
-        request_id = approval["request_id"]
-        view = get_broker(self.runtime).get(request_id)
-        request_context = view.get("context") or {}
-        digest = sha256_hex(canonical_json(arguments))
-        decided_in_time = bool(view["responded_at"]) and datetime.fromisoformat(
-            view["responded_at"]
-        ) < datetime.fromisoformat(view["expires_at"])
-        checks = {
-            "approved": view["status"] == "approved" and view["approved"] is True,
-            "arguments": request_context.get("arguments_sha256") == digest == approval["arguments_sha256"],
-            "in_time": decided_in_time,
-            "agent": context.agent.owns(view.get("agent")),
-        }
-        failed = sorted(name for name, ok in checks.items() if not ok)
-        if failed:
-            raise HitlError(
-                "approval_denied",
-                f"The approval {request_id} is not valid for this call ({', '.join(failed)}); nothing was sent "
-                "upstream.",
-                request_id=request_id,
-                failed_checks=failed,
-            )
-
-    def _decision_receipt(self, request_id: str) -> dict[str, Any]:
-        """seq and sha256 of the ``hitl_decided`` receipt of ``request_id``."""
-        query = select(receipts.c.seq, receipts.c.sha256, receipts.c.payload).where(
-            receipts.c.kind == "hitl_decided"
-        )
-        with self.runtime.store.read() as connection:
-            for seq, sha, payload in connection.execute(query.order_by(desc(receipts.c.seq)).limit(200)):
-                data = payload if isinstance(payload, dict) else json.loads(payload)
-                if data.get("request_id") == request_id:
-                    return {"decision_receipt_seq": seq, "decision_receipt_sha256": sha}
-        return {"decision_receipt_seq": None, "decision_receipt_sha256": None}
 
     async def _forward(
         self, adapter: Adapter, tool: str, arguments: dict[str, Any], context: CallContext
@@ -462,27 +346,3 @@ def envelope(adapter_id: str, tool: str, result: Any) -> dict[str, Any]:
     if result.is_error:
         value.update(error_class="mcp_upstream_tool_error", error=text[:2000] or "The upstream tool failed.")
     return value
-
-
-def required_approvals(runtime: Runtime, adapter: Adapter, tool: str, asked: int) -> int | None:
-    """How many distinct people approve a call: the most of the call policy's and the TOML's numbers."""
-    configured = adapter.policy.tools.required_approvals.get(tool)
-    needed = max(configured or 1, asked)
-    cap = runtime.settings.baton_hitl_max_required_approvals
-    if needed > cap:
-        raise GatewayError(
-            "gateway_policy_error",
-            f"The policy of adapter {adapter.id} asks {needed} approvals for {tool}, above the operator's cap "
-            f"(BATON_HITL_MAX_REQUIRED_APPROVALS={cap}); the call is refused rather than approved by fewer.",
-            adapter_id=adapter.id,
-            tool=tool,
-            required_approvals=needed,
-        )
-    return needed if needed > 1 else configured
-
-
-def needs_step_up(risk_classes: str | None, policy: Any, tool: str) -> bool:
-    """Whether approving a call of ``tool`` needs a passkey step-up: the policy lists the tool under
-    ``tools.step_up``, or the adapter's ``risk_class`` is one of BATON_HITL_STEP_UP_RISK (e.g. ``high``)."""
-    classes = {part.strip() for part in (risk_classes or "").split(",") if part.strip()}
-    return tool in policy.tools.step_up or policy.adapter.risk_class in classes
