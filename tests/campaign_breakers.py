@@ -147,7 +147,8 @@ def _adapters() -> None:
 
 
 def _governed_approval() -> None:
-    """A subagent's gated tool call goes upstream without asking anyone."""
+    """A subagent's gated tool call goes upstream without asking anyone: no approval is asked for, and
+    the check that a granted approval still holds passes whatever it is given."""
     from baton.gateway import call_approval
 
     async def waved_through(
@@ -162,7 +163,11 @@ def _governed_approval() -> None:
     ) -> dict[str, Any]:
         return {"request_id": None, "arguments_sha256": None}
 
+    def still_holds(runtime: Any, approval: Any, arguments: Any, context: Any) -> None:
+        return None
+
     call_approval.approve = waved_through
+    call_approval.still_valid = still_holds
 
 
 BREAKERS = {

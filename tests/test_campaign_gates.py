@@ -72,6 +72,13 @@ def test_a_broken_capability_turns_its_gate_false(
         monkeypatch.setattr("baton.campaign.cases.CASE_GUARD_SECONDS", 30.0)
     summary = run_broken(capability, baton_env, fake_llm, tmp_path)
     assert summary["gates"][gate] is False, summary["gates"]
+    if capability == "governed_approval":  # the gated call really went upstream, and nobody was asked
+        chain = json.loads((tmp_path / "validation" / "broken" / "receipts_chain.json").read_text())
+        transfers = [
+            r["payload"] for r in chain if r["kind"] == "gateway_call" and r["payload"]["tool"] == "transfer"
+        ]
+        assert transfers, chain
+        assert all(p["success"] and not (p.get("approval") or {}).get("request_id") for p in transfers)
     assert summary["status"] == "failed"
     # one capability broken turns one core gate false, not all of them (each gate reads its own evidence)
     core = {"receipt_chain_verifies", "no_secret_in_bundle", "real_mcp_catalog_has_required_primitives"}
