@@ -239,8 +239,8 @@ def run(iterations: int) -> dict[str, Any]:
             _target("baton's fan-out of 500 <= 1.5x the bare client's", largest, "wall_vs_direct", 1.5),
             _target("baton's CPU per subagent at 500 <= 2 ms", largest, "cpu_ms_per_subagent", 2.0),
             {
-                "what": "fan-out (reference, no target): the CPU floor of a subagent at 500 without baton code, "
-                "ms: the bare openai client's request (aiohttp) + the SDK low-level Server's tools/call",
+                "what": "fan-out (reference, no target): the CPU floor of a subagent at 500 without baton "
+                "code, ms: the bare openai client's request (aiohttp) + the SDK low-level Server's tools/call",
                 "value": largest["cpu_floor_ms_per_subagent"] if largest["n"] == SIZES[-1] else None,
                 "met": None,
             },

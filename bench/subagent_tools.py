@@ -157,7 +157,7 @@ def run(iterations: int) -> dict[str, Any]:
         **summarize([span["tool"] for span in spans]),
     }
     baton_round = {
-        "server": "baton's share of the tool round (model call recorded, tool call, next model call prepared)",
+        "server": "baton's share of the tool round (model call recorded, tool call, next call prepared)",
         **summarize([span["baton"] for span in spans]),
     }
     steps = {"server": "pydantic-ai's loop steps in the round", **summarize([span["loop"] for span in spans])}
@@ -201,8 +201,8 @@ def run(iterations: int) -> dict[str, Any]:
                 "met": tool_value <= TARGET if tool_value is not None else None,
             },
             {
-                "what": "subagent tools (reference, no target): baton's whole share of a tool round (the model "
-                "call that asked recorded, the tool call, the next model call prepared), in direct calls",
+                "what": "subagent tools (reference, no target): baton's whole share of a tool round (the "
+                "model call that asked recorded, the tool call, the next model call prepared), in direct calls",
                 "value": baton_round["p50_vs_direct"],
                 "met": None,
             },

@@ -69,7 +69,8 @@ def install(path: str) -> None:
     record: list[tuple[str, int]] = []
     model, toolset = governed.governed_model_class(), governed.governed_toolset_class()  # cached: baton's own
     model.request = stamped(model.request, "governed_model", record)
-    OpenAIChatModel.request = stamped(OpenAIChatModel.request, "provider_model", record)  # type: ignore[method-assign]
+    provider_request = stamped(OpenAIChatModel.request, "provider_model", record)
+    OpenAIChatModel.request = provider_request  # type: ignore[method-assign]
     toolset.call_tool = stamped(toolset.call_tool, "tool", record)
     turn = stamped(runner.SubagentRunner._governed_turn, "turn", record)
 

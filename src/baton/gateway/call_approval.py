@@ -1,4 +1,5 @@
-"""The single-use, argument-bound human approval a risky gateway call waits for, and the checks that it still holds."""
+"""The single-use, argument-bound human approval a risky gateway call waits for, and the check that it
+still holds just before the upstream call."""
 
 from __future__ import annotations
 
