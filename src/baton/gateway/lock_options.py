@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from baton.errors import GatewayError
 from baton.gateway.policy import ENV_NAME_PATTERN, Mount, Policy, RuntimeSpec, host_variable_may_be_given
+from baton.gateway.policy_files import validation_failure
 
 #: A variable whose name says it holds a secret is taken only by reference to a host variable.
 CREDENTIAL_NAME = re.compile(r"(?:TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|PRIVATE_KEY|CREDENTIAL|AUTH)", re.I)
@@ -125,11 +126,5 @@ def apply_options(policy: Policy, options: LockOptions) -> Policy:
     try:
         runtime = RuntimeSpec.model_validate({**current, **update})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise GatewayError(
-            "adapter_policy_invalid",
-            f"The policy fails validation at runtime.{where}: {first['msg']}.",
-            field=f"runtime.{where}",
-        ) from None
+        raise validation_failure(exc, "The policy", at="runtime.") from None
     return policy.model_copy(update={"runtime": runtime})

@@ -24,6 +24,18 @@ REQUIRED_ISOLATION: dict[str, Any] = {
 }
 
 
+def validation_failure(exc: ValidationError, subject: str, at: str = "") -> GatewayError:
+    """``adapter_policy_invalid`` for a policy (or the part of one under ``at``, e.g. ``runtime.``) that
+    fails validation, naming the first failing field."""
+    first = exc.errors()[0]
+    where = at + ".".join(str(part) for part in first["loc"])
+    return GatewayError(
+        "adapter_policy_invalid",
+        f"{subject} fails validation at {where or 'the top level'}: {first['msg']}.",
+        field=where,
+    )
+
+
 def parse_policy(raw: dict[str, Any], *, now: datetime | None = None, check_expiry: bool = True) -> Policy:
     """Validate a policy document; raises the most specific error class for the first failure."""
     runtime = raw.get("runtime")
@@ -53,13 +65,7 @@ def parse_policy(raw: dict[str, Any], *, now: datetime | None = None, check_expi
     try:
         policy = Policy.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise GatewayError(
-            "adapter_policy_invalid",
-            f"The adapter policy fails validation at {where or 'the top level'}: {first['msg']}.",
-            field=where,
-        ) from None
+        raise validation_failure(exc, "The adapter policy") from None
     if check_expiry and policy.adapter.expires() <= (now or datetime.now(UTC)):
         raise GatewayError(
             "adapter_policy_expired",
