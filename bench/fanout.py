@@ -16,7 +16,10 @@ own stdio transport) answering the same N ``tools/call`` written back to back. E
 MCP request answered and one model request made, so ``cpu_floor_ms_per_subagent`` (their sum, over aiohttp,
 baton's transport) is what the stack baton is built on costs before baton does anything;
 ``cpu_over_floor_ms`` is baton's own share (its store transactions, receipts, budget, the subagent's task,
-and pydantic-ai's model layer over the openai client).
+and pydantic-ai's model layer over the openai client). Inside the client's floor, ``openai_transform_ms``
+is one step timed alone: the SDK walking a request's parameters against their TypedDict annotations
+(``async_maybe_transform``, a private helper of the SDK; not measured when a release drops it) for a
+subagent's first turn, a system and a user message.
 The model server is ``bench/peers/model_server.py``, asynchronous (uvicorn), so that it is not the
 bottleneck: its floor is compared with the latency too.
 """
@@ -178,6 +181,28 @@ def sdk_server_cpu_ms(count: int) -> float:
         return (cpu_ms(client.pid) - cpu_before) / count
 
 
+def openai_transform_ms(count: int = 500) -> float | None:
+    """CPU milliseconds per request of the openai SDK's request-body transform alone, on the body of a
+    subagent's first turn (``None`` when the SDK no longer has the helper)."""
+    try:
+        from openai._utils._transform import async_maybe_transform
+        from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
+    except ImportError:
+        return None
+    system = "You are a subagent. Answer the task you are given."
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": "fan-out task 1"}]
+    body = {"model": "fake-model", "messages": messages, "max_completion_tokens": 1024, "stream": False}
+
+    async def transform_all() -> float:
+        await async_maybe_transform(body, CompletionCreateParamsNonStreaming)
+        started = time.process_time()
+        for _ in range(count):
+            await async_maybe_transform(body, CompletionCreateParamsNonStreaming)
+        return (time.process_time() - started) * 1000 / count
+
+    return asyncio.run(transform_all())
+
+
 def wait_finished(database: Path, expected: int, started: float) -> tuple[float, int]:
     """Poll the store until ``expected`` subagents have finished; seconds since ``started``."""
     while (elapsed := time.perf_counter() - started) < DEADLINE_SECONDS:
@@ -199,6 +224,7 @@ def run(iterations: int) -> dict[str, Any]:
             reference, reference_cpu = asyncio.run(direct(base_url, count))
             over_aiohttp, over_aiohttp_cpu = asyncio.run(direct(base_url, count, "aiohttp"))
             sdk_cpu = sdk_server_cpu_ms(count)
+            transform = openai_transform_ms()
             row = fan_out(base_url, count, warm_up=iterations > 1)
             row["raw_ms"] = round(floor * 1000, 1)
             row["raw_vs_latency"] = ratio(row["raw_ms"], LATENCY_SECONDS * 1000)
@@ -216,6 +242,7 @@ def run(iterations: int) -> dict[str, Any]:
             floor_cpu = row["direct_aiohttp_cpu_ms_per_request"] + row["sdk_server_cpu_ms_per_call"]
             row["cpu_floor_ms_per_subagent"] = round(floor_cpu, 2)
             row["cpu_over_floor_ms"] = round(row["cpu_ms_per_subagent"] - floor_cpu, 2)
+            row["openai_transform_ms"] = None if transform is None else round(transform, 3)
             row["wall_vs_latency"] = ratio(row["wall_ms"], LATENCY_SECONDS * 1000)
             row["direct_vs_latency"] = ratio(row["direct_ms"], LATENCY_SECONDS * 1000)
             rows.append(row)
@@ -242,6 +269,12 @@ def run(iterations: int) -> dict[str, Any]:
                 "what": "fan-out (reference, no target): the CPU floor of a subagent at 500 without baton "
                 "code, ms: the bare openai client's request (aiohttp) + the SDK low-level Server's tools/call",
                 "value": largest["cpu_floor_ms_per_subagent"] if largest["n"] == SIZES[-1] else None,
+                "met": None,
+            },
+            {
+                "what": "fan-out (reference, no target): of the bare client's request, the openai SDK's "
+                "request-body transform alone, ms",
+                "value": largest["openai_transform_ms"] if largest["n"] == SIZES[-1] else None,
                 "met": None,
             },
         ],

@@ -48,6 +48,8 @@ def test_bench_run_quick_measures_every_benchmark_and_writes_json(tmp_path: Path
     assert fanout["cpu_floor_ms_per_subagent"] == pytest.approx(
         fanout["direct_aiohttp_cpu_ms_per_request"] + fanout["sdk_server_cpu_ms_per_call"], abs=0.011
     )
+    # one step inside the client's floor, timed alone (None only when the SDK drops its private helper)
+    assert fanout["openai_transform_ms"] is None or fanout["openai_transform_ms"] > 0
     governed = benchmarks["subagent_tools"]
     if "skipped" not in governed:  # bubblewrap is there: the loop floor is measured beside the governed call
         assert governed["agent_loop_floor_us"] > 0
