@@ -6,7 +6,8 @@
 #
 # MODULE is a path under src/baton without .py (hitl/broker, hitl/pending_page, timers/service,
 # timers/mirror, timers/listing, receipts, gateway/proxy, gateway/call_approval, gateway/upstream,
-# redaction); without TEST_PATHs the module's default tests below are used.
+# subagents/turns, subagents/messaging, redaction); without TEST_PATHs the module's default tests below are
+# used.
 # The run happens in a copy of the tracked files (under ${MUTATION_DIR:-/tmp/baton-mutation}/MODULE),
 # so the work tree is never touched; run `mutmut show NAME` in that directory to read a survivor.
 # MUTANTS='GLOB ...' runs only the mutants whose names match (mutmut's fnmatch globs), e.g. a sample of a
@@ -28,6 +29,9 @@ if [ $# -eq 0 ]; then
     timers/mirror) set -- tests/test_timers_core.py tests/test_timers_service.py ;;
     timers/listing) set -- tests/test_timers_core.py tests/test_timers_service.py tests/test_corrupted_rows.py ;;
     gateway/proxy | gateway/call_approval | gateway/upstream) set -- tests/gateway/test_runtime_proxy.py ;;
+    subagents/turns) set -- tests/test_subagents_runner.py tests/test_cost_budgets.py tests/test_subagent_bounds.py \
+      tests/test_subagent_tools.py ;;
+    subagents/messaging) set -- tests/test_subagents_runner.py tests/test_cost_budgets.py tests/test_subagent_tools.py ;;
     *) echo "no default tests for $module; name them" >&2; exit 2 ;;
   esac
 fi

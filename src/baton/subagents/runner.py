@@ -1,42 +1,34 @@
 """The subagent lifecycle: spawn (sync or async), message, cancel, and the tasks running their turns.
 
-The runner owns the in-process side (the tasks, the sync waits) and delegates the rest: a spawn's checks,
-context, stored row and answer to :mod:`~baton.subagents.spawning`, the read side to
-:mod:`~baton.subagents.queries`, the budget and usage to :mod:`~baton.subagents.spend`, the store side of a
-cancel to :mod:`~baton.subagents.cancellation`, and orphans and leases to :mod:`~baton.subagents.recovery`.
+The runner owns the in-process side (the tasks, the sync waits, the spawns it knows) and delegates the rest:
+a spawn's checks, context, stored row and answer to :mod:`~baton.subagents.spawning`, a follow-up message's
+checks, stored turn and answer to :mod:`~baton.subagents.messaging`, a turn's model work, answer and failed
+or cancelled end to :mod:`~baton.subagents.turns`, the read side to :mod:`~baton.subagents.queries`, the
+budget and usage to :mod:`~baton.subagents.spend`, the store side of a cancel to
+:mod:`~baton.subagents.cancellation`, and orphans and leases to :mod:`~baton.subagents.recovery`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import select, update
-
 from baton.errors import BatonError, SubagentError
 from baton.leases import RENEW_SECONDS, owner_is_gone
 from baton.models import ChatTurn, ModelClient, ModelReply
-from baton.pydantic_ai_imports import aload_pydantic_ai
-from baton.receipts import utc_now
 from baton.rows import ListPage
 from baton.runtime import Runtime
-from baton.schema import receipts, subagents
-from baton.subagents import cancellation, queries, recovery, spawning, table
-from baton.subagents.context import PrivacyFilter, subagent_system_prompt
-from baton.subagents.governed import GovernedLoop, TurnLinks
+from baton.subagents import cancellation, messaging, queries, recovery, spawning, table, turns
+from baton.subagents.context import PrivacyFilter
+from baton.subagents.governed import GovernedLoop
 from baton.subagents.spawning import SpawnRequest
-from baton.subagents.spend import check_subagent_budget, usage
-from baton.subagents.states import ACTIVE, TERMINAL, Status
 from baton.toolkit import ToolRegistry
 
 #: SpawnRequest lives with the spawn's steps; callers import it from here, with the runner that takes it.
 __all__ = ["CANCEL_POLL_SECONDS", "SpawnRequest", "SubagentRunner"]
-
-log = logging.getLogger("baton.subagents")
 
 #: How often a server checks for cancels made by another process (the CLI).
 CANCEL_POLL_SECONDS = 1.0
@@ -167,140 +159,42 @@ class SubagentRunner:
         return task
 
     async def _run_first_turn(self, subagent_id: str) -> ModelReply | None:
-        with self.runtime.store.write_prepared() as connection:  # started and read in one transaction
-            started = table.start(connection, subagent_id, utc_now())
-            row, turns = table.load(connection, subagent_id) if started else (None, [])
-        return await self._run_turn(subagent_id, (row, turns)) if row is not None else None
+        """Start a spawn's first turn and run it (nothing when it was cancelled before it started)."""
+        loaded = turns.start(self.runtime, subagent_id)
+        return await self._run_turn(subagent_id, loaded) if loaded is not None else None
 
     async def _run_turn(
         self, subagent_id: str, loaded: tuple[Any, list[ChatTurn]] | None = None
     ) -> ModelReply | None:
-        """Send the stored conversation (``loaded``, else read now) to the model and record the answer;
-        never raises."""
-        row, turns = loaded or queries.load(self.runtime, subagent_id)
-        system = subagent_system_prompt(row.role, row.prepared_context)
-        answered: list[bool] = []  # the answer, once recorded (with the model call's receipt, or after it)
+        """Run one turn of the stored conversation (``loaded``, else read now; see :func:`turns.run`)."""
+        return await turns.run(
+            self.runtime, self.models, subagent_id, loaded, self._governed_turn, self._cancelling
+        )
 
-        def answer_in(connection: table.Transaction, reply: ModelReply, counted: bool) -> None:
-            text = self.runtime.redactor.text(reply.text)  # an echoed credential is stored redacted
-            if table.complete(connection, subagent_id, text, utc_now(), None if counted else reply):
-                latency = reply.receipt["latency_seconds"]
-                table.add_message(connection, subagent_id, len(turns), "assistant", text, latency)
-                answered.append(True)
-            else:
-                answered.append(False)
-
-        try:
-            if row.tools:
-                # a governed turn adds each model call to the totals as it is receipted
-                reply = await self._governed_turn(row, turns, system)
-            else:
-                check_subagent_budget(row)
-                # the answer commits with the call's receipt: one transaction, and no receipted answer
-                # can be lost between the two
-                reply = await self.models.complete(
-                    system,
-                    turns,
-                    purpose="subagent_turn",
-                    subagent_id=subagent_id,
-                    answer_in=lambda connection, reply: answer_in(connection, reply, False),
-                )
-        except asyncio.CancelledError:
-            self._finish(
-                subagent_id,
-                "cancelled",
-                error="The subagent was cancelled.",
-                error_class="subagent_cancelled",
-            )
-            raise
-        except BatonError as exc:
-            self._finish(subagent_id, "failed", error=exc.message, error_class=exc.error_class)
-            return None
-        except Exception:
-            log.exception("subagent turn failed")
-            self._finish(
-                subagent_id, "failed", error="The subagent failed unexpectedly.", error_class="internal_error"
-            )
-            return None
-        if not answered:
-            with self.runtime.store.write_prepared() as connection:
-                answer_in(connection, reply, True)
-        changed = answered[0]
-        if not changed and subagent_id not in self._cancelling:
-            cancellation.receipt_if_cancelled_elsewhere(self.runtime, subagent_id)
-        return reply if changed else None
-
-    async def _governed_turn(self, row: Any, turns: list[ChatTurn], system: str) -> ModelReply:
-        """One turn as a pydantic-ai agent run over the spawn's tools (see :mod:`baton.subagents.governed`)."""
-        from baton.models import to_model_messages
-
+    async def _governed_turn(self, row: Any, conversation: list[ChatTurn], system: str) -> ModelReply:
+        """One turn as a pydantic-ai agent run over the spawn's tools (see :func:`turns.run_governed`)."""
         if self.governed is None:
             raise SubagentError(
                 "subagent_tool_not_allowed", "This process serves no tools to give a subagent."
             )
         subagent_id = row.id
-
-        def record_in(connection: table.Transaction, reply: ModelReply, _written: Any) -> None:
-            table.add_spend(connection, subagent_id, reply)
-
-        def before_model_call() -> None:
-            with self.runtime.store.read_prepared() as connection:
-                current = table.pre_call(connection, subagent_id)
-            if current is None:
-                raise queries.not_found(subagent_id)
-            if current.status not in ACTIVE:
-                raise SubagentError("subagent_cancelled", "The subagent was cancelled.")
-            check_subagent_budget(current)
-
-        links = TurnLinks(
-            subagent_id=subagent_id,
+        links = turns.governed_links(
+            self.runtime,
+            subagent_id,
             # the subagent acts as the agent that spawned it (the stored one outlives this process)
             parent_agent=row.agent or self._parents.get(subagent_id, "agent"),
-            spawn_receipt=self._spawn_receipt(subagent_id),
-            record_in=record_in,
-            before_model_call=before_model_call,
+            spawn_receipt=turns.spawn_receipt(self.runtime, self._spawned, subagent_id),
             waiting=lambda request_id: self._set_waiting(subagent_id, request_id),
         )
-        limit = int(row.tool_limit or self.runtime.settings.baton_subagent_tool_limit)
-        await aload_pydantic_ai()  # before any pydantic-ai import here: the warm-up may be importing it
-        history = to_model_messages(system, turns)
-        return await self.governed.run_turn(list(row.tools), limit, history, links)
-
-    def _spawn_receipt(self, subagent_id: str) -> dict[str, Any]:
-        """seq and sha256 of the subagent's ``subagent_spawned`` receipt (kept at spawn; looked up in the
-        chain for a subagent another process spawned)."""
-        known = self._spawned.get(subagent_id)
-        if known is not None:
-            return dict(known)
-        needle = f'%"subagent_id":"{subagent_id}"%'
-        query = select(receipts.c.seq, receipts.c.sha256).where(
-            receipts.c.kind == "subagent_spawned", receipts.c.payload.like(needle)
-        )
-        with self.runtime.store.read() as connection:
-            row = connection.execute(query.limit(1)).first()
-        if row is None:
-            return {"seq": None, "sha256": None}
-        found = self._spawned[subagent_id] = {"seq": row.seq, "sha256": row.sha256}
-        return dict(found)
+        return await turns.run_governed(self.runtime, self.governed, row, conversation, system, links)
 
     def _set_waiting(self, subagent_id: str, request_id: str | None) -> None:
-        """Record the human request a tool call of the subagent waits on (None: no longer waiting)."""
-        with self.runtime.store.write() as connection:
-            connection.execute(
-                update(subagents).where(subagents.c.id == subagent_id).values(waiting_request_id=request_id)
-            )
+        """Record the human request a tool call of the subagent waits on (None: no longer waiting), and
+        wake a sync wait on it."""
+        turns.record_waiting(self.runtime, subagent_id, request_id)
         event = self._waiting.get(subagent_id)
         if request_id is not None and event is not None:
             event.set()
-
-    def _finish(self, subagent_id: str, status: Status, *, error: str, error_class: str) -> None:
-        now = utc_now()
-        with self.runtime.store.write() as connection:
-            error = self.runtime.redactor.text(error)
-            if table.end(connection, subagent_id, status, error=error, error_class=error_class, now=now):
-                self.runtime.receipts.append_in(
-                    connection, f"subagent_{status}", {"subagent_id": subagent_id, "error_class": error_class}
-                )
 
     # conversation ---------------------------------------------------------------------------------
 
@@ -310,60 +204,12 @@ class SubagentRunner:
         """Add a user turn to a finished conversation and return the subagent's answer (with the spawn's
         tools, if it has any; ``agent``: only that agent's subagent)."""
         self._parents[subagent_id] = parent_agent
-        now = utc_now()
-        with self.runtime.store.write() as connection:
-            row = connection.execute(select(subagents).where(subagents.c.id == subagent_id)).first()
-            if row is None or queries.hidden(row, agent):
-                raise queries.not_found(subagent_id)
-            if row.status in ACTIVE:
-                raise SubagentError(
-                    "subagent_busy", "The subagent is still working on its current turn.", status=row.status
-                )
-            if row.status in TERMINAL:
-                raise SubagentError(
-                    "subagent_already_terminal", f"The subagent is {row.status}.", status=row.status
-                )
-            check_subagent_budget(row, subagent_id=subagent_id)
-            self.models.daily.check()
-            position = table.message_count(connection, subagent_id)
-            table.add_message(connection, subagent_id, position, "user", self.runtime.redactor.text(message))
-            connection.execute(
-                update(subagents)
-                .where(subagents.c.id == subagent_id)
-                .values(status="running", updated_at=now, error=None, error_class=None)
-            )
+        messaging.add_user_turn(self.runtime, self.models, subagent_id, message, agent)
         task = self._start_task(subagent_id, self._run_turn(subagent_id))
         if not await self._wait_sync(subagent_id, task):
-            state = self.status(subagent_id)
-            return {
-                "success": True,
-                "subagent_id": subagent_id,
-                "status": "waiting_for_approval",
-                "request_id": state["waiting_request_id"],
-                "turn": state["turns"],
-            }
+            return messaging.waiting_answer(subagent_id, self.status(subagent_id))
         reply = None if task.cancelled() else task.result()
-        state = self.status(subagent_id)
-        if state["status"] != "completed" or reply is None:
-            return {
-                "success": False,
-                "subagent_id": subagent_id,
-                "status": state["status"],
-                "error": state["error"],
-                "error_class": state["error_class"],
-                "turn": state["turns"],
-            }
-        return {
-            "success": True,
-            "subagent_id": subagent_id,
-            "response": state["result"],
-            "turn": state["turns"],
-            "status": "completed",
-            "usage": usage(reply.input_tokens, reply.output_tokens),
-            "cost_usd": reply.cost_usd,
-            "subagent_usage": state["usage"],
-            "subagent_cost_usd": state["cost_usd"],
-        }
+        return messaging.turn_answer(subagent_id, self.status(subagent_id), reply)
 
     # queries ---------------------------------------------------------------------------------------
 
