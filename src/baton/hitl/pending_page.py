@@ -107,7 +107,7 @@ def _after_bound() -> ColumnElement[bool]:
     )
 
 
-#: A pending request (of any agent); the broker's cap and sweep read it too.
+#: A pending request (of any agent); the per-agent cap (hitl/creating.py) and the broker's sweep read it too.
 PENDING = hitl_requests.c.status == "pending"
 #: Rows a page may hold: a real expiry (SQLite keeps a text written into the column, and text sorts after
 #: every number, so such a row could not be a page's position); the others are reported on the first page.
