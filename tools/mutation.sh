@@ -5,9 +5,9 @@
 #   tools/mutation.sh MODULE [TEST_PATH ...]     e.g. tools/mutation.sh redaction
 #
 # MODULE is a path under src/baton without .py (hitl/broker, hitl/creating, hitl/deciding, hitl/pending_page,
-# timers/service, timers/mirror, timers/listing, receipts, gateway/proxy, gateway/call_approval,
-# gateway/upstream, subagents/turns, subagents/messaging, redaction); without TEST_PATHs the module's
-# default tests below are used.
+# hitl/inbox_access, timers/service, timers/mirror, timers/listing, receipts, gateway/proxy,
+# gateway/call_approval, gateway/upstream, subagents/turns, subagents/messaging, redaction); without
+# TEST_PATHs the module's default tests below are used.
 # The run happens in a copy of the tracked files (under ${MUTATION_DIR:-/tmp/baton-mutation}/MODULE),
 # so the work tree is never touched; run `mutmut show NAME` in that directory to read a survivor.
 # MUTANTS='GLOB ...' runs only the mutants whose names match (mutmut's fnmatch globs), e.g. a sample of a
@@ -29,6 +29,8 @@ if [ $# -eq 0 ]; then
     hitl/deciding) set -- tests/hitl/test_broker.py tests/hitl/test_broker_decisions.py tests/hitl/test_people.py \
       tests/test_concurrency.py ;;
     hitl/pending_page) set -- tests/hitl/test_pending_page.py tests/hitl/test_pending_page_driver.py tests/hitl/test_broker.py ;;
+    hitl/inbox_access) set -- tests/hitl/test_inbox.py tests/hitl/test_agent_token_never_decides.py \
+      tests/hardening/test_tokens_login.py ;;
     timers/service) set -- tests/test_timers_core.py tests/test_timers_service.py tests/test_concurrency.py ;;
     timers/mirror) set -- tests/test_timers_core.py tests/test_timers_service.py ;;
     timers/listing) set -- tests/test_timers_core.py tests/test_timers_service.py tests/test_corrupted_rows.py ;;

@@ -1,8 +1,8 @@
 """The console's routes under ``/inbox/console``, behind the inbox's authentication.
 
-Nothing about access is reimplemented here: the inbox's :class:`~baton.hitl.inbox.Inbox` decides
-who is logged in (token session cookie, ``Path=/inbox``, or a bearer header), checks every form's
-CSRF token and origin, and renders with its security headers (no script, no remote resource).
+Nothing about access is reimplemented here: the inbox's :class:`~baton.hitl.inbox_access.InboxAccess`
+decides who is logged in (token session cookie, ``Path=/inbox``, or a bearer header) and checks every
+form's CSRF token and origin; pages render with its security headers (no script, no remote resource).
 Decisions go through the inbox's own decide handler, so the console is one more view of the same
 paths (``decided_by`` the logged-in person or ``operator``; ``decided_via`` ``passkey`` or ``admin_token``).
 """
@@ -19,8 +19,9 @@ from starlette.routing import Route
 from baton.console import charts, views
 from baton.errors import BatonError, HitlError
 from baton.hitl.broker import get_broker
-from baton.hitl.inbox import HEADERS as INBOX_HEADERS
 from baton.hitl.inbox import Inbox
+from baton.hitl.inbox_access import HEADERS as INBOX_HEADERS
+from baton.hitl.inbox_access import login_redirect, read_form
 from baton.runtime import Runtime
 
 BASE = "/inbox/console"
@@ -43,6 +44,7 @@ class Console:
     def __init__(self, runtime: Runtime, inbox: Inbox) -> None:
         self.runtime = runtime
         self.inbox = inbox
+        self.access = inbox.access
         self.env = inbox.env.overlay()
         from jinja2 import ChoiceLoader, FileSystemLoader
 
@@ -58,14 +60,14 @@ class Console:
             pages=PAGES,
             current=page,
             base=BASE,
-            logout_csrf=self.inbox.signer.csrf(binding, "logout"),
+            logout_csrf=self.access.logout_csrf(binding),
             **values,
         )
         return HTMLResponse(html, headers=HEADERS)
 
     def csrf(self, binding: str, scope: str) -> str:
         """The CSRF token of one console form (tied to the session and what the form acts on)."""
-        return self.inbox.signer.csrf(binding, scope)
+        return self.access.signer.csrf(binding, scope)
 
     # pages ----------------------------------------------------------------------------------------
 
@@ -75,18 +77,18 @@ class Console:
 
     async def requests(self, request: Request) -> Response:
         """Pending requests to decide, and the decided ones with who, how, notes, wait and receipt."""
-        binding = self.inbox.binding(request)
+        binding = self.access.binding(request)
         if binding is None:
-            return self.inbox._login_redirect()
+            return login_redirect()
         data = views.requests(self.runtime)
         forms = {r["request_id"]: self.csrf(binding, r["request_id"]) for r in data["pending"]}
         return self.page("console_requests.html", "requests", binding, forms=forms, **data)
 
     async def request_view(self, request: Request) -> Response:
         """One request in the console: the decision at the top, then who asked, risk, arguments, context."""
-        binding = self.inbox.binding(request)
+        binding = self.access.binding(request)
         if binding is None:
-            return self.inbox._login_redirect()
+            return login_redirect()
         request_id = request.path_params["request_id"]
         try:
             view = get_broker(self.runtime).get(request_id)
@@ -121,9 +123,9 @@ class Console:
 
     async def subagents(self, request: Request) -> Response:
         """Every subagent with status, role, strategy, turns, tokens and latency."""
-        binding = self.inbox.binding(request)
+        binding = self.access.binding(request)
         if binding is None:
-            return self.inbox._login_redirect()
+            return login_redirect()
         status = request.query_params.get("status") or None
         rows = views.subagents(self.runtime, status)
         forms = {r["subagent_id"]: self.csrf(binding, f"cancel-subagent:{r['subagent_id']}") for r in rows}
@@ -133,9 +135,9 @@ class Console:
 
     async def subagent(self, request: Request) -> Response:
         """One subagent: prepared context and conversation (stored redacted), and cancel."""
-        binding = self.inbox.binding(request)
+        binding = self.access.binding(request)
         if binding is None:
-            return self.inbox._login_redirect()
+            return login_redirect()
         subagent_id = request.path_params["subagent_id"]
         try:
             detail = views.subagent(self.runtime, subagent_id)
@@ -156,9 +158,9 @@ class Console:
 
     async def timers(self, request: Request) -> Response:
         """Timers: next and last firing, missed flag, cancel."""
-        binding = self.inbox.binding(request)
+        binding = self.access.binding(request)
         if binding is None:
-            return self.inbox._login_redirect()
+            return login_redirect()
         rows = views.timers(self.runtime)
         forms = {r["timer_id"]: self.csrf(binding, f"cancel-timer:{r['timer_id']}") for r in rows}
         return self.page("console_timers.html", "timers", binding, rows=rows, forms=forms)
@@ -175,16 +177,16 @@ class Console:
 
     async def adapters(self, request: Request) -> Response:
         """Adapters: state, pins, tool partition, last replay, block reason, drift."""
-        binding = self.inbox.binding(request)
+        binding = self.access.binding(request)
         if binding is None:
-            return self.inbox._login_redirect()
+            return login_redirect()
         return self.page("console_adapters.html", "adapters", binding, rows=views.adapters(self.runtime))
 
     async def receipts(self, request: Request) -> Response:
         """The chain's verdict and checkpoints, and receipts filtered by kind and time."""
-        binding = self.inbox.binding(request)
+        binding = self.access.binding(request)
         if binding is None:
-            return self.inbox._login_redirect()
+            return login_redirect()
         params = request.query_params
         kind = params.get("kind") or None
         since, until = params.get("since") or None, params.get("until") or None
@@ -202,21 +204,21 @@ class Console:
 
     async def charts(self, request: Request) -> Response:
         """Model tokens and latency over time, tool calls by outcome, approval wait times."""
-        binding = self.inbox.binding(request)
+        binding = self.access.binding(request)
         if binding is None:
-            return self.inbox._login_redirect()
+            return login_redirect()
         decided = views.requests(self.runtime)["decided"]
         return self.page(
             "console_charts.html", "charts", binding, charts=charts.all_charts(self.runtime, decided)
         )
 
     async def _act(self, request: Request, scope: str, action: Any, back: str) -> Response:
-        binding = self.inbox.binding(request)
+        binding = self.access.binding(request)
         if binding is None:
             return self.inbox.refusal(HitlError("hitl_unauthorized", "Log in with the inbox token first."))
         try:
-            fields = await self.inbox.form(request)
-            self.inbox._check_csrf(binding, scope, fields.get("csrf"), request)
+            fields = await read_form(request)
+            self.access.check_csrf(binding, scope, fields.get("csrf"), request)
             action()
         except BatonError as exc:
             return self.inbox.refusal(exc, back=back)

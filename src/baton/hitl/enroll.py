@@ -14,7 +14,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from baton.errors import BatonError, HitlError
-from baton.hitl.inbox import HEADERS, Inbox
+from baton.hitl.inbox import Inbox
+from baton.hitl.inbox_access import HEADERS, read_form, session_response
 from baton.http_guards import AUTH_FAILED_KEY
 from baton.runtime import Runtime
 
@@ -22,10 +23,11 @@ SCRIPT = Path(__file__).parent / "static" / "passkey.js"
 
 
 class PasskeyPages:
-    """Enrollment and passkey login, over the inbox's rendering, headers and sessions."""
+    """Enrollment and passkey login, over the inbox's rendering and its access (headers and sessions)."""
 
     def __init__(self, inbox: Inbox) -> None:
         self.inbox = inbox
+        self.access = inbox.access
         self.runtime = inbox.runtime
 
     async def script(self, request: Request) -> Response:
@@ -54,10 +56,10 @@ class PasskeyPages:
         from baton.hitl.passkeys import Passkeys
         from baton.hitl.people import People
 
-        if not self.inbox.same_origin(request):
+        if not self.access.same_origin(request):
             return self.inbox.refusal(HitlError("hitl_csrf_invalid", "Cross-origin enrollment refused."))
         try:
-            fields = await self.inbox.form(request)
+            fields = await read_form(request)
             person, nonce = People(self.runtime).check_enrollment(fields)
             Passkeys(self.runtime).verify_registration(
                 person,
@@ -80,10 +82,10 @@ class PasskeyPages:
         """Exchange a verified passkey assertion for a session bound to its person."""
         from baton.hitl.passkeys import Passkeys
 
-        if not self.inbox.same_origin(request):
+        if not self.access.same_origin(request):
             return self.inbox.refusal(HitlError("hitl_csrf_invalid", "Cross-origin login refused."))
         try:
-            fields = await self.inbox.form(request)
+            fields = await read_form(request)
             person = Passkeys(self.runtime).verify_login(
                 fields.get("ceremony", ""), fields.get("credential", ""), self.inbox.relying_party(request)
             )
@@ -92,7 +94,7 @@ class PasskeyPages:
             request.scope.setdefault("state", {})[AUTH_FAILED_KEY] = True
             return self.inbox.refusal(exc, back="/inbox/login")
         self.runtime.receipts.append("inbox_login", {"person": person, "via": "passkey"})
-        return self.inbox.session_response(request, self.inbox.signer.new_session(person=person))
+        return session_response(request, self.access.signer.new_session(person=person))
 
 
 def passkey_routes(inbox: Inbox) -> list[Route]:

@@ -1,20 +1,16 @@
 """The web inbox at ``/inbox`` of ``baton serve --http``: server-rendered pages to decide requests.
 
-Access is a session bound to who logged in — a person with a passkey (:mod:`baton.hitl.enroll`), or the
-operator with ``BATON_ADMIN_TOKEN`` (form or ``Authorization: Bearer``, the break-glass) — or a signed
-single-use link bound to one request. An agent's credential (``BATON_HTTP_TOKEN``) never opens the inbox.
-Tokens are never taken from the query string. Every decision records who (``decided_by``) and how
-(``decided_via``). Every form carries a CSRF token tied to the session (or link) and the request; POSTs
-from another origin are refused; pages are ``no-store`` with a CSP whose only scripts are same-origin
-files: ``/inbox/static/passkey.js`` (the WebAuthn ceremonies), ``/inbox/static/live.js`` (live updates) and
+Who may open a page or post a form is :mod:`baton.hitl.inbox_access`'s to say (a session, the operator's
+bearer token or a signed single-use link; CSRF and origin checks; the security headers). Every decision
+records who (``decided_by``) and how (``decided_via``). The CSP lets pages run same-origin files only:
+``/inbox/static/passkey.js`` (the WebAuthn ceremonies), ``/inbox/static/live.js`` (live updates) and
 ``/inbox/static/countdown.js`` (the time left on a request)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -22,21 +18,18 @@ from starlette.routing import Route
 
 from baton.errors import BatonError, HitlError
 from baton.hitl.broker import Decision, HitlBroker, get_broker
-from baton.hitl.links import SESSION_TTL_SECONDS, LinkSigner, same
-from baton.hitl.sessions import revoke_session, session_revoked
-from baton.http_guards import AUTH_FAILED_KEY
+from baton.hitl.inbox_access import (
+    HEADERS,
+    InboxAccess,
+    Principal,
+    logged_out_response,
+    login_redirect,
+    read_form,
+    session_response,
+)
+from baton.hitl.links import same
 from baton.runtime import Runtime
 
-COOKIE = "baton_inbox"
-MAX_FORM_BYTES = 64 * 1024
-HEADERS = {
-    "Cache-Control": "no-store",
-    "Content-Security-Policy": "default-src 'none'; script-src 'self'; connect-src 'self'; "
-    "style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-    "Referrer-Policy": "no-referrer",
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-}
 STATUS = {
     "hitl_request_not_found": 404,
     "hitl_request_already_decided": 409,
@@ -53,15 +46,6 @@ STATUS = {
     "enrollment_link_invalid": 403,
     "person_not_found": 404,
 }
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who a request to the inbox comes from: the CSRF binding, the name decisions record, and the path."""
-
-    binding: str
-    name: str
-    via: str
 
 
 def _templates() -> Any:
@@ -101,14 +85,10 @@ class Inbox:
     def __init__(self, runtime: Runtime, broker: HitlBroker) -> None:
         self.runtime = runtime
         self.broker = broker
+        self.access = InboxAccess(runtime)
         self.env = _templates()
 
-    @property
-    def signer(self) -> LinkSigner:
-        """The runtime's link, session and CSRF signer."""
-        return LinkSigner.for_runtime(self.runtime)
-
-    # rendering and auth ---------------------------------------------------------------------------
+    # rendering ------------------------------------------------------------------------------------
 
     def page(self, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         """A rendered page with the inbox's security headers."""
@@ -127,70 +107,13 @@ class Inbox:
             back=back,
         )
 
-    @property
-    def token(self) -> str | None:
-        """The operator's credential, ``BATON_ADMIN_TOKEN``; never the agent's ``BATON_HTTP_TOKEN``."""
-        return self.runtime.settings.baton_admin_token
-
-    def binding(self, request: Request) -> str | None:
-        """``bearer`` or ``session:<sid>`` when the request is authenticated, else None."""
-        principal = self.principal(request)
-        return principal.binding if principal is not None else None
-
-    def principal(self, request: Request) -> Principal | None:
-        """The operator (admin token: bearer or token session), a person (passkey session), or None."""
-        operator = ("operator", "admin_token")
-        if request.scope.get("state", {}).get("baton_admin") is True:
-            return Principal("bearer", *operator)  # admin token or OAuth baton:admin (ADMIN_SCOPE_KEY)
-        token = self.token
-        header = request.headers.get("authorization")
-        if header is not None:
-            if token and same(f"Bearer {token}", header):
-                return Principal("bearer", *operator)
-            # a wrong bearer gets the login redirect, and counts as a failed authentication
-            request.scope.setdefault("state", {})[AUTH_FAILED_KEY] = True
-            return None
-        parts = self.signer.session_parts(request.cookies.get(COOKIE))
-        if parts is None or session_revoked(self.runtime, parts[0]):
-            return None
-        person = LinkSigner.session_person(parts[0])
-        if person is None:
-            return Principal(f"session:{parts[0]}", *operator) if token else None
-        from baton.hitl.people import People
-
-        if not People(self.runtime).exists(person):  # removed since: the session ends with them
-            return None
-        return Principal(f"session:{parts[0]}", person, "passkey")
-
-    def same_origin(self, request: Request) -> bool:
-        """Whether a POST came from the inbox's own origin (browsers send Origin and Sec-Fetch-Site)."""
-        site = request.headers.get("sec-fetch-site")
-        if site is not None:  # set by the browser itself; a page cannot forge it
-            return site in ("same-origin", "none")
-        origin = request.headers.get("origin")
-        if origin in (None, "null"):  # no-referrer pages post Origin: null; the CSRF token still decides
-            return True
-        allowed = {f"{request.url.scheme}://{request.url.netloc}"}
-        if self.runtime.settings.baton_public_url:
-            public = urlsplit(self.runtime.settings.baton_public_url)
-            allowed.add(f"{public.scheme}://{public.netloc}")
-        return origin in allowed
-
-    async def form(self, request: Request) -> dict[str, str]:
-        """An urlencoded form body (first value of each field), refused beyond 64 KiB."""
-        body = await request.body()
-        if len(body) > MAX_FORM_BYTES:
-            raise HitlError("hitl_response_invalid", "The form is too large.")
-        parsed = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True)
-        return {key: values[0] for key, values in parsed.items()}
-
     # token sessions -------------------------------------------------------------------------------
 
     async def index(self, request: Request) -> Response:
         """Pending requests of every agent, urgent first, one page (``?cursor=``) at a time."""
-        principal = self.principal(request)
+        principal = self.access.principal(request)
         if principal is None:
-            return self._login_redirect()
+            return login_redirect()
         try:
             page = self.broker.page_pending(INBOX_PAGE, request.query_params.get("cursor") or None)
         except BatonError as exc:
@@ -201,7 +124,7 @@ class Inbox:
             total=page.total,
             total_exact=page.total_exact,
             next_cursor=page.next_cursor,
-            csrf=self._logout_csrf(principal.binding),
+            csrf=self.access.logout_csrf(principal.binding),
             live=self.live(),
             me=principal,
         )
@@ -214,7 +137,7 @@ class Inbox:
 
     async def events(self, request: Request) -> Response:
         """The live-update stream of a logged-in page (server-sent events)."""
-        if self.binding(request) is None:
+        if self.access.binding(request) is None:
             return self.refusal(HitlError("hitl_unauthorized", "Log in first."))
         from baton.hitl.live import stream
 
@@ -246,7 +169,9 @@ class Inbox:
 
             options, ceremony = Passkeys(self.runtime).login_options(self.relying_party(request))
             passkey = {"options": options, "ceremony": ceremony}
-        return self.page("login.html", status, enabled=bool(self.token), passkey=passkey, failed=failed)
+        return self.page(
+            "login.html", status, enabled=bool(self.access.admin_token), passkey=passkey, failed=failed
+        )
 
     def relying_party(self, request: Request) -> Any:
         """The WebAuthn relying party for this request (BATON_PUBLIC_URL, else the Host it came to)."""
@@ -256,49 +181,31 @@ class Inbox:
 
     async def login(self, request: Request) -> Response:
         """Exchange the token for a signed session cookie (HttpOnly, SameSite=Strict, Path=/inbox)."""
-        token = self.token
-        if not self.same_origin(request):
+        token = self.access.admin_token
+        if not self.access.same_origin(request):
             return self.refusal(HitlError("hitl_csrf_invalid", "Cross-origin login refused."))
-        supplied = (await self.form(request)).get("token", "")
+        supplied = (await read_form(request)).get("token", "")
         if not token or not same(token, supplied):  # the 401 counts in http_guards.AuthThrottle
             return self.login_page(request, 401, failed=True)
         self.runtime.receipts.append("inbox_login", {"person": "operator", "via": "admin_token"})
-        return self.session_response(request, self.signer.new_session())
-
-    def session_response(self, request: Request, cookie: str) -> Response:
-        """To the inbox with a new session cookie (HttpOnly, SameSite=Strict, Path=/inbox)."""
-        response = RedirectResponse("/inbox", status_code=303, headers=HEADERS)
-        response.set_cookie(
-            COOKIE,
-            cookie,
-            max_age=SESSION_TTL_SECONDS,
-            path="/inbox",
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-        )
-        return response
+        return session_response(request, self.access.signer.new_session())
 
     async def logout(self, request: Request) -> Response:
         """End the session: revoked in the store (the cookie is dead everywhere), then forgotten."""
-        binding = self.binding(request)
+        binding = self.access.binding(request)
         if binding is not None:
             try:
-                self._check_csrf(binding, "logout", (await self.form(request)).get("csrf"), request)
+                self.access.check_csrf(binding, "logout", (await read_form(request)).get("csrf"), request)
             except HitlError as exc:
                 return self.refusal(exc)
-            parts = self.signer.session_parts(request.cookies.get(COOKIE))
-            if parts is not None:
-                revoke_session(self.runtime, *parts)
-        response = RedirectResponse("/inbox/login", status_code=303, headers=HEADERS)
-        response.delete_cookie(COOKIE, path="/inbox")
-        return response
+            self.access.revoke_session(request)
+        return logged_out_response()
 
     async def detail(self, request: Request) -> Response:
         """One request: the decision at the top, then who asked, the risk, the arguments and the context."""
-        principal = self.principal(request)
+        principal = self.access.principal(request)
         if principal is None:
-            return self._login_redirect()
+            return login_redirect()
         request_id = request.path_params["request_id"]
         try:
             view = self.broker.get(request_id)
@@ -308,7 +215,7 @@ class Inbox:
             "request.html",
             r=view,
             action=f"/inbox/requests/{request_id}/decide",
-            csrf=self.signer.csrf(principal.binding, request_id),
+            csrf=self.access.signer.csrf(principal.binding, request_id),
             hidden={},
             back="/inbox",
             live=self.live(),
@@ -330,13 +237,13 @@ class Inbox:
 
     async def decide(self, request: Request) -> Response:
         """Record a decision from a logged-in browser, then show the request again."""
-        principal = self.principal(request)
+        principal = self.access.principal(request)
         if principal is None:
             return self.refusal(HitlError("hitl_unauthorized", "Log in to the inbox first."))
         request_id = request.path_params["request_id"]
         try:
-            fields = await self.form(request)
-            self._check_csrf(principal.binding, request_id, fields.get("csrf"), request)
+            fields = await read_form(request)
+            self.access.check_csrf(principal.binding, request_id, fields.get("csrf"), request)
             decision = _decision(fields, via=principal.via, decided_by=principal.name)
             if fields.get("credential") and decision.approved is True:
                 decision = replace(decision, step_up=self._step_up(request, principal, request_id, fields))
@@ -374,16 +281,16 @@ class Inbox:
             view = self.broker.get(claim.request_id)
         except HitlError as exc:
             return self.refusal(exc)
-        hidden = self.signer.link_params(claim.request_id, claim.expires_epoch, claim.nonce)
-        csrf = self.signer.csrf(f"link:{claim.nonce}", claim.request_id)
+        hidden = self.access.signer.link_params(claim.request_id, claim.expires_epoch, claim.nonce)
+        csrf = self.access.signer.csrf(f"link:{claim.nonce}", claim.request_id)
         return self.page("request.html", r=view, action="/inbox/link", csrf=csrf, hidden=hidden, back=None)
 
     async def link_decide(self, request: Request) -> Response:
         """Record a decision made through a signed link; the link is spent in the same transaction."""
         try:
-            fields = await self.form(request)
+            fields = await read_form(request)
             claim = self._claim(fields)
-            self._check_csrf(f"link:{claim.nonce}", claim.request_id, fields.get("csrf"), request)
+            self.access.check_csrf(f"link:{claim.nonce}", claim.request_id, fields.get("csrf"), request)
             view = self.broker.respond(
                 claim.request_id, _decision(fields, via="link"), spend_link=claim.nonce
             )
@@ -402,24 +309,12 @@ class Inbox:
         )
 
     def _claim(self, params: dict[str, str]) -> Any:
-        claim = self.signer.verify_link(
+        claim = self.access.signer.verify_link(
             params.get("r", ""), params.get("e", ""), params.get("n", ""), params.get("s", "")
         )
         if self.broker.link_spent(claim.nonce):
             raise HitlError("hitl_link_invalid", "This link was already used.", reason="used")
         return claim
-
-    def _check_csrf(self, binding: str, request_id: str, supplied: str | None, request: Request) -> None:
-        if not self.same_origin(request):
-            raise HitlError("hitl_csrf_invalid", "The form was posted from another site.")
-        if binding != "bearer":  # a bearer header is never sent by a browser on its own
-            self.signer.check_csrf(binding, request_id, supplied)
-
-    def _logout_csrf(self, binding: str) -> str:
-        return self.signer.csrf(binding, "logout")
-
-    def _login_redirect(self) -> Response:
-        return RedirectResponse("/inbox/login", status_code=303, headers=HEADERS)
 
 
 #: Requests per page of the inbox list.
