@@ -125,7 +125,7 @@ _ADD_SPEND = Prepared(
 
 
 def add_spend(connection: Transaction, subagent_id: str, spend: ModelReply) -> None:
-    """Add one model call of a governed turn to the subagent's totals."""
+    """Add one model call to the subagent's totals (whatever its status: the call was receipted)."""
     _ADD_SPEND.rowcount(
         connection,
         subagent_id=subagent_id,

@@ -96,11 +96,16 @@ class _TurnAnswer:
     def record_in(self, connection: table.Transaction, reply: ModelReply, counted: bool) -> None:
         """Complete the subagent with ``reply`` (adding its spend unless already ``counted``) and store it."""
         text = self.runtime.redactor.text(reply.text)  # an echoed credential is stored redacted
-        if table.complete(connection, self.subagent_id, text, utc_now(), None if counted else reply):
+        spend = None if counted else reply
+        if table.complete(connection, self.subagent_id, text, utc_now(), spend):
             latency = reply.receipt["latency_seconds"]
             table.add_message(connection, self.subagent_id, self.position, "assistant", text, latency)
             self.recorded.append(True)
         else:
+            if (
+                spend is not None
+            ):  # ended meanwhile (a cancel): the answer is dropped, the receipted call counts
+                table.add_spend(connection, self.subagent_id, spend)
             self.recorded.append(False)
 
 
