@@ -158,19 +158,51 @@ async def test_messages_to_unknown_busy_or_terminal_subagents_are_refused(
     runner: SubagentRunner, fake_llm: FakeLLMServer
 ) -> None:
     with pytest.raises(BatonError) as unknown:
-        await runner.send_message("sa_nope", "hi")
+        await runner.send_message("sa_nope", "hi", parent_agent="intruder")
     assert unknown.value.error_class == "subagent_not_found"
+    assert "sa_nope" not in runner._parents  # a refused caller leaves nothing behind
     fake_llm.default = Behavior(delay_seconds=5)
     spawned = await runner.spawn(SpawnRequest(task="slow", mode="async"))
     await asyncio.sleep(0)
     with pytest.raises(BatonError) as busy:
-        await runner.send_message(spawned["subagent_id"], "hi")
+        await runner.send_message(spawned["subagent_id"], "hi", parent_agent="intruder")
     assert busy.value.error_class == "subagent_busy"
+    # the subagent still acts for the agent that spawned it, not for the refused caller
+    assert runner._parents[spawned["subagent_id"]] == "agent"
     runner.cancel(spawned["subagent_id"])
     with pytest.raises(BatonError) as terminal:
         await runner.send_message(spawned["subagent_id"], "hi")
     assert terminal.value.error_class == "subagent_already_terminal"
     await runner.aclose()
+
+
+async def test_a_call_answered_after_its_subagent_was_cancelled_elsewhere_still_counts_in_its_usage(
+    tmp_path: Path, fake_llm: FakeLLMServer
+) -> None:
+    """A cancel committed by another replica while the model answers: the answer is dropped, but the call
+    was receipted, so its tokens are in the subagent's totals as in the chain."""
+    runtime = make_runtime(tmp_path, fake_llm, collab_model_timeout_seconds=300)
+    runner = SubagentRunner(runtime)
+    fake_llm.hold()
+    try:
+        spawned = await runner.spawn(SpawnRequest(task="hello", mode="async"))
+        assert await asyncio.to_thread(fake_llm.wait_for_in_flight, 1)
+        with runtime.store.write() as connection:
+            ended = subagents.c.id == spawned["subagent_id"]
+            connection.execute(update(subagents).where(ended).values(status="cancelled"))
+    finally:
+        fake_llm.release()
+    while not runtime.receipts.list(kind="model_call"):
+        await asyncio.sleep(0.01)
+    await runner.aclose()
+    (receipt,) = runtime.receipts.list(kind="model_call")
+    assert receipt.payload["usage"]["total_tokens"] > 0
+    status = runner.status(spawned["subagent_id"])
+    assert status["status"] == "cancelled"
+    assert status["result"] is None  # the late answer is not recorded
+    assert status["usage"]["input_tokens"] == receipt.payload["usage"]["input_tokens"]
+    assert status["usage"]["output_tokens"] == receipt.payload["usage"]["output_tokens"]
+    runtime.close()
 
 
 async def test_a_live_owner_keeps_its_subagents_and_a_dead_one_loses_them(

@@ -203,8 +203,8 @@ class SubagentRunner:
     ) -> dict[str, Any]:
         """Add a user turn to a finished conversation and return the subagent's answer (with the spawn's
         tools, if it has any; ``agent``: only that agent's subagent)."""
-        self._parents[subagent_id] = parent_agent
         messaging.add_user_turn(self.runtime, self.models, subagent_id, message, agent)
+        self._parents[subagent_id] = parent_agent  # after the checks: a refused caller names no parent
         task = self._start_task(subagent_id, self._run_turn(subagent_id))
         if not await self._wait_sync(subagent_id, task):
             return messaging.waiting_answer(subagent_id, self.status(subagent_id))
