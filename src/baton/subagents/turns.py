@@ -102,9 +102,8 @@ class _TurnAnswer:
             table.add_message(connection, self.subagent_id, self.position, "assistant", text, latency)
             self.recorded.append(True)
         else:
-            if (
-                spend is not None
-            ):  # ended meanwhile (a cancel): the answer is dropped, the receipted call counts
+            # ended meanwhile (a cancel): the answer is dropped, but the receipted call counts
+            if spend is not None:
                 table.add_spend(connection, self.subagent_id, spend)
             self.recorded.append(False)
 
