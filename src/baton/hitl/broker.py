@@ -12,7 +12,6 @@ writes is :mod:`baton.hitl.deciding`'s.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -41,8 +40,6 @@ from baton.rows import Screened
 from baton.runtime import Runtime
 from baton.schema import hitl_link_uses, hitl_requests
 from baton.timers.actions import HITL_STEPS_SERVICE
-
-log = logging.getLogger("baton.hitl")
 
 #: Awaited every few seconds while a call waits: ``tick(waited_seconds, total_seconds)``.
 Tick = Callable[[float, float], Awaitable[None]]

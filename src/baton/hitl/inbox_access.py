@@ -21,6 +21,7 @@ from baton.errors import HitlError
 from baton.hitl.links import SESSION_TTL_SECONDS, LinkSigner, same
 from baton.hitl.sessions import revoke_session, session_revoked
 from baton.http_guards import AUTH_FAILED_KEY
+from baton.http_identity import ADMIN_SCOPE_KEY
 from baton.runtime import Runtime
 
 COOKIE = "baton_inbox"
@@ -68,8 +69,8 @@ class InboxAccess:
     def principal(self, request: Request) -> Principal | None:
         """The operator (admin token: bearer or token session), a person (passkey session), or None."""
         operator = ("operator", "admin_token")
-        if request.scope.get("state", {}).get("baton_admin") is True:
-            return Principal("bearer", *operator)  # admin token or OAuth baton:admin (ADMIN_SCOPE_KEY)
+        if request.scope.get("state", {}).get(ADMIN_SCOPE_KEY) is True:
+            return Principal("bearer", *operator)  # admin token or OAuth baton:admin
         token = self.admin_token
         header = request.headers.get("authorization")
         if header is not None:
