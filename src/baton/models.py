@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from baton.budgets import DailyBudget, estimate_tokens
+from baton.budgets import DailyBudget, Reservation, estimate_tokens
 from baton.config import Settings
 from baton.errors import BatonError, ProviderError
 from baton.metrics import RECORDER
-from baton.pricing import price_call
+from baton.pricing import Price, price_call
 from baton.providers import ProviderConfig, build_model, provider_failure, resolve_provider
 from baton.pydantic_ai_imports import aload_pydantic_ai, load_pydantic_ai
 from baton.receipts import Receipt, ReceiptLog, Redactor
@@ -166,54 +166,52 @@ class ModelClient:
             except BatonError:
                 raise
             except Exception as exc:
-                failure = provider_failure(exc, self.redactor)
-                payload = failed_call_receipt(
-                    config, purpose, subagent_id, time.perf_counter() - started, failure
-                )
-                self.receipts.append("model_call", {**payload, **(links or {})})
-                raise failure from None
-            latency = time.perf_counter() - started
-            text = "".join(
-                getattr(part, "content", "") for part in response.parts if part.part_kind == "text"
+                raise self._receipt_failed_call(exc, config, purpose, subagent_id, started, links) from None
+            reply, price = answered_call_reply(
+                config, response, time.perf_counter() - started, purpose, subagent_id, links
             )
-            usage = response.usage
-            input_tokens, output_tokens = int(usage.input_tokens or 0), int(usage.output_tokens or 0)
-            price = price_call(config.provider, config.model, usage, response.model_name)
-            receipt = {
-                "response": {
-                    "id": response.provider_response_id,
-                    "model": response.model_name or config.model,
-                },
-                "usage": {
-                    "input_tokens": input_tokens,
-                    "output_tokens": output_tokens,
-                    "total_tokens": input_tokens + output_tokens,
-                },
-                **price.receipt_fields(),
-                "latency_seconds": round(latency, 6),
-                "provider": config.provider,
-                "purpose": purpose,
-                "subagent_id": subagent_id,
-                **(links or {}),
-            }
-            reply = ModelReply(
-                text=text, input_tokens=input_tokens, output_tokens=output_tokens, receipt=receipt
-            )
-            cost = price.cost_usd
-            with self.receipts.store.write_prepared() as transaction:
-                written = self.receipts.append_in(transaction, "model_call", receipt)
-                self.daily.settle_in(transaction, reservation, input_tokens, output_tokens, cost)
-                if record_in is not None:
-                    record_in(transaction, reply, written)
-                if answer_in is not None:
-                    answer_in(transaction, reply)
+            self._receipt_and_settle(reservation, reply, price.cost_usd, record_in, answer_in)
             settled = True
         finally:
             if not settled:
                 self.daily.release(reservation)
-        RECORDER.model_call(config.provider, config.model, input_tokens, output_tokens, price.cost_usd)
-        self._append_receipt_file(receipt)
+        RECORDER.model_call(
+            config.provider, config.model, reply.input_tokens, reply.output_tokens, price.cost_usd
+        )
+        self._append_receipt_file(reply.receipt)
         return response, reply
+
+    def _receipt_failed_call(
+        self,
+        exc: Exception,
+        config: ProviderConfig,
+        purpose: Purpose,
+        subagent_id: str | None,
+        started: float,
+        links: dict[str, Any] | None,
+    ) -> ProviderError:
+        """The typed error of a provider's failure, once its receipt is appended (in its own transaction)."""
+        failure = provider_failure(exc, self.redactor)
+        payload = failed_call_receipt(config, purpose, subagent_id, time.perf_counter() - started, failure)
+        self.receipts.append("model_call", {**payload, **(links or {})})
+        return failure
+
+    def _receipt_and_settle(
+        self,
+        reservation: Reservation,
+        reply: ModelReply,
+        cost_usd: float | None,
+        record_in: Callable[[Connection | DriverTransaction, ModelReply, Receipt], None] | None,
+        answer_in: Callable[[Connection | DriverTransaction, ModelReply], None] | None,
+    ) -> None:
+        """One transaction: the answered call's receipt, its budget settlement, ``record_in``, ``answer_in``."""
+        with self.receipts.store.write_prepared() as transaction:
+            written = self.receipts.append_in(transaction, "model_call", reply.receipt)
+            self.daily.settle_in(transaction, reservation, reply.input_tokens, reply.output_tokens, cost_usd)
+            if record_in is not None:
+                record_in(transaction, reply, written)
+            if answer_in is not None:
+                answer_in(transaction, reply)
 
     def _estimate(self, config: ProviderConfig, prompt_chars: int) -> tuple[int, float]:
         """A generous (tokens, dollars) estimate of one call, for the budget reservation."""
@@ -278,6 +276,37 @@ class ModelClient:
             text = json.dumps(self._file_rows, ensure_ascii=False, indent=2) + "\n"
             self.redactor.guard(text, str(path))
             write_atomic(path, text)
+
+
+def answered_call_reply(
+    config: ProviderConfig,
+    response: ModelResponse,
+    latency: float,
+    purpose: Purpose,
+    subagent_id: str | None,
+    links: dict[str, Any] | None,
+) -> tuple[ModelReply, Price]:
+    """The reply of a model call that answered (its text and usage, its receipt's payload) and its price."""
+    text = "".join(getattr(part, "content", "") for part in response.parts if part.part_kind == "text")
+    usage = response.usage
+    input_tokens, output_tokens = int(usage.input_tokens or 0), int(usage.output_tokens or 0)
+    price = price_call(config.provider, config.model, usage, response.model_name)
+    receipt = {
+        "response": {"id": response.provider_response_id, "model": response.model_name or config.model},
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": input_tokens + output_tokens,
+        },
+        **price.receipt_fields(),
+        "latency_seconds": round(latency, 6),
+        "provider": config.provider,
+        "purpose": purpose,
+        "subagent_id": subagent_id,
+        **(links or {}),
+    }
+    reply = ModelReply(text=text, input_tokens=input_tokens, output_tokens=output_tokens, receipt=receipt)
+    return reply, price
 
 
 def failed_call_receipt(
