@@ -15,8 +15,10 @@ from baton.schema import receipts
 
 if TYPE_CHECKING:
     from baton.gateway.proxy import Adapter
+    from baton.hitl.broker import HitlBroker
+    from baton.hitl.records import NewRequest
     from baton.runtime import Runtime
-    from baton.toolkit import CallContext
+    from baton.toolkit import CallContext, OnBehalf
 
 
 async def approve(
@@ -36,29 +38,33 @@ async def approve(
     rather than letting fewer approve it. ``consumed`` is the proxy's set of request ids already used
     (an approval is spent once); ``proxied_name`` is the tool's ``{adapter_id}__{tool}`` name."""
     from baton.hitl.broker import get_broker
-    from baton.hitl.records import NewRequest
-    from baton.hitl.tools import asked_from, wait_for_outcome
 
     digest = sha256_hex(canonical_json(arguments))
     broker = get_broker(runtime)
-    message = f"Allow adapter {adapter.id} to run its tool {tool} with exactly these arguments?"
-    request_context: dict[str, Any] = {
-        "adapter_id": adapter.id,
-        "tool": tool,
-        "arguments": arguments,
-        "arguments_sha256": digest,
-    }
-    on_behalf = context.on_behalf
-    if on_behalf is not None:
-        message = (
-            f"Subagent {on_behalf.subagent_id} (spawned by {on_behalf.parent_agent}) asks: allow adapter "
-            f"{adapter.id} to run its tool {tool} with exactly these arguments?"
-        )
-        request_context["subagent_id"] = on_behalf.subagent_id
-        request_context["parent_agent"] = on_behalf.parent_agent
+    view = await broker.create(_approval_request(runtime, adapter, tool, arguments, digest, context, asked))
+    decided = await _wait_for_decision(broker, view, context)
+    request_id = view["request_id"]
+    _spend_once(consumed, request_id)
+    return _granted_or_refused(runtime, request_id, digest, decided, proxied_name)
+
+
+def _approval_request(
+    runtime: Runtime,
+    adapter: Adapter,
+    tool: str,
+    arguments: dict[str, Any],
+    digest: str,
+    context: CallContext,
+    asked: int,
+) -> NewRequest:
+    """The approval request for this call: the question, the quorum and step-up the policy asks, and who
+    asks; a quorum above the operator's cap raises before anything is stored."""
+    from baton.hitl.records import NewRequest
+
+    message, request_context = _question(adapter, tool, arguments, digest, context.on_behalf)
     tools = adapter.policy.tools
     required = required_approvals(runtime, adapter, tool, asked)
-    new = NewRequest(
+    return NewRequest(
         "approval",
         message,
         request_context,
@@ -67,19 +73,57 @@ async def approve(
         step_up=needs_step_up(runtime.settings.baton_hitl_step_up_risk, adapter.policy, tool),
         arguments_sha256=digest,
         agent=context.agent.name,
-        provenance={
-            **(asked_from(context) or {}),
-            "adapter_id": adapter.id,
-            "tool": tool,
-            "risk_class": adapter.policy.adapter.risk_class,
-            "annotations": (adapter.definitions.get(tool) or {}).get("annotations") or {},
-        },
+        provenance=_provenance(adapter, tool, context),
     )
-    view = await broker.create(new)
+
+
+def _question(
+    adapter: Adapter, tool: str, arguments: dict[str, Any], digest: str, on_behalf: OnBehalf | None
+) -> tuple[str, dict[str, Any]]:
+    """What the human is asked and the context shown with it: the exact arguments and their digest, and
+    the subagent that asks, if one does."""
+    message = f"Allow adapter {adapter.id} to run its tool {tool} with exactly these arguments?"
+    request_context: dict[str, Any] = {
+        "adapter_id": adapter.id,
+        "tool": tool,
+        "arguments": arguments,
+        "arguments_sha256": digest,
+    }
+    if on_behalf is not None:
+        message = (
+            f"Subagent {on_behalf.subagent_id} (spawned by {on_behalf.parent_agent}) asks: allow adapter "
+            f"{adapter.id} to run its tool {tool} with exactly these arguments?"
+        )
+        request_context["subagent_id"] = on_behalf.subagent_id
+        request_context["parent_agent"] = on_behalf.parent_agent
+    return message, request_context
+
+
+def _provenance(adapter: Adapter, tool: str, context: CallContext) -> dict[str, Any]:
+    """Who asks and what is at risk, from what the server knows (never from the agent's arguments)."""
+    from baton.hitl.tools import asked_from
+
+    return {
+        **(asked_from(context) or {}),
+        "adapter_id": adapter.id,
+        "tool": tool,
+        "risk_class": adapter.policy.adapter.risk_class,
+        "annotations": (adapter.definitions.get(tool) or {}).get("annotations") or {},
+    }
+
+
+async def _wait_for_decision(
+    broker: HitlBroker, view: dict[str, Any], context: CallContext
+) -> dict[str, Any]:
+    """Wait for the humans' outcome (a timeout raises ``hitl_timeout``), telling a subagent which request
+    it waits on and when it stops; a subagent's wait that raises withdraws the request."""
+    from baton.hitl.tools import wait_for_outcome
+
+    on_behalf = context.on_behalf
     if on_behalf is not None and on_behalf.waiting is not None:
         on_behalf.waiting(view["request_id"])
     try:
-        decided = await wait_for_outcome(broker, view, context, None, time.time())
+        return await wait_for_outcome(broker, view, context, None, time.time())
     except BaseException:
         if on_behalf is not None:  # the subagent was cancelled: nobody will act on a decision
             broker.withdraw(view["request_id"], f"subagent {on_behalf.subagent_id} was cancelled")
@@ -87,12 +131,22 @@ async def approve(
     finally:
         if on_behalf is not None and on_behalf.waiting is not None:
             on_behalf.waiting(None)
-    request_id = view["request_id"]
+
+
+def _spend_once(consumed: set[str], request_id: str) -> None:
+    """Mark the request's approval used, refusing one already used: an approval lets one call through."""
     if request_id in consumed:
         raise HitlError(
             "approval_denied", f"The approval {request_id} was already used.", request_id=request_id
         )
     consumed.add(request_id)
+
+
+def _granted_or_refused(
+    runtime: Runtime, request_id: str, digest: str, decided: dict[str, Any], proxied_name: str
+) -> dict[str, Any]:
+    """The approval, linked to its decision receipt, when the humans approved; a rejection raises
+    ``approval_denied`` carrying that same record."""
     approval = {
         "request_id": request_id,
         "arguments_sha256": digest,
