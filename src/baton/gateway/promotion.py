@@ -19,12 +19,12 @@ from typing import Any
 
 from baton.errors import GatewayError
 from baton.gateway import state
-from baton.gateway.policy import Policy
+from baton.gateway.policy import Contract, Policy
 from baton.gateway.policy_files import load_policy, policy_path, read_policy_document
 from baton.gateway.stages import check_chain, identify
 from baton.gateway.state import is_live, replay_receipt, stage_is_served_version
 from baton.private import FILE_MODE, private_tree
-from baton.receipts import utc_now
+from baton.receipts import Receipt, utc_now
 from baton.runtime import Runtime
 
 RUNTIME_STAGE = "runtime"
@@ -92,13 +92,20 @@ def unforwardable(policy: Policy, receipt: dict[str, Any]) -> list[str]:
     return needs
 
 
-def promote(
-    runtime: Runtime, adapter: str, *, serve_nothing: bool = False, accept_findings: list[str] | None = None
-) -> dict[str, Any]:
-    """Make the adapter live; refuses with ``adapter_promotion_refused`` unless the replay matches.
+@dataclass(frozen=True)
+class _Candidate:
+    """The version ``promote`` checks and then serves: its policy as replayed, its row and replay receipt."""
 
-    An adapter that allows no tool would serve nothing: refused unless ``serve_nothing`` says so.
-    """
+    path: Path
+    policy: Policy
+    checksum: str
+    contract: Contract
+    row: dict[str, Any]
+    receipt: dict[str, Any]
+
+
+def _replayed_candidate(runtime: Runtime, adapter: str) -> _Candidate:
+    """The adapter's current policy, once its chain links up and its last replay matches it."""
     path = policy_path(runtime.settings, adapter)
     adapter_id, _ = identify(path)
     row = state.get_adapter(runtime, adapter_id)
@@ -108,13 +115,24 @@ def promote(
     check_chain(runtime, policy)
     receipt = _check_replay(runtime, policy, checksum, row)
     assert policy.contract is not None
+    return _Candidate(path, policy, checksum, policy.contract, row, receipt)
+
+
+def _check_serves_something(policy: Policy, serve_nothing: bool) -> None:
+    """Refuse an adapter that allows no tool, unless ``serve_nothing`` says that is meant."""
     if not policy.tools.allowed and not serve_nothing:
         raise _refuse(
             policy.id,
             f"it allows no tool, so it would serve nothing. Allow tools first (baton gateway allow {policy.id} "
             f"TOOL… then baton gateway replay {policy.id} --apply), or pass --serve-nothing.",
         )
-    findings = receipt.get("poisoning_findings") or []
+
+
+def _accepted_findings(
+    policy: Policy, receipt: dict[str, Any], accept_findings: list[str] | None
+) -> list[dict[str, Any]]:
+    """The replay's tool-poisoning findings the operator accepted; refused while any other stays open."""
+    findings: list[dict[str, Any]] = receipt.get("poisoning_findings") or []
     accepted = set(accept_findings or [])
     unknown = sorted(accepted - {f.get("id") for f in findings})
     if unknown:
@@ -132,6 +150,11 @@ def promote(
             adapter_id=policy.id,
             findings=open_findings,
         )
+    return [f for f in findings if f.get("id") in accepted]
+
+
+def _check_forwardable(policy: Policy, receipt: dict[str, Any]) -> None:
+    """Refuse an adapter whose allowed tools may need what baton cannot forward (:func:`unforwardable`)."""
     needs = unforwardable(policy, receipt)
     if needs:
         raise GatewayError(
@@ -142,16 +165,19 @@ def promote(
             adapter_id=policy.id,
             needs=needs,
         )
-    from baton.gateway.diff import adapter_diff, summary_lines
 
-    changes = adapter_diff(runtime, policy.id)
-    snapshot(runtime, policy.id, path, checksum)
-    payload = {
-        "policy_checksum": checksum,
-        "replaces_policy_checksum": row.get("serving_policy_checksum"),
-        "replay_receipt_sha256": row["replay_receipt_sha256"],
-        "replay_run_id": receipt.get("run_id"),
-        "contract": policy.contract.model_dump(),
+
+def _promotion_payload(
+    candidate: _Candidate, accepted_findings: list[dict[str, Any]], changes: dict[str, Any]
+) -> dict[str, Any]:
+    """The ``gateway_promote`` receipt's payload: what goes live, what it replaces and the tools' diff."""
+    policy = candidate.policy
+    return {
+        "policy_checksum": candidate.checksum,
+        "replaces_policy_checksum": candidate.row.get("serving_policy_checksum"),
+        "replay_receipt_sha256": candidate.row["replay_receipt_sha256"],
+        "replay_run_id": candidate.receipt.get("run_id"),
+        "contract": candidate.contract.model_dump(),
         "allowed_tools": list(policy.tools.allowed),
         "approval_required": list(policy.tools.approval_required),
         "network": policy.runtime.network,
@@ -161,24 +187,48 @@ def promote(
         "call_policy_sha256": policy.tools.call_policy_sha256,
         "host_programs": [pin.model_dump() for pin in policy.host_programs],
         "serve_nothing": not policy.tools.allowed,
-        "accepted_findings": [f for f in findings if f.get("id") in accepted],
+        "accepted_findings": accepted_findings,
         "tools_diff": {key: changes[key] for key in ("added", "removed", "changed")},
     }
-    stored = state.record(
+
+
+def _record_promotion(runtime: Runtime, candidate: _Candidate, payload: dict[str, Any]) -> Receipt:
+    """Append the ``gateway_promote`` receipt and point the row's ``serving_*`` columns at the snapshot."""
+    replay_receipt_sha256 = candidate.row["replay_receipt_sha256"]
+    return state.record(
         runtime,
-        policy.id,
+        candidate.policy.id,
         state="promoted",
         kind="gateway_promote",
         payload=payload,
-        policy_path=path,
-        policy_checksum=checksum,
-        replay_receipt_sha256=row["replay_receipt_sha256"],
-        contract=policy.contract.model_dump(),
-        **_serving(checksum, row["replay_receipt_sha256"], policy.contract.model_dump()),
+        policy_path=candidate.path,
+        policy_checksum=candidate.checksum,
+        replay_receipt_sha256=replay_receipt_sha256,
+        contract=candidate.contract.model_dump(),
+        **_serving(candidate.checksum, replay_receipt_sha256, candidate.contract.model_dump()),
     )
-    prune_snapshots(runtime, policy.id, keep=checksum)
+
+
+def promote(
+    runtime: Runtime, adapter: str, *, serve_nothing: bool = False, accept_findings: list[str] | None = None
+) -> dict[str, Any]:
+    """Make the adapter live; refuses with ``adapter_promotion_refused`` unless the replay matches.
+
+    An adapter that allows no tool would serve nothing: refused unless ``serve_nothing`` says so.
+    """
+    candidate = _replayed_candidate(runtime, adapter)
+    _check_serves_something(candidate.policy, serve_nothing)
+    accepted = _accepted_findings(candidate.policy, candidate.receipt, accept_findings)
+    _check_forwardable(candidate.policy, candidate.receipt)
+    from baton.gateway.diff import adapter_diff, summary_lines
+
+    changes = adapter_diff(runtime, candidate.policy.id)
+    snapshot(runtime, candidate.policy.id, candidate.path, candidate.checksum)
+    payload = _promotion_payload(candidate, accepted, changes)
+    stored = _record_promotion(runtime, candidate, payload)
+    prune_snapshots(runtime, candidate.policy.id, keep=candidate.checksum)
     return {
-        "adapter_id": policy.id,
+        "adapter_id": candidate.policy.id,
         "state": "promoted",
         "receipt_seq": stored.seq,
         **payload,
