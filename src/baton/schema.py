@@ -281,7 +281,7 @@ gateway_adapters = Table(
     Column("block_reason", Text),
     Column("error_class", String(64)),
     Column("updated_at", String(40), nullable=False),
-    # the snapshot a live adapter serves (promotion.py); NULL checksum: not live
+    # the snapshot a live adapter serves (gateway/serving.py); NULL checksum: not live
     Column("serving_policy_checksum", String(80)),
     Column("serving_replay_receipt_sha256", String(64)),
     Column("serving_contract", JSON),

@@ -12,7 +12,7 @@ import pytest
 from baton.config import load_settings
 from baton.errors import GatewayError
 from baton.gateway.cedar_policy import check_call
-from baton.gateway.promotion import live_adapters
+from baton.gateway.serving import live_adapters
 from baton.runtime import Runtime
 from baton.testing.mcp_stdio_server import package_files
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball

@@ -172,7 +172,7 @@ def lock(
     path = policy_path(runtime.settings, target)
     known_id, checksum = identify(path)
     # A live adapter keeps serving its promoted snapshot while this lock (and its verify and replay) run;
-    # promoting the result swaps it in (see baton.gateway.promotion).
+    # promoting the result swaps it in (see baton.gateway.serving).
     return fail_closed(
         runtime,
         known_id,

@@ -1,18 +1,13 @@
 """``promote`` / ``demote``: an adapter goes live only on a passing replay that matches its current policy.
 
-Promotion snapshots the policy file and the bundle (``gateway/<id>/serving/<checksum>/``) and records
-the snapshot in the row's ``serving_*`` columns. Serving reads only the snapshot, so a re-lock, verify
-and replay of the adapter's next version (which move ``state`` and rewrite the working policy and
-bundle) leave the live version serving until the next version is promoted, which swaps in one store
-transaction. A promoted adapter that drifts at run time is blocked with stage ``runtime``; it stays
-blocked until a version is locked, verified, replayed and promoted anew.
+Promoting snapshots the version (:mod:`~baton.gateway.serving`) and points the row's ``serving_*`` columns
+at the snapshot in one store transaction; demoting clears them. A promoted adapter that drifts at run time
+is blocked with stage ``runtime``; it stays blocked until a version is locked, verified, replayed and
+promoted anew.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,11 +15,11 @@ from typing import Any
 from baton.errors import GatewayError
 from baton.gateway import state
 from baton.gateway.policy import Contract, Policy
-from baton.gateway.policy_files import load_policy, policy_path, read_policy_document
+from baton.gateway.policy_files import load_policy, policy_path
+from baton.gateway.serving import prune_snapshots, serving_columns, snapshot
 from baton.gateway.stages import check_chain, identify
 from baton.gateway.state import is_live, replay_receipt, stage_is_served_version
-from baton.private import FILE_MODE, private_tree
-from baton.receipts import Receipt, utc_now
+from baton.receipts import Receipt
 from baton.runtime import Runtime
 
 RUNTIME_STAGE = "runtime"
@@ -205,7 +200,7 @@ def _record_promotion(runtime: Runtime, candidate: _Candidate, payload: dict[str
         policy_checksum=candidate.checksum,
         replay_receipt_sha256=replay_receipt_sha256,
         contract=candidate.contract.model_dump(),
-        **_serving(candidate.checksum, replay_receipt_sha256, candidate.contract.model_dump()),
+        **serving_columns(candidate.checksum, replay_receipt_sha256, candidate.contract.model_dump()),
     )
 
 
@@ -237,84 +232,6 @@ def promote(
     }
 
 
-def _serving(checksum: str | None, replay_receipt: str | None, contract: Any) -> dict[str, Any]:
-    """The row's ``serving_*`` columns for a version promoted now (all None: nothing served)."""
-    return {
-        "serving_policy_checksum": checksum,
-        "serving_replay_receipt_sha256": replay_receipt,
-        "serving_contract": contract,
-        "serving_block_reason": None,
-        "serving_error_class": None,
-        "serving_since": utc_now() if checksum else None,
-    }
-
-
-def serving_root(runtime: Runtime, adapter_id: str, checksum: str) -> Path:
-    """``gateway/<id>/serving/<hex>``: the snapshot of the version promoted under ``checksum``."""
-    return state.adapter_dir(runtime, adapter_id) / "serving" / checksum.removeprefix("sha256:")
-
-
-def _link_or_copy(source: str, destination: str) -> None:
-    """Hard-link the (never rewritten) tarballs and wheels; copy the receipts, which verify rewrites."""
-    if f"{os.sep}tarballs{os.sep}" in source:
-        try:
-            os.link(source, destination)
-            return
-        except OSError:
-            pass
-    shutil.copy2(source, destination)
-
-
-def snapshot(runtime: Runtime, adapter_id: str, path: Path, checksum: str) -> Path:
-    """Copy the policy file and the bundle (hard links where possible) into the serving snapshot.
-
-    Written aside and renamed into place, so a snapshot directory is always whole. Tarballs are never
-    modified in place (a lock writes a new bundle and swaps directories), so linking them is safe.
-    """
-    root = serving_root(runtime, adapter_id, checksum)
-    if (root / "policy.toml").is_file():
-        return root
-    staging = root.parent / f".staging-{uuid.uuid4().hex}"
-    try:
-        private_tree(staging, runtime.settings.home)
-        shutil.copyfile(path, staging / "policy.toml")
-        os.chmod(staging / "policy.toml", FILE_MODE)
-        if read_policy_document(staging / "policy.toml")[1] != checksum:
-            raise _refuse(adapter_id, "the policy file changed while it was being promoted.")
-        bundle = state.adapter_dir(runtime, adapter_id) / "bundle"
-        shutil.copytree(bundle, staging / "bundle", copy_function=_link_or_copy)
-        from baton.gateway.cedar_policy import SNAPSHOT_NAME, policy_file, read_pinned
-
-        pinned = load_policy(staging / "policy.toml", check_expiry=False)[0].tools.call_policy_sha256
-        text = read_pinned(policy_file(path), pinned)
-        if text is not None:
-            (staging / SNAPSHOT_NAME).write_text(text, encoding="utf-8")
-        if root.exists():
-            shutil.rmtree(root)
-        staging.rename(root)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return root
-
-
-def prune_snapshots(runtime: Runtime, adapter_id: str, keep: str | None) -> None:
-    """Remove every serving snapshot but ``keep``'s (after the store has stopped pointing at them)."""
-    directory = state.adapter_dir(runtime, adapter_id) / "serving"
-    kept = keep.removeprefix("sha256:") if keep else None
-    for item in directory.iterdir() if directory.is_dir() else []:
-        if item.name != kept:
-            shutil.rmtree(item, ignore_errors=True)
-
-
-def serving_files(runtime: Runtime, row: dict[str, Any]) -> tuple[Path, Path]:
-    """The policy file and bundle a live row serves: its snapshot, or for an adapter promoted before
-    snapshots existed, the working policy and bundle (served only while their checksum still matches)."""
-    root = serving_root(runtime, row["id"], row["serving_policy_checksum"] or "")
-    if (root / "policy.toml").is_file():
-        return root / "policy.toml", root / "bundle"
-    return Path(row["policy_path"]), state.adapter_dir(runtime, row["id"]) / "bundle"
-
-
 def demote(runtime: Runtime, adapter: str) -> dict[str, Any]:
     """Take a promoted (or run-time blocked) adapter out of service; it goes back to ``replayed``."""
     path = policy_path(runtime.settings, adapter)
@@ -341,7 +258,7 @@ def demote(runtime: Runtime, adapter: str) -> dict[str, Any]:
         payload={"previous_state": row["state"], "policy_checksum": row.get("serving_policy_checksum")},
         policy_path=Path(row["policy_path"]),
         **columns,
-        **_serving(None, None, None),
+        **serving_columns(None, None, None),
     )
     prune_snapshots(runtime, adapter_id, keep=None)
     return {"adapter_id": adapter_id, "state": target, "receipt_seq": stored.seq}
@@ -391,46 +308,3 @@ def block_at_runtime(
         serving_error_class=error.error_class,
         **stage_columns,
     )
-
-
-@dataclass(frozen=True)
-class LiveAdapter:
-    """A live adapter as the proxy serves it: its policy as promoted, its row and its bundle snapshot."""
-
-    policy: Policy
-    row: dict[str, Any]
-    bundle: Path
-
-
-def serving_problem(runtime: Runtime, row: dict[str, Any]) -> str | None:
-    """Why a live row is not served (its snapshot's policy no longer loads, or is not the promoted one)."""
-    try:
-        load_live(runtime, row)
-    except GatewayError as exc:
-        return f"{exc.error_class}: {exc.message}"
-    return None
-
-
-def load_live(runtime: Runtime, row: dict[str, Any]) -> LiveAdapter:
-    """The live adapter a row serves, from its snapshot; its checksum must be the promoted one."""
-    path, bundle = serving_files(runtime, row)
-    policy, checksum = load_policy(path)
-    if checksum != row.get("serving_policy_checksum"):
-        raise GatewayError(
-            "adapter_not_promoted",
-            "the policy changed after the promotion; replay and promote it again",
-            adapter_id=row["id"],
-        )
-    return LiveAdapter(policy, row, bundle)
-
-
-def live_adapters(runtime: Runtime) -> list[LiveAdapter]:
-    """Every live adapter whose snapshot still loads as promoted (others: see :func:`serving_problem`)."""
-    result = []
-    for row in state.list_adapters(runtime):
-        if is_live(row):
-            try:
-                result.append(load_live(runtime, row))
-            except GatewayError:
-                continue
-    return result

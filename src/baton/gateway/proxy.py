@@ -19,9 +19,9 @@ import anyio
 from anyio.abc import TaskGroup
 
 from baton.errors import BatonError, GatewayError
-from baton.gateway import call_approval, promotion, state
+from baton.gateway import call_approval, promotion, serving, state
 from baton.gateway.cedar_policy import check_call
-from baton.gateway.promotion import LiveAdapter
+from baton.gateway.serving import LiveAdapter
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
 from baton.toolkit import CallContext, DynamicTools, OnBehalf
@@ -82,8 +82,7 @@ class GatewayProxy(DynamicTools):
 
         scratch.sweep()
         self.adapters = {
-            live.policy.id: Adapter(self.runtime, live, self)
-            for live in promotion.live_adapters(self.runtime)
+            live.policy.id: Adapter(self.runtime, live, self) for live in serving.live_adapters(self.runtime)
         }
 
     async def run(self) -> None:
@@ -219,7 +218,7 @@ class GatewayProxy(DynamicTools):
             return adapter, served is not None
         stored = state.get_adapter(self.runtime, adapter.id)
         try:
-            fresh = Adapter(self.runtime, promotion.load_live(self.runtime, stored or {}), self)
+            fresh = Adapter(self.runtime, serving.load_live(self.runtime, stored or {}), self)
         except (GatewayError, KeyError):
             return adapter, False  # _admit refuses the stale one with adapter_not_promoted
         log.info("adapter %s: serving the version promoted as %s", adapter.id, served)

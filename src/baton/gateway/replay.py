@@ -335,7 +335,7 @@ def poisoning_findings(
 ) -> list[dict[str, Any]]:
     """The tool-poisoning findings over a replay's definitions, other live adapters' tools considered."""
     from baton.gateway.poisoning import scan
-    from baton.gateway.promotion import live_adapters
+    from baton.gateway.serving import live_adapters
 
     others = {tool: live.policy.id for live in live_adapters(runtime) for tool in live.policy.tools.allowed}
     return scan(definitions, adapter_id=adapter_id, other_tools=others)
