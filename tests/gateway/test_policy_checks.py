@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import tomli_w
 
+from baton.config import load_settings
 from baton.errors import GatewayError
 from baton.gateway import artifacts, stages, state
 from baton.gateway.checks import destructive_reason
@@ -347,3 +348,29 @@ def test_a_drafts_first_replay_pins_the_older_protocol_a_server_negotiates(
     with pytest.raises(GatewayError) as info:
         replay(runtime, "older", apply=True, record=True)
     assert info.value.error_class == "mcp_initialize_contract_mismatch"
+
+
+@needs_bwrap
+def test_a_snapshot_links_only_the_bundles_packages_even_under_a_home_in_a_tarballs_folder(
+    tmp_path: Path, registry: NpmRegistryServer
+) -> None:
+    """The serving snapshot hard-links the bundle's tarballs (never rewritten) and copies the rest, whose
+    receipts verify rewrites in place; a folder named ``tarballs`` above BATON_HOME changes nothing."""
+    home = tmp_path / "tarballs" / "home"
+    settings = {"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}
+    runtime = Runtime.open(load_settings(settings))
+    try:
+        make_live(
+            runtime, document("snap", publish(registry), [tool("echo", text="string")]), allowed=["echo"]
+        )
+        bundle = state.adapter_dir(runtime, "snap") / "bundle"
+        (serving,) = [p for p in (state.adapter_dir(runtime, "snap") / "serving").iterdir()]
+        linked, copied = [], []
+        for source in sorted(p for p in bundle.rglob("*") if p.is_file()):
+            served = serving / "bundle" / source.relative_to(bundle)
+            same = os.path.samefile(source, served)
+            (linked if same else copied).append(source.relative_to(bundle).parts[0])
+        assert linked and set(linked) == {"tarballs"}
+        assert copied and "tarballs" not in copied
+    finally:
+        runtime.close()

@@ -9,6 +9,7 @@ transaction.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import uuid
@@ -43,9 +44,11 @@ def serving_root(runtime: Runtime, adapter_id: str, checksum: str) -> Path:
     return state.adapter_dir(runtime, adapter_id) / "serving" / checksum.removeprefix("sha256:")
 
 
-def _link_or_copy(source: str, destination: str) -> None:
-    """Hard-link the (never rewritten) tarballs and wheels; copy the receipts, which verify rewrites."""
-    if f"{os.sep}tarballs{os.sep}" in source:
+def _link_or_copy(bundle: Path, source: str, destination: str) -> None:
+    """Hard-link the bundle's (never rewritten) ``tarballs/``, its packages; copy the rest, the receipts
+    among them, which verify rewrites. Only the path inside the bundle decides: a ``tarballs`` folder
+    above it (in ``BATON_HOME``'s own path) does not."""
+    if Path(source).relative_to(bundle).parts[0] == "tarballs":
         try:
             os.link(source, destination)
             return
@@ -76,7 +79,7 @@ def snapshot(runtime: Runtime, adapter_id: str, path: Path, checksum: str) -> Pa
                 adapter_id=adapter_id,
             )
         bundle = state.adapter_dir(runtime, adapter_id) / "bundle"
-        shutil.copytree(bundle, staging / "bundle", copy_function=_link_or_copy)
+        shutil.copytree(bundle, staging / "bundle", copy_function=functools.partial(_link_or_copy, bundle))
         from baton.gateway.cedar_policy import SNAPSHOT_NAME, policy_file, read_pinned
 
         pinned = load_policy(staging / "policy.toml", check_expiry=False)[0].tools.call_policy_sha256
