@@ -65,6 +65,9 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "mcp": version_of("mcp"),
         "fastmcp": version_of("fastmcp"),
+        # the fan-out's CPU floor is these two clients' cost (bench/fanout.py)
+        "openai": version_of("openai"),
+        "pydantic_ai": version_of("pydantic-ai-slim"),
         "baton": version_of("baton"),
     }
 
@@ -158,7 +161,8 @@ def markdown(report: dict[str, Any]) -> str:
     m = report["machine"]
     lines = [
         f"Measured {report['started_at'][:16].replace('T', ' ')} UTC on {m['cpu']}, {m['cores']} cores "
-        f"(load {m['load_average_1m']}), Python {m['python']}, mcp {m['mcp']}, fastmcp {m['fastmcp']}; "
+        f"(load {m['load_average_1m']}), Python {m['python']}, mcp {m['mcp']}, fastmcp {m['fastmcp']}, "
+        f"openai {m.get('openai')}, pydantic-ai {m.get('pydantic_ai')}; "
         f"whole run {report['duration_seconds']} s.",
         "",
     ]
