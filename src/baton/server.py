@@ -156,7 +156,7 @@ class RegistryLoader:
 
 def listed_tool(spec: ToolSpec[Any]) -> types.Tool:
     """A built-in tool as ``tools/list`` shows it (title, annotations and output schema from baton.results)."""
-    from baton.results import tool_definition
+    from baton.results.definitions import tool_definition
 
     listed: types.Tool = tool_definition(spec.name, spec.title, spec.description, spec.input_schema())
     return listed
