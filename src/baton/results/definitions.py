@@ -22,7 +22,7 @@ from baton.results.subagents import (
 )
 from baton.results.timers import TimerList, TimerResult
 
-__all__ = ["TOOL_META", "ToolMeta", "output_schema"]
+__all__ = ["TOOL_META", "ToolMeta", "output_schema", "tool_definition"]
 
 
 @dataclass(frozen=True)
