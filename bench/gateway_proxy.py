@@ -76,6 +76,7 @@ def _everything_adapter(home: Path) -> str:
 def _direct_upstream(home: Path, adapter_id: str) -> tuple[list[str], Any]:
     """The sandbox command line of a live adapter's upstream, for the benchmark's own client."""
     from baton.config import load_settings
+    from baton.gateway.bwrap_command import prepare
     from baton.gateway.extract import materialize
     from baton.gateway.policy_files import load_policy
     from baton.gateway.sandbox import BubblewrapSandbox, as_nobody
@@ -92,7 +93,7 @@ def _direct_upstream(home: Path, adapter_id: str) -> tuple[list[str], Any]:
         runtime.close()
     spec = runtime_spec(policy, root, headless=True)
     user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] if as_nobody()[0] else []
-    prepared = BubblewrapSandbox().prepare(spec, cgroup=False)  # started by the benchmark's own client
+    prepared = prepare(BubblewrapSandbox().bwrap, spec, cgroup=False)  # started by the benchmark's own client
     return [*user, *prepared.argv], (prepared, root)
 
 

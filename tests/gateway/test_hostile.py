@@ -22,6 +22,7 @@ import pytest
 
 from baton.errors import GatewayError
 from baton.gateway import cgroups
+from baton.gateway.bwrap_command import prepare
 from baton.gateway.replay import replay
 from baton.gateway.sandbox import BubblewrapSandbox
 from baton.gateway.sandbox_spec import SandboxSpec
@@ -176,8 +177,9 @@ def test_memory_limit_also_caps_the_sandbox_as_a_whole_where_a_memory_cgroup_exi
 
 
 def test_a_cpu_limit_nothing_can_enforce_is_refused_not_ignored(workdir: Path) -> None:
+    spec = SandboxSpec(workdir=workdir, argv=["true"], cpu_limit="1")
     with pytest.raises(GatewayError) as info:
-        BubblewrapSandbox().prepare(SandboxSpec(workdir=workdir, argv=["true"], cpu_limit="1"), cgroup=False)
+        prepare(BubblewrapSandbox().bwrap, spec, cgroup=False)
     assert info.value.error_class == "sandbox_limit_unenforceable"
 
 

@@ -16,10 +16,10 @@ from baton.config import load_settings
 from baton.errors import GatewayError
 from baton.gateway import artifacts, stages
 from baton.gateway.artifacts import parse_candidate
+from baton.gateway.bwrap_command import HOST_PATH
 from baton.gateway.extract import materialize
 from baton.gateway.policy_files import load_policy, write_policy
 from baton.gateway.replay import replay
-from baton.gateway.sandbox import HOST_PATH
 from baton.runtime import Runtime
 from baton.testing.npm_registry import NpmRegistryServer, build_python_wheel, build_tarball, integrity_of
 from tests.needs import require

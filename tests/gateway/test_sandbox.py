@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from baton.gateway import seccomp
+from baton.gateway import bwrap_command, seccomp
 from baton.gateway.docker import DockerSandbox
 from baton.gateway.sandbox import BubblewrapSandbox
 from baton.gateway.sandbox_spec import HostMount, SandboxSpec
@@ -268,14 +268,14 @@ def test_without_the_filter_the_same_calls_answer_otherwise(
     monkeypatch: pytest.MonkeyPatch, host_dirs: dict[str, Path]
 ) -> None:
     """The control run: the EPERMs above come from the filter, not from missing privileges."""
-    original = BubblewrapSandbox.bwrap_args
+    original = bwrap_command.bwrap_args
 
-    def without_seccomp(self: BubblewrapSandbox, spec: SandboxSpec, stage: Path) -> list[str]:
-        args = original(self, spec, stage)
+    def without_seccomp(spec: SandboxSpec, stage: Path) -> list[str]:
+        args = original(spec, stage)
         index = args.index("--seccomp")
         return args[:index] + args[index + 2 :]
 
-    monkeypatch.setattr(BubblewrapSandbox, "bwrap_args", without_seccomp)
+    monkeypatch.setattr(bwrap_command, "bwrap_args", without_seccomp)
     table = {name: value for name, value in syscall_table().items() if name in CONTROL}
     spec = SandboxSpec(
         workdir=host_dirs["workdir"], argv=["python3", "-c", PROBE], env={"PROBE_SYSCALLS": json.dumps(table)}
@@ -315,7 +315,7 @@ def test_the_bwrap_command_keeps_its_isolation_flags_and_order(tmp_path: Path) -
     spec = SandboxSpec(
         workdir=tmp_path, argv=["node", "cli.js"], extra_ro_binds=((tmp_path, "/tmp/visible"),)
     )
-    command = BubblewrapSandbox("/usr/bin/bwrap").bwrap_args(spec, tmp_path / "stage")
+    command = bwrap_command.bwrap_args(spec, tmp_path / "stage")
     for flag in ("--unshare-user", "--unshare-all", "--new-session", "--die-with-parent", "--clearenv"):
         assert flag in command
     assert command[command.index("--uid") + 1] == "65534" and command[command.index("--gid") + 1] == "65534"
@@ -348,7 +348,7 @@ def test_the_docker_backend_uses_the_reference_flags_or_skips_with_its_reason(tm
 
 
 def test_limits_are_set_by_prlimit_before_bwrap(tmp_path: Path) -> None:
-    from baton.gateway.sandbox import rlimit_prefix
+    from baton.gateway.bwrap_command import rlimit_prefix
 
     spec = SandboxSpec(workdir=tmp_path, argv=["true"], memory_bytes=1 << 30, pids_limit=64, cpu_seconds=9)
     assert rlimit_prefix(spec)[1:] == [f"--data={1 << 30}", "--nproc=64", "--cpu=9", "--core=0", "--"]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from baton.errors import GatewayError
-from baton.gateway.sandbox import HOST_PATH
+from baton.gateway.bwrap_command import HOST_PATH
 
 #: Where a bare ``node`` or ``python3`` resolves in the sandbox: its PATH's system part, the host's own.
 SANDBOX_SEARCH_PATH = HOST_PATH

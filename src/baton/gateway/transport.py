@@ -23,7 +23,8 @@ import mcp_types as types
 from anyio.abc import ObjectReceiveStream, ObjectSendStream, Process
 from mcp.shared.message import SessionMessage
 
-from baton.gateway.sandbox import HOST_PATH, as_nobody
+from baton.gateway.bwrap_command import HOST_PATH
+from baton.gateway.sandbox import as_nobody
 from baton.gateway.stderr import StderrLog
 
 #: Larger than the replay's cap: a screenshot travels as one base64 line.

@@ -19,6 +19,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from baton.errors import GatewayError
 from baton.gateway import scratch, state
+from baton.gateway.bwrap_command import Prepared, prepare
 from baton.gateway.contract import compare, tool_contract
 from baton.gateway.docker import DockerSandbox
 from baton.gateway.extract import materialize
@@ -29,7 +30,7 @@ from baton.gateway.network import EgressProxy, bridged_argv
 from baton.gateway.policy import Policy
 from baton.gateway.protocol import initialize_params
 from baton.gateway.replay import sandbox_spec
-from baton.gateway.sandbox import BubblewrapSandbox, Prepared, sandbox_for
+from baton.gateway.sandbox import BubblewrapSandbox, sandbox_for
 from baton.gateway.sandbox_spec import HostMount, SandboxSpec
 from baton.gateway.stderr import StderrLog
 from baton.gateway.transport import Pipe, sandboxed_stdio
@@ -251,7 +252,7 @@ class Upstream:
         if reason:
             raise GatewayError("sandbox_unavailable", f"The sandbox is unavailable: {reason}.")
         if isinstance(sandbox, BubblewrapSandbox):
-            prepared = await anyio.to_thread.run_sync(sandbox.prepare, spec)
+            prepared = await anyio.to_thread.run_sync(prepare, sandbox.bwrap, spec)
             return prepared.argv, prepared
         assert isinstance(sandbox, DockerSandbox)
         return sandbox.command(spec), None
