@@ -25,7 +25,8 @@ from baton.gateway.policy import Policy
 from baton.gateway.policy_files import load_policy
 from baton.gateway.protocol import Session
 from baton.gateway.replay import observe, replay, sandbox_spec
-from baton.gateway.sandbox import BubblewrapSandbox, SandboxSpec
+from baton.gateway.sandbox import BubblewrapSandbox
+from baton.gateway.sandbox_spec import SandboxSpec
 from baton.runtime import Runtime
 
 SPEC = "npm:@playwright/mcp@0.0.83"
