@@ -5,7 +5,7 @@
 #   tools/mutation.sh MODULE [TEST_PATH ...]     e.g. tools/mutation.sh redaction
 #
 # MODULE is a path under src/baton without .py (hitl/broker, hitl/creating, hitl/deciding, hitl/pending_page,
-# hitl/inbox_access, timers/service, timers/mirror, timers/listing, receipts, gateway/proxy,
+# hitl/inbox_access, hitl/waiting, timers/service, timers/mirror, timers/listing, receipts, gateway/proxy,
 # gateway/call_approval, gateway/upstream, subagents/turns, subagents/messaging, redaction); without
 # TEST_PATHs the module's default tests below are used.
 # The run happens in a copy of the tracked files (under ${MUTATION_DIR:-/tmp/baton-mutation}/MODULE),
@@ -31,6 +31,8 @@ if [ $# -eq 0 ]; then
     hitl/pending_page) set -- tests/hitl/test_pending_page.py tests/hitl/test_pending_page_driver.py tests/hitl/test_broker.py ;;
     hitl/inbox_access) set -- tests/hitl/test_inbox.py tests/hitl/test_agent_token_never_decides.py \
       tests/hardening/test_tokens_login.py ;;
+    hitl/waiting) set -- tests/hitl/test_broker.py tests/hitl/test_tools_stdio.py tests/hitl/test_mrtr.py \
+      tests/hitl/test_elicited_answers.py tests/test_tasks.py ;;
     timers/service) set -- tests/test_timers_core.py tests/test_timers_service.py tests/test_concurrency.py ;;
     timers/mirror) set -- tests/test_timers_core.py tests/test_timers_service.py ;;
     timers/listing) set -- tests/test_timers_core.py tests/test_timers_service.py tests/test_corrupted_rows.py ;;

@@ -230,7 +230,7 @@ class TasksExtension(Extension):
             store.set(row["id"], status="failed", error={"code": -32603, "message": "Task has expired"})
         elif row["request_id"] and row["id"] not in self._running and row["tool"] in HITL_TOOLS:
             from baton.hitl.broker import get_broker
-            from baton.hitl.tools import outcome
+            from baton.hitl.waiting import outcome
 
             view = get_broker(store.runtime).get(row["request_id"])
             if view["status"] != "pending":

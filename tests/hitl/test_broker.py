@@ -196,7 +196,7 @@ async def test_a_failing_announcer_never_affects_the_request(broker: HitlBroker,
 
 
 async def test_result_shapes_of_waiting_calls(broker: HitlBroker) -> None:
-    from baton.hitl.tools import outcome
+    from baton.hitl.waiting import outcome
 
     question = await broker.create(NewRequest("input", "Name?", timeout_seconds=60))
     with pytest.raises(HitlError) as pending:

@@ -101,7 +101,7 @@ def _question(
 
 def _provenance(adapter: Adapter, tool: str, context: CallContext) -> dict[str, Any]:
     """Who asks and what is at risk, from what the server knows (never from the agent's arguments)."""
-    from baton.hitl.tools import asked_from
+    from baton.hitl.provenance import asked_from
 
     return {
         **(asked_from(context) or {}),
@@ -117,7 +117,7 @@ async def _wait_for_decision(
 ) -> dict[str, Any]:
     """Wait for the humans' outcome (a timeout raises ``hitl_timeout``), telling a subagent which request
     it waits on and when it stops; a subagent's wait that raises withdraws the request."""
-    from baton.hitl.tools import wait_for_outcome
+    from baton.hitl.waiting import wait_for_outcome
 
     on_behalf = context.on_behalf
     if on_behalf is not None and on_behalf.waiting is not None:

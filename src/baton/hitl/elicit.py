@@ -13,7 +13,7 @@ Enabled with ``BATON_HITL_ELICITATION=true`` and used only when the client decla
   means form): the client shows a form; an accepted, well-formed answer is the decision
   (``decided_via="elicitation"``, receipted with the agent's name). It is the client's attestation, not a
   person's proof, so it is offered only on the agent's own request and never on one that needs a quorum
-  or a step-up (:func:`baton.hitl.tools.may_elicit`).
+  or a step-up (:func:`may_elicit`).
 
 Two eras: on a 2025-11-25 connection the server sends ``elicitation/create`` on the call's own stream (this
 module); on a 2026-07-28 connection there is no back-channel and :mod:`baton.hitl.mrtr` returns an
@@ -66,6 +66,17 @@ def elicitation_wanted(settings: Settings, ctx: CallContext) -> bool:
     if settings.baton_http_stateless:  # the client's answer would reach another transport: no back-channel
         return False
     return elicitation_mode(settings, ctx) is not None
+
+
+def may_elicit(view: dict[str, Any], ctx: CallContext) -> bool:
+    """Whether this caller's client may be asked (and its form answer count) for this request.
+
+    Only for the agent's own request, and never for one that needs a quorum or a step-up: a client's
+    answer is the client's word, not a person's proof.
+    """
+    if not ctx.agent.owns(view.get("agent")):
+        return False
+    return int(view.get("required_approvals") or 1) <= 1 and not view.get("step_up")
 
 
 def requested_schema(view: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ async def apply_task_answers(
     from mcp_types import INVALID_PARAMS
 
     from baton.agents import current_agent
-    from baton.hitl.tools import may_elicit
+    from baton.hitl.elicit import may_elicit
     from baton.http_identity import decision_authority
     from baton.toolkit import CallContext
 
