@@ -17,8 +17,9 @@ from baton.config import load_settings
 from baton.errors import GatewayError
 from baton.gateway import artifacts, stages, state
 from baton.gateway.checks import destructive_reason
+from baton.gateway.operator_lock import operator_lock
 from baton.gateway.policy_files import load_policy, parse_policy, write_policy
-from baton.gateway.promotion import promote
+from baton.gateway.promotion import demote, promote
 from baton.gateway.replay import replay
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import TEST_SERVER, document, make_live, publish, tool
@@ -374,3 +375,26 @@ def test_a_snapshot_links_only_the_bundles_packages_even_under_a_home_in_a_tarba
         assert copied and "tarballs" not in copied
     finally:
         runtime.close()
+
+
+@needs_bwrap
+def test_a_promote_or_demote_while_another_holds_the_adapter_is_refused_busy_and_changes_nothing(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    """Serving changes of one adapter take turns: one that finds the operator lock held is refused with
+    ``adapter_busy`` before it writes or prunes anything, and runs once the lock is free."""
+    make_live(runtime, document("turns", publish(registry), [tool("echo", text="string")]), allowed=["echo"])
+    serving = state.adapter_dir(runtime, "turns") / "serving"
+    (served,) = list(serving.iterdir())
+    receipts_before = len(runtime.receipts.list())
+    with operator_lock(runtime, "turns"):
+        for command in (lambda: demote(runtime, "turns"), lambda: promote(runtime, "turns")):
+            with pytest.raises(GatewayError) as busy:
+                command()
+            assert busy.value.error_class == "adapter_busy"
+    assert list(serving.iterdir()) == [served]  # nothing pruned, nothing snapshotted
+    assert len(runtime.receipts.list()) == receipts_before
+    row = state.get_adapter(runtime, "turns")
+    assert row is not None and row["state"] == "promoted"
+    assert demote(runtime, "turns")["state"] == "replayed"  # free again: the demote runs
+    assert not any(serving.iterdir())

@@ -14,6 +14,7 @@ from typing import Any
 
 from baton.errors import GatewayError
 from baton.gateway import state
+from baton.gateway.operator_lock import operator_lock
 from baton.gateway.policy import Contract, Policy
 from baton.gateway.policy_files import load_policy, policy_path
 from baton.gateway.serving import prune_snapshots, serving_columns, snapshot
@@ -218,10 +219,11 @@ def promote(
     from baton.gateway.diff import adapter_diff, summary_lines
 
     changes = adapter_diff(runtime, candidate.policy.id)
-    snapshot(runtime, candidate.policy.id, candidate.path, candidate.checksum)
-    payload = _promotion_payload(candidate, accepted, changes)
-    stored = _record_promotion(runtime, candidate, payload)
-    prune_snapshots(runtime, candidate.policy.id, keep=candidate.checksum)
+    with operator_lock(runtime, candidate.policy.id):
+        snapshot(runtime, candidate.policy.id, candidate.path, candidate.checksum)
+        payload = _promotion_payload(candidate, accepted, changes)
+        stored = _record_promotion(runtime, candidate, payload)
+        prune_snapshots(runtime, candidate.policy.id, keep=candidate.checksum)
     return {
         "adapter_id": candidate.policy.id,
         "state": "promoted",
@@ -236,6 +238,12 @@ def demote(runtime: Runtime, adapter: str) -> dict[str, Any]:
     """Take a promoted (or run-time blocked) adapter out of service; it goes back to ``replayed``."""
     path = policy_path(runtime.settings, adapter)
     adapter_id, _ = identify(path)
+    with operator_lock(runtime, adapter_id):
+        return _demote_locked(runtime, adapter_id)
+
+
+def _demote_locked(runtime: Runtime, adapter_id: str) -> dict[str, Any]:
+    """:func:`demote` under the adapter's operator lock: the row read, the receipt, the prune."""
     row = state.get_adapter(runtime, adapter_id)
     if row is None or not is_live(row):
         raise GatewayError(
