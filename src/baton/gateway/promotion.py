@@ -191,6 +191,7 @@ def _promotion_payload(
 def _record_promotion(runtime: Runtime, candidate: _Candidate, payload: dict[str, Any]) -> Receipt:
     """Append the ``gateway_promote`` receipt and point the row's ``serving_*`` columns at the snapshot."""
     replay_receipt_sha256 = candidate.row["replay_receipt_sha256"]
+    contract = candidate.contract.model_dump()  # the row's contract and the served one: the same pin
     return state.record(
         runtime,
         candidate.policy.id,
@@ -200,8 +201,8 @@ def _record_promotion(runtime: Runtime, candidate: _Candidate, payload: dict[str
         policy_path=candidate.path,
         policy_checksum=candidate.checksum,
         replay_receipt_sha256=replay_receipt_sha256,
-        contract=candidate.contract.model_dump(),
-        **serving_columns(candidate.checksum, replay_receipt_sha256, candidate.contract.model_dump()),
+        contract=contract,
+        **serving_columns(candidate.checksum, replay_receipt_sha256, contract),
     )
 
 
