@@ -16,7 +16,12 @@ own stdio transport) answering the same N ``tools/call`` written back to back. E
 MCP request answered and one model request made, so ``cpu_floor_ms_per_subagent`` (their sum, over aiohttp,
 baton's transport) is what the stack baton is built on costs before baton does anything;
 ``cpu_over_floor_ms`` is baton's own share (its store transactions, receipts, budget, the subagent's task,
-and pydantic-ai's model layer over the openai client). Inside the client's floor, ``openai_transform_ms``
+and pydantic-ai's model layer over the openai client). The house rules require pydantic-ai for providers,
+so a second floor puts it in: ``pydantic_ai_cpu_ms_per_request`` is the same N requests made through
+pydantic-ai's ``model_request`` over the same client (with the garbage collector set as ``baton serve``
+sets it), and ``required_floor_ms_per_subagent`` (it plus the
+SDK's server) is what the parts baton must use cost; ``cpu_over_required_floor_ms`` is what is left to
+baton's own code and its durable writes. Inside the client's floor, ``openai_transform_ms``
 is one step timed alone: the SDK walking a request's parameters against their TypedDict annotations
 (``async_maybe_transform``, a private helper of the SDK; not measured when a release drops it) for a
 subagent's first turn, a system and a user message.
@@ -27,15 +32,18 @@ bottleneck: its floor is compared with the latency too.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import sqlite3
 import subprocess
 import sys
 import time
-from contextlib import ExitStack, closing
+from collections.abc import Iterator
+from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+from baton.heap import YOUNG_THRESHOLD
 from bench._common import (
     PipeClient,
     baton_command,
@@ -85,6 +93,56 @@ async def direct(
             *(client.chat.completions.create(model="fake-model", messages=messages) for _ in range(count))
         )
         return time.perf_counter() - started, cpu_ms(os.getpid()) - cpu_before
+
+
+async def through_pydantic_ai(base_url: str, count: int) -> float:
+    """CPU milliseconds per request of ``count`` concurrent requests made the way a subagent's turn makes
+    them, with none of baton's code: pydantic-ai's ``model_request`` (its direct API) over its
+    ``OpenAIChatModel`` over the openai client on aiohttp, a system and a user message, the same settings
+    (output cap and timeout) baton passes. The house rules require pydantic-ai for providers, so this, with
+    the SDK's server, is the floor of the parts baton must use."""
+    from openai import AsyncOpenAI, DefaultAioHttpClient
+    from pydantic_ai.direct import model_request
+    from pydantic_ai.messages import ModelRequest, SystemPromptPart, UserPromptPart
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+    from pydantic_ai.settings import ModelSettings
+
+    system = "You are a subagent. Answer the task you are given."
+    settings: ModelSettings = {"max_tokens": 1024, "timeout": 60.0}
+    options: Any = {"api_key": "not-needed", "base_url": base_url, "max_retries": 0, "timeout": 60}
+    async with AsyncOpenAI(**options, http_client=DefaultAioHttpClient()) as client:
+        model = OpenAIChatModel("fake-model", provider=OpenAIProvider(openai_client=client))
+
+        def turn(index: int) -> Any:
+            task = f"fan-out task {index}"
+            return model_request(
+                model,
+                [ModelRequest(parts=[SystemPromptPart(system), UserPromptPart(task)])],
+                model_settings=settings,
+            )
+
+        await turn(-1)
+        with collector_as_in_baton_serve():
+            cpu_before = cpu_ms(os.getpid())
+            await asyncio.gather(*(turn(index) for index in range(count)))
+            return (cpu_ms(os.getpid()) - cpu_before) / count
+
+
+@contextmanager
+def collector_as_in_baton_serve() -> Iterator[None]:
+    """The garbage collector set as ``baton serve`` sets it once it is up (:func:`baton.heap.settle`: the
+    heap so far frozen, young collections less often), put back after: a floor measured in this process
+    is then not charged for collections baton's own process does not make."""
+    threshold = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(YOUNG_THRESHOLD, *threshold[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
 
 
 async def raw(base_url: str, count: int) -> float:
@@ -224,6 +282,7 @@ def run(iterations: int) -> dict[str, Any]:
             reference, reference_cpu = asyncio.run(direct(base_url, count))
             over_aiohttp, over_aiohttp_cpu = asyncio.run(direct(base_url, count, "aiohttp"))
             sdk_cpu = sdk_server_cpu_ms(count)
+            pydantic_ai_cpu = asyncio.run(through_pydantic_ai(base_url, count))
             transform = openai_transform_ms()
             row = fan_out(base_url, count, warm_up=iterations > 1)
             row["raw_ms"] = round(floor * 1000, 1)
@@ -242,6 +301,10 @@ def run(iterations: int) -> dict[str, Any]:
             floor_cpu = row["direct_aiohttp_cpu_ms_per_request"] + row["sdk_server_cpu_ms_per_call"]
             row["cpu_floor_ms_per_subagent"] = round(floor_cpu, 2)
             row["cpu_over_floor_ms"] = round(row["cpu_ms_per_subagent"] - floor_cpu, 2)
+            row["pydantic_ai_cpu_ms_per_request"] = round(pydantic_ai_cpu, 2)
+            required = row["pydantic_ai_cpu_ms_per_request"] + row["sdk_server_cpu_ms_per_call"]
+            row["required_floor_ms_per_subagent"] = round(required, 2)
+            row["cpu_over_required_floor_ms"] = round(row["cpu_ms_per_subagent"] - required, 2)
             row["openai_transform_ms"] = None if transform is None else round(transform, 3)
             row["wall_vs_latency"] = ratio(row["wall_ms"], LATENCY_SECONDS * 1000)
             row["direct_vs_latency"] = ratio(row["direct_ms"], LATENCY_SECONDS * 1000)
@@ -269,6 +332,13 @@ def run(iterations: int) -> dict[str, Any]:
                 "what": "fan-out (reference, no target): the CPU floor of a subagent at 500 without baton "
                 "code, ms: the bare openai client's request (aiohttp) + the SDK low-level Server's tools/call",
                 "value": largest["cpu_floor_ms_per_subagent"] if largest["n"] == SIZES[-1] else None,
+                "met": None,
+            },
+            {
+                "what": "fan-out (reference, no target): the CPU floor of a subagent at 500 on the parts "
+                "baton must use, ms: pydantic-ai's model request over the openai client (aiohttp) + the SDK "
+                "low-level Server's tools/call",
+                "value": largest["required_floor_ms_per_subagent"] if largest["n"] == SIZES[-1] else None,
                 "met": None,
             },
             {
