@@ -236,3 +236,45 @@ async def test_a_secret_in_a_provider_error_message_is_redacted(
     assert result["success"] is False
     assert FAKE_MOONSHOT_KEY not in str(result)
     assert FAKE_MOONSHOT_KEY not in str([r.payload for r in runtime.receipts.list(limit=1000)])
+
+
+async def test_a_server_keeps_only_its_most_recent_subagents_and_finds_an_older_ones_spawn_receipt(
+    tmp_path: Path, fake_llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from baton.server import build_registry
+    from baton.subagents import runner as runner_module
+
+    monkeypatch.setattr(runner_module, "REMEMBERED_SUBAGENTS", 2)
+    runtime = make_runtime(tmp_path, fake_llm)
+    registry = build_registry(runtime)
+    runner: SubagentRunner = runtime.services["subagents"]
+    try:
+        fake_llm.when("OLDEST", Behavior(reply="ready"))
+        oldest = await runner.spawn(SpawnRequest(task="OLDEST: wait", tools=["mcp_list_timers"]))
+        for index in range(3):
+            await runner.spawn(SpawnRequest(task=f"plain {index}"))
+        assert list(runner._spawned) == [oldest["subagent_id"]]  # none of a subagent without tools
+        later = [
+            (await runner.spawn(SpawnRequest(task=f"later {i}", tools=["mcp_list_timers"])))["subagent_id"]
+            for i in range(2)
+        ]
+        # memory does not grow with every subagent: the two most recent are kept
+        assert list(runner._parents) == later
+        assert list(runner._spawned) == later
+
+        turn = Behavior.calling("mcp_list_timers", {}, then="timers: {tool_results}")
+        fake_llm.rules.insert(0, ("AGAIN", turn))
+        answered = await runner.send_message(oldest["subagent_id"], "AGAIN: list them")
+        assert answered["success"] is True, answered
+        tool_calls = [
+            receipt
+            for receipt in runtime.receipts.list(kind="tool_call", limit=1000)
+            if (receipt.payload.get("subagent") or {}).get("subagent_id") == oldest["subagent_id"]
+        ]
+        assert len(tool_calls) == 1
+        # forgotten here, its spawn receipt is found in the chain
+        assert tool_calls[0].payload["subagent"]["spawn_receipt"] == oldest["spawn_receipt"]
+    finally:
+        await runner.aclose()
+        del registry
+        runtime.close()

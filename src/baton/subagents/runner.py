@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,25 @@ __all__ = ["CANCEL_POLL_SECONDS", "SpawnRequest", "SubagentRunner"]
 
 #: How often a server checks for cancels made by another process (the CLI).
 CANCEL_POLL_SECONDS = 1.0
+
+#: How many subagents' acting agent and spawn receipt a server keeps in memory for their governed turns
+#: (the most recently spawned or messaged); an older one's are read from the store when needed.
+REMEMBERED_SUBAGENTS = 10_000
+
+
+class _Recent(OrderedDict[str, Any]):
+    """A map keeping only its ``limit`` most recently set keys, so a long-running server's memory does not
+    grow with every subagent it ever ran."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.limit:
+            self.popitem(last=False)
 
 
 class SubagentRunner:
@@ -54,10 +74,13 @@ class SubagentRunner:
         self._waiting: dict[str, asyncio.Event] = {}
         #: Subagents whose cancel receipt waits for their local task to stop.
         self._cancelling: set[str] = set()
-        self._parents: dict[str, str] = {}
-        #: seq and sha256 of the ``subagent_spawned`` receipt of each subagent this process spawned: every
-        #: governed tool call links to it, and finding it in the chain is a scan of the spawn receipts.
-        self._spawned: dict[str, dict[str, Any]] = {}
+        #: The agent each recent subagent acts for (who spawned it, or sent it the last message), where its
+        #: stored row names none (an operator's spawn).
+        self._parents: dict[str, str] = _Recent(REMEMBERED_SUBAGENTS)
+        #: seq and sha256 of the ``subagent_spawned`` receipt of each recent governed subagent this process
+        #: spawned: every governed tool call links to it, and finding it in the chain is a scan of the spawn
+        #: receipts (a subagent without tools makes no tool call, so none is kept for it).
+        self._spawned: dict[str, dict[str, Any]] = _Recent(REMEMBERED_SUBAGENTS)
 
     # lifecycle -----------------------------------------------------------------------------------
 
@@ -121,7 +144,8 @@ class SubagentRunner:
         spawn = spawning.Spawn(subagent_id, request, context, tools, tool_limit)
         spawned = spawning.store(self.runtime, spawn, receipt_in)
         self._parents[subagent_id] = request.parent_agent
-        self._spawned[subagent_id] = {"seq": spawned.seq, "sha256": spawned.sha256}
+        if tools:
+            self._spawned[subagent_id] = {"seq": spawned.seq, "sha256": spawned.sha256}
         base = spawning.answer_base(spawn, spawned)
         task = self._start_task(subagent_id, self._run_first_turn(subagent_id))
         if request.mode == "async":
