@@ -19,9 +19,11 @@ baton's transport) is what the stack baton is built on costs before baton does a
 and pydantic-ai's model layer over the openai client). The house rules require pydantic-ai for providers,
 so a second floor puts it in: ``pydantic_ai_cpu_ms_per_request`` is the same N requests made through
 pydantic-ai's ``model_request`` over the same client (with the garbage collector set as ``baton serve``
-sets it), and ``required_floor_ms_per_subagent`` (it plus the
-SDK's server) is what the parts baton must use cost; ``cpu_over_required_floor_ms`` is what is left to
-baton's own code and its durable writes. Inside the client's floor, ``openai_transform_ms``
+sets it), and ``ping_cpu_ms_per_call`` is baton's cheapest call, ``mcp_ping`` (the SDK's dispatch, baton's
+transport and one receipt committed before the answer), N written back to back. A subagent is at least
+both, so ``required_floor_ms_per_subagent`` is their sum, and ``cpu_over_required_floor_ms`` is what the
+rest of a subagent costs: two more durable transactions, its task, the redaction and privacy filter, the
+budget and the answer. Inside the client's floor, ``openai_transform_ms``
 is one step timed alone: the SDK walking a request's parameters against their TypedDict annotations
 (``async_maybe_transform``, a private helper of the SDK; not measured when a release drops it) for a
 subagent's first turn, a system and a user message.
@@ -228,15 +230,29 @@ def sdk_server_cpu_ms(count: int) -> float:
     no-op tool written back to back on its stdin (after a warm-up): the MCP half of a spawn's floor."""
     params = {"name": "echo", "arguments": {"text": "fan-out task"}}
     with PipeClient(peer_command("lowlevel_server.py"), baton_env(Path("/nonexistent"))) as client:
-        client.initialize()
-        for _ in range(20):
-            client.call("tools/call", params)
-        cpu_before = cpu_ms(client.pid)
-        for _ in range(count):
-            client.send("tools/call", params)
-        for _ in range(count):
-            client.receive()
-        return (cpu_ms(client.pid) - cpu_before) / count
+        return _calls_cpu_ms(client, params, count)
+
+
+def ping_cpu_ms(count: int) -> float:
+    """CPU milliseconds per call of ``baton serve`` answering ``count`` ``mcp_ping`` written back to back:
+    the cheapest call baton serves, its receipt committed before each answer."""
+    params = {"name": "mcp_ping", "arguments": {}}
+    with temp_home() as home, PipeClient(baton_command(), baton_env(home)) as client:
+        return _calls_cpu_ms(client, params, count)
+
+
+def _calls_cpu_ms(client: PipeClient, params: dict[str, Any], count: int) -> float:
+    """The server's CPU milliseconds per ``tools/call`` of ``params``, ``count`` written back to back (after
+    ``initialize`` and a warm-up of 20 answered one by one)."""
+    client.initialize()
+    for _ in range(20):
+        client.call("tools/call", params)
+    cpu_before = cpu_ms(client.pid)
+    for _ in range(count):
+        client.send("tools/call", params)
+    for _ in range(count):
+        client.receive()
+    return (cpu_ms(client.pid) - cpu_before) / count
 
 
 def openai_transform_ms(count: int = 500) -> float | None:
@@ -283,6 +299,7 @@ def run(iterations: int) -> dict[str, Any]:
             over_aiohttp, over_aiohttp_cpu = asyncio.run(direct(base_url, count, "aiohttp"))
             sdk_cpu = sdk_server_cpu_ms(count)
             pydantic_ai_cpu = asyncio.run(through_pydantic_ai(base_url, count))
+            ping_cpu = ping_cpu_ms(count)
             transform = openai_transform_ms()
             row = fan_out(base_url, count, warm_up=iterations > 1)
             row["raw_ms"] = round(floor * 1000, 1)
@@ -302,7 +319,8 @@ def run(iterations: int) -> dict[str, Any]:
             row["cpu_floor_ms_per_subagent"] = round(floor_cpu, 2)
             row["cpu_over_floor_ms"] = round(row["cpu_ms_per_subagent"] - floor_cpu, 2)
             row["pydantic_ai_cpu_ms_per_request"] = round(pydantic_ai_cpu, 2)
-            required = row["pydantic_ai_cpu_ms_per_request"] + row["sdk_server_cpu_ms_per_call"]
+            row["ping_cpu_ms_per_call"] = round(ping_cpu, 2)
+            required = row["pydantic_ai_cpu_ms_per_request"] + row["ping_cpu_ms_per_call"]
             row["required_floor_ms_per_subagent"] = round(required, 2)
             row["cpu_over_required_floor_ms"] = round(row["cpu_ms_per_subagent"] - required, 2)
             row["openai_transform_ms"] = None if transform is None else round(transform, 3)
@@ -336,8 +354,8 @@ def run(iterations: int) -> dict[str, Any]:
             },
             {
                 "what": "fan-out (reference, no target): the CPU floor of a subagent at 500 on the parts "
-                "baton must use, ms: pydantic-ai's model request over the openai client (aiohttp) + the SDK "
-                "low-level Server's tools/call",
+                "baton must use, ms: pydantic-ai's model request over the openai client (aiohttp) + baton's "
+                "cheapest call (mcp_ping, its receipt durable)",
                 "value": largest["required_floor_ms_per_subagent"] if largest["n"] == SIZES[-1] else None,
                 "met": None,
             },
