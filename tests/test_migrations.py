@@ -96,3 +96,41 @@ def test_adapters_live_before_the_serving_snapshot_stay_live_after_0009(database
     assert found["served"]["serving_policy_checksum"] == "sha256:served"
     assert found["drifted"]["serving_block_reason"] == "runtime: the upstream drifted"
     assert found["served"]["serving_block_reason"] is None
+
+
+def test_receipts_keep_their_chain_across_0018_both_ways(database_url: str) -> None:
+    """0018 drops the digest's unique index (a rebuild on SQLite): every receipt stays, the chain still
+    verifies and the next append links onto it; downgrading puts the index back."""
+    from alembic import command
+
+    from baton.receipts import ReceiptLog
+    from baton.redaction import Redactor
+    from baton.schema_migrations import alembic_config, upgrade
+
+    def digest_unique(connection: object) -> bool:
+        inspector = inspect(connection)
+        named = [c["column_names"] for c in inspector.get_unique_constraints("receipts")]
+        indexed = [i["column_names"] for i in inspector.get_indexes("receipts") if i["unique"]]
+        return ["sha256"] in named + indexed
+
+    store = Store(database_url)
+    try:
+        log = ReceiptLog(store, Redactor(()))
+        appended = [log.append("tool_call", {"tool": "mcp_ping", "n": n}) for n in range(5)]
+        with store.engine.connect() as connection:
+            assert not digest_unique(connection)
+        with store.engine.begin() as connection:
+            command.downgrade(alembic_config(connection), "0017")
+        with store.engine.connect() as connection:
+            assert digest_unique(connection)
+        assert upgrade(store.engine) == HEAD_REVISION
+        with store.engine.connect() as connection:
+            assert not digest_unique(connection)
+        report = log.verify()
+        assert report.ok, report
+        assert report.count == 5 and report.head_sha256 == appended[-1].sha256
+        following = log.append("tool_call", {"tool": "mcp_ping", "n": 5})
+        assert following.prev_sha256 == appended[-1].sha256
+        assert log.verify().ok
+    finally:
+        store.dispose()
