@@ -113,7 +113,7 @@ ERROR_CLASSES: dict[str, str] = {
     "adapter_not_promoted": "The adapter is not live.",
     "adapter_blocked": "The adapter is blocked (see the reason in mcp_list_adapters).",
     "adapter_promotion_refused": "The adapter has no passing replay matching its current policy.",
-    "adapter_busy": "Another promote or demote of the same adapter is running; run the command again once it has finished.",
+    "adapter_busy": "Another lock, replay --apply, promote or demote of the same adapter is running; run the command again once it has finished.",
     "adapter_mount_invalid": "A host mount does not exist, is a symlink, a system tree, or BATON_HOME or a parent of it.",
     "adapter_env_unset": "The policy passes a variable by reference to a host variable that is not set for baton.",
     "artifact_no_entrypoint": "The locked package ships no runnable entrypoint (no bin or main file, no console script or __main__); name one with --entrypoint.",

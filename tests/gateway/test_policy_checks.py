@@ -398,3 +398,31 @@ def test_a_promote_or_demote_while_another_holds_the_adapter_is_refused_busy_and
     assert row is not None and row["state"] == "promoted"
     assert demote(runtime, "turns")["state"] == "replayed"  # free again: the demote runs
     assert not any(serving.iterdir())
+
+
+@needs_bwrap
+def test_a_lock_or_applied_replay_while_another_command_holds_the_adapter_is_refused_busy_and_records_nothing(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    """``lock`` rebuilds the bundle a promote snapshots and ``replay --apply`` records the replay a promote
+    checks: both take the operator lock, and one that finds it held changes nothing, not even a failure
+    receipt or a blocked state. A replay without ``--apply`` only reads, and takes no lock."""
+    make_live(runtime, document("locks", publish(registry), [tool("echo", text="string")]), allowed=["echo"])
+    adapter = state.adapter_dir(runtime, "locks")
+    bundle_before = sorted((p.relative_to(adapter), p.stat().st_mtime_ns) for p in adapter.rglob("*"))
+    receipts_before = len(runtime.receipts.list(limit=1000))
+    with operator_lock(runtime, "locks"):
+        for command in (
+            lambda: artifacts.lock(runtime, "locks"),
+            lambda: replay(runtime, "locks", apply=True),
+        ):
+            with pytest.raises(GatewayError) as busy:
+                command()
+            assert busy.value.error_class == "adapter_busy"
+        assert replay(runtime, "locks")["status"] == "completed_check_mode_no_runtime_execution"
+    assert sorted((p.relative_to(adapter), p.stat().st_mtime_ns) for p in adapter.rglob("*")) == bundle_before
+    assert len(runtime.receipts.list(limit=1000)) == receipts_before
+    row = state.get_adapter(runtime, "locks")
+    assert row is not None and row["state"] == "promoted"
+    relocked = artifacts.lock(runtime, "locks")  # free again: the lock runs
+    assert relocked["adapter_id"] == "locks"

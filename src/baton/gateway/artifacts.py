@@ -20,6 +20,7 @@ from baton.gateway.constraints import normalize as normalize_constraints
 from baton.gateway.drafting import default_adapter_id, draft_policy, next_version
 from baton.gateway.entry import check_runnable_entry
 from baton.gateway.lock_options import LockOptions, apply_options
+from baton.gateway.operator_lock import operator_lock
 from baton.gateway.policy import Interpreter, Policy
 from baton.gateway.policy_files import load_policy, policy_path, write_policy
 from baton.gateway.registries import Fetched, Registries
@@ -145,24 +146,25 @@ def lock(
                     "adapter_not_found", f"--replace needs an existing policy for {adapter_id} at {path}."
                 )
             previous, _ = load_policy(path, check_expiry=False)
-        return fail_closed(
-            runtime,
-            adapter_id,
-            path,
-            "lock",
-            lambda run_id: _lock_draft(
+        with operator_lock(runtime, adapter_id):  # outside fail_closed: a busy refusal records nothing
+            return fail_closed(
                 runtime,
-                target,
                 adapter_id,
                 path,
-                arguments or [],
-                allowed,
-                narrowed,
-                run_id,
-                previous,
-                options,
-            ),
-        )
+                "lock",
+                lambda run_id: _lock_draft(
+                    runtime,
+                    target,
+                    adapter_id,
+                    path,
+                    arguments or [],
+                    allowed,
+                    narrowed,
+                    run_id,
+                    previous,
+                    options,
+                ),
+            )
     if constraints:
         raise GatewayError(
             "adapter_candidate_invalid",
@@ -173,14 +175,15 @@ def lock(
     known_id, checksum = identify(path)
     # A live adapter keeps serving its promoted snapshot while this lock (and its verify and replay) run;
     # promoting the result swaps it in (see baton.gateway.serving).
-    return fail_closed(
-        runtime,
-        known_id,
-        path,
-        "lock",
-        lambda run_id: _lock_policy(runtime, path, run_id, options),
-        policy_checksum=checksum,
-    )
+    with operator_lock(runtime, known_id):
+        return fail_closed(
+            runtime,
+            known_id,
+            path,
+            "lock",
+            lambda run_id: _lock_policy(runtime, path, run_id, options),
+            policy_checksum=checksum,
+        )
 
 
 def resolve_candidate(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from baton.gateway.extract import Extracted, materialize
 from baton.gateway.host_programs import check_host_programs, pin_new
 from baton.gateway.interpreter import check_interpreter_pin
 from baton.gateway.mounts import host_mounts
+from baton.gateway.operator_lock import operator_lock
 from baton.gateway.policy import Policy
 from baton.gateway.policy_files import load_policy, policy_path, write_policy
 from baton.gateway.protocol import JsonRpcPipe, Session, exchange, shut_down, stop
@@ -383,4 +385,7 @@ def replay(runtime: Runtime, adapter: str, *, apply: bool = False, record: bool 
             **session.stderr,
         }
 
-    return fail_closed(runtime, adapter_id, path, "replay", stage, policy_checksum=checksum, extra=extra)
+    # --apply writes what a promote reads: it takes the adapter's operator lock, outside fail_closed, so a
+    # busy refusal records nothing
+    with operator_lock(runtime, adapter_id) if apply else nullcontext():
+        return fail_closed(runtime, adapter_id, path, "replay", stage, policy_checksum=checksum, extra=extra)
