@@ -15,8 +15,14 @@ from rich.markup import escape
 
 from baton import __version__, terminal
 from baton.campaign.bundle import BundleWriter
-from baton.campaign.cases import CANARY, CASES, compute_gates, run_cases
-from baton.campaign.gates import classify_status, human_decision_accepted, notification_readiness
+from baton.campaign.cases import CASES, run_cases
+from baton.campaign.gates import (
+    CANARY,
+    classify_status,
+    compute_gates,
+    human_decision_accepted,
+    notification_readiness,
+)
 from baton.campaign.human import parse_human_decision, read_decision_line
 from baton.campaign.options import CampaignOptions, CaseRow
 from baton.config import NOTIFICATION_VARIABLES, SENSITIVE_ENV_NAMES
