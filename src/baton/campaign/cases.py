@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from baton.campaign.bundle import BundleWriter
 from baton.campaign.gates import CANARY
 from baton.campaign.governed import ECHO, TRANSFER, governed_case
-from baton.campaign.options import CASE_GUARD_SECONDS, POLL_SECONDS, CampaignOptions, CaseRow
+from baton.campaign.options import CASE_GUARD_SECONDS, POLL_SECONDS
+from baton.campaign.run_view import Campaign
 
 PARENT_CONTEXT = {
     "customer": "Ada",
@@ -20,27 +19,6 @@ PARENT_CONTEXT = {
     "irrelevant_history": ["weather chat", "shipping FAQ", "newsletter"],
     "private_note": CANARY,
 }
-
-
-class Campaign(Protocol):
-    """What the cases need from the run driving them (:class:`baton.campaign.runner.Campaign`)."""
-
-    options: CampaignOptions
-    env: dict[str, str]
-    bundle: BundleWriter
-    rows: list[CaseRow]
-    run_dir: Path
-    tool_names: set[str]
-
-    async def call(self, case: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Call one tool and record the row."""
-        ...
-
-    async def human_decision(
-        self, request_id: str, message: str, context: dict[str, Any], deadline: float
-    ) -> dict[str, Any]:
-        """One live decision from a person."""
-        ...
 
 
 CASES = [

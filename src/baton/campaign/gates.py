@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from baton.campaign.governed import subagent_used_governed_tool
 
 if TYPE_CHECKING:
-    from baton.campaign.cases import Campaign
+    from baton.campaign.run_view import Campaign
 
 #: Planted in the parent context the cases hand subagents: no model request or recorded row may hold it.
 CANARY = "PRIVATE-MARKER-MUST-BE-FILTERED"
