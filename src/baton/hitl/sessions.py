@@ -17,10 +17,10 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import OrderedDict
 
 from sqlalchemy import Connection, delete, insert, select
 
+from baton.recent import RecentMap
 from baton.runtime import Runtime
 from baton.schema import hitl_session_revocations
 
@@ -37,7 +37,7 @@ class LoginThrottle:
         self.free_failures = free_failures
         self.max_lockout_seconds = max_lockout_seconds
         self.first_lockout_seconds = first_lockout_seconds
-        self._entries: OrderedDict[str, tuple[int, float]] = OrderedDict()
+        self._entries: RecentMap[str, tuple[int, float]] = RecentMap(MAX_TRACKED_ADDRESSES)
         self._lock = threading.Lock()
 
     @classmethod
@@ -71,8 +71,6 @@ class LoginThrottle:
             lockout = min(self.max_lockout_seconds, self.first_lockout_seconds * 2.0 ** (over - 1))
             locked_until = now + lockout if over > 0 else 0.0
             self._entries[address] = (failures, locked_until)
-            while len(self._entries) > MAX_TRACKED_ADDRESSES:
-                self._entries.popitem(last=False)
 
     def succeeded(self, address: str) -> None:
         """Forget the address's failures."""

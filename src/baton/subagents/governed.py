@@ -21,7 +21,6 @@ reads the turn it serves from :data:`CURRENT_TURN`.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from baton.errors import SubagentError
 from baton.models import ModelClient, ModelReply
 from baton.pydantic_ai_imports import aload_pydantic_ai, load_pydantic_ai
 from baton.receipts import Receipt
+from baton.recent import RecentMap
 from baton.subagents.context import PrivacyFilter
 from baton.toolkit import CallContext, OnBehalf, ToolRegistry
 
@@ -162,7 +162,7 @@ class GovernedLoop:
         self.privacy = privacy
         self._agent: Any = None
         self._agent_model: Any = None
-        self._definitions: OrderedDict[tuple[Any, ...], list[Any]] = OrderedDict()
+        self._definitions: RecentMap[tuple[Any, ...], list[Any]] = RecentMap(DEFINITIONS_KEPT)
 
     def agent(self) -> Any:
         """The pydantic-ai agent, built on first use (and again if the model client was rebuilt)."""
@@ -228,8 +228,6 @@ class GovernedLoop:
         built = self._definitions.get(key)
         if built is None:
             built = self._definitions[key] = tool_definitions(self.registry, names, served)
-            while len(self._definitions) > DEFINITIONS_KEPT:
-                self._definitions.popitem(last=False)
         else:
             self._definitions.move_to_end(key)
         return built

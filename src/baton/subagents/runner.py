@@ -13,13 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from baton.errors import BatonError, SubagentError
 from baton.leases import RENEW_SECONDS, owner_is_gone
 from baton.models import ChatTurn, ModelClient, ModelReply
+from baton.recent import RecentMap
 from baton.rows import ListPage
 from baton.runtime import Runtime
 from baton.subagents import cancellation, messaging, queries, recovery, spawning, table, turns
@@ -37,21 +37,6 @@ CANCEL_POLL_SECONDS = 1.0
 #: How many subagents' acting agent and spawn receipt a server keeps in memory for their governed turns
 #: (the most recently spawned or messaged); an older one's are read from the store when needed.
 REMEMBERED_SUBAGENTS = 10_000
-
-
-class _Recent(OrderedDict[str, Any]):
-    """A map keeping only its ``limit`` most recently set keys, so a long-running server's memory does not
-    grow with every subagent it ever ran."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__()
-        self.limit = limit
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        super().__setitem__(key, value)
-        self.move_to_end(key)
-        while len(self) > self.limit:
-            self.popitem(last=False)
 
 
 class SubagentRunner:
@@ -76,11 +61,11 @@ class SubagentRunner:
         self._cancelling: set[str] = set()
         #: The agent each recent subagent acts for (who spawned it, or sent it the last message), where its
         #: stored row names none (an operator's spawn).
-        self._parents: dict[str, str] = _Recent(REMEMBERED_SUBAGENTS)
+        self._parents: RecentMap[str, str] = RecentMap(REMEMBERED_SUBAGENTS)
         #: seq and sha256 of the ``subagent_spawned`` receipt of each recent governed subagent this process
         #: spawned: every governed tool call links to it, and finding it in the chain is a scan of the spawn
         #: receipts (a subagent without tools makes no tool call, so none is kept for it).
-        self._spawned: dict[str, dict[str, Any]] = _Recent(REMEMBERED_SUBAGENTS)
+        self._spawned: RecentMap[str, dict[str, Any]] = RecentMap(REMEMBERED_SUBAGENTS)
 
     # lifecycle -----------------------------------------------------------------------------------
 
