@@ -45,7 +45,7 @@ from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from baton.heap import YOUNG_THRESHOLD
+from baton.heap import settle
 from bench._common import (
     PipeClient,
     baton_command,
@@ -137,9 +137,7 @@ def collector_as_in_baton_serve() -> Iterator[None]:
     heap so far frozen, young collections less often), put back after: a floor measured in this process
     is then not charged for collections baton's own process does not make."""
     threshold = gc.get_threshold()
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(YOUNG_THRESHOLD, *threshold[1:])
+    settle()
     try:
         yield
     finally:
