@@ -243,3 +243,35 @@ async def test_doctor_says_when_the_daily_budget_is_spent(tmp_path: Path, fake_l
     assert before["budget"].ok is True and "0 of 1 tokens" in before["budget"].detail
     assert after["budget"].ok is False and "refused" in after["budget"].detail
     assert after["traces"].ok and after["oauth"].ok
+
+
+async def test_a_receipts_links_cannot_overwrite_what_the_call_measured(
+    runtime: Runtime, fake_llm: FakeLLMServer
+) -> None:
+    from pydantic_ai.direct import model_request
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+    from baton.models import ModelClient
+
+    client = ModelClient(runtime.settings, runtime.receipts, runtime.redactor)
+    forged = {"usage": {"total_tokens": 0}, "cost_usd": 0.0, "error_class": None, "spawn_receipt": {"seq": 7}}
+    fake_llm.when("links-fail", Behavior(status=500))
+    try:
+        for text in ("links-answer", "links-fail"):
+            messages = [ModelRequest(parts=[UserPromptPart(content=text)])]
+
+            async def send(model: Any, messages: list[Any] = messages) -> Any:
+                return await model_request(model, messages, model_settings=client.request_settings())
+
+            try:
+                await client.governed_call(
+                    send, prompt_chars=len(text), purpose="subagent_turn", subagent_id=None, links=forged
+                )
+            except BatonError:
+                assert text == "links-fail"
+    finally:
+        await client.aclose()
+    answered, failed = model_receipts(runtime)
+    assert answered["spawn_receipt"] == {"seq": 7} and failed["spawn_receipt"] == {"seq": 7}
+    assert answered["usage"]["total_tokens"] > 0 and answered["cost_usd"] > 0
+    assert failed["error_class"] == "provider_http_error"

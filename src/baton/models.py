@@ -193,7 +193,7 @@ class ModelClient:
         """The typed error of a provider's failure, once its receipt is appended (in its own transaction)."""
         failure = provider_failure(exc, self.redactor)
         payload = failed_call_receipt(config, purpose, subagent_id, time.perf_counter() - started, failure)
-        self.receipts.append("model_call", {**payload, **(links or {})})
+        self.receipts.append("model_call", {**(links or {}), **payload})
         return failure
 
     def _receipt_and_settle(
@@ -291,7 +291,9 @@ def answered_call_reply(
     usage = response.usage
     input_tokens, output_tokens = int(usage.input_tokens or 0), int(usage.output_tokens or 0)
     price = price_call(config.provider, config.model, usage, response.model_name)
+    # the links come first, so no link can overwrite what the call itself measured
     receipt = {
+        **(links or {}),
         "response": {"id": response.provider_response_id, "model": response.model_name or config.model},
         "usage": {
             "input_tokens": input_tokens,
@@ -303,7 +305,6 @@ def answered_call_reply(
         "provider": config.provider,
         "purpose": purpose,
         "subagent_id": subagent_id,
-        **(links or {}),
     }
     reply = ModelReply(text=text, input_tokens=input_tokens, output_tokens=output_tokens, receipt=receipt)
     return reply, price
