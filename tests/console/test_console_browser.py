@@ -411,7 +411,7 @@ async def test_the_console_needs_the_inbox_login(baton_env: dict[str, str], http
 
     server = http_server_factory({**baton_env, "BATON_ADMIN_TOKEN": TOKEN, "BATON_HTTP_TOKEN": AGENT_TOKEN})
     async with httpx.AsyncClient(base_url=server.base_url) as client:
-        for name in PAGES:
+        for name in [*PAGES, "requests/hr_x", "subagents/sa_x"]:
             response = await client.get(f"/inbox/console/{name}")
             assert response.status_code == 303 and response.headers["location"] == "/inbox/login"
         agent = await client.get(

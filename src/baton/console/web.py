@@ -9,6 +9,8 @@ paths (``decided_by`` the logged-in person or ``operator``; ``decided_via`` ``pa
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from functools import wraps
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,22 @@ PAGES = (
     ("receipts", "Receipts"),
     ("charts", "Charts"),
 )
+
+
+def _signed_in(
+    page: Callable[[Console, Request, str], Awaitable[Response]],
+) -> Callable[[Console, Request], Awaitable[Response]]:
+    """A page only a logged-in person sees (it is given their session binding); anyone else is sent to
+    the login page."""
+
+    @wraps(page)
+    async def shown(console: Console, request: Request) -> Response:
+        binding = console.access.binding(request)
+        if binding is None:
+            return login_redirect()
+        return await page(console, request, binding)
+
+    return shown
 
 
 class Console:
@@ -75,20 +93,16 @@ class Console:
         """The console opens on the requests page."""
         return RedirectResponse(f"{BASE}/requests", status_code=303, headers=HEADERS)
 
-    async def requests(self, request: Request) -> Response:
+    @_signed_in
+    async def requests(self, request: Request, binding: str) -> Response:
         """Pending requests to decide, and the decided ones with who, how, notes, wait and receipt."""
-        binding = self.access.binding(request)
-        if binding is None:
-            return login_redirect()
         data = views.requests(self.runtime)
         forms = {r["request_id"]: self.csrf(binding, r["request_id"]) for r in data["pending"]}
         return self.page("console_requests.html", "requests", binding, forms=forms, **data)
 
-    async def request_view(self, request: Request) -> Response:
+    @_signed_in
+    async def request_view(self, request: Request, binding: str) -> Response:
         """One request in the console: the decision at the top, then who asked, risk, arguments, context."""
-        binding = self.access.binding(request)
-        if binding is None:
-            return login_redirect()
         request_id = request.path_params["request_id"]
         try:
             view = get_broker(self.runtime).get(request_id)
@@ -121,11 +135,9 @@ class Console:
             return RedirectResponse(target, status_code=303, headers=HEADERS)
         return response
 
-    async def subagents(self, request: Request) -> Response:
+    @_signed_in
+    async def subagents(self, request: Request, binding: str) -> Response:
         """Every subagent with status, role, strategy, turns, tokens and latency."""
-        binding = self.access.binding(request)
-        if binding is None:
-            return login_redirect()
         status = request.query_params.get("status") or None
         rows = views.subagents(self.runtime, status)
         forms = {r["subagent_id"]: self.csrf(binding, f"cancel-subagent:{r['subagent_id']}") for r in rows}
@@ -133,11 +145,9 @@ class Console:
             "console_subagents.html", "subagents", binding, rows=rows, forms=forms, status=status
         )
 
-    async def subagent(self, request: Request) -> Response:
+    @_signed_in
+    async def subagent(self, request: Request, binding: str) -> Response:
         """One subagent: prepared context and conversation (stored redacted), and cancel."""
-        binding = self.access.binding(request)
-        if binding is None:
-            return login_redirect()
         subagent_id = request.path_params["subagent_id"]
         try:
             detail = views.subagent(self.runtime, subagent_id)
@@ -156,11 +166,9 @@ class Console:
             f"{BASE}/subagents/{subagent_id}",
         )
 
-    async def timers(self, request: Request) -> Response:
+    @_signed_in
+    async def timers(self, request: Request, binding: str) -> Response:
         """Timers: next and last firing, missed flag, cancel."""
-        binding = self.access.binding(request)
-        if binding is None:
-            return login_redirect()
         rows = views.timers(self.runtime)
         forms = {r["timer_id"]: self.csrf(binding, f"cancel-timer:{r['timer_id']}") for r in rows}
         return self.page("console_timers.html", "timers", binding, rows=rows, forms=forms)
@@ -175,18 +183,14 @@ class Console:
             f"{BASE}/timers",
         )
 
-    async def adapters(self, request: Request) -> Response:
+    @_signed_in
+    async def adapters(self, request: Request, binding: str) -> Response:
         """Adapters: state, pins, tool partition, last replay, block reason, drift."""
-        binding = self.access.binding(request)
-        if binding is None:
-            return login_redirect()
         return self.page("console_adapters.html", "adapters", binding, rows=views.adapters(self.runtime))
 
-    async def receipts(self, request: Request) -> Response:
+    @_signed_in
+    async def receipts(self, request: Request, binding: str) -> Response:
         """The chain's verdict and checkpoints, and receipts filtered by kind and time."""
-        binding = self.access.binding(request)
-        if binding is None:
-            return login_redirect()
         params = request.query_params
         kind = params.get("kind") or None
         since, until = params.get("since") or None, params.get("until") or None
@@ -202,11 +206,9 @@ class Console:
             until=until or "",
         )
 
-    async def charts(self, request: Request) -> Response:
+    @_signed_in
+    async def charts(self, request: Request, binding: str) -> Response:
         """Model tokens and latency over time, tool calls by outcome, approval wait times."""
-        binding = self.access.binding(request)
-        if binding is None:
-            return login_redirect()
         decided = views.requests(self.runtime)["decided"]
         return self.page(
             "console_charts.html", "charts", binding, charts=charts.all_charts(self.runtime, decided)
