@@ -7,7 +7,7 @@ import importlib
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -23,7 +23,7 @@ from baton.mcp_results import tool_result
 if TYPE_CHECKING:
     from baton.config import Settings
     from baton.runtime import Runtime
-    from baton.toolkit import ToolRegistry, ToolSpec
+    from baton.toolkit import CallContext, ToolRegistry, ToolSpec
 
 log = logging.getLogger("baton.server")
 
@@ -176,8 +176,11 @@ def _asks_progress(params: types.CallToolRequestParams) -> bool:
     return meta is not None and meta.get("progress_token") is not None
 
 
-def build_server(loader: RegistryLoader) -> Server[Any]:
-    """The low-level MCP server whose list and call handlers go through the registry."""
+def _tool_lister(
+    loader: RegistryLoader,
+) -> Callable[[Any, types.PaginatedRequestParams | None], Awaitable[types.ListToolsResult]]:
+    """The ``tools/list`` handler: the cached listing when the registry has one, else the built-in tools and
+    every dynamic source's (the governed adapters')."""
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         cached = loader.cached_tools()
@@ -192,35 +195,47 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
                 tools.append(types.Tool.model_validate(listed))
         return types.ListToolsResult(tools=tools)
 
+    return list_tools
+
+
+def _call_context(
+    ctx: Any, params: types.CallToolRequestParams, task: Any, settings: Settings
+) -> CallContext:
+    """What a tool call knows of its request: who calls (agent, client, decider), the session to elicit or
+    report progress by, and the MRTR round; as an MCP task (``task``) it has no request to use."""
+    from baton.toolkit import CallContext, Progress
+
+    session = ctx.session
+    return CallContext(
+        progress=Progress(session.report_progress if task is None and _asks_progress(params) else None),
+        client_capabilities=getattr(session, "client_capabilities", None),
+        session=session if task is None else None,
+        decider=decision_authority(settings, getattr(ctx, "request", None)),
+        protocol_version=getattr(ctx, "protocol_version", None) if task is None else None,
+        input_responses=params.input_responses,
+        request_state=params.request_state,
+        task=task,
+        agent=current_agent(ctx, settings),
+        client=client_name(ctx),
+    )
+
+
+def build_server(loader: RegistryLoader) -> Server[Any]:
+    """The low-level MCP server whose list and call handlers go through the registry."""
+
     async def run_call(
         ctx: Any, params: types.CallToolRequestParams, task: Any = None
     ) -> dict[str, Any] | types.InputRequiredResult:
-        """One tool call; as an MCP task (``task``) it has no request to report progress on or elicit by."""
-        from baton.toolkit import CallContext, Progress
-
-        session = ctx.session
+        """One tool call, its typed failures as results; an unknown tool name is the spec's -32602."""
         try:
             registry = await loader.get()
         except BatonError as exc:
             result = exc.to_result()
         else:
-            context = CallContext(
-                progress=Progress(
-                    session.report_progress if task is None and _asks_progress(params) else None
-                ),
-                client_capabilities=getattr(session, "client_capabilities", None),
-                session=session if task is None else None,
-                decider=decision_authority(registry.runtime.settings, getattr(ctx, "request", None)),
-                protocol_version=getattr(ctx, "protocol_version", None) if task is None else None,
-                input_responses=params.input_responses,
-                request_state=params.request_state,
-                task=task,
-                agent=current_agent(ctx, registry.runtime.settings),
-                client=client_name(ctx),
-            )
+            context = _call_context(ctx, params, task, registry.runtime.settings)
             try:
                 result = await registry.call(params.name, params.arguments, context)
-            except ToolNameError as exc:  # the spec's -32602, not a tool result
+            except ToolNameError as exc:
                 from baton.protocol_errors import protocol_error
 
                 raise protocol_error(exc) from None
@@ -235,7 +250,7 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
         "baton",
         version=__version__,
         instructions=INSTRUCTIONS,
-        on_list_tools=list_tools,
+        on_list_tools=_tool_lister(loader),
     )
     # registered as a request handler, whose public contract (``HandlerResult``) takes the result's wire
     # dict, which the SDK validates once as it serializes it (see :func:`baton.mcp_results.tool_result`)
