@@ -26,7 +26,9 @@ rest of a subagent costs: two more durable transactions, its task, the redaction
 budget and the answer. Inside the client's floor, ``openai_transform_ms``
 is one step timed alone: the SDK walking a request's parameters against their TypedDict annotations
 (``async_maybe_transform``, a private helper of the SDK; not measured when a release drops it) for a
-subagent's first turn, a system and a user message.
+subagent's first turn, a system and a user message. The fan-out's model is not in genai-prices' table, so
+its pricing is a failed lookup; ``pricing_ms_priced_model`` is baton's pricing of one call of a model that is
+(``calc_price`` on the call's usage), what every model call of a priced model pays on top.
 The model server is ``bench/peers/model_server.py``, asynchronous (uvicorn), so that it is not the
 bottleneck: its floor is compared with the latency too.
 """
@@ -60,6 +62,9 @@ from bench._common import (
 LATENCY_SECONDS = 0.05
 SIZES = (10, 100, 500)
 DEADLINE_SECONDS = 120.0
+#: The fan-out's model name (not in genai-prices' table) and a model of the table, for the pricing figure.
+MODEL = "fake-model"
+PRICED_MODEL = "gpt-4o-mini"
 
 
 def start_model_server(stack: ExitStack) -> str:
@@ -88,11 +93,11 @@ async def direct(
     http = DefaultAioHttpClient() if transport == "aiohttp" else DefaultAsyncHttpxClient()
     options: Any = {"api_key": "not-needed", "base_url": base_url, "max_retries": 0, "timeout": 60}
     async with AsyncOpenAI(**options, http_client=http) as client:
-        await client.chat.completions.create(model="fake-model", messages=messages)
+        await client.chat.completions.create(model=MODEL, messages=messages)
         cpu_before = cpu_ms(os.getpid())
         started = time.perf_counter()
         await asyncio.gather(
-            *(client.chat.completions.create(model="fake-model", messages=messages) for _ in range(count))
+            *(client.chat.completions.create(model=MODEL, messages=messages) for _ in range(count))
         )
         return time.perf_counter() - started, cpu_ms(os.getpid()) - cpu_before
 
@@ -114,7 +119,7 @@ async def through_pydantic_ai(base_url: str, count: int) -> float:
     settings: ModelSettings = {"max_tokens": 1024, "timeout": 60.0}
     options: Any = {"api_key": "not-needed", "base_url": base_url, "max_retries": 0, "timeout": 60}
     async with AsyncOpenAI(**options, http_client=DefaultAioHttpClient()) as client:
-        model = OpenAIChatModel("fake-model", provider=OpenAIProvider(openai_client=client))
+        model = OpenAIChatModel(MODEL, provider=OpenAIProvider(openai_client=client))
 
         def turn(index: int) -> Any:
             task = f"fan-out task {index}"
@@ -151,7 +156,7 @@ async def raw(base_url: str, count: int) -> float:
     from urllib.parse import urlsplit
 
     address = urlsplit(base_url)
-    body = json.dumps({"model": "fake-model", "messages": [{"role": "user", "content": "hello"}]}).encode()
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hello"}]}).encode()
     head = f"POST {address.path}/chat/completions HTTP/1.1\r\nHost: {address.netloc}\r\n"
     request = f"{head}Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
 
@@ -194,7 +199,7 @@ def fan_out(base_url: str, count: int, warm_up: bool = True) -> dict[str, Any]:
     with ExitStack() as stack:
         home = stack.enter_context(temp_home())
         env = baton_env(
-            home, COLLAB_PROVIDER="openai-compatible", OPENAI_BASE_URL=base_url, OPENAI_MODEL="fake-model"
+            home, COLLAB_PROVIDER="openai-compatible", OPENAI_BASE_URL=base_url, OPENAI_MODEL=MODEL
         )
         client = stack.enter_context(PipeClient(baton_command(), env))
         client.initialize()
@@ -263,7 +268,7 @@ def openai_transform_ms(count: int = 500) -> float | None:
         return None
     system = "You are a subagent. Answer the task you are given."
     messages = [{"role": "system", "content": system}, {"role": "user", "content": "fan-out task 1"}]
-    body = {"model": "fake-model", "messages": messages, "max_completion_tokens": 1024, "stream": False}
+    body = {"model": MODEL, "messages": messages, "max_completion_tokens": 1024, "stream": False}
 
     async def transform_all() -> float:
         await async_maybe_transform(body, CompletionCreateParamsNonStreaming)
@@ -273,6 +278,21 @@ def openai_transform_ms(count: int = 500) -> float | None:
         return (time.process_time() - started) * 1000 / count
 
     return asyncio.run(transform_all())
+
+
+def pricing_ms(model: str, count: int = 500) -> float:
+    """CPU milliseconds per call of baton's pricing of one model call (genai-prices' ``calc_price`` on a
+    pydantic-ai usage) for ``model`` of the openai-compatible provider."""
+    from pydantic_ai.usage import RequestUsage
+
+    from baton.pricing import price_call
+
+    usage = RequestUsage(input_tokens=40, output_tokens=12)
+    price_call("openai-compatible", model, usage)  # the table loads on first use
+    started = time.process_time()
+    for _ in range(count):
+        price_call("openai-compatible", model, usage)
+    return (time.process_time() - started) * 1000 / count
 
 
 def wait_finished(database: Path, expected: int, started: float) -> tuple[float, int]:
@@ -299,6 +319,7 @@ def run(iterations: int) -> dict[str, Any]:
             pydantic_ai_cpu = asyncio.run(through_pydantic_ai(base_url, count))
             ping_cpu = ping_cpu_ms(count)
             transform = openai_transform_ms()
+            unpriced, priced = pricing_ms(MODEL), pricing_ms(PRICED_MODEL)
             row = fan_out(base_url, count, warm_up=iterations > 1)
             row["raw_ms"] = round(floor * 1000, 1)
             row["raw_vs_latency"] = ratio(row["raw_ms"], LATENCY_SECONDS * 1000)
@@ -322,6 +343,8 @@ def run(iterations: int) -> dict[str, Any]:
             row["required_floor_ms_per_subagent"] = round(required, 2)
             row["cpu_over_required_floor_ms"] = round(row["cpu_ms_per_subagent"] - required, 2)
             row["openai_transform_ms"] = None if transform is None else round(transform, 3)
+            row["pricing_ms_unpriced_model"] = round(unpriced, 3)
+            row["pricing_ms_priced_model"] = round(priced, 3)
             row["wall_vs_latency"] = ratio(row["wall_ms"], LATENCY_SECONDS * 1000)
             row["direct_vs_latency"] = ratio(row["direct_ms"], LATENCY_SECONDS * 1000)
             rows.append(row)
@@ -361,6 +384,13 @@ def run(iterations: int) -> dict[str, Any]:
                 "what": "fan-out (reference, no target): of the bare client's request, the openai SDK's "
                 "request-body transform alone, ms",
                 "value": largest["openai_transform_ms"] if largest["n"] == SIZES[-1] else None,
+                "met": None,
+            },
+            {
+                "what": f"fan-out (reference, no target): pricing one model call of {PRICED_MODEL}, a model "
+                f"in genai-prices' table, ms (the fan-out's {MODEL} is not in it and costs "
+                f"{largest['pricing_ms_unpriced_model']} ms): what a priced model adds to every subagent",
+                "value": largest["pricing_ms_priced_model"] if largest["n"] == SIZES[-1] else None,
                 "met": None,
             },
         ],
