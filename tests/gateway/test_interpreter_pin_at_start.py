@@ -20,8 +20,8 @@ import pytest
 
 from baton.config import load_settings
 from baton.gateway.interpreter import SANDBOX_SEARCH_PATH, observe
-from baton.gateway.policy import Mount
 from baton.gateway.policy_files import load_policy
+from baton.gateway.policy_runtime import Mount
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer

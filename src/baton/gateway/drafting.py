@@ -9,7 +9,8 @@ from typing import Any
 from baton.gateway import checks
 from baton.gateway.bundle_writer import resolution_contents
 from baton.gateway.closure import Closure
-from baton.gateway.policy import Artifact, Identity, Interpreter, Policy, Resolution, RuntimeSpec
+from baton.gateway.policy import Artifact, Identity, Interpreter, Policy, Resolution
+from baton.gateway.policy_runtime import RuntimeSpec
 from baton.gateway.registries import Fetched
 from baton.receipts import sha256_hex
 

@@ -11,8 +11,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from baton.errors import GatewayError
-from baton.gateway.policy import ENV_NAME_PATTERN, Mount, Policy, RuntimeSpec, host_variable_may_be_given
+from baton.gateway.policy import Policy
 from baton.gateway.policy_files import validation_failure
+from baton.gateway.policy_runtime import ENV_NAME_PATTERN, Mount, RuntimeSpec, host_variable_may_be_given
 
 #: A variable whose name says it holds a secret is taken only by reference to a host variable.
 CREDENTIAL_NAME = re.compile(r"(?:TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|PRIVATE_KEY|CREDENTIAL|AUTH)", re.I)

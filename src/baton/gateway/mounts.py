@@ -13,7 +13,8 @@ import os
 from pathlib import Path, PurePosixPath
 
 from baton.errors import GatewayError
-from baton.gateway.policy import SYSTEM_TREES, Mount, Policy
+from baton.gateway.policy import Policy
+from baton.gateway.policy_runtime import SYSTEM_TREES, Mount
 from baton.gateway.sandbox_spec import SANDBOX_GID, SANDBOX_UID, HostMount
 
 
