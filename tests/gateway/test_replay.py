@@ -17,8 +17,8 @@ import tomli_w
 from baton.config import load_settings
 from baton.errors import GatewayError
 from baton.gateway import artifacts, stages, state
-from baton.gateway.extract import MAX_PACKAGE_FILES
 from baton.gateway.replay import replay
+from baton.gateway.tarballs import MAX_PACKAGE_FILES
 from baton.runtime import Runtime
 from baton.testing.mcp_stdio_server import DEFAULT_TOOLS, package_files, wheel_files
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball, build_wheel

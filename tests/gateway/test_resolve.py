@@ -413,7 +413,7 @@ def test_a_tarball_whose_root_directory_is_not_package_extracts_like_npm(
 
 def test_a_package_larger_than_the_unpacked_limit_is_refused(tmp_path: Path) -> None:
     """The byte limit holds on the declared sizes, before anything large is read."""
-    from baton.gateway.extract import extract_package
+    from baton.gateway.tarballs import extract_package
 
     tarball = tmp_path / "big.tgz"
     tarball.write_bytes(build_tarball({"package/package.json": "{}", "package/a.bin": b"x" * 4096}))

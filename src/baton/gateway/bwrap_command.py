@@ -37,7 +37,7 @@ from baton.gateway.sandbox_spec import SANDBOX_GID, SANDBOX_UID, SANDBOX_WORKDIR
 #: The PATH of processes baton starts on the host (bwrap itself, probes).
 HOST_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: The PATH inside the sandbox: the host's system directories, then ``/work/bin`` with the console-script
-#: launchers of an adapter's wheels (extract.write_console_launchers), last so none can shadow a system
+#: launchers of an adapter's wheels (wheels.write_console_launchers), last so none can shadow a system
 #: command such as the pinned ``python3``.
 SANDBOX_PATH = f"{HOST_PATH}:/work/bin"
 #: Runs in the preparing namespace: ``$1`` stage, ``$2`` tmpfs options, ``$3`` extracted tree,
