@@ -68,3 +68,26 @@ def test_doctor_refuses_what_serve_http_refuses(baton_env: dict[str, str]) -> No
         and row["detail"].startswith("loopback only; beyond it: ")
         and "changeme" not in weak.stdout
     )
+
+
+def _help_texts(command: object, path: str) -> list[tuple[str, str]]:
+    """Every help text of ``command`` and its sub-commands: the command's own and each parameter's."""
+    texts = [(path, getattr(command, "help", None) or "")]
+    texts += [(f"{path} {p.name}", getattr(p, "help", None) or "") for p in getattr(command, "params", [])]
+    for name, sub in getattr(command, "commands", {}).items():
+        texts += _help_texts(sub, f"{path} {name}")
+    return texts
+
+
+def test_every_help_text_is_shown_as_written() -> None:
+    """``--help`` renders help as rich markup, which eats a bracket it takes for a tag (``[@VERSION]``
+    vanished from ``gateway lock``); a bracket meant literally is escaped."""
+    import typer.main
+    from rich.markup import render
+
+    from baton.cli import app
+
+    texts = _help_texts(typer.main.get_command(app), "baton")
+    assert len(texts) > 100
+    eaten = [(where, text) for where, text in texts if render(text).plain != text.replace("\\[", "[")]
+    assert eaten == []

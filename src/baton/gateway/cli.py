@@ -21,7 +21,7 @@ app = typer.Typer(
 LockTarget = Annotated[
     str,
     typer.Argument(
-        help="Adapter id, policy path, or a candidate: npm:NAME[@VERSION|RANGE], pypi:NAME[==VERSION]."
+        help="Adapter id, policy path, or a candidate: npm:NAME\\[@VERSION|RANGE], pypi:NAME[==VERSION]."
     ),
 ]
 DraftId = Annotated[str | None, typer.Option("--id", help="Adapter id for a drafted policy.")]
