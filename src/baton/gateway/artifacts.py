@@ -10,7 +10,7 @@ import hashlib
 import shutil
 from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from baton.errors import GatewayError
 from baton.gateway import checks, closure, interpreter, npm_resolve, state
@@ -105,6 +105,15 @@ def registries_for(runtime: Runtime) -> Registries:
     )
 
 
+class _Draft(NamedTuple):
+    """Where a candidate's drafted policy goes, its narrowed constraints, and the policy it replaces."""
+
+    adapter_id: str
+    path: Path
+    constraints: list[str]
+    previous: Policy | None
+
+
 def lock(
     runtime: Runtime,
     target: str,
@@ -128,49 +137,16 @@ def lock(
 
     allowed = list(allow_without_install_scripts or [])
     if target.startswith(("npm:", "pypi:")):
-        ecosystem, name, _ = parse_candidate(target)
-        narrowed = normalize_constraints(ecosystem, list(constraints or []))
-        adapter_id = adapter_id or default_adapter_id(name)
-        path = policy_path(runtime.settings, adapter_id)
-        previous = None
-        if path.exists() and not replace:
-            raise GatewayError(
-                "adapter_policy_exists",
-                f"A policy for {adapter_id} already exists at {path}. Draft this candidate as its next "
-                f"version with --replace (the live version keeps serving until the new one is promoted), "
-                "or choose another --id.",
-            )
-        if replace:
-            if not path.exists():
-                raise GatewayError(
-                    "adapter_not_found", f"--replace needs an existing policy for {adapter_id} at {path}."
-                )
-            previous, _ = load_policy(path, check_expiry=False)
-        with operator_lock(runtime, adapter_id):  # outside fail_closed: a busy refusal records nothing
+        draft = _plan_draft(runtime, target, adapter_id, constraints, replace)
+        with operator_lock(runtime, draft.adapter_id):  # outside fail_closed: a busy refusal records nothing
             return fail_closed(
                 runtime,
-                adapter_id,
-                path,
+                draft.adapter_id,
+                draft.path,
                 "lock",
-                lambda run_id: _lock_draft(
-                    runtime,
-                    target,
-                    adapter_id,
-                    path,
-                    arguments or [],
-                    allowed,
-                    narrowed,
-                    run_id,
-                    previous,
-                    options,
-                ),
+                lambda run_id: _lock_draft(runtime, target, draft, arguments or [], allowed, run_id, options),
             )
-    if constraints:
-        raise GatewayError(
-            "adapter_candidate_invalid",
-            "Constraints apply when a candidate is drafted (lock npm:NAME or pypi:NAME --constraint ...); "
-            "a drafted policy is locked again exactly as its resolver's output pinned it.",
-        )
+    _refuse_constraints(constraints)
     path = policy_path(runtime.settings, target)
     known_id, checksum = identify(path)
     # A live adapter keeps serving its promoted snapshot while this lock (and its verify and replay) run;
@@ -183,6 +159,46 @@ def lock(
             "lock",
             lambda run_id: _lock_policy(runtime, path, run_id, options),
             policy_checksum=checksum,
+        )
+
+
+def _plan_draft(
+    runtime: Runtime, target: str, adapter_id: str | None, constraints: list[str] | None, replace: bool
+) -> _Draft:
+    """Check the candidate spec and its constraints, and where its draft goes, before any lock is taken."""
+    ecosystem, name, _ = parse_candidate(target)
+    narrowed = normalize_constraints(ecosystem, list(constraints or []))
+    adapter_id = adapter_id or default_adapter_id(name)
+    path = policy_path(runtime.settings, adapter_id)
+    return _Draft(adapter_id, path, narrowed, _replaced_policy(adapter_id, path, replace))
+
+
+def _replaced_policy(adapter_id: str, path: Path, replace: bool) -> Policy | None:
+    """The existing policy ``--replace`` drafts the next version of; without it, none may exist yet."""
+    previous = None
+    if path.exists() and not replace:
+        raise GatewayError(
+            "adapter_policy_exists",
+            f"A policy for {adapter_id} already exists at {path}. Draft this candidate as its next "
+            f"version with --replace (the live version keeps serving until the new one is promoted), "
+            "or choose another --id.",
+        )
+    if replace:
+        if not path.exists():
+            raise GatewayError(
+                "adapter_not_found", f"--replace needs an existing policy for {adapter_id} at {path}."
+            )
+        previous, _ = load_policy(path, check_expiry=False)
+    return previous
+
+
+def _refuse_constraints(constraints: list[str] | None) -> None:
+    """Constraints steer a resolver; an existing policy is locked again exactly as it was pinned."""
+    if constraints:
+        raise GatewayError(
+            "adapter_candidate_invalid",
+            "Constraints apply when a candidate is drafted (lock npm:NAME or pypi:NAME --constraint ...); "
+            "a drafted policy is locked again exactly as its resolver's output pinned it.",
         )
 
 
@@ -210,15 +226,13 @@ def resolve_candidate(
 def _lock_draft(
     runtime: Runtime,
     target: str,
-    adapter_id: str,
-    path: Path,
+    draft: _Draft,
     arguments: list[str],
     allow_without_scripts: list[str],
-    constraints: list[str],
     run_id: str,
-    previous: Policy | None = None,
     options: LockOptions | None = None,
 ) -> dict[str, Any]:
+    adapter_id, path, constraints, previous = draft
     if previous is not None:  # unless given anew, the next version keeps what the owner accepted
         allow_without_scripts = allow_without_scripts or list(
             previous.resolution.allow_without_install_scripts
@@ -340,39 +354,12 @@ def _record_lock(
     bundle = state.adapter_dir(runtime, policy.id) / "bundle"
     private_tree(bundle.parent, runtime.settings.home)  # BATON_HOME/gateway/<id>: 0700
     pin = policy.interpreter.model_dump() if policy.interpreter else None
-    resolution = {
-        "contents": resolution_contents(resolved),
-        "skipped_optional": resolved.skipped_optional,
-        "without_install_scripts": resolved.without_install_scripts,
-        "weak_integrity": resolved.weak_integrity,
-        "interpreter": pin,
-    }
+    resolution = _resolution(resolved, pin)
     receipt = write_bundle(
         bundle, policy.id, resolved.fetched, run_id, policy.artifact_set_sha256(), resolution
     )
-    staging = receipt.pop("staging")
-    try:
-        if write:
-            checksum = write_policy(path, policy)
-        else:
-            _, checksum = load_policy(path)
-        swap_bundle(staging, bundle)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    payload = {
-        "run_id": run_id,
-        "policy_checksum": checksum,
-        "artifact_set_sha256": receipt["artifact_set_sha256"],
-        "lock_receipt_sha256": receipt["lock_receipt_sha256"],
-        "bundle_manifest_sha256": receipt["bundle_manifest_sha256"],
-        "cyclonedx_sbom_sha256": receipt["cyclonedx_sbom_sha256"],
-        "packages": {f"{p['name']}@{p['version']}": p["tarball_sha512_hex"] for p in receipt["packages"]},
-        "resolution_files": receipt["resolution_files"],
-        "skipped_optional": resolved.skipped_optional,
-        "without_install_scripts": resolved.without_install_scripts,
-        "weak_integrity": resolved.weak_integrity,
-        "interpreter": pin,
-    }
+    checksum = _install(policy, path, receipt.pop("staging"), bundle, write=write)
+    payload = _lock_payload(run_id, checksum, receipt, resolved, pin)
     stored = state.record(
         runtime,
         policy.id,
@@ -392,4 +379,48 @@ def _record_lock(
         "policy_path": str(path),
         "bundle": str(bundle),
         "receipt_seq": stored.seq,
+    }
+
+
+def _resolution(resolved: Closure, pin: dict[str, Any] | None) -> dict[str, Any]:
+    """What the resolver picked, skipped and weakened, as the bundle's lock receipt records it."""
+    return {
+        "contents": resolution_contents(resolved),
+        "skipped_optional": resolved.skipped_optional,
+        "without_install_scripts": resolved.without_install_scripts,
+        "weak_integrity": resolved.weak_integrity,
+        "interpreter": pin,
+    }
+
+
+def _install(policy: Policy, path: Path, staging: Path, bundle: Path, *, write: bool) -> str:
+    """Write the policy (or read its checksum back), then swap the staged bundle in; staging never stays."""
+    try:
+        if write:
+            checksum = write_policy(path, policy)
+        else:
+            _, checksum = load_policy(path)
+        swap_bundle(staging, bundle)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return checksum
+
+
+def _lock_payload(
+    run_id: str, checksum: str, receipt: dict[str, Any], resolved: Closure, pin: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The ``gateway_lock`` receipt's payload: the hashes of what was written and what was pinned."""
+    return {
+        "run_id": run_id,
+        "policy_checksum": checksum,
+        "artifact_set_sha256": receipt["artifact_set_sha256"],
+        "lock_receipt_sha256": receipt["lock_receipt_sha256"],
+        "bundle_manifest_sha256": receipt["bundle_manifest_sha256"],
+        "cyclonedx_sbom_sha256": receipt["cyclonedx_sbom_sha256"],
+        "packages": {f"{p['name']}@{p['version']}": p["tarball_sha512_hex"] for p in receipt["packages"]},
+        "resolution_files": receipt["resolution_files"],
+        "skipped_optional": resolved.skipped_optional,
+        "without_install_scripts": resolved.without_install_scripts,
+        "weak_integrity": resolved.weak_integrity,
+        "interpreter": pin,
     }
