@@ -14,13 +14,7 @@ def summarize(command: str, result: dict[str, Any]) -> list[str]:
     """A few lines saying what happened, the last one the next command to run."""
     adapter_id = str(result.get("adapter_id", "?"))
     if command == "lock":
-        packages = result.get("packages") or {}
-        skipped = result.get("without_install_scripts") or []
-        lines = [f"locked {adapter_id}: {len(packages)} package(s) pinned, bundle at {result.get('bundle')}"]
-        lines.append(f"policy: {result.get('policy_path')}")
-        if skipped:
-            lines.append(f"runs without the install scripts of: {', '.join(skipped)}")
-        return [*lines, f"next: baton gateway verify {adapter_id}"]
+        return _locked(adapter_id, result)
     if command == "verify":
         return [
             f"verified {adapter_id}: every hash recomputed by the independent verifier",
@@ -32,35 +26,9 @@ def summarize(command: str, result: dict[str, Any]) -> list[str]:
             f"next: {_contract_step(adapter_id, bool(result.get('contract_pinned')))}",
         ]
     if command == "replay":
-        if result.get("status") == "completed_check_mode_no_runtime_execution":
-            argv = " ".join(str(a) for a in result.get("argv") or [])
-            return [
-                f"plan for {adapter_id} ({result.get('sandbox')}): {argv}",
-                f"next: baton gateway replay {adapter_id} --apply",
-            ]
-        observation = result.get("protocol_observation") or {}
-        allowed = list(observation.get("adapter_allowed_tools") or [])
-        lines = [
-            f"replayed {adapter_id}: {observation.get('server_name')} {observation.get('server_version')}, "
-            f"{observation.get('tool_count')} tool(s) match the pinned contract",
-            f"allowed: {', '.join(allowed) or 'none'}; denied: {observation.get('adapter_denied_tool_count', 0)}",
-        ]
-        findings = result.get("poisoning_findings") or []
-        lines += [f"finding {f['id']}: {f['tool']} ({f['where']}): {f['detail']}" for f in findings]
-        nxt = f"baton gateway promote {adapter_id}" if allowed else f"baton gateway allow {adapter_id} TOOL…"
-        if findings and allowed:
-            nxt += (
-                " " + " ".join(f"--accept-finding {f['id']}" for f in findings) + "   (once you judged them)"
-            )
-        return [*lines, f"next: {nxt}"]
+        return _replayed(adapter_id, result)
     if command == "promote":
-        tools = list(result.get("allowed_tools") or [])
-        approval = list(result.get("approval_required") or [])
-        lines = [f"promoted {adapter_id}: serving {', '.join(tools) or 'nothing'}"]
-        if approval:
-            lines.append(f"each call waits for a human: {', '.join(approval)}")
-        lines += list(result.get("diff_lines") or [])
-        return [*lines, "next: baton serve (its tools are listed as " + f"{adapter_id}__TOOL)"]
+        return _promoted(adapter_id, result)
     if command == "demote":
         return [
             f"demoted {adapter_id}: now {result.get('state')}",
@@ -74,3 +42,48 @@ def summarize(command: str, result: dict[str, Any]) -> list[str]:
             f"next: {result.get('next')}",
         ]
     return [f"{command} {adapter_id}: done"]
+
+
+def _locked(adapter_id: str, result: dict[str, Any]) -> list[str]:
+    """What was pinned and where, and which install scripts were left out."""
+    packages = result.get("packages") or {}
+    skipped = result.get("without_install_scripts") or []
+    lines = [f"locked {adapter_id}: {len(packages)} package(s) pinned, bundle at {result.get('bundle')}"]
+    lines.append(f"policy: {result.get('policy_path')}")
+    if skipped:
+        lines.append(f"runs without the install scripts of: {', '.join(skipped)}")
+    return [*lines, f"next: baton gateway verify {adapter_id}"]
+
+
+def _replayed(adapter_id: str, result: dict[str, Any]) -> list[str]:
+    """A check-mode plan, or what the server turned out to be, its findings and what to do about them."""
+    if result.get("status") == "completed_check_mode_no_runtime_execution":
+        argv = " ".join(str(a) for a in result.get("argv") or [])
+        return [
+            f"plan for {adapter_id} ({result.get('sandbox')}): {argv}",
+            f"next: baton gateway replay {adapter_id} --apply",
+        ]
+    observation = result.get("protocol_observation") or {}
+    allowed = list(observation.get("adapter_allowed_tools") or [])
+    lines = [
+        f"replayed {adapter_id}: {observation.get('server_name')} {observation.get('server_version')}, "
+        f"{observation.get('tool_count')} tool(s) match the pinned contract",
+        f"allowed: {', '.join(allowed) or 'none'}; denied: {observation.get('adapter_denied_tool_count', 0)}",
+    ]
+    findings = result.get("poisoning_findings") or []
+    lines += [f"finding {f['id']}: {f['tool']} ({f['where']}): {f['detail']}" for f in findings]
+    nxt = f"baton gateway promote {adapter_id}" if allowed else f"baton gateway allow {adapter_id} TOOL…"
+    if findings and allowed:
+        nxt += " " + " ".join(f"--accept-finding {f['id']}" for f in findings) + "   (once you judged them)"
+    return [*lines, f"next: {nxt}"]
+
+
+def _promoted(adapter_id: str, result: dict[str, Any]) -> list[str]:
+    """What is served now, which calls wait for a human, and how the policy changed."""
+    tools = list(result.get("allowed_tools") or [])
+    approval = list(result.get("approval_required") or [])
+    lines = [f"promoted {adapter_id}: serving {', '.join(tools) or 'nothing'}"]
+    if approval:
+        lines.append(f"each call waits for a human: {', '.join(approval)}")
+    lines += list(result.get("diff_lines") or [])
+    return [*lines, "next: baton serve (its tools are listed as " + f"{adapter_id}__TOOL)"]
