@@ -193,6 +193,21 @@ def verify_rows(
     """Recompute every hash, link and seq of ``rows`` (in chain order, read once, streamed), compare the
     last one with ``head`` (seq, sha256), and check every checkpoint's signature and that the chain still
     holds each checkpointed head at its seq."""
+    anchors = _anchors(checkpoints, public_keys)
+    if isinstance(anchors, ChainReport):
+        return anchors
+    walk = _Walk(anchors)
+    for row in rows:
+        failure = walk.step(row)
+        if failure is not None:
+            return failure
+    return walk.end(head)
+
+
+def _anchors(
+    checkpoints: Iterable[Mapping[str, Any]], public_keys: Mapping[str, bytes] | None
+) -> dict[int, str] | ChainReport:
+    """Each signed checkpoint's sha256 by seq, or the failure of the first untrusted or disagreeing one."""
     anchors: dict[int, str] = {}
     for checkpoint in checkpoints:
         problem = (
@@ -208,26 +223,28 @@ def verify_rows(
             return _fail(
                 0, GENESIS_SHA256, seq, "two signed checkpoints disagree at this seq", CHECKPOINT_MISMATCH
             )
-    prev, count = GENESIS_SHA256, 0
-    for seq, kind, at, payload, prev_sha256, sha256 in rows:
+    return anchors
+
+
+class _Walk:
+    """The chain read so far: the last receipt's sha256 and seq, and the checkpoints it must meet."""
+
+    def __init__(self, anchors: dict[int, str]) -> None:
+        self.anchors = anchors
+        self.prev: str = GENESIS_SHA256
+        self.count: Any = 0
+
+    def step(self, row: Row) -> ChainReport | None:
+        """Check one receipt's seq, payload, link, digest and anchor, and move past it; the failure if any."""
+        seq, kind, at, payload, prev_sha256, sha256 = row
+        count, prev = self.count, self.prev
         expected = count + 1
         if seq != expected or isinstance(seq, bool):
             bad = seq if isinstance(seq, int) and not isinstance(seq, bool) else expected
             return _fail(count, prev, bad, f"sequence gap: expected {expected}, found {seq}")
-        if isinstance(payload, str):
-            try:
-                text = canonical(json.loads(payload))
-            except ValueError:
-                return _fail(count, prev, seq, "the payload is not valid JSON")
-            if text != payload:
-                return _fail(
-                    count,
-                    prev,
-                    seq,
-                    "the stored payload is not the canonical JSON of its value (duplicate keys?)",
-                )
-        else:
-            text = canonical(payload)
+        text = _payload_text(payload)
+        if not isinstance(text, str):
+            return _fail(count, prev, seq, text.reason)
         if prev_sha256 != prev:
             return _fail(count, prev, seq, "prev_sha256 does not match the previous receipt")
         body = (
@@ -237,17 +254,42 @@ def verify_rows(
         digest = hashlib.sha256(body.encode("utf-8")).hexdigest()
         if digest != sha256:
             return _fail(count, prev, seq, "sha256 does not match the receipt's content")
-        anchored = anchors.get(seq)
+        anchored = self.anchors.get(seq)
         if anchored is not None and anchored != digest:
             reason = "the chain differs from the signed checkpoint at this seq (rewritten history)"
             return _fail(count, prev, seq, reason, CHECKPOINT_MISMATCH)
-        prev, count = digest, seq
-    if anchors and max(anchors) > count:
-        reason = f"a signed checkpoint covers seq {max(anchors)} but the chain ends at seq {count} (receipts removed)"
-        return _fail(count, prev, max(anchors), reason, CHECKPOINT_MISMATCH)
-    if head is not None and (head[1] != prev or head[0] != count):
-        return _fail(count, prev, None, "the chain head does not match the last receipt")
-    return ChainReport(True, count, prev, checkpoints=len(anchors), anchored_seq=max(anchors, default=0))
+        self.prev, self.count = digest, seq
+        return None
+
+    def end(self, head: tuple[int, str] | None) -> ChainReport:
+        """No checkpoint may lie past the last receipt, and the last receipt must be the stored head."""
+        anchors, count, prev = self.anchors, self.count, self.prev
+        if anchors and max(anchors) > count:
+            reason = f"a signed checkpoint covers seq {max(anchors)} but the chain ends at seq {count} (receipts removed)"
+            return _fail(count, prev, max(anchors), reason, CHECKPOINT_MISMATCH)
+        if head is not None and (head[1] != prev or head[0] != count):
+            return _fail(count, prev, None, "the chain head does not match the last receipt")
+        return ChainReport(True, count, prev, checkpoints=len(anchors), anchored_seq=max(anchors, default=0))
+
+
+@dataclass(frozen=True)
+class _Unhashable:
+    """Why a stored payload cannot be hashed as it stands."""
+
+    reason: str
+
+
+def _payload_text(payload: Any) -> str | _Unhashable:
+    """The canonical JSON a receipt's payload is hashed as; stored text must already be exactly that."""
+    if isinstance(payload, str):
+        try:
+            text = canonical(json.loads(payload))
+        except ValueError:
+            return _Unhashable("the payload is not valid JSON")
+        if text != payload:
+            return _Unhashable("the stored payload is not the canonical JSON of its value (duplicate keys?)")
+        return text
+    return canonical(payload)
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
