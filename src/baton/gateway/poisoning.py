@@ -120,46 +120,59 @@ def scan(
     findings: list[dict[str, Any]] = []
     for definition in definitions:
         name = str(definition.get("name"))
-        if name in builtin or name.startswith("mcp_"):
-            findings.append(
-                _finding("name_shadows_builtin", name, "name", f"{name} looks like baton's own tool")
-            )
-        if name in other_tools:
-            findings.append(
-                _finding(
-                    "name_shadows_adapter_tool",
-                    name,
-                    "name",
-                    f"the live adapter {other_tools[name]} has {name}",
-                )
-            )
-        for field in ("title", "description"):
-            text = definition.get(field)
-            if isinstance(text, str) and len(text) > MAX_DESCRIPTION_CHARS:
-                findings.append(_finding("oversized_description", name, field, f"{len(text)} characters"))
+        findings += _name_findings(name, builtin, other_tools)
+        findings += _size_findings(name, definition)
         for where, text in _texts({k: v for k, v in definition.items() if k != "annotations"}, name):
-            hidden = _hidden(text)
-            if hidden:
-                findings.append(_finding("hidden_unicode", name, where, hidden))
-            visible = unicodedata.normalize("NFKC", HIDDEN_CHARACTERS.sub("", text))
-            for pattern_name, pattern in _INSTRUCTIONS:
-                match = pattern.search(visible)
-                if match:
-                    findings.append(
-                        _finding("model_instruction", name, where, f"{pattern_name}: {match.group(0)[:80]}")
-                    )
-            if where.endswith("#key") or where == f"{name}.name":
-                continue
-            for word in sorted(set(re.findall(r"[A-Za-z0-9][A-Za-z0-9_-]*", visible))):
-                if "__" in word and not word.startswith("__"):
-                    findings.append(_finding("tool_reference", name, where, f"names the adapter tool {word}"))
-                elif word in BUILTIN_TOOLS:
-                    findings.append(_finding("tool_reference", name, where, f"names baton's tool {word}"))
-                elif word in other_tools and word not in own and ("_" in word or "-" in word):
-                    findings.append(
-                        _finding(
-                            "tool_reference", name, where, f"names {word} of the adapter {other_tools[word]}"
-                        )
-                    )
+            findings += _text_findings(name, where, text, other_tools, own)
     unique = {f["id"]: f for f in findings}
     return sorted(unique.values(), key=lambda f: (f["tool"], f["kind"], f["where"]))
+
+
+def _name_findings(
+    name: str, builtin: frozenset[str], other_tools: dict[str, str]
+) -> Iterator[dict[str, Any]]:
+    """A tool named like baton's own or like another live adapter's shadows it."""
+    if name in builtin or name.startswith("mcp_"):
+        yield _finding("name_shadows_builtin", name, "name", f"{name} looks like baton's own tool")
+    if name in other_tools:
+        yield _finding(
+            "name_shadows_adapter_tool", name, "name", f"the live adapter {other_tools[name]} has {name}"
+        )
+
+
+def _size_findings(name: str, definition: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """A title or description too long for a user to read is room for a hidden prompt."""
+    for field in ("title", "description"):
+        text = definition.get(field)
+        if isinstance(text, str) and len(text) > MAX_DESCRIPTION_CHARS:
+            yield _finding("oversized_description", name, field, f"{len(text)} characters")
+
+
+def _text_findings(
+    name: str, where: str, text: str, other_tools: dict[str, str], own: set[str]
+) -> Iterator[dict[str, Any]]:
+    """Hidden characters, instructions to the model, and (outside keys and the name) references to other tools."""
+    hidden = _hidden(text)
+    if hidden:
+        yield _finding("hidden_unicode", name, where, hidden)
+    visible = unicodedata.normalize("NFKC", HIDDEN_CHARACTERS.sub("", text))
+    for pattern_name, pattern in _INSTRUCTIONS:
+        match = pattern.search(visible)
+        if match:
+            yield _finding("model_instruction", name, where, f"{pattern_name}: {match.group(0)[:80]}")
+    if where.endswith("#key") or where == f"{name}.name":
+        return
+    yield from _reference_findings(name, where, visible, other_tools, own)
+
+
+def _reference_findings(
+    name: str, where: str, visible: str, other_tools: dict[str, str], own: set[str]
+) -> Iterator[dict[str, Any]]:
+    """Words of ``visible`` that name an adapter tool, one of baton's, or another live adapter's."""
+    for word in sorted(set(re.findall(r"[A-Za-z0-9][A-Za-z0-9_-]*", visible))):
+        if "__" in word and not word.startswith("__"):
+            yield _finding("tool_reference", name, where, f"names the adapter tool {word}")
+        elif word in BUILTIN_TOOLS:
+            yield _finding("tool_reference", name, where, f"names baton's tool {word}")
+        elif word in other_tools and word not in own and ("_" in word or "-" in word):
+            yield _finding("tool_reference", name, where, f"names {word} of the adapter {other_tools[word]}")
