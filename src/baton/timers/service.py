@@ -237,14 +237,7 @@ class TimerService:
     ) -> Claim | None:
         """The conditional UPDATE that takes one firing: it matches only while the timer is still active
         and still due at exactly ``due_at``."""
-        next_fire_at, skipped, status = None, 0, "completed"
-        if row.interval_seconds:
-            # timers stored before a cap (or adopted from a mirror) still repeat no faster than it allows
-            period = max(
-                row.interval_seconds, minimum_interval(self.runtime.settings, str(row.action.get("kind")))
-            )
-            upcoming, skipped = next_after(parse_time(due_at), period, now)
-            next_fire_at, status = format_time(upcoming), "active"
+        next_fire_at, skipped, status = self._after_firing(row, due_at, now)
         claimable = [timers.c.id == row.id, timers.c.status == "active", timers.c.next_fire_at == due_at]
         request_open = _request_open(now)
         if row.request_id is not None:  # a request's escalation step fires only while the request is open
@@ -285,6 +278,18 @@ class TimerService:
             next_fire_at,
             row.agent,
         )
+
+    def _after_firing(self, row: Any, due_at: str, now: datetime) -> tuple[str | None, int, str]:
+        """The timer's next due time, the due times skipped to reach it, and its status once this one fires."""
+        next_fire_at, skipped, status = None, 0, "completed"
+        if row.interval_seconds:
+            # timers stored before a cap (or adopted from a mirror) still repeat no faster than it allows
+            period = max(
+                row.interval_seconds, minimum_interval(self.runtime.settings, str(row.action.get("kind")))
+            )
+            upcoming, skipped = next_after(parse_time(due_at), period, now)
+            next_fire_at, status = format_time(upcoming), "active"
+        return next_fire_at, skipped, status
 
     def record(self, claim: Claim, outcome: Outcome) -> None:
         """Store a firing's outcome on its timer and append its ``timer_fired`` receipt, together."""
