@@ -30,7 +30,7 @@ from baton.gateway.host_programs import check_host_programs, pin_new
 from baton.gateway.interpreter import check_interpreter_pin
 from baton.gateway.mounts import host_mounts
 from baton.gateway.operator_lock import operator_lock
-from baton.gateway.policy import Policy
+from baton.gateway.policy import Contract, Policy
 from baton.gateway.policy_files import load_policy, policy_path, write_policy
 from baton.gateway.protocol import JsonRpcPipe, Session, exchange, shut_down, stop
 from baton.gateway.sandbox import Sandbox, as_nobody, enforcement, sandbox_for
@@ -273,16 +273,10 @@ def build_receipt(
     }
 
 
-def _apply(
-    runtime: Runtime,
-    path: Path,
-    policy: Policy,
-    evidence: dict[str, Any],
-    session: Session,
-    record: bool,
-    run_id: str,
-) -> dict[str, Any]:
-    """Observe once, pin a draft when asked, compare, and record the replay receipt."""
+def _observe(
+    runtime: Runtime, path: Path, policy: Policy, session: Session, record: bool
+) -> tuple[Policy, Observation, Extracted]:
+    """Run the server once; a draft's first replay may pin the older MCP version it negotiated and retry."""
     mounts = host_mounts(policy, runtime.settings.home)
     bundle = state.adapter_dir(runtime, policy.id) / "bundle"
     try:
@@ -296,20 +290,39 @@ def _apply(
         policy = policy.model_copy(update={"client": client})
         write_policy(path, policy)
         observation, extracted = run_in_sandbox(policy, bundle, session, mounts)
-    if record and policy.contract is None:
-        policy = record_contract(path, policy, observation)
-    policy, checksum = load_policy(path)
+    return policy, observation, extracted
+
+
+def _checked_contract(policy: Policy, observation: Observation) -> Contract:
+    """The pinned contract, once the observation matches it, the tool partition and the policy's rules."""
     if policy.contract is None:
         raise GatewayError("adapter_contract_unpinned", f"Adapter {policy.id} pins no contract yet.")
     compare(policy.contract, observation.server, observation.tools)
     check_partition(policy.tools, observation.tools)
     check_policy_rules(policy, observation.definitions)
+    return policy.contract
+
+
+def _replay_receipt(
+    runtime: Runtime,
+    policy: Policy,
+    checksum: str,
+    run_id: str,
+    evidence: dict[str, Any],
+    observation: Observation,
+    extracted: Extracted,
+) -> dict[str, Any]:
+    """The replay receipt with baton's additions: call policy, host program pins, poisoning findings."""
     receipt = build_receipt(policy, checksum, run_id, evidence, observation, extracted)
     receipt["call_policy_sha256"] = policy.tools.call_policy_sha256
     receipt["host_programs"] = [pin.model_dump() for pin in policy.host_programs]
     receipt["poisoning_findings"] = poisoning_findings(runtime, policy.id, observation.definitions)
-    sha = write_receipt_file(runtime, policy.id, f"replay-{run_id}.json", receipt)
-    summary = {
+    return receipt
+
+
+def _summary(run_id: str, sha: str, checksum: str, receipt: dict[str, Any]) -> dict[str, Any]:
+    """What the state row and the caller see of a replay: the receipt's hash and its key sections."""
+    return {
         "run_id": run_id,
         "replay_receipt_sha256": sha,
         "policy_checksum": checksum,
@@ -318,6 +331,26 @@ def _apply(
         "poisoning_findings": receipt["poisoning_findings"],
         "host_programs": receipt["host_programs"],
     }
+
+
+def _apply(
+    runtime: Runtime,
+    path: Path,
+    policy: Policy,
+    evidence: dict[str, Any],
+    session: Session,
+    record: bool,
+    run_id: str,
+) -> dict[str, Any]:
+    """Observe once, pin a draft when asked, compare, and record the replay receipt."""
+    policy, observation, extracted = _observe(runtime, path, policy, session, record)
+    if record and policy.contract is None:
+        policy = record_contract(path, policy, observation)
+    policy, checksum = load_policy(path)
+    contract = _checked_contract(policy, observation)
+    receipt = _replay_receipt(runtime, policy, checksum, run_id, evidence, observation, extracted)
+    sha = write_receipt_file(runtime, policy.id, f"replay-{run_id}.json", receipt)
+    summary = _summary(run_id, sha, checksum, receipt)
     stored = state.record(
         runtime,
         policy.id,
@@ -327,7 +360,7 @@ def _apply(
         policy_path=path,
         policy_checksum=checksum,
         replay_receipt_sha256=sha,
-        contract=policy.contract.model_dump(),
+        contract=contract.model_dump(),
     )
     return {**summary, "adapter_id": policy.id, "receipt_seq": stored.seq, "receipt": receipt}
 
