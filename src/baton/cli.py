@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
 from baton import __version__
 from baton.errors import BatonError
 from baton.terminal import err, fail, open_runtime, out, print_json, print_table, progress
+
+if TYPE_CHECKING:
+    from baton.install import Plan
 
 app = typer.Typer(
     name="baton",
@@ -114,24 +117,67 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
     )
 
 
+#: ``install``'s argument and options, declared apart so that its signature stays a list of names.
+InstallClient = Annotated[str, typer.Argument(help="claude-code, claude-desktop, cursor or vscode.")]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Print what would be written; touch nothing.")]
+RunClaude = Annotated[bool, typer.Option("--run", help="claude-code: run the `claude mcp add` line.")]
+InstallProvider = Annotated[
+    str | None,
+    typer.Option(help="Model provider for the entry (default: COLLAB_PROVIDER, else moonshot)."),
+]
+InstallModel = Annotated[
+    str | None, typer.Option(help="OPENAI_MODEL for the entry (default: the provider's).")
+]
+ServerName = Annotated[str, typer.Option(help="The server's name in the client.")]
+InstallConfig = Annotated[
+    Path | None, typer.Option("--config", help="Another config file (default: the client's own).")
+]
+
+
+def _write_entry(plan: Plan, name: str, run: bool, dry_run: bool) -> None:
+    """Print Claude Code's line (running it with --run), show a dry run, or write the config with a backup."""
+    from baton import install as installer
+
+    if plan.client == "claude-code":
+        print(installer.claude_line(plan), flush=True)
+        if run and not dry_run:
+            installer.run_claude(plan)
+            err.print(f"added '{name}' to Claude Code (user scope)")
+    elif dry_run:
+        print(plan.after, end="", flush=True)
+        verb = "would change" if plan.changed else "already holds this entry:"
+        err.print(f"dry run: {verb} {plan.path}; nothing was written")
+    else:
+        backup = installer.apply(plan)
+        if not plan.changed:
+            err.print(f"{plan.path} already holds this entry; nothing written")
+        else:
+            err.print(f"wrote {plan.path}" + (f" (previous file kept as {backup.name})" if backup else ""))
+
+
+def _print_to_fill(plan: Plan, run: bool) -> None:
+    """Name the credentials the entry leaves for the user to fill, and where, since baton writes no secret."""
+    if not plan.to_fill:
+        return
+    names = ", ".join(plan.to_fill)
+    if plan.client == "vscode":
+        err.print(f"VS Code asks for {names} when it first starts baton and keeps it; baton writes no secret")
+    elif plan.client == "claude-code" and not run:
+        err.print(f"export {names} in your shell before running the line; baton writes no secret")
+    else:
+        where = "~/.claude.json (or `claude mcp`)" if plan.client == "claude-code" else str(plan.path)
+        err.print(f"still to fill: {names} in {where}; baton writes no secret")
+
+
 @app.command()
 def install(
-    client: Annotated[str, typer.Argument(help="claude-code, claude-desktop, cursor or vscode.")],
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print what would be written; touch nothing.")
-    ] = False,
-    run: Annotated[bool, typer.Option("--run", help="claude-code: run the `claude mcp add` line.")] = False,
-    provider: Annotated[
-        str | None,
-        typer.Option(help="Model provider for the entry (default: COLLAB_PROVIDER, else moonshot)."),
-    ] = None,
-    model: Annotated[
-        str | None, typer.Option(help="OPENAI_MODEL for the entry (default: the provider's).")
-    ] = None,
-    name: Annotated[str, typer.Option(help="The server's name in the client.")] = "baton",
-    config: Annotated[
-        Path | None, typer.Option("--config", help="Another config file (default: the client's own).")
-    ] = None,
+    client: InstallClient,
+    dry_run: DryRun = False,
+    run: RunClaude = False,
+    provider: InstallProvider = None,
+    model: InstallModel = None,
+    name: ServerName = "baton",
+    config: InstallConfig = None,
 ) -> None:
     """Add this baton (by absolute path, no secret) to an MCP client's config; idempotent, with a backup."""
     import os
@@ -141,36 +187,10 @@ def install(
     try:
         chosen = provider or os.environ.get("COLLAB_PROVIDER") or "moonshot"
         plan = installer.plan(client, provider=chosen, model=model, name=name, path=config)
-        if plan.client == "claude-code":
-            print(installer.claude_line(plan), flush=True)
-            if run and not dry_run:
-                installer.run_claude(plan)
-                err.print(f"added '{name}' to Claude Code (user scope)")
-        elif dry_run:
-            print(plan.after, end="", flush=True)
-            verb = "would change" if plan.changed else "already holds this entry:"
-            err.print(f"dry run: {verb} {plan.path}; nothing was written")
-        else:
-            backup = installer.apply(plan)
-            if not plan.changed:
-                err.print(f"{plan.path} already holds this entry; nothing written")
-            else:
-                err.print(
-                    f"wrote {plan.path}" + (f" (previous file kept as {backup.name})" if backup else "")
-                )
+        _write_entry(plan, name, run, dry_run)
     except BatonError as exc:
         fail(exc)
-    if plan.to_fill:
-        names = ", ".join(plan.to_fill)
-        if plan.client == "vscode":
-            err.print(
-                f"VS Code asks for {names} when it first starts baton and keeps it; baton writes no secret"
-            )
-        elif plan.client == "claude-code" and not run:
-            err.print(f"export {names} in your shell before running the line; baton writes no secret")
-        else:
-            where = "~/.claude.json (or `claude mcp`)" if plan.client == "claude-code" else str(plan.path)
-            err.print(f"still to fill: {names} in {where}; baton writes no secret")
+    _print_to_fill(plan, run)
 
 
 @app.command()
