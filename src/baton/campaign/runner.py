@@ -192,12 +192,9 @@ class Campaign:
         }
 
     def _finish(self, outcome: dict[str, Any]) -> Path:
-        llm_path = self.run_dir / "llm_receipts.checkpoint.json"
-        llm_receipts = json.loads(llm_path.read_text(encoding="utf-8")) if llm_path.is_file() else []
-        self.bundle.write_json("llm_receipts.json", llm_receipts)
-        chain = _export_chain(self.home)
-        self.bundle.write_json("receipts_chain.json", chain["receipts"])
-        self.bundle.write_json("receipts_checkpoints.json", chain["checkpoints"])
+        """Bundle the model receipts and the chain, judge the gates, write summary and manifest, print."""
+        llm_receipts = self._write_llm_receipts()
+        chain = self._write_chain()
         gates = compute_gates(self, outcome, llm_receipts, chain)
         status = classify_status(gates, interactive_human=self.options.interactive_human)
         header = {
@@ -205,47 +202,73 @@ class Campaign:
             "status": status,
             "official_complete": status == "passed",
         }
-        self.bundle.write_json(
-            "summary.json",
-            {
-                **header,
-                "generated_at": datetime.now(UTC).isoformat(),
-                "gates": gates,
-                "blockers": [name for name, ok in gates.items() if not ok],
-                "tool_call_count": len(self.rows),
-                "model_call_count": len(llm_receipts),
-                "model_spend": model_spend(llm_receipts),
-                "interactive_human": self.options.interactive_human,
-                "human_timeout_seconds": self.options.human_timeout_seconds
-                if self.options.interactive_human
-                else None,
-                "publication_authorized": bool(
-                    outcome.get("human_decision")
-                    and human_decision_accepted(outcome["human_decision"], outcome["approval"])
-                    and outcome["human_decision"]["approved"]
-                ),
-                "real_notifications_enabled": self.options.real_notifications,
-                "mcp_decisions_allowed": self.env.get("BATON_HITL_ALLOW_MCP_DECISIONS") == "1",
-                "notification_readiness": self.readiness,
-                "stopped": outcome.get("stopped"),
-                "baton_version": __version__,
-                "model": {
-                    "provider": self.env.get("COLLAB_PROVIDER"),
-                    "name": self.env.get("OPENAI_MODEL"),
-                    "source": self.options.model_source,
-                },
-            },
-        )
+        self.bundle.write_json("summary.json", self._summary(header, outcome, gates, llm_receipts))
         self._guard_bundle()
         manifest = self.bundle.write_manifest(header)
         self.bundle.write_latest(header, manifest, Path.cwd())
         self._print_gates(gates, status)
-        stopped = outcome.get("stopped")
+        self._print_stopped(outcome.get("stopped"))
+        return self.run_dir
+
+    def _write_llm_receipts(self) -> list[dict[str, Any]]:
+        """The model-call receipts the server checkpointed (none if it wrote no checkpoint), into the bundle."""
+        llm_path = self.run_dir / "llm_receipts.checkpoint.json"
+        llm_receipts: list[dict[str, Any]] = (
+            json.loads(llm_path.read_text(encoding="utf-8")) if llm_path.is_file() else []
+        )
+        self.bundle.write_json("llm_receipts.json", llm_receipts)
+        return llm_receipts
+
+    def _write_chain(self) -> dict[str, Any]:
+        """The store's receipt chain and signed checkpoints, into the bundle."""
+        chain = _export_chain(self.home)
+        self.bundle.write_json("receipts_chain.json", chain["receipts"])
+        self.bundle.write_json("receipts_checkpoints.json", chain["checkpoints"])
+        return chain
+
+    def _summary(
+        self,
+        header: dict[str, Any],
+        outcome: dict[str, Any],
+        gates: dict[str, bool],
+        llm_receipts: list[dict[str, Any]],
+    ) -> dict[str, Any]:
+        """summary.json: the header, the gates and their blockers, counts, spend, and how the run was set up."""
+        return {
+            **header,
+            "generated_at": datetime.now(UTC).isoformat(),
+            "gates": gates,
+            "blockers": [name for name, ok in gates.items() if not ok],
+            "tool_call_count": len(self.rows),
+            "model_call_count": len(llm_receipts),
+            "model_spend": model_spend(llm_receipts),
+            "interactive_human": self.options.interactive_human,
+            "human_timeout_seconds": self.options.human_timeout_seconds
+            if self.options.interactive_human
+            else None,
+            "publication_authorized": bool(
+                outcome.get("human_decision")
+                and human_decision_accepted(outcome["human_decision"], outcome["approval"])
+                and outcome["human_decision"]["approved"]
+            ),
+            "real_notifications_enabled": self.options.real_notifications,
+            "mcp_decisions_allowed": self.env.get("BATON_HITL_ALLOW_MCP_DECISIONS") == "1",
+            "notification_readiness": self.readiness,
+            "stopped": outcome.get("stopped"),
+            "baton_version": __version__,
+            "model": {
+                "provider": self.env.get("COLLAB_PROVIDER"),
+                "name": self.env.get("OPENAI_MODEL"),
+                "source": self.options.model_source,
+            },
+        }
+
+    def _print_stopped(self, stopped: dict[str, Any] | None) -> None:
+        """Name the case that stopped the run, and its error, if one did."""
         if stopped:
             self.console.print(
                 f"[red]stopped[/red] at {stopped['case']}: {stopped['error_class']}: {escape(stopped['error'])}"
             )
-        return self.run_dir
 
     def _guard_bundle(self) -> None:
         """No configured credential nor credential-shaped value in any file of the bundle."""
