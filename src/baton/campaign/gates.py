@@ -94,39 +94,13 @@ def compute_gates(
 ) -> dict[str, bool]:
     """The reference runner's gates, then baton's own."""
     by_case = {row.case: row.payload for row in c.rows}
-    minimal, generated = by_case.get("minimal_sync", {}), by_case.get("llm_generated_sync", {})
-    status = outcome.get("async_status") or {}
-    approval, timeout = outcome.get("approval") or {}, outcome.get("timeout") or {}
+    approval = outcome.get("approval") or {}
     gates = {
         "real_mcp_catalog_has_required_primitives": c.tool_names >= REQUIRED_TOOLS,
-        "two_real_context_strategies_compared": (
-            minimal.get("success") is True
-            and generated.get("success") is True
-            and minimal.get("context_strategy") == "minimal"
-            and generated.get("context_strategy") == "llm_generated"
-            and (generated.get("prep_tokens") or 0) > 0
-            and CANARY not in (generated.get("prepared_context") or "")
-        ),
-        "raw_model_usage_latency_receipts": bool(llm_receipts)
-        and all(
-            row.get("response", {}).get("id")
-            and row.get("usage", {}).get("total_tokens") is not None
-            and row.get("latency_seconds") is not None
-            for row in llm_receipts
-        ),
-        "sync_async_message_cancel_status_lifecycle": (
-            by_case.get("multi_turn_message", {}).get("success") is True
-            and status.get("status") == "completed"
-            and by_case.get("cancel_subagent", {}).get("success") is True
-            and by_case.get("cancelled_status", {}).get("status") == "cancelled"
-        ),
-        "hitl_pending_response_and_conservative_timeout": (
-            bool(outcome.get("request_id"))
-            and approval.get("success") is True
-            and approval.get("timeout") is not True
-            and timeout.get("timeout") is True
-            and timeout.get("approved") is False
-        ),
+        "two_real_context_strategies_compared": _strategies_compared(by_case),
+        "raw_model_usage_latency_receipts": _model_calls_recorded(llm_receipts),
+        "sync_async_message_cancel_status_lifecycle": _lifecycle_completed(by_case, outcome),
+        "hitl_pending_response_and_conservative_timeout": _hitl_answered_and_timed_out(outcome, approval),
         "real_human_decision": human_decision_accepted(outcome.get("human_decision"), approval),
         "real_email_notification": (outcome.get("email") or {}).get("success") is True,
         "real_im_notification": (outcome.get("telegram") or {}).get("success") is True,
@@ -145,6 +119,52 @@ def compute_gates(
             outcome, receipts, bool(chain.get("ok"))
         )
     return gates
+
+
+def _strategies_compared(by_case: dict[str, Any]) -> bool:
+    """Both context strategies answered, the generated one spent prep tokens and filtered the canary out."""
+    minimal, generated = by_case.get("minimal_sync", {}), by_case.get("llm_generated_sync", {})
+    return (
+        minimal.get("success") is True
+        and generated.get("success") is True
+        and minimal.get("context_strategy") == "minimal"
+        and generated.get("context_strategy") == "llm_generated"
+        and (generated.get("prep_tokens") or 0) > 0
+        and CANARY not in (generated.get("prepared_context") or "")
+    )
+
+
+def _model_calls_recorded(llm_receipts: list[dict[str, Any]]) -> bool:
+    """There were model calls, and each receipt holds the raw response id, the usage and the latency."""
+    return bool(llm_receipts) and all(
+        row.get("response", {}).get("id")
+        and row.get("usage", {}).get("total_tokens") is not None
+        and row.get("latency_seconds") is not None
+        for row in llm_receipts
+    )
+
+
+def _lifecycle_completed(by_case: dict[str, Any], outcome: dict[str, Any]) -> bool:
+    """A follow-up message answered, the async subagent completed, and a cancelled one reads as cancelled."""
+    status = outcome.get("async_status") or {}
+    return (
+        by_case.get("multi_turn_message", {}).get("success") is True
+        and status.get("status") == "completed"
+        and by_case.get("cancel_subagent", {}).get("success") is True
+        and by_case.get("cancelled_status", {}).get("status") == "cancelled"
+    )
+
+
+def _hitl_answered_and_timed_out(outcome: dict[str, Any], approval: dict[str, Any]) -> bool:
+    """A pending request got its answer, and one left unanswered timed out as not approved."""
+    timeout = outcome.get("timeout") or {}
+    return (
+        bool(outcome.get("request_id"))
+        and approval.get("success") is True
+        and approval.get("timeout") is not True
+        and timeout.get("timeout") is True
+        and timeout.get("approved") is False
+    )
 
 
 def _adapters_pinned(listed: dict[str, Any]) -> bool:
