@@ -89,25 +89,30 @@ def install_scripts_refused(keys: list[str]) -> GatewayError:
     )
 
 
-def npm_closure(
-    registries: Registries, lockfile: bytes, name: str, allow_without_scripts: list[str]
-) -> Closure:
-    """Fetch and check every package a lockfile installs on this platform."""
-    entries = npm_resolve.parse_lockfile(lockfile, name)
-    # npm's resolution already says which packages declare install scripts: refuse before any download
-    declared = {
-        e.key
-        for e in entries
-        if e.platform_ok and e.has_install_script and e.name not in allow_without_scripts
-    }
+@dataclass
+class _NpmDownloads:
+    """What the download loop gathers: the checked packages by key, and the lists the closure reports."""
+
+    fetched: dict[str, Fetched] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    weak: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    accepted: list[str] = field(default_factory=list)
+
+
+def _refuse_declared_install_scripts(entries: list[npm_resolve.LockEntry], allow: list[str]) -> None:
+    """npm's resolution already says which packages declare install scripts: refuse before any download."""
+    declared = {e.key for e in entries if e.platform_ok and e.has_install_script and e.name not in allow}
     if declared:
         raise install_scripts_refused(sorted(declared))
-    fetched: dict[str, Fetched] = {}
+
+
+def _download_npm(
+    registries: Registries, entries: list[npm_resolve.LockEntry], allow: list[str]
+) -> _NpmDownloads:
+    """Fetch and check each package for this platform once; skip optional ones for others; sort out scripts."""
+    downloads = _NpmDownloads()
     progress.phase("downloading and checking npm packages", len({e.key for e in entries if e.platform_ok}))
-    skipped: list[str] = []
-    weak: list[str] = []
-    refused: list[str] = []
-    accepted: list[str] = []
     for entry in entries:
         if not entry.platform_ok:
             if not entry.optional:
@@ -116,29 +121,39 @@ def npm_closure(
                     f"{entry.key} does not install on linux/x64 and is not optional.",
                     package=entry.key,
                 )
-            skipped.append(entry.path)
+            downloads.skipped.append(entry.path)
             continue
-        if entry.key in fetched:
+        if entry.key in downloads.fetched:
             continue
         item, strength, scripts, registry_flag = _npm_fetch(registries, entry)
-        fetched[entry.key] = item
+        downloads.fetched[entry.key] = item
         progress.advance(len(item.content))
         if strength != "sha512":
-            weak.append(entry.key)
+            downloads.weak.append(entry.key)
         if scripts or entry.has_install_script or registry_flag:
-            (accepted if entry.name in allow_without_scripts else refused).append(entry.key)
-    if refused:
-        raise install_scripts_refused(sorted(refused))
-    root = next(fetched[e.key] for e in entries if e.path == f"node_modules/{name}")
-    ordered = [root, *sorted((f for f in fetched.values() if f is not root), key=lambda f: f.key)]
+            (downloads.accepted if entry.name in allow else downloads.refused).append(entry.key)
+    return downloads
+
+
+def npm_closure(
+    registries: Registries, lockfile: bytes, name: str, allow_without_scripts: list[str]
+) -> Closure:
+    """Fetch and check every package a lockfile installs on this platform."""
+    entries = npm_resolve.parse_lockfile(lockfile, name)
+    _refuse_declared_install_scripts(entries, allow_without_scripts)
+    downloads = _download_npm(registries, entries, allow_without_scripts)
+    if downloads.refused:
+        raise install_scripts_refused(sorted(downloads.refused))
+    root = next(downloads.fetched[e.key] for e in entries if e.path == f"node_modules/{name}")
+    ordered = [root, *sorted((f for f in downloads.fetched.values() if f is not root), key=lambda f: f.key)]
     return Closure(
         ecosystem="npm",
         root=root,
         fetched=ordered,
         lockfile=lockfile,
-        skipped_optional=sorted(skipped),
-        without_install_scripts=sorted(accepted),
-        weak_integrity=sorted(weak),
+        skipped_optional=sorted(downloads.skipped),
+        without_install_scripts=sorted(downloads.accepted),
+        weak_integrity=sorted(downloads.weak),
     )
 
 
