@@ -21,10 +21,11 @@ from typing import IO, Any
 from baton.config import load_settings
 from baton.gateway import artifacts, stages, state
 from baton.gateway.extract import materialize
+from baton.gateway.observation import observe, sandbox_spec
 from baton.gateway.policy import Policy
 from baton.gateway.policy_files import load_policy
 from baton.gateway.protocol import Session
-from baton.gateway.replay import observe, replay, sandbox_spec
+from baton.gateway.replay import replay
 from baton.gateway.sandbox import BubblewrapSandbox
 from baton.gateway.sandbox_spec import SandboxSpec
 from baton.runtime import Runtime

@@ -14,8 +14,8 @@ import pytest
 from baton.config import load_settings
 from baton.gateway import state
 from baton.gateway.extract import materialize
+from baton.gateway.observation import sandbox_spec
 from baton.gateway.policy_files import load_policy
-from baton.gateway.replay import sandbox_spec
 from baton.gateway.sandbox import BubblewrapSandbox
 from baton.runtime import Runtime
 from tests.cli_process import run_gateway

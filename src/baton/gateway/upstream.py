@@ -27,9 +27,9 @@ from baton.gateway.host_programs import check_host_programs
 from baton.gateway.interpreter import check_interpreter_pin
 from baton.gateway.mounts import host_mounts
 from baton.gateway.network import EgressProxy, bridged_argv
+from baton.gateway.observation import sandbox_spec
 from baton.gateway.policy import Policy
 from baton.gateway.protocol import initialize_params
-from baton.gateway.replay import sandbox_spec
 from baton.gateway.sandbox import BubblewrapSandbox, sandbox_for
 from baton.gateway.sandbox_spec import HostMount, SandboxSpec
 from baton.gateway.stderr import StderrLog
