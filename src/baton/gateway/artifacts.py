@@ -13,16 +13,18 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from baton.errors import GatewayError
-from baton.gateway import checks, closure, interpreter, npm_resolve, state
+from baton.gateway import checks, interpreter, npm_resolve, state
 from baton.gateway.bundle_writer import resolution_contents, swap_bundle, write_bundle
 from baton.gateway.closure import Closure
 from baton.gateway.constraints import normalize as normalize_constraints
 from baton.gateway.drafting import default_adapter_id, draft_policy, next_version
 from baton.gateway.entry import check_runnable_entry
 from baton.gateway.lock_options import LockOptions, apply_options
+from baton.gateway.npm_closure import npm_closure, resolve_npm
 from baton.gateway.operator_lock import operator_lock
 from baton.gateway.policy import Interpreter, Policy
 from baton.gateway.policy_files import load_policy, policy_path, write_policy
+from baton.gateway.pypi_closure import PYPI_NAME, PYPI_VERSION, fetch_wheel, resolve_pypi
 from baton.gateway.registries import Fetched, Registries
 from baton.private import private_tree
 from baton.runtime import Runtime
@@ -46,11 +48,11 @@ def parse_candidate(candidate: str) -> tuple[str, str, str | None]:
     if ecosystem == "pypi" and rest:
         name, operator, version = rest.partition("==")
         name, version = name.strip(), version.strip()
-        if (operator and not version) or not closure.PYPI_NAME.fullmatch(name):
+        if (operator and not version) or not PYPI_NAME.fullmatch(name):
             raise GatewayError(
                 "adapter_candidate_invalid", f"{candidate!r} is not pypi:NAME or pypi:NAME==VERSION."
             )
-        if version and not closure.PYPI_VERSION.fullmatch(version):
+        if version and not PYPI_VERSION.fullmatch(version):
             raise GatewayError("adapter_candidate_invalid", f"{version!r} is not an exact PyPI version.")
         return "pypi", name, version or None
     raise GatewayError(
@@ -209,15 +211,13 @@ def resolve_candidate(
     ecosystem, name, spec = parse_candidate(target)
     with closing(registries_for(runtime)) as registries:
         if ecosystem == "npm":
-            resolved = closure.resolve_npm(
-                registries, name, spec or "latest", allow_without_scripts, constraints
-            )
+            resolved = resolve_npm(registries, name, spec or "latest", allow_without_scripts, constraints)
             pin = interpreter.observe("node")
         else:
             pin = interpreter.observe("python3")
             assert pin is not None
             major, minor = pin["version"].split(".")[:2]
-            resolved = closure.resolve_pypi(
+            resolved = resolve_pypi(
                 registries, name, spec, pin["path"], (int(major), int(minor)), constraints
             )
     return resolved, pin
@@ -287,14 +287,12 @@ def _relock_closure(runtime: Runtime, registries: Registries, policy: Policy) ->
             if policy.adapter.candidate.startswith("npm:")
             else root.name
         )
-        resolved = closure.npm_closure(
-            registries, lockfile, root_name, resolution.allow_without_install_scripts
-        )
+        resolved = npm_closure(registries, lockfile, root_name, resolution.allow_without_install_scripts)
     else:
         assert resolution.pypi_requirements_sha256 is not None
         requirements = _resolver_file(bundle, "requirements.txt", resolution.pypi_requirements_sha256)
         fetched = [
-            closure.fetch_wheel(registries, a.name, a.version, a.sha256 or "", a.filename or "")
+            fetch_wheel(registries, a.name, a.version, a.sha256 or "", a.filename or "")
             for a in policy.artifacts
             if a.ecosystem == "pypi"
         ]

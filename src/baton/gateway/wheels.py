@@ -82,7 +82,7 @@ def install_wheels(policy: Policy, bundle: Path, root: Path, wheels: list[Artifa
     import subprocess
     import tempfile
 
-    from baton.gateway.closure import uv_binary, uv_env
+    from baton.gateway.pypi_closure import uv_binary, uv_env
 
     for artifact in wheels:
         path = checked_bytes(bundle, artifact)
