@@ -15,8 +15,8 @@ import pytest
 from baton.config import load_settings
 from baton.errors import GatewayError
 from baton.gateway import artifacts, stages
-from baton.gateway.artifacts import parse_candidate
 from baton.gateway.bwrap_command import HOST_PATH
+from baton.gateway.candidates import parse_candidate
 from baton.gateway.extract import materialize
 from baton.gateway.policy_files import load_policy, write_policy
 from baton.gateway.replay import replay

@@ -1,7 +1,7 @@
 """``baton gateway lock``: fetch the exact packages, check them, write the bundle and the lock receipt.
 
-The bundle's layout and writing are :mod:`baton.gateway.bundle_writer`'s; drafting a policy for a new
-candidate is :mod:`baton.gateway.drafting`'s.
+The bundle's layout and writing are :mod:`baton.gateway.bundle_writer`'s; what a candidate names and its
+resolved closure are :mod:`baton.gateway.candidates`'; drafting a policy for it is :mod:`baton.gateway.drafting`'s.
 """
 
 from __future__ import annotations
@@ -13,52 +13,22 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from baton.errors import GatewayError
-from baton.gateway import checks, interpreter, npm_resolve, state
+from baton.gateway import checks, interpreter, state
 from baton.gateway.bundle_writer import resolution_contents, swap_bundle, write_bundle
+from baton.gateway.candidates import parse_candidate, registries_for, resolve_candidate
 from baton.gateway.closure import Closure
 from baton.gateway.constraints import normalize as normalize_constraints
 from baton.gateway.drafting import default_adapter_id, draft_policy, next_version
 from baton.gateway.entry import check_runnable_entry
 from baton.gateway.lock_options import LockOptions, apply_options
-from baton.gateway.npm_closure import npm_closure, resolve_npm
+from baton.gateway.npm_closure import npm_closure
 from baton.gateway.operator_lock import operator_lock
 from baton.gateway.policy import Interpreter, Policy
 from baton.gateway.policy_files import load_policy, policy_path, write_policy
-from baton.gateway.pypi_closure import PYPI_NAME, PYPI_VERSION, fetch_wheel, resolve_pypi
+from baton.gateway.pypi_closure import fetch_wheel
 from baton.gateway.registries import Fetched, Registries
 from baton.private import private_tree
 from baton.runtime import Runtime
-
-DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org"
-DEFAULT_PYPI_URL = "https://pypi.org"
-
-
-def parse_candidate(candidate: str) -> tuple[str, str, str | None]:
-    """``npm:NAME[@VERSION|RANGE|TAG]`` or ``pypi:NAME[==VERSION]`` to (ecosystem, name, spec or None).
-
-    A bare name locks the newest version (npm's ``latest`` tag, PyPI's newest release).
-    """
-    ecosystem, _, rest = candidate.partition(":")
-    rest = rest.strip()
-    if ecosystem == "npm" and rest:
-        at = rest.rfind("@")
-        name, spec = (rest[:at], rest[at + 1 :]) if at > 0 else (rest, "latest")
-        npm_resolve.check_spec(name, spec or "latest")
-        return "npm", name, spec or "latest"
-    if ecosystem == "pypi" and rest:
-        name, operator, version = rest.partition("==")
-        name, version = name.strip(), version.strip()
-        if (operator and not version) or not PYPI_NAME.fullmatch(name):
-            raise GatewayError(
-                "adapter_candidate_invalid", f"{candidate!r} is not pypi:NAME or pypi:NAME==VERSION."
-            )
-        if version and not PYPI_VERSION.fullmatch(version):
-            raise GatewayError("adapter_candidate_invalid", f"{version!r} is not an exact PyPI version.")
-        return "pypi", name, version or None
-    raise GatewayError(
-        "adapter_candidate_invalid",
-        f"{candidate[:200]!r} is not a package spec (npm:NAME[@VERSION|RANGE] or pypi:NAME[==VERSION]).",
-    )
 
 
 def _satisfies(version: str, spec: str) -> bool:
@@ -95,16 +65,6 @@ def fetch_pinned(registries: Registries, policy: Policy) -> list[Fetched]:
                     package=item.key,
                 )
     return fetched
-
-
-def registries_for(runtime: Runtime) -> Registries:
-    """Registry clients configured from the settings."""
-    settings = runtime.settings
-    return Registries(
-        settings.baton_npm_registry or DEFAULT_NPM_REGISTRY,
-        settings.baton_pypi_url or DEFAULT_PYPI_URL,
-        settings.baton_artifact_cache,
-    )
 
 
 class _Draft(NamedTuple):
@@ -202,25 +162,6 @@ def _refuse_constraints(constraints: list[str] | None) -> None:
             "Constraints apply when a candidate is drafted (lock npm:NAME or pypi:NAME --constraint ...); "
             "a drafted policy is locked again exactly as its resolver's output pinned it.",
         )
-
-
-def resolve_candidate(
-    runtime: Runtime, target: str, allow_without_scripts: list[str], constraints: list[str] | None = None
-) -> tuple[Closure, dict[str, str] | None]:
-    """The candidate's checked closure and the pin of the interpreter that will run it."""
-    ecosystem, name, spec = parse_candidate(target)
-    with closing(registries_for(runtime)) as registries:
-        if ecosystem == "npm":
-            resolved = resolve_npm(registries, name, spec or "latest", allow_without_scripts, constraints)
-            pin = interpreter.observe("node")
-        else:
-            pin = interpreter.observe("python3")
-            assert pin is not None
-            major, minor = pin["version"].split(".")[:2]
-            resolved = resolve_pypi(
-                registries, name, spec, pin["path"], (int(major), int(minor)), constraints
-            )
-    return resolved, pin
 
 
 def _lock_draft(
