@@ -108,7 +108,7 @@ def check_entrypoint(policy: Policy) -> None:
 
 #: Host trees an argument may not point a server at (the sandbox shows some of them). /usr is not
 #: one: a browser adapter names /usr/bin/chromium.
-SYSTEM_TREES = ("/proc", "/sys", "/dev", "/etc", "/root", "/boot", "/home", "/var", "/run")
+ARGUMENT_SYSTEM_TREES = ("/proc", "/sys", "/dev", "/etc", "/root", "/boot", "/home", "/var", "/run")
 
 
 def check_arguments(policy: Policy) -> None:
@@ -128,7 +128,7 @@ def check_arguments(policy: Policy) -> None:
         value = argument.split("=", 1)[1] if argument.startswith("--") and "=" in argument else argument
         if ".." in value.split("/"):
             raise GatewayError("arguments_not_allowlisted", f"The argument {argument!r} climbs with '..'.")
-        if any(value == tree or value.startswith(tree + "/") for tree in SYSTEM_TREES):
+        if any(value == tree or value.startswith(tree + "/") for tree in ARGUMENT_SYSTEM_TREES):
             raise GatewayError(
                 "arguments_not_allowlisted", f"The argument {argument!r} points the server at a system tree."
             )

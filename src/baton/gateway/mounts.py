@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from baton.errors import GatewayError
 from baton.gateway.policy import Policy
-from baton.gateway.policy_runtime import SYSTEM_TREES, Mount
+from baton.gateway.policy_runtime import MOUNT_SYSTEM_TREES, Mount
 from baton.gateway.sandbox_spec import SANDBOX_GID, SANDBOX_UID, HostMount
 
 
@@ -67,7 +67,7 @@ def check_mount(mount: Mount, home: Path) -> HostMount:
     home_real = PurePosixPath(os.path.realpath(home))
     if real == home_real or real in home_real.parents or home_real in real.parents:
         raise _invalid(mount, "it is BATON_HOME, inside it, or one of its parents")
-    for tree in map(PurePosixPath, SYSTEM_TREES):
+    for tree in map(PurePosixPath, MOUNT_SYSTEM_TREES):
         if real == tree or tree in real.parents:
             raise _invalid(mount, f"it lies in the system tree {tree}")
     unreachable = _unreachable_parent(host)

@@ -20,7 +20,7 @@ SIZE_PATTERN = re.compile(r"^([1-9][0-9]*)([kmg]?)$")
 
 
 #: Host trees a mount may not be, contain or lie in (the system, the kernel's views, root's home).
-SYSTEM_TREES = (
+MOUNT_SYSTEM_TREES = (
     "/proc", "/sys", "/dev", "/etc", "/boot", "/root", "/usr", "/bin", "/sbin",
     "/lib", "/lib32", "/lib64", "/libx32", "/var", "/run", "/snap", "/lost+found",
 )  # fmt: skip
@@ -70,7 +70,7 @@ class Mount(PolicyTable):
 
     @model_validator(mode="after")
     def _not_system(self) -> Mount:
-        tree = _overlaps(PurePosixPath(self.host), SYSTEM_TREES)
+        tree = _overlaps(PurePosixPath(self.host), MOUNT_SYSTEM_TREES)
         if tree is not None:
             raise ValueError(f"host path {self.host} overlaps the system tree {tree}")
         reserved = _overlaps(PurePosixPath(self.sandbox), SANDBOX_RESERVED)
