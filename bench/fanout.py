@@ -311,6 +311,9 @@ def run(iterations: int) -> dict[str, Any]:
     rows = []
     with ExitStack() as stack:
         base_url = start_model_server(stack)
+        # steps timed alone, in this process: they do not depend on N
+        transform = openai_transform_ms()
+        unpriced, priced = pricing_ms(MODEL), pricing_ms(PRICED_MODEL)
         for count in sizes:
             floor = asyncio.run(raw(base_url, count))
             reference, reference_cpu = asyncio.run(direct(base_url, count))
@@ -318,8 +321,6 @@ def run(iterations: int) -> dict[str, Any]:
             sdk_cpu = sdk_server_cpu_ms(count)
             pydantic_ai_cpu = asyncio.run(through_pydantic_ai(base_url, count))
             ping_cpu = ping_cpu_ms(count)
-            transform = openai_transform_ms()
-            unpriced, priced = pricing_ms(MODEL), pricing_ms(PRICED_MODEL)
             row = fan_out(base_url, count, warm_up=iterations > 1)
             row["raw_ms"] = round(floor * 1000, 1)
             row["raw_vs_latency"] = ratio(row["raw_ms"], LATENCY_SECONDS * 1000)
