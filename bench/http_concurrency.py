@@ -4,10 +4,15 @@ Every server of ``bench/http_roundtrip.py`` (the SDK's ``MCPServer`` and low-lev
 and ``baton serve --http`` with its tool-call receipt) runs at once; one asyncio client process drives
 them. For each concurrency ``c`` the calls are made in rounds, and in each round every server gets one
 block of calls from ``c`` workers (each worker: its own ``httpx.AsyncClient`` connection and session,
-calling the cheap tool back to back), so the machine's noise falls on all servers alike.
+calling the cheap tool back to back), so the machine's noise falls on all servers alike. The order of the
+servers is reversed every other round, and the client waits ``SETTLE_SECONDS`` after each block, so that
+no block runs beside the work another server still does after its own block (its collector, its closing
+streams): with a fixed order each server always followed the same neighbour.
 
 Per server and ``c``: throughput (calls per second of the server's own blocks), p50, p95 and p99 of a
-call, and ``rps_vs_mcpserver`` / ``p50_vs_mcpserver`` against MCPServer measured in the same rounds.
+call, the server process's CPU per call (its user and system time over its blocks and the settle after
+each, the steadier figure), and ``rps_vs_mcpserver`` / ``p50_vs_mcpserver`` / ``cpu_vs_mcpserver``
+against MCPServer measured in the same rounds.
 """
 
 from __future__ import annotations
@@ -20,12 +25,17 @@ from typing import Any
 
 import httpx
 
-from bench._common import INITIALIZE_PARAMS, PROTOCOL_VERSION, ratio, request, timed_ns
+from bench._common import INITIALIZE_PARAMS, PROTOCOL_VERSION, cpu_ms, ratio, request, timed_ns
 from bench._peers import Target, http_targets, smoke
 from bench.http_roundtrip import free_port, start, wait_listening
 
 LEVELS = (1, 8, 32)
-ROUNDS = 5
+ROUNDS = 20
+#: A block gives each worker at least this many calls, so that its start and its tail (the last workers
+#: finishing alone) are a small part of it.
+CALLS_PER_WORKER = 5
+#: The pause after each block, outside every timed window.
+SETTLE_SECONDS = 0.1
 
 
 class AsyncSession:
@@ -103,12 +113,16 @@ def percentile(ordered: list[int], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))] / 1000
 
 
-async def measure(targets: list[Target], iterations: int, levels: tuple[int, ...]) -> list[dict[str, Any]]:
-    """Each level: sessions opened for every server, then rounds of one block per server."""
+async def measure(
+    targets: list[Target], pids: list[int], iterations: int, levels: tuple[int, ...]
+) -> list[dict[str, Any]]:
+    """Each level: sessions opened for every server, then rounds of one block per server, the order
+    reversed every other round."""
     rows: list[dict[str, Any]] = []
     for c in levels:
-        per_block = max(c, iterations // ROUNDS if iterations > 1 else c)
-        rounds = ROUNDS if iterations > 1 else 1
+        full = iterations > 1
+        per_block = max(CALLS_PER_WORKER * c, iterations // ROUNDS) if full else c
+        rounds = ROUNDS if full else 1
         pools = []
         for target in targets:
             sessions = [AsyncSession(f"http://127.0.0.1:{target.port}/mcp") for _ in range(c)]
@@ -117,12 +131,17 @@ async def measure(targets: list[Target], iterations: int, levels: tuple[int, ...
             pools.append(sessions)
         samples: list[list[int]] = [[] for _ in targets]
         wall = [0 for _ in targets]
-        for _ in range(rounds):
-            for index, (target, sessions) in enumerate(zip(targets, pools, strict=True)):
-                wall[index] += await block(sessions, target, per_block, samples[index])
+        cpu = [0.0 for _ in targets]
+        for number in range(rounds):
+            order = range(len(targets)) if number % 2 == 0 else reversed(range(len(targets)))
+            for index in order:
+                before = cpu_ms(pids[index])
+                wall[index] += await block(pools[index], targets[index], per_block, samples[index])
+                await asyncio.sleep(SETTLE_SECONDS)
+                cpu[index] += cpu_ms(pids[index]) - before
         for sessions in pools:
             await asyncio.gather(*(s.close() for s in sessions))
-        for target, taken, elapsed in zip(targets, samples, wall, strict=True):
+        for target, taken, elapsed, spent in zip(targets, samples, wall, cpu, strict=True):
             ordered = sorted(taken)
             rows.append(
                 {
@@ -133,6 +152,7 @@ async def measure(targets: list[Target], iterations: int, levels: tuple[int, ...
                     "p50_us": statistics.median(ordered) / 1000,
                     "p95_us": percentile(ordered, 0.95),
                     "p99_us": percentile(ordered, 0.99),
+                    "cpu_us_per_call": round(spent * 1000 / len(ordered), 1),
                 }
             )
     for row in rows:
@@ -140,6 +160,7 @@ async def measure(targets: list[Target], iterations: int, levels: tuple[int, ...
         row["rps_vs_mcpserver"] = ratio(row["rps"], reference["rps"])
         row["p50_vs_mcpserver"] = ratio(row["p50_us"], reference["p50_us"])
         row["p99_vs_mcpserver"] = ratio(row["p99_us"], reference["p99_us"])
+        row["cpu_vs_mcpserver"] = ratio(row["cpu_us_per_call"], reference["cpu_us_per_call"])
     return rows
 
 
@@ -151,7 +172,7 @@ def run(iterations: int) -> dict[str, Any]:
         processes = [start(target, stack) for target in targets]
         for target, process in zip(targets, processes, strict=True):
             wait_listening(target.port, process)
-        rows = asyncio.run(measure(targets, iterations, levels))
+        rows = asyncio.run(measure(targets, [p.pid for p in processes], iterations, levels))
     top = max(levels)
     baton = next(r for r in rows if r["c"] == top and r["server"] == "baton mcp_ping")
     return {

@@ -31,9 +31,12 @@ def test_bench_run_quick_measures_every_benchmark_and_writes_json(tmp_path: Path
     assert report["smoke"] is True
     assert {"cpu", "cores", "python", "mcp"} <= set(report["machine"])
     benchmarks = report["benchmarks"]
-    for name in ("stdio_roundtrip", "http_roundtrip", "cold_start", "fanout"):
+    for name in ("stdio_roundtrip", "http_roundtrip", "http_concurrency", "cold_start", "fanout"):
         assert "error" not in benchmarks[name], benchmarks[name]
         assert benchmarks[name]["rows"], name
+    # every server's CPU is read over its own blocks, beside its throughput
+    for row in benchmarks["http_concurrency"]["rows"]:
+        assert row["cpu_us_per_call"] >= 0 and row["rps"] > 0, row
     stdio = {row["server"]: row for row in benchmarks["stdio_roundtrip"]["rows"]}
     baton, mcpserver = stdio["baton mcp_ping"], stdio["mcp MCPServer"]
     assert baton["p50_us"] > 0 and mcpserver["p50_us"] > 0
