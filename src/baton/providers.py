@@ -130,7 +130,8 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
 #: is not capped: up to 1,000 calls still run at once). httpx's pool (anthropic's client) checks every
 #: idle connection for a server disconnect on each request it starts or ends (a socket-readable probe, a
 #: syscall each), so under a fan-out of hundreds of subagents 100 idle connections made that probe a large
-#: part of the client's CPU; 20 keeps a warm pool for ordinary use (docs/benchmarks.md, "fanout").
+#: part of the client's CPU; 20 keeps a warm pool for ordinary use (docs/benchmarks-history.md,
+#: "fanout: what changed, measured").
 #: aiohttp's connector (openai's client) takes only the total, from ``max_connections``.
 KEEPALIVE_CONNECTIONS = 20
 MAX_CONNECTIONS = 1000
@@ -141,7 +142,8 @@ def _http_client(sdk: str) -> Any:
     that put the trace context on each request.
 
     openai's client sends over aiohttp (the SDK's ``aiohttp`` extra): the same httpx API and event hooks,
-    at less than half the CPU per request under a fan-out (docs/benchmarks.md, "p3-cpu").
+    at less than half the CPU per request under a fan-out (docs/benchmarks-history.md, "p3-cpu: what
+    changed, measured").
     """
     import httpx2
 
