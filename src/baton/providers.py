@@ -100,10 +100,11 @@ def build_model(config: ProviderConfig, settings: Settings) -> Model:
             )
             return AnthropicModel(config.model, provider=AnthropicProvider(anthropic_client=client))
 
-        from openai import AsyncOpenAI
         from pydantic_ai.models.openai import OpenAIChatModel
 
-        client_openai = AsyncOpenAI(
+        from baton.openai_chat_body import PlainBodyOpenAI
+
+        client_openai = PlainBodyOpenAI(
             api_key=config.api_key or "not-needed",
             base_url=config.base_url,
             max_retries=1,

@@ -72,6 +72,8 @@ class RecordedRequest:
     #: socket (None: none was, e.g. the client hung up, or the answer was an error).
     received_at: float = 0.0
     answered_at: float | None = None
+    #: The body's bytes as they arrived.
+    raw: bytes = b""
 
 
 @dataclass
@@ -245,7 +247,7 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = {"_unparsed": raw.decode("utf-8", "replace")}
             headers = {k.lower(): v for k, v in self.headers.items()}
-            record = RecordedRequest(self.path, body, headers, received_at=received_at)
+            record = RecordedRequest(self.path, body, headers, received_at=received_at, raw=raw)
             with server._lock:
                 server.requests.append(record)
             if not self.path.rstrip("/").endswith("/chat/completions"):
