@@ -29,6 +29,7 @@ MODULES: dict[str, int] = {
     "http_concurrency": 500,
     "cold_start": 10,
     "fanout": 2,
+    "chat_body": 200,
     "receipts_verify": 1_000_000,
     "scale": 2,
 }

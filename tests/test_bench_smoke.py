@@ -31,7 +31,14 @@ def test_bench_run_quick_measures_every_benchmark_and_writes_json(tmp_path: Path
     assert report["smoke"] is True
     assert {"cpu", "cores", "python", "mcp"} <= set(report["machine"])
     benchmarks = report["benchmarks"]
-    for name in ("stdio_roundtrip", "http_roundtrip", "http_concurrency", "cold_start", "fanout"):
+    for name in (
+        "stdio_roundtrip",
+        "http_roundtrip",
+        "http_concurrency",
+        "cold_start",
+        "fanout",
+        "chat_body",
+    ):
         assert "error" not in benchmarks[name], benchmarks[name]
         assert benchmarks[name]["rows"], name
     # every server's CPU is read over its own blocks, beside its throughput
