@@ -24,9 +24,10 @@ def _configure_sqlite(engine: Engine) -> None:
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=10000")  # first: the journal-mode switch waits on it too
+        if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=10000")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
@@ -77,6 +78,30 @@ def _private_sqlite_file(url: str) -> None:
         private_sqlite(Path(database))
 
 
+#: How long opening a store keeps trying while another process holds the database's lock (its own
+#: migration, the first switch of a new file to WAL, a checkpoint), before ``store_unavailable``.
+OPEN_WAIT_SECONDS = 60.0
+
+
+def _while_locked(step: Callable[[], object]) -> None:
+    """Run ``step``, again while SQLite answers that the database is locked, until :data:`OPEN_WAIT_SECONDS`
+    have passed (SQLite may answer so at once, without waiting out its busy timeout, where waiting could
+    deadlock); any other error, or the lock past the deadline, is raised."""
+    import time
+
+    from sqlalchemy.exc import OperationalError
+
+    deadline = time.monotonic() + OPEN_WAIT_SECONDS
+    while True:
+        try:
+            step()
+            return
+        except OperationalError as exc:
+            if "database is locked" not in str(exc.orig) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)
+
+
 def create_store_engine(url: str) -> Engine:
     """An engine for ``url``: SQLite in WAL with queued writers, other databases with a checked pool."""
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError
@@ -124,9 +149,13 @@ class Store:
         #: The pooled connection :meth:`quick_reader` keeps checked out, and its lock.
         self._reader: Any = None
         self._reader_lock = threading.Lock()
-        try:
+
+        def prepare() -> None:
             ensure_current(self.engine)
             _ensure_receipt_head(self.engine)
+
+        try:
+            _while_locked(prepare)
         except Exception as exc:
             raise StoreError(
                 "store_unavailable", f"The store at {self.safe_url} could not be opened."
