@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from baton.errors import SubagentError
-from baton.subagents.context import PrivacyFilter, assert_no_leak, render_context, select_slice
+from baton.subagents.context import (
+    PrivacyFilter,
+    assert_no_leak,
+    render_context,
+    select_slice,
+    subagent_system_prompt,
+)
 
 
 def test_private_keys_and_credential_shaped_values_are_removed_at_any_depth() -> None:
@@ -71,3 +77,12 @@ def test_a_removed_value_in_prepared_text_fails_closed() -> None:
 def test_empty_context_renders_as_empty_text() -> None:
     assert render_context({}) == ""
     assert '"policy": "x"' in render_context({"policy": "x"})
+
+
+@pytest.mark.parametrize("role", ["assistant", "analyst", "code reviewer", "SRE on call"])
+def test_the_system_prompt_names_any_role_in_a_sentence_that_reads_right(role: str) -> None:
+    prompt = subagent_system_prompt(role, "")
+    assert prompt.startswith(f"Your role: {role}. ")
+    assert " a assistant" not in prompt and " a analyst" not in prompt
+    assert "Context:" not in prompt
+    assert subagent_system_prompt(role, "the facts").endswith("\n\nContext:\nthe facts")

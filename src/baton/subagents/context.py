@@ -237,7 +237,7 @@ def preparation_prompt(task: str, business_rules: str | None, filtered: dict[str
 
 def subagent_system_prompt(role: str, prepared_context: str) -> str:
     """The system prompt a subagent runs under."""
-    prompt = f"You are a {role}. Work only from the supplied context and the messages you receive."
+    prompt = f"Your role: {role}. Work only from the supplied context and the messages you receive."
     if prepared_context:
         prompt += f"\n\nContext:\n{prepared_context}"
     return prompt
