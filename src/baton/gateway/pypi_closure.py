@@ -7,7 +7,6 @@ both the resolver's hashes and the index's published sha256.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
@@ -204,14 +203,14 @@ def fetch_wheel(registries: Registries, dist: str, version: str, digest: str, fi
             package=f"{dist}=={version}",
         )
     url = urljoin(page_url, str(listed[0].get("url")))
-    content = registries.download(url, filename, "sha256", digest)
-    if hashlib.sha256(content).hexdigest() != digest:
-        raise GatewayError(
-            "artifact_integrity_mismatch",
-            f"The wheel {filename} does not match the sha256 the index publishes.",
-            package=f"{dist}=={version}",
-        )
-    registries.remember(filename, content)
+    content = registries.checked_download(
+        url,
+        filename,
+        "sha256",
+        digest,
+        f"The wheel {filename} does not match the sha256 the index publishes.",
+        f"{dist}=={version}",
+    )
     return Fetched(
         ecosystem="pypi",
         name=dist,

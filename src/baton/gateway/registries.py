@@ -148,6 +148,20 @@ class Registries:
             content = self._get(url, accept="*/*", limit=MAX_TARBALL_BYTES)
         return content
 
+    def checked_download(
+        self, url: str, filename: str, check: str, digest: str, mismatch: str, package: str
+    ) -> bytes:
+        """A tarball or wheel whose ``check`` digest is ``digest``: from the verified cache, or fetched,
+        checked and then cached; bytes that do not match are ``artifact_integrity_mismatch`` (``mismatch``
+        is its sentence) and are never cached."""
+        content = self._cached(filename, check, digest)
+        if content is None:
+            content = self._get(url, accept="*/*", limit=MAX_TARBALL_BYTES)
+            if hashlib.new(check, content).hexdigest() != digest:
+                raise GatewayError("artifact_integrity_mismatch", mismatch, package=package)
+            self._store(filename, content)
+        return content
+
     def remember(self, filename: str, content: bytes) -> None:
         """Keep checked bytes in the download cache."""
         self._store(filename, content)
@@ -206,16 +220,14 @@ class Registries:
                 package=f"{name}@{version}",
             )
         filename = tarball_filename(name, version)
-        content = self._cached(filename, "sha512", expected)
-        if content is None:
-            content = self._get(str(dist.get("tarball")), accept="*/*", limit=MAX_TARBALL_BYTES)
-            if hashlib.sha512(content).hexdigest() != expected:
-                raise GatewayError(
-                    "artifact_integrity_mismatch",
-                    f"The tarball of {name}@{version} does not match the registry's dist.integrity.",
-                    package=f"{name}@{version}",
-                )
-            self._store(filename, content)
+        content = self.checked_download(
+            str(dist.get("tarball")),
+            filename,
+            "sha512",
+            expected,
+            f"The tarball of {name}@{version} does not match the registry's dist.integrity.",
+            f"{name}@{version}",
+        )
         bin_field = manifest.get("bin") or {}
         bins = {name.rsplit("/", 1)[-1]: bin_field} if isinstance(bin_field, str) else dict(bin_field)
         return Fetched(
@@ -250,16 +262,14 @@ class Registries:
             )
         wheel = wheels[0]
         expected = str((wheel.get("digests") or {}).get("sha256") or "")
-        content = self._cached(str(wheel["filename"]), "sha256", expected)
-        if content is None:
-            content = self._get(str(wheel["url"]), accept="*/*", limit=MAX_TARBALL_BYTES)
-            if hashlib.sha256(content).hexdigest() != expected:
-                raise GatewayError(
-                    "artifact_integrity_mismatch",
-                    f"The wheel of {name}=={version} does not match the sha256 PyPI publishes.",
-                    package=f"{name}@{version}",
-                )
-            self._store(str(wheel["filename"]), content)
+        content = self.checked_download(
+            str(wheel["url"]),
+            str(wheel["filename"]),
+            "sha256",
+            expected,
+            f"The wheel of {name}=={version} does not match the sha256 PyPI publishes.",
+            f"{name}@{version}",
+        )
         return Fetched(
             ecosystem="pypi",
             name=name,
