@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import enum
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, omit
+from openai.types.chat import ChatCompletion
 from pydantic_ai import Agent, ImageUrl
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
 
 from baton.openai_chat_body import (
+    BODY_ORDER,
     PlainBodyCompletions,
     PlainBodyOpenAI,
     is_plain_json,
@@ -49,8 +55,25 @@ async def _tool_round_bodies(client_class: type[AsyncOpenAI], settings: ModelSet
 
 @pytest.mark.parametrize(
     "settings",
-    [None, {"max_tokens": 64, "temperature": 0.0, "extra_body": {"metadata": {"run": "7"}}}],
-    ids=["defaults", "settings-and-callers-extra-body"],
+    [
+        None,
+        {"max_tokens": 64, "temperature": 0.0, "extra_body": {"metadata": {"run": "7"}}},
+        {
+            "max_tokens": 64,
+            "temperature": 0.5,
+            "top_p": 0.9,
+            "seed": 7,
+            "stop_sequences": ["END"],
+            "presence_penalty": 0.1,
+            "frequency_penalty": 0.2,
+            "logit_bias": {"50256": -100},
+            "parallel_tool_calls": False,
+            "openai_user": "user-1",
+            "openai_prompt_cache_key": "cache-1",
+            "extra_body": {"model": "fake-model", "x": True},
+        },
+    ],
+    ids=["defaults", "settings-and-callers-extra-body", "many-settings"],
 )
 async def test_a_tool_round_sends_the_same_bytes_as_the_plain_sdk_client(
     settings: ModelSettings | None,
@@ -74,22 +97,55 @@ async def test_copies_of_the_client_keep_the_plain_body_path() -> None:
         await client.close()
 
 
-def test_only_a_non_empty_plain_json_conversation_is_moved() -> None:
+def test_a_plain_json_body_goes_whole_into_extra_body_in_the_sdks_order() -> None:
     messages = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    params = {
+        "temperature": 0.5,
+        "messages": messages,
+        "model": "m",
+        "stream": False,
+        "tools": omit,
+        "max_completion_tokens": 64,
+        "extra_headers": {"x-a": "1"},
+        "timeout": 30.0,
+        "extra_body": None,
+    }
+    moved = past_the_walk(params)
+    assert moved["model"] is omit and moved["messages"] is omit  # the typed body is empty
+    assert moved["extra_headers"] == {"x-a": "1"} and moved["timeout"] == 30.0
+    body = moved["extra_body"]
+    assert list(body) == ["model", "stream", "messages", "max_completion_tokens", "temperature"]
+    assert list(body) == [name for name in BODY_ORDER if name in body]
+    assert body["messages"] is messages and "tools" not in body  # an omitted argument is left out
+
+    # a caller's extra_body keys keep their precedence and their place, as in the SDK's own merge
+    mine = past_the_walk({"model": "m", "messages": messages, "extra_body": {"model": "theirs", "x": 1}})
+    assert mine["extra_body"] == {"model": "theirs", "messages": messages, "x": 1}
+    assert list(mine["extra_body"]) == ["model", "messages", "x"]
+
+
+def test_what_the_walk_would_convert_keeps_the_typed_path() -> None:
+    messages = [{"role": "user", "content": "hi"}]
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
-    moved = past_the_walk({"model": "m", "messages": messages, "tools": tools, "extra_body": None})
-    assert moved["messages"] == [] and moved["tools"] == []
-    assert moved["extra_body"] == {"messages": messages, "tools": tools}
+    # a non-plain scalar: only the plain bulk fields are moved, with placeholders keeping their places
+    odd_scalar = past_the_walk(
+        {"model": "m", "messages": messages, "tools": tools, "metadata": {"k": object()}}
+    )
+    assert odd_scalar["model"] == "m" and odd_scalar["messages"] == [] and odd_scalar["tools"] == []
+    assert odd_scalar["extra_body"] == {"messages": messages, "tools": tools}
 
-    # a caller's extra_body keys keep their precedence, as in the SDK's own merge
-    mine = past_the_walk({"messages": messages, "extra_body": {"messages": ["theirs"], "x": 1}})
-    assert mine["extra_body"] == {"messages": ["theirs"], "x": 1}
+    # a streaming request keeps its typed stream, so the SDK answers with a stream
+    streaming = past_the_walk({"model": "m", "messages": messages, "stream": True})
+    assert streaming["stream"] is True and streaming["model"] == "m"
 
-    # what the SDK's walk would convert stays on the typed path, untouched
+    # a parameter this module does not know (a newer SDK's) leaves the request as it is
+    newer = {"model": "m", "messages": messages, "brand_new": 1}
+    assert past_the_walk(newer) is newer
+
     for odd in ((), iter([]), [("tuple",)], [{"n": 1.5, "when": object()}], [{1: "int key"}]):
-        params = {"messages": odd, "tools": [{"ok": True}]}
+        params = {"model": "m", "messages": odd, "tools": [{"ok": True}]}
         assert past_the_walk(params)["messages"] is odd
-    assert past_the_walk({"messages": []}) == {"messages": []}
+    assert past_the_walk({"messages": (), "model": ()}) == {"messages": (), "model": ()}
 
 
 class _Level(enum.IntEnum):
@@ -109,3 +165,100 @@ class _Level(enum.IntEnum):
 )
 def test_plain_json_is_exactly_what_json_has(value: object, plain: bool) -> None:
     assert is_plain_json(value) is plain
+
+
+#: A chat completion as OpenAI sends it (a tool call, usage details), and one an OpenAI-compatible server
+#: might send (no ``created``, no ``object``, an unknown finish reason, an extra field).
+_ANSWERS = {
+    "standard": {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "fake-model",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "logprobs": None,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "refusal": None,
+                    "tool_calls": [
+                        {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                    ],
+                },
+            }
+        ],
+        "usage": {
+            "prompt_tokens": 40,
+            "completion_tokens": 12,
+            "total_tokens": 52,
+            "prompt_tokens_details": {"cached_tokens": 8},
+        },
+        "system_fingerprint": "fp_1",
+        "vendor_extra": {"kept": True},
+    },
+    "off-spec": {
+        "id": "gen-1",
+        "model": "local-model",
+        "created": None,
+        "choices": [{"index": 0, "finish_reason": "eos", "message": {"role": "assistant", "content": "hi"}}],
+    },
+}
+
+
+class _FixedAnswer(BaseHTTPRequestHandler):
+    """Answers every POST with the JSON named by the path's first segment."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = json.dumps(_ANSWERS[self.path.split("/")[1]]).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.fixture
+def fixed_answers() -> Iterator[str]:
+    """A loopback server answering fixed chat completions; its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FixedAnswer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("answer", list(_ANSWERS))
+async def test_an_answer_is_the_same_chat_completion_as_the_plain_sdk_builds(
+    fixed_answers: str, answer: str
+) -> None:
+    async def completion(client_class: type[AsyncOpenAI]) -> ChatCompletion:
+        client = client_class(base_url=f"{fixed_answers}/{answer}", api_key="not-needed", max_retries=0)
+        try:
+            messages: Any = [{"role": "user", "content": "hi"}]
+            return await client.chat.completions.create(model="fake-model", messages=messages)
+        finally:
+            await client.close()
+
+    plain, ours = await completion(AsyncOpenAI), await completion(PlainBodyOpenAI)
+    assert type(ours) is ChatCompletion
+    assert ours.model_dump() == plain.model_dump()
+    assert ours.model_dump(exclude_unset=True) == plain.model_dump(exclude_unset=True)
+    assert ours.model_dump_json() == plain.model_dump_json()
+    if answer == "standard":  # validated: typed all the way down, the provider's extra field kept
+        assert ours.usage is not None and ours.usage.prompt_tokens_details is not None
+        assert ours.usage.prompt_tokens_details.cached_tokens == 8
+        assert ours.model_extra == {"vendor_extra": {"kept": True}}
+        assert "vendor_extra" in ours.model_fields_set  # validated: the SDK's build leaves extras out of it
+    else:  # not accepted by the model: built leniently, as the SDK does, for pydantic-ai to judge
+        assert ours.created is None and ours.choices[0].finish_reason == "eos"
+        assert ours.model_fields_set == plain.model_fields_set
