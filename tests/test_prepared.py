@@ -80,17 +80,18 @@ def test_a_prepared_insert_stores_what_sqlalchemy_stores_and_reads_back_alike(st
     assert turns == [] and missing is None and none == []
 
 
-def test_start_answer_and_message_count_change_only_what_they_should(store: Store) -> None:
+def test_answer_and_message_count_change_only_what_they_should(store: Store) -> None:
     reply = ModelReply("hi", 3, 4, {"cost_usd": None, "latency_seconds": 0.05})
+    started = {**ROW, "status": "running", "started_at": "2026-01-02T00:00:00.000000Z"}
     with store.write_prepared() as transaction:
-        table.insert_subagent(transaction, id="sa_1", **ROW)
+        table.insert_subagent(transaction, id="sa_0", **ROW)  # queued: a row an earlier version left
+        assert table.complete(transaction, "sa_0", "too early", "now", reply) is False  # not running
+        table.insert_subagent(transaction, id="sa_1", **started)
         table.add_message(transaction, "sa_1", 0, "user", "t")
-        assert table.complete(transaction, "sa_1", "too early", "now", reply) is False  # still queued
-        assert table.start(transaction, "sa_1", "2026-01-02T00:00:00.000000Z") is True
         assert table.complete(transaction, "sa_1", "hi", "2026-01-02T00:00:01.000000Z", reply) is True
         table.add_message(transaction, "sa_1", 1, "assistant", "hi", 0.05)
-        assert table.start(transaction, "sa_1", "later") is False  # completed is not active
-        assert table.count_active(transaction, None) == 0
+        assert table.complete(transaction, "sa_1", "again", "later", reply) is False  # completed already
+        assert table.count_active(transaction, None) == 1  # the queued one
         assert table.message_count(transaction, "sa_1") == 2
     with store.read_prepared() as transaction:
         row, turns = table.load(transaction, "sa_1")

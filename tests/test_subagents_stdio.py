@@ -101,7 +101,7 @@ async def test_campaign_subagent_calls_meet_the_reference_gates(
                 "role": "math specialist",
             },
         )
-        assert spawned["success"] is True and spawned["status"] in {"queued", "running"}
+        assert spawned["success"] is True and spawned["status"] == "running"
         status = None
         with anyio.fail_after(300):
             while status is None or status["status"] not in {"completed", "failed"}:
@@ -231,7 +231,7 @@ async def test_an_async_spawns_tool_call_receipt_follows_its_spawn_once_and_a_re
                     await anyio.sleep(0.05)
     finally:
         fake_llm.release()
-    assert first["success"] is True and first["status"] == "queued"
+    assert first["success"] is True and first["status"] == "running"
     assert second["error_class"] == "subagent_concurrency_exceeded"
 
     listed = run_cli(env, "receipts", "list", "--oldest", "--limit", "1000", "--json")

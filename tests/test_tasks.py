@@ -141,8 +141,8 @@ async def test_a_sync_subagent_runs_as_a_task_and_an_async_one_does_not(model_en
             "mcp_send_message_to_subagent", {"subagent_id": spawned, "message": "More"}
         )
         assert reply.structured_content is not None and reply.structured_content["turn"] == 2
-        queued = await client.call_tool("mcp_spawn_subagent", {"task": "Later", "mode": "async"})
-        assert queued.structured_content is not None and queued.structured_content["status"] == "queued"
+        started = await client.call_tool("mcp_spawn_subagent", {"task": "Later", "mode": "async"})
+        assert started.structured_content is not None and started.structured_content["status"] == "running"
     assert len(tasks.created) == 2
 
 

@@ -134,7 +134,7 @@ class SubagentRunner:
         base = spawning.answer_base(spawn, spawned)
         task = self._start_task(subagent_id, self._run_first_turn(subagent_id))
         if request.mode == "async":
-            return spawning.queued_answer(base, context.prep)
+            return spawning.started_answer(base, context.prep)
         done = await self._wait_sync(subagent_id, task)
         return spawning.sync_answer(base, self.status(subagent_id), done)
 
@@ -168,8 +168,8 @@ class SubagentRunner:
         return task
 
     async def _run_first_turn(self, subagent_id: str) -> ModelReply | None:
-        """Start a spawn's first turn and run it (nothing when it was cancelled before it started)."""
-        loaded = turns.start(self.runtime, subagent_id)
+        """Run a spawn's first turn (nothing when it was cancelled before its task ran)."""
+        loaded = turns.first_turn(self.runtime, subagent_id)
         return await self._run_turn(subagent_id, loaded) if loaded is not None else None
 
     async def _run_turn(

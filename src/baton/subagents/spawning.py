@@ -26,7 +26,6 @@ from baton.subagents.context import (
 )
 from baton.subagents.governed import check_tools
 from baton.subagents.spend import usage
-from baton.subagents.states import Status
 from baton.toolkit import ToolRegistry
 
 
@@ -171,7 +170,6 @@ def store(runtime: Runtime, spawn: Spawn, receipt_in: Callable[[table.Transactio
     an async spawn, the spawning call's receipt, ``receipt_in``); returns the spawn receipt."""
     request, context, prep = spawn.request, spawn.context, spawn.context.prep
     now = utc_now()
-    status: Status = "running" if request.mode == "sync" else "queued"
     with runtime.store.write_prepared() as connection:
         # the receipt first: appending locks the chain's head, so on PostgreSQL too the count below
         # and the insert are one step for every process (a refusal rolls the receipt back)
@@ -187,7 +185,7 @@ def store(runtime: Runtime, spawn: Spawn, receipt_in: Callable[[table.Transactio
             prepared_context=context.text,
             filtered_fields=context.filtered_fields,
             prep_tokens=context.prep_tokens,
-            status=status,
+            status="running",  # its task starts with this call, in this process (sync or async)
             input_tokens=prep.input_tokens if prep else 0,
             output_tokens=prep.output_tokens if prep else 0,
             cost_usd=(prep.cost_usd or 0.0) if prep else 0.0,
@@ -200,7 +198,7 @@ def store(runtime: Runtime, spawn: Spawn, receipt_in: Callable[[table.Transactio
             lease_expires_at=lease_until(),
             created_at=now,
             updated_at=now,
-            started_at=now if request.mode == "sync" else None,
+            started_at=now,
             agent=request.agent,
         )
         table.add_message(connection, spawn.subagent_id, 0, "user", request.task)
@@ -240,11 +238,11 @@ def answer_base(spawn: Spawn, spawned: Receipt) -> dict[str, Any]:
     }
 
 
-def queued_answer(base: dict[str, Any], prep: ModelReply | None) -> dict[str, Any]:
-    """An async spawn's answer: queued, with what its preparation call spent."""
+def started_answer(base: dict[str, Any], prep: ModelReply | None) -> dict[str, Any]:
+    """An async spawn's answer: running, with what its preparation call spent."""
     spent = {"usage": usage(prep.input_tokens, prep.output_tokens) if prep else usage(0, 0)}
     cost = {"cost_usd": (prep.cost_usd if prep else 0.0)}
-    return {**base, "success": True, "status": "queued", "result": None, **spent, **cost}
+    return {**base, "success": True, "status": "running", "result": None, **spent, **cost}
 
 
 def sync_answer(base: dict[str, Any], state: dict[str, Any], done: bool) -> dict[str, Any]:

@@ -62,11 +62,6 @@ _INSERT_MESSAGE = Prepared(
 )
 _COUNT_ACTIVE = Prepared(select(func.count()).where(_ACTIVE, _row.agent == bindparam("agent")))
 _COUNT_ACTIVE_NO_AGENT = Prepared(select(func.count()).where(_ACTIVE, _row.agent.is_(None)))
-_START = Prepared(
-    update(subagents)
-    .where(_row.id == bindparam("subagent_id"), _ACTIVE)
-    .values(status="running", started_at=bindparam("now"), updated_at=bindparam("now"))
-)
 _SELECT = Prepared(select(subagents).where(_row.id == bindparam("subagent_id")))
 #: What is read before each model call of a governed turn: the subagent's status and its own budget.
 _PRE_CALL = Prepared(
@@ -166,11 +161,6 @@ def add_message(
         new_at=utc_now(),
         new_latency_seconds=latency,
     )
-
-
-def start(connection: Transaction, subagent_id: str, now: str) -> bool:
-    """Mark a queued (or running) subagent running; False when it is no longer active (cancelled)."""
-    return _START.rowcount(connection, subagent_id=subagent_id, now=now) > 0
 
 
 def end(

@@ -30,13 +30,12 @@ log = logging.getLogger("baton.subagents")
 GovernedTurn = Callable[[Any, list[ChatTurn], str], Awaitable[ModelReply]]
 
 
-def start(runtime: Runtime, subagent_id: str) -> tuple[Any, list[ChatTurn]] | None:
-    """Mark a spawned subagent running and read its conversation, in one transaction; None when it is no
-    longer active (cancelled before its first turn started)."""
-    with runtime.store.write_prepared() as connection:  # started and read in one transaction
-        started = table.start(connection, subagent_id, utc_now())
-        row, conversation = table.load(connection, subagent_id) if started else (None, [])
-    return (row, conversation) if row is not None else None
+def first_turn(runtime: Runtime, subagent_id: str) -> tuple[Any, list[ChatTurn]] | None:
+    """A spawned subagent's row and conversation, read for its first turn (it was stored running, so this
+    writes nothing); None when it is no longer active (cancelled before its task ran)."""
+    with runtime.store.read_prepared() as connection:
+        row, conversation = table.load(connection, subagent_id)
+    return (row, conversation) if row is not None and row.status in ACTIVE else None
 
 
 async def run(
