@@ -2,9 +2,9 @@
 
 The openai SDK walks every request body against its parameter annotations before sending it
 (``async_maybe_transform``, a private helper of the SDK: the module is skipped when a release drops it).
-Baton's client (``baton.openai_chat_body``) hands a plain-JSON conversation past that walk through the SDK's
-``extra_body``; what it still pays is its own check that the conversation is plain JSON and the SDK's walk
-of what is left (the model, the output cap, an empty list in each moved field's place). Both are timed in
+Baton's client (``baton.openai_chat_body``) hands a plain-JSON body past that walk through the SDK's
+``extra_body``; what it still pays is its own check that the body is plain JSON and the SDK's walk of what
+is left (the typed arguments, each omitted). Both are timed in
 this process on the same bodies: a subagent's conversation after 0, 5, 25 and 100 tool rounds (a user
 message, the model's tool call, the tool's result and the model's answer each), with eight tool
 definitions. ``plain_vs_sdk`` is baton's path over the SDK's walk.
