@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import enum
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -25,6 +24,7 @@ from baton.openai_chat_body import (
     past_the_walk,
 )
 from baton.testing import Behavior, FakeLLMServer
+from baton.testing.loopback import serve_in_thread
 
 pytestmark = pytest.mark.anyio
 
@@ -227,14 +227,11 @@ class _FixedAnswer(BaseHTTPRequestHandler):
 @pytest.fixture
 def fixed_answers() -> Iterator[str]:
     """A loopback server answering fixed chat completions; its URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FixedAnswer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = serve_in_thread(_FixedAnswer, "fixed-chat-answers")
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield server.base_url
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
 
 
 @pytest.mark.parametrize("answer", list(_ANSWERS))
