@@ -205,6 +205,28 @@ async def test_a_call_answered_after_its_subagent_was_cancelled_elsewhere_still_
     runtime.close()
 
 
+async def test_a_cancel_made_elsewhere_before_the_first_turn_stops_it_and_is_receipted_once(
+    tmp_path: Path, fake_llm: FakeLLMServer
+) -> None:
+    """Another process cancels an async spawn between its answer and its task's first step: no model call
+    is made, and the owning process receipts the cancel (the other process leaves that to a live owner)."""
+    runtime = make_runtime(tmp_path, fake_llm)
+    runner = SubagentRunner(runtime)
+    spawned = await runner.spawn(SpawnRequest(task="hello", mode="async"))
+    subagent_id = spawned["subagent_id"]
+    task = runner._tasks[subagent_id]
+    assert spawned["status"] == "running" and not task.done()  # its first step has not run yet
+    with runtime.store.write() as connection:
+        connection.execute(update(subagents).where(subagents.c.id == subagent_id).values(status="cancelled"))
+    assert await task is None
+    await runner.aclose()
+    assert fake_llm.requests == []
+    cancels = runtime.receipts.list(kind="subagent_cancelled")
+    assert [r.payload["subagent_id"] for r in cancels] == [subagent_id]
+    assert runner.status(subagent_id)["status"] == "cancelled"
+    runtime.close()
+
+
 async def test_a_live_owner_keeps_its_subagents_and_a_dead_one_loses_them(
     tmp_path: Path, fake_llm: FakeLLMServer
 ) -> None:

@@ -168,9 +168,14 @@ class SubagentRunner:
         return task
 
     async def _run_first_turn(self, subagent_id: str) -> ModelReply | None:
-        """Run a spawn's first turn (nothing when it was cancelled before its task ran)."""
+        """Run a spawn's first turn (nothing when it was cancelled before its task ran: a cancel another
+        process made then is receipted here, as this process owns the subagent)."""
         loaded = turns.first_turn(self.runtime, subagent_id)
-        return await self._run_turn(subagent_id, loaded) if loaded is not None else None
+        if loaded is None:
+            if subagent_id not in self._cancelling:
+                cancellation.receipt_if_cancelled_elsewhere(self.runtime, subagent_id)
+            return None
+        return await self._run_turn(subagent_id, loaded)
 
     async def _run_turn(
         self, subagent_id: str, loaded: tuple[Any, list[ChatTurn]] | None = None
