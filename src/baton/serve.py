@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import anyio
 
 from baton import heap
 from baton.errors import BatonError
 from baton.server import serve_stdio
+
+if TYPE_CHECKING:
+    from baton.config import Settings
 
 
 def run_serve(http: str | None, stateless: bool) -> int:
@@ -27,25 +31,7 @@ def run_serve(http: str | None, stateless: bool) -> int:
     settings.baton_http_stateless = settings.baton_http_stateless or stateless
     configure_logging(Redactor(settings.sensitive_values()))
     try:
-        if not settings.baton_database_url:
-            settings.home  # noqa: B018 (a BATON_HOME that is a file is config_invalid now, not after initialize)
-        if http:
-            heap.resume()
-            from baton.http_serve import check_http_bind, parse_bind, serve_http
-            from baton.runtime import Runtime
-
-            host, _port = parse_bind(http)
-            oauth = bool(settings.baton_oauth_issuer)
-            check_http_bind(host, settings.baton_http_token, settings.baton_admin_token, oauth=oauth)
-            anyio.run(serve_http, Runtime.open(settings), http)
-        else:
-            if sys.stdin.isatty():
-                sys.stderr.write(
-                    "baton serve: waiting for an MCP client on stdin (stdout carries JSON-RPC only); "
-                    "Ctrl-C stops it.\n"
-                )
-                sys.stderr.flush()
-            anyio.run(serve_stdio, settings)
+        _serve(settings, http)
     except BatonError as exc:
         sys.stderr.write(f"{exc.error_class}: {exc.message}\n")
         return 1
@@ -62,3 +48,28 @@ def run_serve(http: str | None, stateless: bool) -> int:
     finally:
         heap.resume()
     return 0
+
+
+def _serve(settings: Settings, http: str | None) -> None:
+    """Serve streamable HTTP on ``http`` (its bind checked first), else stdio, until the client or a signal
+    ends it; a :class:`BatonError` is the caller's to report."""
+    import sys
+
+    if not settings.baton_database_url:
+        settings.home  # noqa: B018 (a BATON_HOME that is a file is config_invalid now, not after initialize)
+    if http:
+        heap.resume()
+        from baton.http_serve import check_http_bind, parse_bind, serve_http
+        from baton.runtime import Runtime
+
+        host, _port = parse_bind(http)
+        oauth = bool(settings.baton_oauth_issuer)
+        check_http_bind(host, settings.baton_http_token, settings.baton_admin_token, oauth=oauth)
+        anyio.run(serve_http, Runtime.open(settings), http)
+        return
+    if sys.stdin.isatty():
+        sys.stderr.write(
+            "baton serve: waiting for an MCP client on stdin (stdout carries JSON-RPC only); Ctrl-C stops it.\n"
+        )
+        sys.stderr.flush()
+    anyio.run(serve_stdio, settings)
