@@ -53,16 +53,7 @@ def schedule_in(
     for index, item in enumerate(planned, start=1):
         due = format_time(datetime.fromtimestamp(created_epoch + item.offset_seconds, UTC))
         timer_id = f"tm_{uuid.uuid4().hex[:20]}"
-        action = {
-            "kind": HITL_STEP_KIND,
-            "request_id": request_id,
-            "step": index,
-            "steps": len(planned),
-            "type": item.step.kind,
-            "seconds": item.step.seconds,
-            "to": item.step.target,
-            "source": item.source,
-        }
+        action = _step_action(request_id, index, len(planned), item)
         connection.execute(
             insert(timers).values(
                 id=timer_id,
@@ -90,6 +81,20 @@ def schedule_in(
             }
         )
     return recorded
+
+
+def _step_action(request_id: str, index: int, steps: int, item: PlannedStep) -> dict[str, Any]:
+    """The action a step's timer carries: which request, which of its ``steps`` steps, what to do."""
+    return {
+        "kind": HITL_STEP_KIND,
+        "request_id": request_id,
+        "step": index,
+        "steps": steps,
+        "type": item.step.kind,
+        "seconds": item.step.seconds,
+        "to": item.step.target,
+        "source": item.source,
+    }
 
 
 def close_in(connection: Connection, request_id: str, now: float) -> int:
