@@ -197,8 +197,6 @@ def check_http_bind(
 
 async def serve_http(runtime: Runtime, bind: str) -> None:
     """Serve streamable HTTP at ``/mcp`` on ``bind`` until cancelled."""
-    import sys
-
     import uvicorn
 
     host, port = parse_bind(bind)
@@ -233,20 +231,29 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
             if self.started:
                 heap.settle()  # the start-up heap out of every later collection (baton.heap)
                 announce_listening(self, host, paths)
-                if not runtime.settings.baton_admin_token:
-                    from baton.hitl.people import People
-
-                    if not People(runtime).anyone_can_log_in():
-                        sys.stderr.write(
-                            "the inbox and console are off for login: nobody has enrolled a passkey "
-                            "(`baton people add NAME`) and no BATON_ADMIN_TOKEN is set; an agent's "
-                            "BATON_HTTP_TOKEN never opens them (signed links still work)\n"
-                        )
+                warn_if_nobody_can_log_in(runtime)
 
     from baton.listening import listening_socket
 
     sock = listening_socket(host, port)
     await AnnouncingServer(config).serve(sockets=[sock])
+
+
+def warn_if_nobody_can_log_in(runtime: Runtime) -> None:
+    """Say on stderr that the inbox and console cannot be logged into, when no passkey and no admin token
+    open them."""
+    if runtime.settings.baton_admin_token:
+        return
+    import sys
+
+    from baton.hitl.people import People
+
+    if not People(runtime).anyone_can_log_in():
+        sys.stderr.write(
+            "the inbox and console are off for login: nobody has enrolled a passkey "
+            "(`baton people add NAME`) and no BATON_ADMIN_TOKEN is set; an agent's "
+            "BATON_HTTP_TOKEN never opens them (signed links still work)\n"
+        )
 
 
 def announce_listening(server: Any, host: str, paths: tuple[str, ...]) -> None:
