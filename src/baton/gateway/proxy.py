@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -20,14 +21,25 @@ from anyio.abc import TaskGroup
 
 from baton.errors import BatonError, GatewayError
 from baton.gateway import call_approval, promotion, serving, state
-from baton.gateway.cedar_policy import check_call
+from baton.gateway.cedar_policy import CallDecision, check_call
 from baton.gateway.serving import LiveAdapter
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
-from baton.toolkit import CallContext, DynamicTools, OnBehalf
+from baton.toolkit import CallContext, DynamicTools
 
 log = logging.getLogger("baton.gateway")
 SEPARATOR = "__"
+
+
+@dataclass(slots=True)
+class _Trail:
+    """What one call's ``gateway_call`` receipt records, filled in as the call goes."""
+
+    #: ``success`` and ``error_class``; empty until the call ends (an escape is ``internal_error``).
+    outcome: dict[str, Any] = field(default_factory=dict)
+    approval: dict[str, Any] | None = None
+    #: The pinned call policy's verdict (None when the adapter pins none).
+    verdict: dict[str, Any] | None = None
 
 
 class Adapter:
@@ -148,29 +160,12 @@ class GatewayProxy(DynamicTools):
         started = time.perf_counter()
         serialized = canonical_json(arguments)
         frozen: dict[str, Any] = json.loads(serialized)  # canonical_json(frozen) == serialized
-        outcome: dict[str, Any] = {}
-        approval: dict[str, Any] | None = None
-        verdict: dict[str, Any] | None = None
+        trail = _Trail()
         try:
             self._admit(adapter, tool, live)
-            try:
-                decision = check_call(adapter.policy, adapter.bundle_root, tool, frozen, context.agent.name)
-            except GatewayError as exc:
-                effect = "forbid" if exc.error_class == "gateway_policy_forbidden" else "error"
-                verdict = {
-                    "effect": effect,
-                    "approvals": 0,
-                    "reasons": list(exc.details.get("reasons") or []),
-                }
-                raise
-            if adapter.policy.tools.call_policy_sha256 is not None:
-                verdict = {
-                    "effect": decision.effect,
-                    "approvals": decision.approvals,
-                    "reasons": decision.reasons,
-                }
+            decision = self._decide(adapter, tool, frozen, context, trail)
             if tool in adapter.policy.tools.approval_required or decision.effect == "approval":
-                approval = await call_approval.approve(
+                trail.approval = await call_approval.approve(
                     self.runtime,
                     self._consumed,
                     adapter,
@@ -180,31 +175,44 @@ class GatewayProxy(DynamicTools):
                     context,
                     decision.approvals,
                 )
-                call_approval.still_valid(self.runtime, approval, frozen, context)
+                call_approval.still_valid(self.runtime, trail.approval, frozen, context)
             result = await self._forward(adapter, tool, frozen, context)
-            outcome = {"success": result["success"], "error_class": result.get("error_class")}
-            return {**result, **({"approval": approval} if approval else {})}
+            trail.outcome = {"success": result["success"], "error_class": result.get("error_class")}
+            return {**result, **({"approval": trail.approval} if trail.approval else {})}
         except BatonError as exc:
-            outcome = {"success": False, "error_class": exc.error_class}
-            if approval:
-                exc.details.setdefault("approval", approval)
+            trail.outcome = {"success": False, "error_class": exc.error_class}
+            if trail.approval:
+                exc.details.setdefault("approval", trail.approval)
             elif isinstance(exc.details.get("approval"), dict):  # a rejection: receipt the decision too
-                approval = exc.details["approval"]
+                trail.approval = exc.details["approval"]
             raise
         finally:
             seconds = time.perf_counter() - started
-            self._receipt(
-                adapter,
-                tool,
-                frozen,
-                sha256_hex(serialized),
-                seconds,
-                outcome,
-                approval,
-                context.agent.name,
-                context.on_behalf,
-                verdict,
-            )
+            self._receipt(adapter, tool, frozen, sha256_hex(serialized), seconds, trail, context)
+
+    @staticmethod
+    def _decide(
+        adapter: Adapter, tool: str, arguments: dict[str, Any], context: CallContext, trail: _Trail
+    ) -> CallDecision:
+        """The adapter's call policy on this call; its verdict goes on the trail (a forbid or an error
+        too, before it is raised) when the adapter pins a policy."""
+        try:
+            decision = check_call(adapter.policy, adapter.bundle_root, tool, arguments, context.agent.name)
+        except GatewayError as exc:
+            effect = "forbid" if exc.error_class == "gateway_policy_forbidden" else "error"
+            trail.verdict = {
+                "effect": effect,
+                "approvals": 0,
+                "reasons": list(exc.details.get("reasons") or []),
+            }
+            raise
+        if adapter.policy.tools.call_policy_sha256 is not None:
+            trail.verdict = {
+                "effect": decision.effect,
+                "approvals": decision.approvals,
+                "reasons": decision.reasons,
+            }
+        return decision
 
     def current(self, adapter: Adapter) -> tuple[Adapter, bool]:
         """The adapter as the store serves it now, and whether it is live (one store read).
@@ -280,12 +288,10 @@ class GatewayProxy(DynamicTools):
         arguments: dict[str, Any],
         arguments_sha256: str,
         seconds: float,
-        outcome: dict[str, Any],
-        approval: dict[str, Any] | None,
-        agent: str | None = None,
-        on_behalf: OnBehalf | None = None,
-        verdict: dict[str, Any] | None = None,
+        trail: _Trail,
+        context: CallContext,
     ) -> None:
+        outcome = trail.outcome
         payload: dict[str, Any] = {
             "adapter_id": adapter.id,
             "tool": tool,
@@ -293,15 +299,15 @@ class GatewayProxy(DynamicTools):
             "duration_seconds": round(seconds, 6),
             "success": bool(outcome.get("success")),
             "error_class": outcome.get("error_class", "internal_error" if not outcome else None),
-            "approval": approval,
-            "agent": agent,
+            "approval": trail.approval,
+            "agent": context.agent.name,
             "call_policy_sha256": adapter.policy.tools.call_policy_sha256,
-            "call_policy_decision": verdict,
+            "call_policy_decision": trail.verdict,
         }
         if adapter.policy.tools.record_arguments:
             payload["arguments"] = arguments
-        if on_behalf is not None:
-            payload["subagent"] = on_behalf.link()
+        if context.on_behalf is not None:
+            payload["subagent"] = context.on_behalf.link()
         try:
             self.runtime.receipts.append("gateway_call", payload)
         except BatonError:
