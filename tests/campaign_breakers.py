@@ -170,6 +170,26 @@ def _governed_approval() -> None:
     call_approval.still_valid = still_holds
 
 
+def _rejection_as_approval() -> None:
+    """The approval step passes a person's rejection on as an approval: only the proxy's re-check of the
+    stored decision, just before the upstream call, stands between it and the upstream (not a campaign
+    gate: ``tests/gateway/test_runtime_proxy.py`` runs it)."""
+    from baton.errors import HitlError
+    from baton.gateway import call_approval
+
+    real = call_approval.approve
+
+    async def rejection_passed_on(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return await real(*args, **kwargs)
+        except HitlError as exc:
+            if isinstance(exc.details.get("approval"), dict):
+                return dict(exc.details["approval"])
+            raise
+
+    call_approval.approve = rejection_passed_on
+
+
 BREAKERS = {
     "scheduler": _scheduler,
     "fired_elsewhere": _fired_elsewhere,
@@ -183,6 +203,7 @@ BREAKERS = {
     "catalog": _catalog,
     "adapters": _adapters,
     "governed_approval": _governed_approval,
+    "rejection_as_approval": _rejection_as_approval,
 }
 
 

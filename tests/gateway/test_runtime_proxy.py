@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -12,6 +13,8 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from baton.config import load_settings
 from baton.errors import GatewayError
@@ -23,6 +26,8 @@ from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.conftest import BLANKED, SRC, call, stdio_session
+
+BREAKERS = Path(__file__).parents[1] / "campaign_breakers.py"
 
 pytestmark = [
     pytest.mark.anyio,
@@ -199,16 +204,23 @@ async def test_a_denied_tool_cannot_be_called_even_by_name(session: Any) -> None
     assert (await call(session, "demo__not_a_tool"))["error_class"] == "tool_denied"
 
 
-async def _decide(session: Any, approved: bool) -> dict[str, Any]:
-    """Wait for the pending approval, check what it shows, decide it through mcp_respond_to_request."""
+async def _decide(
+    session: Any, approved: bool, results: dict[str, Any], admin_notes: str | None = None
+) -> dict[str, Any]:
+    """Wait for the pending approval, check what it shows, decide it through mcp_respond_to_request.
+
+    ``results`` gets the gated call's result: a call that ends without asking fails the test at once."""
     with anyio.fail_after(300):
         while not (pending := (await call(session, "mcp_list_pending_requests"))["requests"]):
+            if "call" in results:
+                pytest.fail(f"the gated call ended without asking for an approval: {results['call']}")
             await anyio.sleep(0.05)
     request = pending[0]
     assert request["agent"] == "mcp"  # the approval is bound to the agent that made the gated call
     assert request["context"]["arguments"] == {"amount": 5, "to": "bob"}
     assert request["context"]["arguments_sha256"] == TRANSFER_SHA256
-    await call(session, "mcp_respond_to_request", {"request_id": request["request_id"], "approved": approved})
+    decision = {"request_id": request["request_id"], "approved": approved, "admin_notes": admin_notes}
+    await call(session, "mcp_respond_to_request", decision)
     return request
 
 
@@ -222,7 +234,7 @@ async def test_an_approval_gated_call_waits_for_the_human_and_sends_exactly_the_
 
     async with anyio.create_task_group() as group:
         group.start_soon(transfer)
-        request = await _decide(session, True)
+        request = await _decide(session, True, results)
     result = results["call"]
     assert result["success"] and result["text"] == 'transferred {"amount": 5, "to": "bob"}'
     assert result["approval"]["request_id"] == request["request_id"]
@@ -244,10 +256,39 @@ async def test_a_rejected_approval_never_reaches_the_upstream(session: Any) -> N
 
     async with anyio.create_task_group() as group:
         group.start_soon(transfer)
-        request = await _decide(session, False)
-    assert results["call"]["error_class"] == "approval_denied"
-    assert results["call"]["approval"]["request_id"] == request["request_id"]  # which decision refused it
+        request = await _decide(session, False, results, admin_notes="not this week")
+    refused = results["call"]
+    assert refused["error_class"] == "approval_denied"
+    assert refused["approval"]["request_id"] == request["request_id"]  # which decision refused it
+    assert refused["admin_notes"] == "not this week"  # the person's rejection, not the re-check's refusal
+    assert "rejected" in refused["error"] and "failed_checks" not in refused
     assert await transfers(session) == before
+
+
+async def test_a_rejection_passed_on_as_an_approval_is_refused_by_the_recheck_before_the_upstream(
+    env: dict[str, str], session: Any
+) -> None:
+    """``approve`` broken on purpose (``tests/campaign_breakers.py``) hands the rejection on as an
+    approval; the stored decision, re-read just before the upstream call, still refuses it."""
+    params = StdioServerParameters(
+        command=sys.executable, args=[str(BREAKERS), "rejection_as_approval"], env=env
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as broken:
+        await broken.initialize()
+        before = await transfers(broken)
+        results: dict[str, Any] = {}
+
+        async def transfer() -> None:
+            results["call"] = await call(broken, "demo__transfer", {"to": "bob", "amount": 5})
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(transfer)
+            request = await _decide(broken, False, results)
+        refused = results["call"]
+        assert refused["error_class"] == "approval_denied"
+        assert refused["request_id"] == request["request_id"]
+        assert refused["failed_checks"] == ["approved"]
+        assert await transfers(broken) == before
 
 
 async def test_an_approval_nobody_decides_times_out_without_calling_upstream(session: Any) -> None:
@@ -275,6 +316,8 @@ async def test_the_agent_cannot_approve_its_own_gated_call_by_default(
             group.start_soon(transfer)
             with anyio.fail_after(300):
                 while not (pending := (await call(agent, "mcp_list_pending_requests"))["requests"]):
+                    if "call" in results:
+                        pytest.fail(f"the gated call ended without asking: {results['call']}")
                     await anyio.sleep(0.05)
             request_id = pending[0]["request_id"]
             refused = await call(
@@ -406,9 +449,14 @@ def gateway_calls(env: dict[str, str]) -> list[dict[str, Any]]:
 async def test_every_proxied_call_is_a_receipt(env: dict[str, str], session: Any) -> None:
     await call(session, "demo__echo", {"text": "receipt"})
     assert (await call(session, "demo__delete_everything"))["error_class"] == "tool_denied"
+    results: dict[str, Any] = {}
+
+    async def transfer() -> None:
+        results["call"] = await call(session, "demo__transfer", {"to": "bob", "amount": 5})
+
     async with anyio.create_task_group() as group:
-        group.start_soon(call, session, "demo__transfer", {"to": "bob", "amount": 5})
-        await _decide(session, True)
+        group.start_soon(transfer)
+        await _decide(session, True, results)
     calls = gateway_calls(env)
     echo = [c for c in calls if c["tool"] == "echo" and c.get("arguments") == {"text": "receipt"}]
     assert echo and echo[-1]["success"] and echo[-1]["duration_seconds"] >= 0

@@ -128,6 +128,25 @@ async def test_the_legacy_era_still_elicits_over_the_back_channel(env: dict[str,
     assert approved["approved"] is True and status["decided_via"] == "elicitation"
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.parametrize("rule", [{"required_approvals": 2}, {"step_up": True}], ids=["quorum", "step-up"])
+async def test_a_quorum_or_step_up_request_is_never_put_to_the_client(
+    env: dict[str, str], mode: str, rule: dict[str, Any]
+) -> None:
+    """A client's form answer is the client's word, not two people's or a passkey's: such a request is not
+    asked in the client, in either era, and with nobody else deciding it ends unapproved."""
+    person = Person(accept(approved=True))
+    async with stdio_client(env, person, mode=mode) as client:
+        result = await structured(
+            client,
+            "mcp_request_admin_approval",
+            {"request_message": "Two keys", "timeout_seconds": 1, **rule},
+        )
+    assert person.asked == []
+    assert result["success"] is False and result["approved"] is False
+    assert result["error_class"] == "hitl_timeout"
+
+
 async def test_stateless_replicas_accept_each_others_state_once_and_refuse_forgery(
     env: dict[str, str], tmp_path: Path
 ) -> None:
