@@ -224,9 +224,10 @@ async def _decide(
     return request
 
 
-async def test_an_approval_gated_call_waits_for_the_human_and_sends_exactly_the_approved_arguments(
-    session: Any,
-) -> None:
+async def decided_transfer(
+    session: Any, approved: bool, admin_notes: str | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The gated ``demo__transfer`` of bob's 5, decided ``approved`` through MCP: (its result, the request)."""
     results: dict[str, Any] = {}
 
     async def transfer() -> None:
@@ -234,8 +235,14 @@ async def test_an_approval_gated_call_waits_for_the_human_and_sends_exactly_the_
 
     async with anyio.create_task_group() as group:
         group.start_soon(transfer)
-        request = await _decide(session, True, results)
-    result = results["call"]
+        request = await _decide(session, approved, results, admin_notes)
+    return results["call"], request
+
+
+async def test_an_approval_gated_call_waits_for_the_human_and_sends_exactly_the_approved_arguments(
+    session: Any,
+) -> None:
+    result, request = await decided_transfer(session, True)
     assert result["success"] and result["text"] == 'transferred {"amount": 5, "to": "bob"}'
     assert result["approval"]["request_id"] == request["request_id"]
     assert result["approval"]["decision_receipt_seq"] is not None
@@ -249,15 +256,7 @@ async def transfers(session: Any, adapter: str = "demo") -> int:
 
 async def test_a_rejected_approval_never_reaches_the_upstream(session: Any) -> None:
     before = await transfers(session)
-    results: dict[str, Any] = {}
-
-    async def transfer() -> None:
-        results["call"] = await call(session, "demo__transfer", {"to": "bob", "amount": 5})
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(transfer)
-        request = await _decide(session, False, results, admin_notes="not this week")
-    refused = results["call"]
+    refused, request = await decided_transfer(session, False, admin_notes="not this week")
     assert refused["error_class"] == "approval_denied"
     assert refused["approval"]["request_id"] == request["request_id"]  # which decision refused it
     assert refused["admin_notes"] == "not this week"  # the person's rejection, not the re-check's refusal
@@ -276,15 +275,7 @@ async def test_a_rejection_passed_on_as_an_approval_is_refused_by_the_recheck_be
     async with stdio_client(params) as (read, write), ClientSession(read, write) as broken:
         await broken.initialize()
         before = await transfers(broken)
-        results: dict[str, Any] = {}
-
-        async def transfer() -> None:
-            results["call"] = await call(broken, "demo__transfer", {"to": "bob", "amount": 5})
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(transfer)
-            request = await _decide(broken, False, results)
-        refused = results["call"]
+        refused, request = await decided_transfer(broken, False)
         assert refused["error_class"] == "approval_denied"
         assert refused["request_id"] == request["request_id"]
         assert refused["failed_checks"] == ["approved"]
@@ -449,14 +440,7 @@ def gateway_calls(env: dict[str, str]) -> list[dict[str, Any]]:
 async def test_every_proxied_call_is_a_receipt(env: dict[str, str], session: Any) -> None:
     await call(session, "demo__echo", {"text": "receipt"})
     assert (await call(session, "demo__delete_everything"))["error_class"] == "tool_denied"
-    results: dict[str, Any] = {}
-
-    async def transfer() -> None:
-        results["call"] = await call(session, "demo__transfer", {"to": "bob", "amount": 5})
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(transfer)
-        await _decide(session, True, results)
+    await decided_transfer(session, True)
     calls = gateway_calls(env)
     echo = [c for c in calls if c["tool"] == "echo" and c.get("arguments") == {"text": "receipt"}]
     assert echo and echo[-1]["success"] and echo[-1]["duration_seconds"] >= 0
