@@ -155,6 +155,24 @@ def test_forms_need_their_csrf_token_and_the_same_origin(
     assert again.status_code == 409 and "hitl_request_already_decided" in again.text
 
 
+@pytest.mark.parametrize("action", ["reject", "decline"])
+def test_a_reject_or_a_decline_in_the_inbox_never_approves(
+    token_runtime: Runtime, token_inbox: tuple[str, Clients], action: str
+) -> None:
+    _, _client = token_inbox
+    broker = get_broker(token_runtime)
+    request_id = _create(broker, NewRequest("approval", "Ship the release?", None, 60))
+    client = _client()
+    client.post("/inbox/login", data={"token": TOKEN})
+    page = client.get(f"/inbox/requests/{request_id}")
+    done = client.post(
+        f"/inbox/requests/{request_id}/decide", data={"action": action, "csrf": _csrf(page.text)}
+    )
+    assert done.status_code == 303
+    final = broker.get(request_id)
+    assert final["status"] == "rejected" and final["approved"] is False
+
+
 def test_signed_links_are_bound_expiring_and_single_use(
     token_runtime: Runtime, token_inbox: tuple[str, Clients]
 ) -> None:
