@@ -10,14 +10,12 @@ Written for the survivors of a hand-mutation run over ``gateway/proxy.py`` and `
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from sqlalchemy import update
 
 from baton.agents import Caller
-from baton.config import load_settings
 from baton.errors import HitlError
 from baton.gateway.call_approval import _granted_or_refused, still_valid
 from baton.hitl.broker import Decision, NewRequest, get_broker
@@ -31,13 +29,6 @@ pytestmark = pytest.mark.anyio
 ARGUMENTS = {"amount": 5, "to": "bob"}
 DIGEST = sha256_hex(canonical_json(ARGUMENTS))
 AGENT = Caller("payments-agent")
-
-
-@pytest.fixture
-def runtime(baton_env: dict[str, str]) -> Iterator[Runtime]:
-    rt = Runtime.open(load_settings(baton_env))
-    yield rt
-    rt.close()
 
 
 async def gated_request(runtime: Runtime, approved: bool | None, agent: Caller = AGENT) -> dict[str, Any]:

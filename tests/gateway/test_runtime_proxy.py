@@ -204,18 +204,22 @@ async def test_a_denied_tool_cannot_be_called_even_by_name(session: Any) -> None
     assert (await call(session, "demo__not_a_tool"))["error_class"] == "tool_denied"
 
 
-async def _decide(
-    session: Any, approved: bool, results: dict[str, Any], admin_notes: str | None = None
-) -> dict[str, Any]:
-    """Wait for the pending approval, check what it shows, decide it through mcp_respond_to_request.
-
-    ``results`` gets the gated call's result: a call that ends without asking fails the test at once."""
+async def _asked(session: Any, results: dict[str, Any]) -> dict[str, Any]:
+    """The approval request the gated call made, once it is pending; ``results`` gets the call's result, so
+    a call that ends without asking fails the test at once."""
     with anyio.fail_after(300):
         while not (pending := (await call(session, "mcp_list_pending_requests"))["requests"]):
             if "call" in results:
                 pytest.fail(f"the gated call ended without asking for an approval: {results['call']}")
             await anyio.sleep(0.05)
-    request = pending[0]
+    return dict(pending[0])
+
+
+async def _decide(
+    session: Any, approved: bool, results: dict[str, Any], admin_notes: str | None = None
+) -> dict[str, Any]:
+    """Wait for the pending approval, check what it shows, decide it through mcp_respond_to_request."""
+    request = await _asked(session, results)
     assert request["agent"] == "mcp"  # the approval is bound to the agent that made the gated call
     assert request["context"]["arguments"] == {"amount": 5, "to": "bob"}
     assert request["context"]["arguments_sha256"] == TRANSFER_SHA256
@@ -305,12 +309,7 @@ async def test_the_agent_cannot_approve_its_own_gated_call_by_default(
 
         async with anyio.create_task_group() as group:
             group.start_soon(transfer)
-            with anyio.fail_after(300):
-                while not (pending := (await call(agent, "mcp_list_pending_requests"))["requests"]):
-                    if "call" in results:
-                        pytest.fail(f"the gated call ended without asking: {results['call']}")
-                    await anyio.sleep(0.05)
-            request_id = pending[0]["request_id"]
+            request_id = (await _asked(agent, results))["request_id"]
             refused = await call(
                 agent, "mcp_respond_to_request", {"request_id": request_id, "approved": True}
             )
