@@ -371,7 +371,13 @@ def main() -> None:
     except BrokenPipeError:
         sys.exit(0)
     except BatonError as exc:  # e.g. config_invalid from the environment, in any command
-        err.print(f"[red]{exc.error_class}[/red]: {exc.message}", markup=True, highlight=False)
+        from rich.markup import escape
+
+        from baton.terminal_text import printable
+
+        err.print(
+            f"[red]{exc.error_class}[/red]: {escape(printable(exc.message))}", markup=True, highlight=False
+        )
         sys.exit(1)  # not fail(): typer.Exit raised outside the app would print a traceback
     except Exception as exc:
         if os.environ.get("BATON_DEBUG") == "1":

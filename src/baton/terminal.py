@@ -9,7 +9,6 @@ The subsystem CLIs (``baton.hitl.cli``, ``baton.gateway.cli`` …) import from h
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from baton.errors import BatonError
+from baton.terminal_text import printable, printable_json
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -53,18 +53,22 @@ def open_runtime() -> Any:
 
 
 def fail(exc: BatonError) -> NoReturn:
-    """Print a typed error on stderr and exit 1."""
-    err.print(f"[red]{exc.error_class}[/red]: {escape(exc.message)}")
+    """Print a typed error on stderr and exit 1 (the message may quote an agent's text: made printable)."""
+    err.print(f"[red]{exc.error_class}[/red]: {escape(printable(exc.message))}")
     raise typer.Exit(1)
 
 
 def print_json(value: Any) -> None:
-    """Machine-readable output on stdout (highlighted on a terminal, plain on a pipe), redacted."""
+    """Machine-readable output on stdout (highlighted on a terminal, plain on a pipe), redacted, with no
+    character a terminal acts on (:func:`baton.terminal_text.printable_json`)."""
     from baton.redaction import redact_output
 
-    text = json.dumps(redact_output(value), ensure_ascii=False, default=str, indent=2)
-    if out.is_terminal:
-        out.print_json(text)
+    text = printable_json(redact_output(value))
+    if out.is_terminal:  # not out.print_json: it would load and dump the escapes away again
+        from rich.highlighter import JSONHighlighter
+        from rich.text import Text
+
+        out.print(JSONHighlighter()(Text(text)), soft_wrap=True)
     else:
         print(text, flush=True)
 
@@ -75,11 +79,12 @@ def print_table(
     """A table: bordered on a terminal; on a pipe, aligned plain columns with one row per line.
 
     Cells are text (``[…]`` is shown as is) unless ``markup`` says they carry rich markup; every cell is
-    redacted like any CLI output.
+    redacted like any CLI output and made printable (an agent's ESC, CR, LF or RLO is shown escaped, so it
+    neither drives the terminal nor breaks the row).
     """
     from baton.redaction import redact_output
 
-    rows = [[redact_output(cell) for cell in row] for row in rows]
+    rows = [[printable(redact_output(cell)) for cell in row] for row in rows]
     headers = [_column(name, [row[index] for row in rows]) for index, name in enumerate(columns)]
     if out.is_terminal:
         table = Table(*headers, title=title)

@@ -43,7 +43,9 @@ def test_the_agents_text_cannot_drive_the_terminal() -> None:
     hostile = {**VIEW, "message": "ok\x1b[2J\x1b]0;pwned\x07\u202eevil\r", "agent": "a\x1b[31mb"}
     line = request_line(hostile, None)
     assert "\x1b" not in line and "\x07" not in line and "\u202e" not in line and "\r" not in line
-    assert "requested by a?[31mb: ok?[2J?]0;pwned??evil | decide" in line  # \r ends the first line
+    assert (
+        "requested by a\\x1b[31mb: ok\\x1b[2J\\x1b]0;pwned\\x07\\u202eevil | decide" in line
+    )  # \r ends the line
     assert len(request_line({**VIEW, "message": "x" * 5000}, None)) < 250
 
 

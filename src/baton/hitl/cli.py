@@ -16,6 +16,7 @@ from baton.errors import BatonError
 from baton.terminal import err, out, print_table
 from baton.terminal import fail as _fail
 from baton.terminal import print_json as _print_json
+from baton.terminal_text import printable, printable_value
 
 app = typer.Typer(help="Human-in-the-loop requests: list, decide, watch.", no_args_is_help=True)
 
@@ -78,17 +79,9 @@ def show(request_id: str, as_json: JsonOption = False) -> None:
         _print_json(shown)
         return
     print_table(
-        ("field", "value"), [(key, _cell(value)) for key, value in shown.items() if value not in (None, "")]
+        ("field", "value"),
+        [(key, printable_value(value)) for key, value in shown.items() if value not in (None, "")],
     )
-
-
-def _cell(value: Any) -> str:
-    """A table cell: JSON for structures, the text itself otherwise."""
-    import json
-
-    if isinstance(value, dict | list):
-        return json.dumps(value, ensure_ascii=False, indent=2)
-    return str(value)
 
 
 def _decide(request_id: str, **decision: Any) -> None:
@@ -139,8 +132,9 @@ def watch(
             for request_id, view in current.items():
                 if request_id not in seen:
                     flag = "[bold red]URGENT[/bold red] " if view["urgent"] else ""
+                    text = escape(printable(f"new {view['kind']} {request_id}: {view['message']}"))
                     out.print(
-                        f"{flag}new {view['kind']} {request_id}: {escape(view['message'])} (expires {view['expires_at']})",
+                        f"{flag}{text} (expires {view['expires_at']})",
                         soft_wrap=True,
                         markup=True,
                         highlight=False,
@@ -148,9 +142,13 @@ def watch(
             for request_id in seen.keys() - current.keys():
                 final = broker.get(request_id)
                 out.print(
-                    f"{final['status']} {request_id} by {final['decided_by'] or 'nobody'} via "
-                    f"{final['decided_via'] or 'expiry'}",
+                    printable(
+                        f"{final['status']} {request_id} by {final['decided_by'] or 'nobody'} via "
+                        f"{final['decided_via'] or 'expiry'}"
+                    ),
                     soft_wrap=True,
+                    markup=False,
+                    highlight=False,
                 )
             seen = current
             time.sleep(interval)

@@ -3,26 +3,22 @@ request waits even when no notification channel is configured (the README's quic
 
 The line names the asking agent, the request's first line and where to decide it: the inbox page when the
 HTTP server's address is known, else ``baton hitl show ID``. The message comes from the agent, so control
-characters (a terminal escape sequence could rewrite the screen) are shown as ``?``. stdout is never
+characters (a terminal escape sequence could rewrite the screen) are shown escaped
+(:func:`baton.terminal_text.printable`, the sanitizer every CLI output shares). stdout is never
 touched: on stdio it carries JSON-RPC only. ``BATON_ANNOUNCE_ON_TERMINAL=0`` turns it off.
 """
 
 from __future__ import annotations
 
 import sys
-import unicodedata
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from baton.runtime import Runtime
+from baton.terminal_text import printable
 
 SERVICE = "terminal_announcer"
 MAX_TITLE_CHARS = 100
-
-
-def printable(text: str) -> str:
-    """``text`` on one line with every control or format character (ESC, CR, bidi overrides) as ``?``."""
-    return "".join("?" if unicodedata.category(char)[0] == "C" else char for char in text)
 
 
 def request_line(view: dict[str, Any], base_url: str | None) -> str:

@@ -1,0 +1,72 @@
+"""An agent's text never drives the operator's terminal: ``baton hitl list|show|watch|approve`` and
+``baton receipts list`` on a real pseudo-terminal drawn by a terminal emulator, and on a pipe."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+
+from baton.hitl.broker import HitlBroker, NewRequest
+from baton.runtime import Runtime
+from tests.cli_process import run_cli
+from tests.pty_screen import screen_of
+
+pytestmark = pytest.mark.anyio
+
+#: Erase the line, go to its start, draw a routine line over the dangerous one (issue 44).
+HIDDEN = "DROP DATABASE prod\x1b[2K\x1b[1000DRotate the nginx access logs (routine)"
+#: Set the window title, ring the bell, reverse the text after it (RLO), a C1 control, rich markup.
+NOISY = {"note": "\x1b]0;pwned\x07 \u202eoot \x9b31m [bold red]loud[/bold red]"}
+
+
+async def _ask(broker: HitlBroker) -> str:
+    view = await broker.create(NewRequest("approval", HIDDEN + "\nsecond line", NOISY, 3600))
+    return str(view["request_id"])
+
+
+async def test_hitl_list_show_and_watch_on_a_terminal_show_the_hidden_text(
+    baton_env: dict[str, str], broker: HitlBroker
+) -> None:
+    request_id = await _ask(broker)
+    for args in (("hitl", "list"), ("hitl", "show", request_id), ("hitl", "show", request_id, "--json")):
+        screen = await anyio.to_thread.run_sync(lambda args=args: screen_of(baton_env, *args))
+        assert "DROP DATABASE prod" in screen, (args, screen)
+        assert "\\x1b[2K" in screen or "\\u001b[2K" in screen, (args, screen)
+    watched = await anyio.to_thread.run_sync(
+        lambda: screen_of(baton_env, "hitl", "watch", until=lambda screen: "(expires" in screen)
+    )
+    assert "DROP DATABASE prod\\x1b[2K\\x1b[1000DRotate" in watched, watched
+    shown = await anyio.to_thread.run_sync(lambda: screen_of(baton_env, "hitl", "show", request_id))
+    assert "\\u202eoot" in shown and "\\x9b31m" in shown and "[bold red]loud[/bold red]" in shown, shown
+
+
+async def test_piped_listings_escape_the_agents_controls_and_keep_one_row_per_line(
+    baton_env: dict[str, str], broker: HitlBroker
+) -> None:
+    request_id = await _ask(broker)
+    listed = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "list")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 2 and lines[1].startswith(request_id), listed.stdout  # the newline did not split it
+    assert "DROP DATABASE prod\\x1b[2K\\x1b[1000DRotate" in lines[1] and "\\nsecond line" in lines[1]
+    shown = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "show", request_id)
+    as_json = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "show", request_id, "--json")
+    for output in (listed.stdout, shown.stdout, as_json.stdout):
+        assert not any(char in output for char in "\x1b\x07\u202e\x9b\r"), output
+    assert "[bold red]loud[/bold red]" in shown.stdout
+    assert json.loads(as_json.stdout)["context"] == NOISY  # escaped, not changed
+
+
+async def test_receipts_and_errors_never_carry_an_agents_controls(
+    baton_env: dict[str, str], runtime: Runtime
+) -> None:
+    runtime.receipts.append("test", {"m": HIDDEN, **NOISY})
+    for args in (("receipts", "list"), ("receipts", "list", "--json")):
+        screen = await anyio.to_thread.run_sync(lambda args=args: screen_of(baton_env, *args))
+        assert "DROP DATABASE prod" in screen and "\u202e" not in screen, (args, screen)
+        piped = await anyio.to_thread.run_sync(run_cli, baton_env, *args)
+        assert not any(char in piped.stdout for char in "\x1b\x07\u202e\x9b"), piped.stdout
+    refused = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "show", "hr_\x1b[2Kx\u202e")
+    assert refused.returncode == 1 and "hr_\\x1b[2Kx\\u202e" in refused.stderr, refused.stderr
