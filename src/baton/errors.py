@@ -193,6 +193,8 @@ ERROR_CLASSES: dict[str, str] = {
     "chat_identity_invalid": "A chat identity is not `slack:USER_ID` (U… or W…) or `telegram:NUMERIC_USER_ID`.",
     "chat_identity_taken": "That chat identity is already linked to another person; unlink it first.",
     "chat_identity_not_found": "No person is linked to that chat identity.",
+    "os_account_not_found": "No OS account has that name on this machine, or none is linked to a person (`baton people link-os`).",
+    "os_account_taken": "That OS account is already linked to a person; unlink it first (`baton people unlink-os USER`).",
     # deciding from chat
     "chat_not_configured": "A chat callback route was reached while its secret (SLACK_SIGNING_SECRET, TELEGRAM_WEBHOOK_SECRET) is unset (404); nothing was decided.",
     "chat_signature_invalid": "A Slack callback's signature or a Telegram update's secret token does not verify (401); nothing was decided.",

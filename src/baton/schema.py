@@ -226,6 +226,8 @@ hitl_approvals = Table(
     Column("person", String(128), primary_key=True),
     Column("via", String(32), nullable=False),
     Column("approved_at", String(40), nullable=False),
+    # the OS account (real uid) behind a CLI approval: one uid counts once, whatever name it decides under
+    Column("os_uid", Integer),
 )
 
 # people: who may decide (docs/hitl.md, "People and passkeys") ---------------------------------------
@@ -262,6 +264,17 @@ people_chat_identities = Table(
     metadata,
     Column("platform", String(16), primary_key=True),
     Column("user_id", String(64), primary_key=True),
+    Column("person", String(64), nullable=False, index=True),
+    Column("linked_at", String(40), nullable=False),
+)
+
+#: OS accounts the operator mapped to a person (``baton people link-os NAME USER``): a CLI decision made from
+#: that real uid counts as the person; an unmapped account decides only under its own name.
+people_os_accounts = Table(
+    "people_os_accounts",
+    metadata,
+    Column("os_uid", Integer, primary_key=True, autoincrement=False),
+    Column("os_user", String(64), nullable=False),
     Column("person", String(64), nullable=False, index=True),
     Column("linked_at", String(40), nullable=False),
 )

@@ -85,12 +85,12 @@ def show(request_id: str, as_json: JsonOption = False) -> None:
 
 
 def _decide(request_id: str, **decision: Any) -> None:
-    import getpass
-
     from baton.hitl.broker import Decision
+    from baton.hitl.os_accounts import current_account
 
+    account = current_account()  # the real uid, never LOGNAME/USER
     try:
-        view = _broker().respond(request_id, Decision(**decision, via="cli", decided_by=getpass.getuser()))
+        view = _broker().respond(request_id, Decision(**decision, via="cli", os_uid=account.uid))
     except BatonError as exc:
         _fail(exc)
         return

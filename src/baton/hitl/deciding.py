@@ -18,6 +18,7 @@ from sqlalchemy import Connection, insert, select, update
 from baton.canonical import iso
 from baton.errors import HitlError
 from baton.hitl.escalation import close_in
+from baton.hitl.os_accounts import cli_decider
 from baton.hitl.quorum import count_approval
 from baton.hitl.records import (
     Decision,
@@ -70,7 +71,7 @@ def decide_in(
         raise refused
     assert row is not None
     values = decision_values(row, decision, runtime.redactor.text)
-    by = decider_name(decision)
+    by = decider_name(decision) if decision.os_uid is None else cli_decider(connection, decision.os_uid)
     if values["status"] == "approved":
         check_approver(runtime, row, decision, by)
     if spend_link is not None:

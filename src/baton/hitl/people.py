@@ -23,7 +23,7 @@ from baton.canonical import iso
 from baton.errors import PeopleError
 from baton.hitl.links import LinkSigner, same
 from baton.runtime import Runtime
-from baton.schema import people, people_chat_identities, people_passkeys
+from baton.schema import people, people_chat_identities, people_os_accounts, people_passkeys
 
 #: A person's name: letters, digits, ``.``, ``_``, ``-``; it appears in receipts and on every page.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -144,13 +144,14 @@ class People:
         ]
 
     def remove(self, name: str) -> None:
-        """Remove a person, their passkeys and chat identities (their sessions end with them)."""
+        """Remove a person, their passkeys, chat identities and OS account links (their sessions end)."""
         with self.runtime.store.write() as connection:
             gone = connection.execute(delete(people).where(people.c.name == name)).rowcount
             if gone != 1:
                 raise PeopleError("person_not_found", f"No person is named {name!r}.", person=name)
             connection.execute(delete(people_passkeys).where(people_passkeys.c.person == name))
             connection.execute(delete(people_chat_identities).where(people_chat_identities.c.person == name))
+            connection.execute(delete(people_os_accounts).where(people_os_accounts.c.person == name))
             self.runtime.receipts.append_in(
                 connection, "person_removed", {"person": name, "at": iso(time.time())}
             )

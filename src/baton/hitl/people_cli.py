@@ -1,4 +1,4 @@
-"""``baton people add|list|remove|enroll``: the people who decide, over :mod:`baton.hitl.people`."""
+"""``baton people add|list|remove|enroll|link-chat|link-os``: the people who decide, over :mod:`baton.hitl.people`."""
 
 from __future__ import annotations
 
@@ -111,20 +111,29 @@ def list_people(as_json: Annotated[bool, typer.Option("--json", help="Print JSON
     import dataclasses
 
     from baton.chat.identities import ChatIdentities
+    from baton.hitl.os_accounts import OsAccounts
 
     people = _people()
     rows = people.all()
     chats: dict[str, list[str]] = {}
     for linked in ChatIdentities(people.runtime).all():
         chats.setdefault(linked.person, []).append(str(linked.identity))
+    accounts: dict[str, list[str]] = {}
+    for account in OsAccounts(people.runtime).all():
+        accounts.setdefault(account.person, []).append(account.account.user)
     if as_json:
-        _print_json([{**dataclasses.asdict(p), "chat": chats.get(p.name, [])} for p in rows])
+        _print_json(
+            [
+                {**dataclasses.asdict(p), "chat": chats.get(p.name, []), "os": accounts.get(p.name, [])}
+                for p in rows
+            ]
+        )
         return
     if not rows:
         out.print("Nobody yet: `baton people add NAME`.")
         return
     print_table(
-        ("name", "passkeys", "enrollment", "owns", "chat", "notify", "since"),
+        ("name", "passkeys", "enrollment", "owns", "chat", "os", "notify", "since"),
         [
             (
                 p.name,
@@ -132,6 +141,7 @@ def list_people(as_json: Annotated[bool, typer.Option("--json", help="Print JSON
                 "open" if p.enrollment_open else "",
                 ", ".join(p.owns),
                 ", ".join(chats.get(p.name, [])),
+                ", ".join(accounts.get(p.name, [])),
                 p.notify or "",
                 p.created_at,
             )
@@ -173,9 +183,42 @@ def unlink_chat(
     out.print(f"Unlinked {parsed} from {person}.", markup=False, highlight=False)
 
 
+@app.command("link-os")
+def link_os(
+    name: str, user: Annotated[str, typer.Argument(help="An OS account on this machine (its uid is stored).")]
+) -> None:
+    """Let an OS account's CLI decisions (`baton hitl approve` run by its uid) count as this person."""
+    from baton.hitl.os_accounts import OsAccounts
+
+    try:
+        linked = OsAccounts(_people().runtime).link(name, user)
+    except BatonError as exc:
+        _fail(exc)
+        return
+    account = linked.account
+    out.print(
+        f"Linked the OS account {account.user} (uid {account.uid}) to {linked.person}.",
+        markup=False,
+        highlight=False,
+    )
+
+
+@app.command("unlink-os")
+def unlink_os(user: Annotated[str, typer.Argument(help="The OS account to unlink.")]) -> None:
+    """Stop an OS account's CLI decisions counting as a person (they count as the account's own name)."""
+    from baton.hitl.os_accounts import OsAccounts
+
+    try:
+        person = OsAccounts(_people().runtime).unlink(user)
+    except BatonError as exc:
+        _fail(exc)
+        return
+    out.print(f"Unlinked the OS account {user} from {person}.", markup=False, highlight=False)
+
+
 @app.command("remove")
 def remove(name: str) -> None:
-    """Remove a person, their passkeys and chat identities; their inbox sessions end."""
+    """Remove a person, their passkeys, chat identities and OS account links; their inbox sessions end."""
     try:
         _people().remove(name)
     except BatonError as exc:

@@ -1,7 +1,8 @@
 """Quorum: approvals of a request that needs N distinct people, one row per person in ``hitl_approvals``.
 
-A person counts once (the table's key is the request and the person); every approval before the Nth
-is a ``hitl_partial_approval`` receipt, written in the decision's own transaction.
+A person counts once (the table's key is the request and the person), and so does an OS account (a CLI
+approval records its real uid: one shell cannot approve under several names); every approval before the
+Nth is a ``hitl_partial_approval`` receipt, written in the decision's own transaction.
 """
 
 from __future__ import annotations
@@ -53,8 +54,11 @@ def count_approval(
             f"({len(earlier)} of {row.required_approvals}).",
             request_id=row.id,
         )
+    _once_per_uid(connection, row, decision, len(earlier))
     connection.execute(
-        insert(hitl_approvals).values(request_id=row.id, person=by, via=decision.via, approved_at=iso(now))
+        insert(hitl_approvals).values(
+            request_id=row.id, person=by, via=decision.via, approved_at=iso(now), os_uid=decision.os_uid
+        )
     )
     approvers = [*earlier, by]
     if len(approvers) < row.required_approvals:
@@ -73,3 +77,20 @@ def count_approval(
             },
         )
     return approvers
+
+
+def _once_per_uid(connection: Connection, row: Any, decision: Decision, count: int) -> None:
+    """Refuse a CLI approval from an OS account (real uid) that already approved, under whatever name."""
+    if decision.os_uid is None:
+        return
+    query = select(hitl_approvals.c.person).where(
+        hitl_approvals.c.request_id == row.id, hitl_approvals.c.os_uid == decision.os_uid
+    )
+    earlier = connection.execute(query).scalar()
+    if earlier is not None:
+        raise HitlError(
+            "hitl_approval_duplicate",
+            f"The OS account uid {decision.os_uid} already approved request {row.id} as {earlier}; an OS "
+            f"account counts once ({count} of {row.required_approvals}).",
+            request_id=row.id,
+        )

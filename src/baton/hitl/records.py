@@ -54,6 +54,9 @@ class Decision:
     decided_by: str | None = None
     #: A verified step-up (:class:`baton.hitl.passkeys.StepUpProof`) when the decider made one.
     step_up: Any = None
+    #: The real uid of a CLI decision (:mod:`baton.hitl.os_accounts`): it names the decider (``decided_by`` is
+    #: then ignored) and counts once in a quorum.
+    os_uid: int | None = None
 
 
 #: Who stands behind a path when the decision does not name a person.
