@@ -2,15 +2,17 @@
 
 One promoted adapter (the test server) pins a policy that permits queries, forbids ``DROP``, asks two
 distinct people for a transfer, cannot evaluate an ``echo`` without ``text`` (fails closed) and says
-nothing of ``status`` (default deny). The people approve with ``baton hitl approve`` under their own OS
-account names (the CLI records ``getpass.getuser()``). Every ``gateway_call`` receipt carries the pinned
-policy's sha256.
+nothing of ``status`` (default deny). Two people approve: this test's OS account with ``baton hitl
+approve`` (the CLI names the real uid's account, whatever ``LOGNAME`` says) and ``ben``, an enrolled person,
+with his passkey (the decision the inbox makes once his assertion verified). Every ``gateway_call`` receipt
+carries the pinned policy's sha256.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import pwd
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,8 @@ import anyio
 import pytest
 
 from baton.config import load_settings
+from baton.hitl.broker import Decision, get_broker
+from baton.hitl.people import People
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
@@ -50,6 +54,8 @@ permit(principal, action == Action::"calls", resource);
 forbid(principal == Agent::"intruder", action, resource);
 """
 POLICY_SHA256 = hashlib.sha256(POLICY.encode()).hexdigest()
+#: The OS account this test runs as: the person ``baton hitl approve`` decides as.
+ME = pwd.getpwuid(os.getuid()).pw_name
 TOOLS = [
     tool("query", sql="string"),
     tool("transfer", to="string", amount="integer"),
@@ -81,6 +87,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
                 allowed=["query", "transfer", "wire", "echo", "status", "calls"],
                 call_policy=POLICY,
             )
+            People(runtime).add("ben")
         finally:
             runtime.close()
         yield environment
@@ -111,9 +118,18 @@ def hitl_receipts(env: dict[str, str], kind: str, request_id: str) -> list[dict[
         runtime.close()
 
 
-def decide_as(env: dict[str, str], person: str, verb: str, request_id: str) -> Any:
-    """``baton hitl approve|reject ID`` run by ``person``'s OS account."""
-    return run_cli({**env, "LOGNAME": person, "USER": person}, "hitl", verb, request_id)
+def decide_on_the_cli(env: dict[str, str], verb: str, request_id: str, claiming: str = "ana") -> Any:
+    """``baton hitl approve|reject ID`` run by this OS account, its environment claiming another name."""
+    return run_cli({**env, "LOGNAME": claiming, "USER": claiming}, "hitl", verb, request_id)
+
+
+def ben_decides(env: dict[str, str], approved: bool, request_id: str) -> None:
+    """``ben``'s decision with his passkey, as the inbox records it (the server notices it in the store)."""
+    runtime = Runtime.open(load_settings(env))
+    try:
+        get_broker(runtime).respond(request_id, Decision(approved, via="passkey", decided_by="ben"))
+    finally:
+        runtime.close()
 
 
 async def upstream_calls(session: Any) -> dict[str, int]:
@@ -151,26 +167,27 @@ async def test_a_policy_asking_two_approvals_runs_the_call_only_after_two_distin
             group.start_soon(transfer)
             request = await pending_transfer(session, arguments)
             request_id = request["request_id"]
-            first = decide_as(env, "ana", "approve", request_id)
+            first = decide_on_the_cli(env, "approve", request_id)
             assert first.returncode == 0, first.stderr
-            again = decide_as(env, "ana", "approve", request_id)  # one person counts once
+            again = decide_on_the_cli(
+                env, "approve", request_id, claiming="bob"
+            )  # one OS account counts once
             assert again.returncode != 0 and "hitl_approval_duplicate" in again.stderr
             status = await call(session, "mcp_get_request_status", {"request_id": request_id})
             assert (status["status"], status["required_approvals"], status["approvals"]) == (
                 "pending",
                 2,
-                ["ana"],
+                [ME],
             )
             assert (await upstream_calls(session)).get("transfer") is None  # one approval is not enough
-            second = decide_as(env, "ben", "approve", request_id)
-            assert second.returncode == 0, second.stderr
+            await anyio.to_thread.run_sync(ben_decides, env, True, request_id)
     assert result["success"] is True, result
     assert result["text"] == 'transferred {"amount": 5, "to": "bob"}'
     assert (await upstream_calls(session))["transfer"] == 1
     (partial,) = hitl_receipts(env, "hitl_partial_approval", request_id)
-    assert (partial["decided_by"], partial["approvals"], partial["required_approvals"]) == ("ana", 1, 2)
+    assert (partial["decided_by"], partial["approvals"], partial["required_approvals"]) == (ME, 1, 2)
     (decided,) = hitl_receipts(env, "hitl_decided", request_id)
-    assert decided["approvers"] == ["ana", "ben"] and decided["decision"] == "approved"
+    assert decided["approvers"] == [ME, "ben"] and decided["decision"] == "approved"
     receipt = call_receipts(env, "transfer")[-1]
     assert receipt["success"] is True and receipt["approval"]["request_id"] == request_id
     assert receipt["call_policy_sha256"] == POLICY_SHA256
@@ -193,9 +210,8 @@ async def test_one_rejection_after_an_approval_stops_the_call(session: Any, env:
         async with anyio.create_task_group() as group:
             group.start_soon(transfer)
             request_id = (await pending_transfer(session, arguments))["request_id"]
-            assert decide_as(env, "ana", "approve", request_id).returncode == 0
-            rejected = decide_as(env, "ben", "reject", request_id)
-            assert rejected.returncode == 0, rejected.stderr
+            assert decide_on_the_cli(env, "approve", request_id).returncode == 0
+            await anyio.to_thread.run_sync(ben_decides, env, False, request_id)
     assert (result["success"], result["error_class"]) == (False, "approval_denied")
     assert (await upstream_calls(session)).get("transfer", 0) == before  # nothing reached the upstream
     (decided,) = hitl_receipts(env, "hitl_decided", request_id)
