@@ -221,6 +221,7 @@ def policy_test(
     """Dry run: the pinned call policy's decision for each recorded call; nothing is called."""
     from baton.gateway.cedar_policy import test_calls
     from baton.redaction import redact_output
+    from baton.terminal_text import printable
 
     result = run(test_calls, adapter, calls)
     if as_json:
@@ -230,7 +231,11 @@ def policy_test(
         extra = f" ({row['approvals']} approval(s))" if row.get("approvals") else ""
         why = row.get("reason") or ", ".join(row.get("reasons") or [])
         typer.echo(
-            redact_output(f"{row['line']}: {row.get('tool', '?')}: {row['decision']}{extra}  {why}".rstrip())
+            printable(
+                redact_output(
+                    f"{row['line']}: {row.get('tool', '?')}: {row['decision']}{extra}  {why}".rstrip()
+                )
+            )
         )
 
 
@@ -246,9 +251,10 @@ def diff(
         print_result(result)
         return
     from baton.redaction import redact_output
+    from baton.terminal_text import printable
 
     for line in summary_lines(result):
-        typer.echo(redact_output(line))
+        typer.echo(printable(redact_output(line)))
 
 
 @app.command()

@@ -45,10 +45,11 @@ def _fail(exc: BatonError) -> Any:
     from rich.markup import escape
 
     from baton.terminal import err
+    from baton.terminal_text import printable
 
-    err.print(f"[red]{exc.error_class}[/red]: {escape(exc.message)}")
-    for line in explain(exc):
-        err.print(escape(line), highlight=False, soft_wrap=True)
+    err.print(f"[red]{exc.error_class}[/red]: {escape(printable(exc.message))}")
+    for line in explain(exc):  # the upstream server's stderr is its text, not ours: made printable
+        err.print(escape(printable(line)), highlight=False, soft_wrap=True)
     raise typer.Exit(1)
 
 
@@ -127,6 +128,7 @@ def emit(command: str, result: dict[str, Any], as_json: bool) -> None:
         return
     from baton.gateway.summary import summarize
     from baton.redaction import redact_output
+    from baton.terminal_text import printable
 
     for line in summarize(command, result):
-        typer.echo(redact_output(line))
+        typer.echo(printable(redact_output(line)))
