@@ -70,3 +70,19 @@ async def test_receipts_and_errors_never_carry_an_agents_controls(
         assert not any(char in piped.stdout for char in "\x1b\x07\u202e\x9b"), piped.stdout
     refused = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "show", "hr_\x1b[2Kx\u202e")
     assert refused.returncode == 1 and "hr_\\x1b[2Kx\\u202e" in refused.stderr, refused.stderr
+
+
+async def test_a_timer_an_agent_named_lists_on_one_row_with_its_controls_escaped(
+    baton_env: dict[str, str], runtime: Runtime
+) -> None:
+    from baton.timers.service import TimerRequest, TimerService
+
+    name = "DROP DATABASE prod\x1b[2K\x1b[1000Dnightly\nbackup"
+    TimerService(runtime).set(TimerRequest(name=name, action={"kind": "record"}, delay_seconds=3600))
+    piped = await anyio.to_thread.run_sync(run_cli, baton_env, "timers", "list")
+    lines = piped.stdout.splitlines()
+    assert len(lines) == 2 and "DROP DATABASE prod\\x1b[2K\\x1b[1000Dnightly\\nbackup" in lines[1], (
+        piped.stdout
+    )
+    screen = await anyio.to_thread.run_sync(lambda: screen_of(baton_env, "timers", "list"))
+    assert "DROP DATABASE prod" in screen, screen
