@@ -16,7 +16,6 @@ from baton.gateway import npm_resolve
 from baton.gateway.policy import CONSTRAINT_PATTERN, MAX_CONSTRAINT_LENGTH, MAX_CONSTRAINTS
 
 
-
 def normalize(ecosystem: str, constraints: list[str]) -> list[str]:
     """Each constraint checked for ``ecosystem`` and written in one canonical form; sorted, no repeats."""
     if len(constraints) > MAX_CONSTRAINTS:

@@ -33,7 +33,6 @@ MAX_CONSTRAINT_LENGTH = 200
 CONSTRAINT_PATTERN = r"^[A-Za-z0-9@][^\x00-\x1f\x7f]{0,199}$"
 
 
-
 class Identity(PolicyTable):
     """Who the adapter is, who owns it and until when the policy holds."""
 
