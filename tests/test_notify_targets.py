@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from baton import redaction
 from baton.config import load_settings
 from baton.errors import BatonError
 from baton.notify import channels, mail
@@ -106,10 +107,10 @@ def test_partial_smtp_credentials_are_reported_missing() -> None:
 
 
 def test_recipient_hints_keep_only_what_identifies_nothing_secret() -> None:
-    assert channels.email_hint("ada@example.com") == "a***@example.com"
-    assert channels.chat_hint("-100987654389") == "chat …89"
-    assert channels.chat_hint("0") == "chat …"
-    assert channels.url_hint("https://hooks.slack.com/services/T/B/secret?x=1") == "hooks.slack.com"
+    assert redaction.email_hint("ada@example.com") == "a***@example.com"
+    assert redaction.chat_hint("-100987654389") == "chat …89"
+    assert redaction.chat_hint("0") == "chat …"
+    assert redaction.url_hint("https://hooks.slack.com/services/T/B/secret?x=1") == "hooks.slack.com"
 
 
 def test_unknown_parse_modes_are_invalid_arguments() -> None:

@@ -107,7 +107,7 @@ def check_agents(runtime: Runtime) -> list[Check]:
 
 def check_http(runtime: Runtime) -> Check:
     """The HTTP tokens pass the same checks ``serve --http`` makes: on loopback, and beyond it."""
-    from baton.http_serve import check_http_bind
+    from baton.listening import check_http_bind
 
     settings = runtime.settings
     tokens = (settings.baton_http_token, settings.baton_admin_token)

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from baton import heap
-from baton.addresses import is_loopback
 from baton.agents import AGENT_SCOPE_KEY, LOCAL_AGENT, OPERATOR, AgentDirectory, Caller, bearer_token
 from baton.asgi import ASGIApp
 from baton.errors import ConfigError
@@ -119,7 +118,7 @@ HTTP_ROUTE_PROVIDERS: tuple[str, ...] = (
     "baton.hitl.enroll",
     "baton.chat.web",
     "baton.console.web",
-    "baton.metrics",
+    "baton.metrics_route",
     "baton.oauth",
 )
 
@@ -167,37 +166,11 @@ def _no_sdk_host_check() -> Any:
     return TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
-def check_http_bind(
-    host: str, token: str | None, admin_token: str | None = None, *, oauth: bool = False
-) -> None:
-    """Refuse a non-loopback bind without a bearer token (or OAuth), and an admin token equal to the agent's."""
-    if not is_loopback(host) and not token and not oauth:
-        raise ConfigError(
-            "http_bind_refused",
-            f"Refusing to listen on {host}: set BATON_HTTP_TOKEN to serve beyond loopback.",
-        )
-    if not is_loopback(host):
-        from baton.http_guards import weak_token
-
-        for name, value in (("BATON_HTTP_TOKEN", token), ("BATON_ADMIN_TOKEN", admin_token)):
-            problem = weak_token(name, value) if value else None
-            if problem:
-                raise ConfigError(
-                    "http_bind_refused",
-                    f"Refusing to listen on {host}: {problem} (e.g. `python -c 'import secrets; "
-                    "print(secrets.token_urlsafe(32))'`).",
-                    variable=name,
-                )
-    if admin_token and token and hmac.compare_digest(admin_token.encode(), token.encode()):
-        raise ConfigError(
-            "config_invalid",
-            "BATON_ADMIN_TOKEN must differ from BATON_HTTP_TOKEN: the agent's token may not decide approvals.",
-        )
-
-
 async def serve_http(runtime: Runtime, bind: str) -> None:
     """Serve streamable HTTP at ``/mcp`` on ``bind`` until cancelled."""
     import uvicorn
+
+    from baton.listening import check_http_bind
 
     host, port = parse_bind(bind)
     settings = runtime.settings

@@ -22,11 +22,16 @@ from baton.config import Settings
 from baton.errors import BatonError, ProviderError
 from baton.metrics import RECORDER
 from baton.pricing import Price, price_call
-from baton.providers import ProviderConfig, build_model, provider_failure, resolve_provider
+from baton.providers import (
+    ProviderConfig,
+    build_model,
+    model_instrumentation,
+    provider_failure,
+    resolve_provider,
+)
 from baton.pydantic_ai_imports import aload_pydantic_ai, load_pydantic_ai
 from baton.receipts import Receipt, ReceiptLog, Redactor
 from baton.store import DriverTransaction
-from baton.tracing import model_instrumentation
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelResponse

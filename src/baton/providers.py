@@ -11,7 +11,7 @@ from baton.config import Settings
 from baton.errors import ProviderError
 from baton.pydantic_ai_imports import IMPORT_LOCK, load_pydantic_ai
 from baton.receipts import Redactor
-from baton.tracing import http_event_hooks
+from baton.tracing import active, http_event_hooks
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -215,3 +215,13 @@ def provider_failure(exc: Exception, redactor: Redactor) -> ProviderError:
             "provider_connection_failed", f"The model provider could not be reached: {detail}"
         )
     return ProviderError("provider_response_invalid", f"The model provider's answer was unusable: {detail}")
+
+
+def model_instrumentation() -> Any:
+    """pydantic-ai's instrumentation settings while tracing is active (None: no instrumentation)."""
+    if not active():
+        return None
+    load_pydantic_ai()
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    return InstrumentationSettings(include_content=False, include_binary_content=False)

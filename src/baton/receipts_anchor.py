@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
@@ -12,8 +12,10 @@ from baton.chain_verify import ChainReport
 from baton.checkpoints import all_checkpoints, public_key_path, trusted_public_keys
 from baton.errors import ArgumentError, ReceiptError
 from baton.private import FILE_MODE, private_dir
-from baton.runtime import Runtime
 from baton.schema import receipt_head, receipts
+
+if TYPE_CHECKING:
+    from baton.runtime import Runtime
 
 
 def verify_store(runtime: Runtime) -> ChainReport:

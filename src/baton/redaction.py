@@ -1,4 +1,5 @@
-"""Redaction of credentials: configured secret values and credential-shaped strings become ``[REDACTED]``.
+"""Redaction of credentials: configured secret values and credential-shaped strings become ``[REDACTED]``,
+and the hints that show an address (email, chat, endpoint) without revealing it.
 
 Kept free of heavy imports: the server's logging uses it before the store is opened.
 """
@@ -10,6 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from baton.errors import ReceiptError
 
@@ -147,3 +149,21 @@ def redact_output(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [redact_output(item) for item in value]
     return value
+
+
+def email_hint(address: str) -> str:
+    """``ada@example.com`` → ``a***@example.com``."""
+    local, _, domain = address.partition("@")
+    return f"{local[:1]}***@{domain}"
+
+
+def chat_hint(chat_id: str) -> str:
+    """A Telegram chat id reduced to its last two characters (``chat …89``)."""
+    return f"chat …{chat_id[-2:]}" if len(chat_id) > 4 else "chat …"
+
+
+def url_hint(url: str) -> str:
+    """An endpoint reduced to its host and port; paths and queries often hold the secret."""
+    split = urlsplit(url)
+    host = split.hostname or "?"
+    return f"{host}:{split.port}" if split.port else host

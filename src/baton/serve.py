@@ -59,7 +59,8 @@ def _serve(settings: Settings, http: str | None) -> None:
         settings.home  # noqa: B018 (a BATON_HOME that is a file is config_invalid now, not after initialize)
     if http:
         heap.resume()
-        from baton.http_serve import check_http_bind, parse_bind, serve_http
+        from baton.http_serve import parse_bind, serve_http
+        from baton.listening import check_http_bind
         from baton.runtime import Runtime
 
         host, _port = parse_bind(http)

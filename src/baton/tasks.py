@@ -29,7 +29,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mcp.server.extension import Extension, MethodBinding
 from pydantic import BaseModel, ConfigDict, Field
@@ -37,9 +37,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from baton.task_store import TERMINAL, TaskHandle, TaskStore, wire
 
 if TYPE_CHECKING:
-    from baton.server import RegistryLoader
+    from baton.toolkit import ToolRegistry
 
 log = logging.getLogger("baton.tasks")
+
+
+class RegistryLoader(Protocol):
+    """Where the extension gets the tool registry once the server has loaded it (the server's loader)."""
+
+    async def get(self) -> ToolRegistry: ...
+
 
 EXTENSION_ID = "io.modelcontextprotocol/tasks"
 #: Tools that become tasks for a declaring client (sync spawns only; see :func:`wants_task`).

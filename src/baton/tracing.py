@@ -6,7 +6,7 @@ Who makes which span:
   context the client sent in ``params._meta`` (``traceparent``/``tracestate``, 2026-07-28);
   :class:`HeaderTraceContext` copies an HTTP ``traceparent`` header into ``_meta`` when the client put
   it only there. baton adds its outcome (``baton.error_class``) to that span.
-- ``chat {model}`` (CLIENT): pydantic-ai's instrumentation (:func:`model_instrumentation`), with the
+- ``chat {model}`` (CLIENT): pydantic-ai's instrumentation (:func:`baton.providers.model_instrumentation`), with the
   GenAI semantic-convention attributes (``gen_ai.operation.name``, ``gen_ai.request.model``,
   ``gen_ai.usage.*``); prompts and answers are not recorded (the privacy filter's job must not be undone
   by a trace). The provider's HTTP request carries ``traceparent`` (:func:`http_event_hooks`).
@@ -90,18 +90,6 @@ def shutdown() -> None:
     provider = _state["provider"]
     if provider is not None:
         provider.shutdown()
-
-
-def model_instrumentation() -> Any:
-    """pydantic-ai's instrumentation settings while tracing is active (None: no instrumentation)."""
-    if not active():
-        return None
-    from baton.pydantic_ai_imports import load_pydantic_ai
-
-    load_pydantic_ai()
-    from pydantic_ai.models.instrumented import InstrumentationSettings
-
-    return InstrumentationSettings(include_content=False, include_binary_content=False)
 
 
 def http_event_hooks() -> dict[str, list[Any]] | None:

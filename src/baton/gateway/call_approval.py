@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import desc, select
 
@@ -14,11 +14,19 @@ from baton.receipts import canonical_json, sha256_hex
 from baton.schema import receipts
 
 if TYPE_CHECKING:
-    from baton.gateway.proxy import Adapter
+    from baton.gateway.policy import Policy
     from baton.hitl.broker import HitlBroker
     from baton.hitl.records import NewRequest
     from baton.runtime import Runtime
     from baton.toolkit import CallContext, OnBehalf
+
+
+class Adapter(Protocol):
+    """What an approval needs of a live adapter (the proxy's :class:`baton.gateway.proxy.Adapter` has it)."""
+
+    id: str
+    policy: Policy
+    definitions: dict[str, dict[str, Any]]
 
 
 async def approve(

@@ -13,11 +13,7 @@ import re
 
 from baton.errors import GatewayError
 from baton.gateway import npm_resolve
-
-MAX_CONSTRAINTS = 64
-MAX_CONSTRAINT_LENGTH = 200
-#: What a recorded constraint may look like at all (each ecosystem's own parser checks it further).
-CONSTRAINT_PATTERN = r"^[A-Za-z0-9@][^\x00-\x1f\x7f]{0,199}$"
+from baton.gateway.policy import CONSTRAINT_PATTERN, MAX_CONSTRAINT_LENGTH, MAX_CONSTRAINTS
 
 
 def normalize(ecosystem: str, constraints: list[str]) -> list[str]:

@@ -14,7 +14,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
-from baton.gateway.constraints import CONSTRAINT_PATTERN, MAX_CONSTRAINT_LENGTH, MAX_CONSTRAINTS
 from baton.gateway.policy_runtime import RuntimeSpec
 from baton.gateway.policy_table import PolicyTable
 from baton.receipts import canonical_json, sha256_hex
@@ -26,6 +25,12 @@ SHA512_PATTERN = r"^[0-9a-f]{128}$"
 PACKAGE_NAME_PATTERN = r"^(?:@[a-z0-9][a-z0-9._~-]*/)?[A-Za-z0-9][A-Za-z0-9._~-]*$"
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 DEFAULT_PROTOCOL_VERSION = "2025-11-25"
+
+#: Operator constraints on a closure (:mod:`baton.gateway.constraints`): how many, how long, their shape.
+MAX_CONSTRAINTS = 64
+MAX_CONSTRAINT_LENGTH = 200
+#: What a recorded constraint may look like at all (each ecosystem's own parser checks it further).
+CONSTRAINT_PATTERN = r"^[A-Za-z0-9@][^\x00-\x1f\x7f]{0,199}$"
 
 
 class Identity(PolicyTable):

@@ -324,7 +324,7 @@ def parse_destination(text: str) -> tuple[str, str]:
 
 def destination_hint(text: str) -> str:
     """A destination as lists and receipts may show it: the channel and a hint, never the address."""
-    from baton.notify.channels import chat_hint, email_hint
+    from baton.redaction import chat_hint, email_hint
 
     channel, _, address = text.partition(":")
     hint = {"email": email_hint, "telegram": chat_hint}.get(channel)

@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from baton.config import Settings
 from baton.errors import ArgumentError, ConfigError, NotificationError
+from baton.redaction import chat_hint, url_hint
 
 if TYPE_CHECKING:
     from baton.notify.destinations import DestinationPolicy
@@ -91,24 +92,6 @@ def not_configured(channel: str, missing: list[str] | tuple[str, ...]) -> Notifi
         channel=channel,
         missing=list(missing),
     )
-
-
-def email_hint(address: str) -> str:
-    """``ada@example.com`` → ``a***@example.com``."""
-    local, _, domain = address.partition("@")
-    return f"{local[:1]}***@{domain}"
-
-
-def chat_hint(chat_id: str) -> str:
-    """A Telegram chat id reduced to its last two characters (``chat …89``)."""
-    return f"chat …{chat_id[-2:]}" if len(chat_id) > 4 else "chat …"
-
-
-def url_hint(url: str) -> str:
-    """An endpoint reduced to its host and port; paths and queries often hold the secret."""
-    split = urlsplit(url)
-    host = split.hostname or "?"
-    return f"{host}:{split.port}" if split.port else host
 
 
 def _http_url(url: str, variable: str) -> Any:

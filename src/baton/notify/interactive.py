@@ -17,8 +17,9 @@ import anyio
 
 from baton.errors import NotificationError
 from baton.notify import slack_app, telegram_bot
-from baton.notify.channels import Target, chat_hint
+from baton.notify.channels import Target
 from baton.notify.delivery import LOG_FILTER, DeliveryPolicy, Outcome, install_log_filter
+from baton.redaction import chat_hint
 from baton.runtime import Runtime
 
 

@@ -10,11 +10,11 @@ from baton.errors import ArgumentError, ConfigError
 from baton.notify.channels import (
     Readiness,
     Target,
-    email_hint,
     json_service,
     not_configured,
     present,
 )
+from baton.redaction import email_hint
 
 SMTP_DEFAULT_PORTS = {"ssl": 465, "starttls": 587, "none": 25}
 #: One plain address (no display name, no list): apprise would split ``a@x.org,b@y.org`` into two.
