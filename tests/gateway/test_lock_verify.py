@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from baton.errors import GatewayError
-from baton.gateway import artifacts, stages, state
+from baton.gateway import artifacts, bookkeeping, stages, state
 from baton.gateway.policy_files import load_policy
 from baton.runtime import Runtime
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball, build_wheel, integrity_of
@@ -58,7 +58,7 @@ def test_lock_verify_check_link_policy_bundle_and_receipts(
     assert checked["contract_pinned"] is False
     assert kinds(runtime) == ["gateway_lock", "gateway_verify", "gateway_check"]
     assert runtime.receipts.verify().ok
-    assert [row["state"] for row in stages.list_view(runtime)] == ["verified"]
+    assert [row["state"] for row in bookkeeping.list_view(runtime)] == ["verified"]
 
 
 def test_lock_from_a_package_spec_resolves_the_closure_once_and_drafts_a_policy(
@@ -129,7 +129,7 @@ def test_an_expired_policy_is_refused_with_a_failure_receipt(
         artifacts.lock(runtime, "demo")
     assert info.value.error_class == "adapter_policy_expired"
     assert failure_of(runtime, "demo")["error_class"] == "adapter_policy_expired"
-    assert stages.list_view(runtime)[0]["block_reason"].startswith("lock: ")
+    assert bookkeeping.list_view(runtime)[0]["block_reason"].startswith("lock: ")
 
 
 @pytest.mark.parametrize(

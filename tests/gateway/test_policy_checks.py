@@ -15,7 +15,7 @@ import tomli_w
 
 from baton.config import load_settings
 from baton.errors import GatewayError
-from baton.gateway import artifacts, stages, state
+from baton.gateway import artifacts, bookkeeping, stages, state
 from baton.gateway.checks import destructive_reason
 from baton.gateway.operator_lock import operator_lock
 from baton.gateway.policy_files import load_policy, parse_policy, write_policy
@@ -146,7 +146,7 @@ def next_version(registry: NpmRegistryServer, path: Path, tools: list[dict[str, 
 
 def served(runtime: Runtime, adapter_id: str) -> tuple[str, str | None, str | None]:
     """(state shown, stage of the next version, served policy checksum) of one adapter."""
-    row = {r["adapter_id"]: r for r in stages.list_view(runtime)}[adapter_id]
+    row = {r["adapter_id"]: r for r in bookkeeping.list_view(runtime)}[adapter_id]
     stored = state.get_adapter(runtime, adapter_id)
     assert stored is not None
     return row["state"], row["next_version_state"], stored["serving_policy_checksum"]

@@ -16,7 +16,7 @@ import tomli_w
 
 from baton.config import load_settings
 from baton.errors import GatewayError
-from baton.gateway import artifacts, stages, state
+from baton.gateway import artifacts, bookkeeping, stages, state
 from baton.gateway.replay import replay
 from baton.gateway.tarballs import MAX_PACKAGE_FILES
 from baton.runtime import Runtime
@@ -329,7 +329,7 @@ def test_mounts_are_shown_by_list_and_recorded_by_promote(
         edit_policy(path, lambda d: d["tools"].update(allowed=["echo"], denied=["delete_everything"]))
         replay(runtime, "demo", apply=True)
         assert promote(runtime, "demo")["mounts"] == mounts
-        rows = {row["adapter_id"]: row for row in stages.list_view(runtime)}
+        rows = {row["adapter_id"]: row for row in bookkeeping.list_view(runtime)}
         assert rows["demo"]["mounts"] == mounts
         assert os.path.isdir(data)
     finally:

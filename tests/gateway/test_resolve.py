@@ -14,7 +14,7 @@ import pytest
 
 from baton.config import load_settings
 from baton.errors import GatewayError
-from baton.gateway import artifacts, stages
+from baton.gateway import artifacts, bookkeeping, stages
 from baton.gateway.bwrap_command import HOST_PATH
 from baton.gateway.candidates import parse_candidate
 from baton.gateway.extract import materialize
@@ -443,7 +443,7 @@ def test_a_pypi_constraint_narrows_the_closure_and_is_pinned_in_the_policy(
     policy, _ = load_policy(Path(locked["policy_path"]))
     assert policy.resolution.constraints == ["dep-a<1.1"]
     assert stages.verify(pypi, "baton-probe")["status"] == "completed_verified"
-    listed = {row["adapter_id"]: row for row in stages.list_view(pypi)}
+    listed = {row["adapter_id"]: row for row in bookkeeping.list_view(pypi)}
     assert listed["baton-probe"]["constraints"] == ["dep-a<1.1"]
     # constraints belong to the draft: the policy is locked again from its pinned resolver output
     lock_fails(pypi, "baton-probe", "adapter_candidate_invalid", constraints=["dep-a<1.1"])

@@ -18,8 +18,8 @@ from mcp.client.stdio import stdio_client
 
 from baton.config import load_settings
 from baton.errors import GatewayError
+from baton.gateway.bookkeeping import list_view
 from baton.gateway.promotion import demote, promote
-from baton.gateway.stages import list_view
 from baton.gateway.stderr import STDERR_CAP_BYTES
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime

@@ -249,8 +249,8 @@ def timer_service(runtime: Runtime) -> Any:
 
 def adapters(runtime: Runtime) -> list[dict[str, Any]]:
     """Every adapter: state, pinned hashes, tool partition, last replay, block reason and drift."""
+    from baton.gateway.bookkeeping import list_view
     from baton.gateway.policy_files import load_policy
-    from baton.gateway.stages import list_view
     from baton.gateway.state import adapter_dir, get_adapter, served_contract
 
     replays = {}

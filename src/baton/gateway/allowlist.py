@@ -15,7 +15,7 @@ from baton.runtime import Runtime
 
 def pinned_tools(runtime: Runtime, policy: Policy) -> dict[str, dict[str, Any]]:
     """The tool definitions of the replay that pinned the policy's contract, by name."""
-    from baton.gateway.stages import _replayed_definitions
+    from baton.gateway.bookkeeping import replayed_definitions
 
     if policy.contract is None:
         raise GatewayError(
@@ -24,7 +24,7 @@ def pinned_tools(runtime: Runtime, policy: Policy) -> dict[str, dict[str, Any]]:
             "--record-contract first, so its tools are known.",
         )
     row = state.get_adapter(runtime, policy.id) or {}
-    definitions = _replayed_definitions(runtime, policy.id, row)
+    definitions = replayed_definitions(runtime, policy.id, row)
     if (
         not definitions
         or tool_contract(definitions).tool_name_set_sha256 != policy.contract.tool_name_set_sha256

@@ -95,7 +95,7 @@ def lock(
     keeps serving meanwhile.
     ``options`` (mounts, environment, entrypoint from the command line) are written into the policy.
     """
-    from baton.gateway.stages import fail_closed, identify
+    from baton.gateway.bookkeeping import fail_closed, identify
 
     allowed = list(allow_without_install_scripts or [])
     if target.startswith(("npm:", "pypi:")):

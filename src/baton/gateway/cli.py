@@ -297,7 +297,7 @@ def demote(
 @app.command("list")
 def list_adapters(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Every adapter with its state (drafted, locked, verified, replayed, promoted, blocked)."""
-    from baton.gateway.stages import list_view
+    from baton.gateway.bookkeeping import list_view
     from baton.terminal import print_table
 
     rows = run(list_view)

@@ -60,7 +60,7 @@ def _definitions(runtime: Runtime, adapter_id: str, sha: str | None) -> list[dic
 
 def adapter_diff(runtime: Runtime, adapter: str) -> dict[str, Any]:
     """The served version's tools against the last replay's (the next version); nothing served: all added."""
-    from baton.gateway.stages import identify
+    from baton.gateway.bookkeeping import identify
 
     adapter_id, _ = identify(policy_path(runtime.settings, adapter))
     row = state.get_adapter(runtime, adapter_id)

@@ -14,11 +14,11 @@ from typing import Any
 
 from baton.errors import GatewayError
 from baton.gateway import state
+from baton.gateway.bookkeeping import check_chain, identify
 from baton.gateway.operator_lock import operator_lock
 from baton.gateway.policy import Contract, Policy
 from baton.gateway.policy_files import load_policy, policy_path
 from baton.gateway.serving import prune_snapshots, serving_columns, snapshot
-from baton.gateway.stages import check_chain, identify
 from baton.gateway.state import is_live, replay_receipt, stage_is_served_version
 from baton.receipts import Receipt
 from baton.runtime import Runtime

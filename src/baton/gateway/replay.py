@@ -14,6 +14,7 @@ from typing import Any
 
 from baton.errors import GatewayError
 from baton.gateway import state
+from baton.gateway.bookkeeping import check_chain, fail_closed, identify, write_receipt_file
 from baton.gateway.checks import check_policy_rules
 from baton.gateway.contract import check_partition, compare, pins_for
 from baton.gateway.extract import Extracted
@@ -26,7 +27,6 @@ from baton.gateway.policy import Contract, Policy
 from baton.gateway.policy_files import load_policy, policy_path, write_policy
 from baton.gateway.protocol import Session
 from baton.gateway.sandbox import as_nobody, enforcement, sandbox_for
-from baton.gateway.stages import check_chain, fail_closed, identify, write_receipt_file
 from baton.receipts import utc_now
 from baton.runtime import Runtime
 

@@ -14,8 +14,8 @@ class NoArgs(ToolArgs):
 
 def adapters_view(proxy: GatewayProxy) -> list[dict[str, Any]]:
     """Every adapter baton knows: pinned contract, state, block reason, and for live ones the proxy's view."""
+    from baton.gateway.bookkeeping import list_view
     from baton.gateway.serving import serving_problem
-    from baton.gateway.stages import list_view
     from baton.gateway.state import get_adapter, is_live, served_contract
 
     live = {row["adapter_id"]: row for row in proxy.view()}
