@@ -13,7 +13,7 @@ import time as _time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 
 class Clock(Protocol):
@@ -43,6 +43,8 @@ class SystemClock:
         return datetime.now(UTC)
 
 
+C = TypeVar("C", bound=Clock)
+
 SYSTEM = SystemClock()
 _current: Clock = SYSTEM
 
@@ -68,7 +70,7 @@ def current() -> Clock:
 
 
 @contextmanager
-def use(clock: Clock) -> Iterator[Clock]:
+def use(clock: C) -> Iterator[C]:
     """Install ``clock`` for the block, so that every limit and expiry in this process reads it."""
     global _current
     previous, _current = _current, clock

@@ -20,6 +20,7 @@ from baton.hitl.broker import HitlBroker, NewRequest, get_broker
 from baton.hitl.inbox import routes
 from baton.hitl.links import SECRET_FILE, LinkSigner
 from baton.runtime import Runtime
+from baton.testing.clock import ManualClock
 from tests.servers import uvicorn_in_thread
 
 TOKEN = "inbox-test-token-0123456789"
@@ -174,21 +175,23 @@ def test_a_reject_or_a_decline_in_the_inbox_never_approves(
 
 
 def test_signed_links_are_bound_expiring_and_single_use(
-    token_runtime: Runtime, token_inbox: tuple[str, Clients]
+    token_runtime: Runtime, token_inbox: tuple[str, Clients], manual_clock: ManualClock
 ) -> None:
     base_url, _client = token_inbox
     broker = get_broker(token_runtime)
     first = _create(broker, NewRequest("input", "Pick one", timeout_seconds=60, options=["eu", "us"]))
     second = _create(broker, NewRequest("approval", "Other", timeout_seconds=60))
     signer = LinkSigner.for_runtime(token_runtime)
-    link = signer.link(base_url, first, time.time() + 60)
+    link = signer.link(base_url, first, manual_clock.time() + 60)
     client = _client()  # no session: the link alone grants access to its one request
     forged = {**_query(link), "s": _query(link)["s"][:-2] + "AA"}
     assert client.get("/inbox/link", params=forged).status_code == 403
     rebound = {**_query(link), "r": second}
     assert client.get("/inbox/link", params=rebound).status_code == 403
-    expired = _query(signer.link(base_url, first, time.time() - 1))
-    refused = client.get("/inbox/link", params=expired)
+    expiring = _query(signer.link(base_url, first, manual_clock.time() + 30))
+    assert client.get("/inbox/link", params=expiring).status_code == 200
+    manual_clock.advance(30)  # the link's expiry on the server's clock, however long the test took
+    refused = client.get("/inbox/link", params=expiring)
     assert refused.status_code == 403 and "expired" in refused.text
     page = client.get(link)
     assert page.status_code == 200 and "Pick one" in page.text
