@@ -4,7 +4,6 @@ and signed links (the broker and store are in this process, so the tests can rea
 from __future__ import annotations
 
 import stat
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -208,7 +207,7 @@ def test_signed_links_are_bound_expiring_and_single_use(
 
 
 def test_without_a_token_only_links_work_and_the_secret_file_is_private(
-    baton_env: dict[str, str], runtime: Runtime, inbox: tuple[str, Clients]
+    baton_env: dict[str, str], runtime: Runtime, inbox: tuple[str, Clients], manual_clock: ManualClock
 ) -> None:
     base_url, _client = inbox
     broker = get_broker(runtime)
@@ -216,7 +215,7 @@ def test_without_a_token_only_links_work_and_the_secret_file_is_private(
     client = _client()
     assert "BATON_ADMIN_TOKEN" in client.get("/inbox/login").text
     assert client.post("/inbox/login", data={"token": ""}).status_code == 401
-    link = LinkSigner.for_runtime(runtime).link(base_url, request_id, time.time() + 60)
+    link = LinkSigner.for_runtime(runtime).link(base_url, request_id, manual_clock.time() + 60)
     page = client.get(link)
     assert (
         client.post(
