@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC
 
 import pytest
 
 from baton import clock
 from baton.testing import ManualClock
+from tests.conftest import SRC
 
 
 def test_a_manual_clock_stands_still_until_advanced_and_then_moves_every_reading() -> None:
@@ -45,3 +47,37 @@ def test_a_manual_clock_never_goes_back_but_its_wall_reading_can_be_set() -> Non
         manual.advance(-1)
     manual.set(500.0)
     assert (manual.time(), manual.monotonic()) == (500.0, tick)
+
+
+#: Modules that still read the system clock directly, and why: none of them limits or expires anything.
+SYSTEM_CLOCK_READERS = {
+    "agents.py": "created_at and revoked_at of a token row",
+    "canonical.py": "utc_now(): the timestamps of receipts and rows",
+    "chat/identities.py": "when an identity was linked or unlinked",
+    "clock.py": "the system clock itself",
+    "gateway/bundle_writer.py": "the SBOM's creation time",
+    "gateway/cgroups.py": "a deadline for the kernel to remove a cgroup (I/O)",
+    "gateway/protocol.py": "the read deadline on an upstream's pipe (I/O)",
+    "gateway/verifier.py": "observed_at of a verification (the verifier imports nothing of baton)",
+    "hitl/cli.py": "the CLI's own polling deadline",
+    "hitl/mrtr.py": "when a nonce was spent",
+    "install.py": "the name of a backup file",
+    "notify/delivery.py": "a delivery's duration, for its receipt",
+    "notify/interactive.py": "a delivery's duration, for its receipt",
+    "store.py": "the wait for a locked SQLite database at open (I/O)",
+}
+#: Whole packages left on the system clock: the campaign's harness deadlines, the test peers' protocols.
+SYSTEM_CLOCK_PACKAGES = ("campaign/", "testing/")
+
+
+def test_no_limit_or_expiry_reads_the_system_clock_directly() -> None:
+    direct = re.compile(r"\btime\.(time|monotonic)\(|\bdatetime\.now\(")
+    readers = {
+        path.relative_to(SRC / "baton").as_posix()
+        for path in (SRC / "baton").rglob("*.py")
+        if direct.search(path.read_text(encoding="utf-8"))
+    }
+    unexplained = {
+        p for p in readers - SYSTEM_CLOCK_READERS.keys() if not p.startswith(SYSTEM_CLOCK_PACKAGES)
+    }
+    assert unexplained == set(), "read baton.clock instead (or say here why it is no limit)"
