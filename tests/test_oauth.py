@@ -296,9 +296,8 @@ async def test_a_flood_of_made_up_key_ids_does_not_flood_the_issuer(manual_clock
     from baton.oauth import REFETCH_BURST, JwtVerifier
 
     audience = "http://127.0.0.1:9/mcp"
-    with (
-        Issuer() as issuer
-    ):  # the manual clock stands still: the bucket cannot refill however slow the machine
+    # the manual clock stands still: the bucket cannot refill however slow the machine
+    with Issuer() as issuer:
         verifier = JwtVerifier(issuer.url, audience)
         assert await verifier.verify_token(issuer.token(audience)) is not None
         for _ in range(20):
