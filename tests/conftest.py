@@ -14,8 +14,9 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from baton import clock
 from baton.config import ENVIRONMENT_VARIABLES
-from baton.testing import FakeLLMServer
+from baton.testing import FakeLLMServer, ManualClock
 from tests.needs import require
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -43,6 +44,13 @@ def fake_llm() -> Iterator[FakeLLMServer]:
     """A real OpenAI-compatible server on 127.0.0.1."""
     with FakeLLMServer() as server:
         yield server
+
+
+@pytest.fixture
+def manual_clock() -> Iterator[ManualClock]:
+    """Time stands still for this process's limits and expiries until the test calls ``advance``."""
+    with clock.use(ManualClock()) as manual:
+        yield manual
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from baton.chain_verify import (
     verify_rows,
 )
 from baton.receipts import canonical_json, receipt_digest
+from baton.testing.clock import ManualClock
 from tests.cli_process import run_cli
 from tests.conftest import call, stdio_session
 
@@ -360,7 +361,7 @@ def test_the_independent_verifier_answers_hostile_exports_with_a_class(
 
 
 def test_a_checkpoint_is_due_after_n_receipts_or_after_the_interval_once_the_head_moved(
-    tmp_path: Path,
+    tmp_path: Path, manual_clock: ManualClock
 ) -> None:
     from baton.checkpoints import Checkpointer
     from baton.config import Settings
@@ -381,9 +382,16 @@ def test_a_checkpoint_is_due_after_n_receipts_or_after_the_interval_once_the_hea
     assert by_count.checkpoint() is not None
     assert not by_count.due()
     assert by_count.checkpoint() is None  # the same head is not signed twice
-    by_time = checkpointer(baton_checkpoint_every_receipts=1000, baton_checkpoint_interval_seconds=0)
+    by_time = checkpointer(baton_checkpoint_every_receipts=1000, baton_checkpoint_interval_seconds=60)
+    manual_clock.advance(60)
     assert not by_time.due()  # the head has not moved since the last checkpoint
     by_time.runtime.receipts.append("test", {"n": 3})
+    assert by_time.due()
+    assert by_time.checkpoint() is not None
+    by_time.runtime.receipts.append("test", {"n": 4})
+    manual_clock.advance(59)
+    assert not by_time.due()  # the head moved, but the interval has not passed on the clock
+    manual_clock.advance(1)
     assert by_time.due()
 
 

@@ -16,6 +16,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from baton.testing.clock import ManualClock
 from tests.conftest import BLANKED, SRC
 from tests.oauth_issuer import Issuer, ec_key, rsa_key
 from tests.raw_stdio import HANDSHAKE
@@ -291,19 +292,43 @@ def test_an_unusable_issuer_or_audience_is_refused_naming_the_setting(
     assert f"{other} must" not in line
 
 
-async def test_a_flood_of_made_up_key_ids_does_not_flood_the_issuer() -> None:
+async def test_a_flood_of_made_up_key_ids_does_not_flood_the_issuer(manual_clock: ManualClock) -> None:
     from baton.oauth import REFETCH_BURST, JwtVerifier
 
     audience = "http://127.0.0.1:9/mcp"
+    # the manual clock stands still: the bucket cannot refill however slow the machine
     with Issuer() as issuer:
         verifier = JwtVerifier(issuer.url, audience)
         assert await verifier.verify_token(issuer.token(audience)) is not None
         for _ in range(20):
             assert await verifier.verify_token(issuer.token(audience, key=rsa_key())) is None
         access = await verifier.verify_token(issuer.token(audience, scope="baton:admin baton:agent"))
-    assert issuer.jwks_fetches <= 1 + REFETCH_BURST
+    assert issuer.jwks_fetches == 1 + REFETCH_BURST
     assert access is not None and access.scopes == ["baton:admin", "baton:agent"]
     assert access.resource == audience and access.subject == "user-1"
+
+
+async def test_the_refetch_bucket_refills_one_fetch_per_interval_of_the_clock(
+    manual_clock: ManualClock,
+) -> None:
+    from baton.oauth import REFETCH_BURST, REFETCH_SECONDS, JwtVerifier
+
+    audience = "http://127.0.0.1:9/mcp"
+    with Issuer() as issuer:
+        verifier = JwtVerifier(issuer.url, audience)
+        made_up = [issuer.token(audience, key=rsa_key()) for _ in range(3)]
+        assert await verifier.verify_token(issuer.token(audience)) is not None
+        for _ in range(int(REFETCH_BURST) + 1):
+            assert await verifier.verify_token(made_up[0]) is None
+        spent = issuer.jwks_fetches
+        manual_clock.advance(REFETCH_SECONDS * 0.9)
+        assert await verifier.verify_token(made_up[1]) is None
+        assert issuer.jwks_fetches == spent  # not yet a whole token back
+        manual_clock.advance(REFETCH_SECONDS * 0.1)
+        assert await verifier.verify_token(made_up[1]) is None
+        assert await verifier.verify_token(made_up[2]) is None
+    assert spent == 1 + REFETCH_BURST
+    assert issuer.jwks_fetches == spent + 1  # one interval, one refetch
 
 
 async def test_a_session_stays_with_the_principal_that_opened_it(deployment: Deployment) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Update, and_, bindparam, insert, select, true, update
 from sqlalchemy.exc import IntegrityError
 
+from baton import clock
 from baton.config import Settings
 from baton.errors import BudgetError
 from baton.prepared import Prepared
@@ -98,7 +99,7 @@ def estimate_tokens(prompt_chars: int, max_output_tokens: int) -> int:
 
 def utc_day(now: datetime | None = None) -> str:
     """The UTC day a spend counts in, ``YYYY-MM-DD``."""
-    return (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%d")
+    return (now or clock.now()).astimezone(UTC).strftime("%Y-%m-%d")
 
 
 class DailyBudget:

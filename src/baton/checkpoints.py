@@ -17,7 +17,6 @@ import contextlib
 import json
 import logging
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from sqlalchemy import insert, select
 
+from baton import clock
 from baton.canonical import utc_now
 from baton.chain_verify import (
     GENESIS_SHA256,
@@ -175,7 +175,7 @@ class Checkpointer:
         self._key: Ed25519PrivateKey | None = None
         self._anchor: tuple[int, str] | None = None
         self._refused_at: int | None = None
-        self._last_time = time.monotonic()
+        self._last_time = clock.monotonic()
 
     def key(self) -> Ed25519PrivateKey:
         """The signing key, loaded (or created) once."""
@@ -242,7 +242,7 @@ class Checkpointer:
         behind = seq - self.last_seq()
         if behind <= 0 or seq == self._refused_at:
             return False
-        elapsed = time.monotonic() - self._last_time
+        elapsed = clock.monotonic() - self._last_time
         return behind >= self.settings.baton_checkpoint_every_receipts or (
             elapsed >= self.settings.baton_checkpoint_interval_seconds
         )
@@ -268,7 +268,7 @@ class Checkpointer:
         with self.runtime.store.write() as connection:
             connection.execute(insert(receipt_checkpoints).values(**row))
         append_private(file_path(self.settings), json.dumps(row, sort_keys=True) + "\n", sync=True)
-        self._anchor, self._last_time = (seq, sha256), time.monotonic()
+        self._anchor, self._last_time = (seq, sha256), clock.monotonic()
         return checkpoint
 
     def checkpoint_quietly(self) -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
+
+from baton import clock
 
 #: How long a lease lasts without renewal, and how often owners renew.
 LEASE_SECONDS = 20.0
@@ -24,7 +26,7 @@ def new_instance_id() -> str:
 
 def lease_until(seconds: float = LEASE_SECONDS) -> str:
     """The ISO time a lease taken now expires."""
-    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat()
+    return (clock.now() + timedelta(seconds=seconds)).isoformat()
 
 
 def owner_is_gone(owner: str | None, lease_expires_at: str | None, *, me: str) -> bool:
@@ -33,7 +35,7 @@ def owner_is_gone(owner: str | None, lease_expires_at: str | None, *, me: str) -
         return False
     if owner is None or lease_expires_at is None:
         return True
-    if datetime.fromisoformat(lease_expires_at) <= datetime.now(UTC):
+    if datetime.fromisoformat(lease_expires_at) <= clock.now():
         return True
     return not process_alive(owner)
 

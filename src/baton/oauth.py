@@ -22,11 +22,11 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import time
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from baton import clock
 from baton.addresses import is_loopback
 from baton.agents import AGENT_SCOPE_KEY, AgentDirectory, Caller, bearer_token
 from baton.asgi import ASGIApp
@@ -107,9 +107,9 @@ class JwtVerifier:
         self.jwks_ttl_seconds = jwks_ttl_seconds
         self._jwks_uri: str | None = None
         self._keys: dict[str, Any] = {}
-        self._fetched_at = 0.0
+        self._fetched_at = float("-inf")  # never fetched: stale on any clock, even a just-booted one
         self._refetch_tokens = REFETCH_BURST
-        self._refilled_at = time.monotonic()
+        self._refilled_at = clock.monotonic()
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """Check signature, issuer, audience, expiry and not-before; None (and a log line) on any failure."""
@@ -151,7 +151,7 @@ class JwtVerifier:
 
     async def _key(self, kid: str | None) -> Any:
         """The signing key named ``kid``: from the cache, or after fetching the JWKS (rotation)."""
-        now = time.monotonic()
+        now = clock.monotonic()
         stale = now - self._fetched_at > self.jwks_ttl_seconds
         unknown = kid not in self._keys if kid else not self._keys
         if stale or (unknown and self._may_refetch(now)):
@@ -190,7 +190,7 @@ class JwtVerifier:
         self._keys = {jwk.key_id: jwk.key for jwk in jwks.keys if jwk.key_id}
         if not self._keys and len(jwks.keys) == 1:
             self._keys = {"": jwks.keys[0].key}
-        self._fetched_at = time.monotonic()
+        self._fetched_at = clock.monotonic()
 
     async def _discover(self, http: Any) -> str:
         """The issuer's ``jwks_uri``, from metadata whose ``issuer`` is exactly the configured one."""

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import anyio
+
+from baton import clock
 
 if TYPE_CHECKING:
     from baton.runtime import Runtime
@@ -71,7 +72,7 @@ class TaskStore:
         from baton.canonical import iso
         from baton.schema import mcp_tasks
 
-        now = time.time()
+        now = clock.time()
         task_id = f"task_{uuid.uuid4().hex}"
         with self.runtime.store.write() as connection:
             connection.execute(
@@ -111,7 +112,7 @@ class TaskStore:
             result = connection.execute(
                 update(mcp_tasks)
                 .where(mcp_tasks.c.id == task_id, mcp_tasks.c.status.not_in(TERMINAL))
-                .values(**values, last_updated_at=iso(time.time()))
+                .values(**values, last_updated_at=iso(clock.time()))
             )
         if result.rowcount == 1:
             self._wake()

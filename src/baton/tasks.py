@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mcp.server.extension import Extension, MethodBinding
 from pydantic import BaseModel, ConfigDict, Field
 
+from baton import clock
 from baton.task_store import TERMINAL, TaskHandle, TaskStore, wire
 
 if TYPE_CHECKING:
@@ -233,7 +233,7 @@ class TasksExtension(Extension):
         from baton.errors import BatonError
         from baton.mcp_results import as_wire, tool_result
 
-        if row["expires_epoch"] <= time.time():
+        if row["expires_epoch"] <= clock.time():
             store.set(row["id"], status="failed", error={"code": -32603, "message": "Task has expired"})
         elif row["request_id"] and row["id"] not in self._running and row["tool"] in HITL_TOOLS:
             from baton.hitl.broker import get_broker

@@ -17,6 +17,7 @@ import pytest
 from baton.config import load_settings
 from baton.hitl.links import LinkSigner, load_secret
 from baton.hitl.sessions import LoginThrottle
+from baton.testing.clock import ManualClock
 from tests.servers import free_port, http_server
 
 TOKEN = "login-test-token-0123456789abcdefXYZ"
@@ -154,6 +155,16 @@ def test_the_lockout_doubles_and_a_success_clears_it() -> None:
     assert throttle.retry_after("b", now=100) == 0
     throttle.succeeded("a")
     assert throttle.retry_after("a", now=100) == 0
+
+
+def test_a_lockout_ends_when_the_clock_passes_it(manual_clock: ManualClock) -> None:
+    throttle = LoginThrottle(free_failures=0, max_lockout_seconds=60, first_lockout_seconds=30)
+    throttle.failed("a")
+    assert throttle.retry_after("a") == 30  # however slow the machine: time stands still
+    manual_clock.advance(29)
+    assert throttle.retry_after("a") == 1
+    manual_clock.advance(1)
+    assert throttle.retry_after("a") == 0
 
 
 def _csrf(html: str) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from typing import Any
 
 import anyio
@@ -23,6 +22,7 @@ from baton.hitl.records import MAX_TIMEOUT_SECONDS
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
 from baton.schema import hitl_link_uses, hitl_requests
+from baton.testing.clock import ManualClock
 
 pytestmark = pytest.mark.anyio
 
@@ -36,20 +36,18 @@ def stored(runtime: Runtime, request_id: str) -> tuple[str, bool | None]:
     return row.status, row.approved
 
 
-async def past_expiry(*views: dict[str, Any]) -> None:
-    """Wait until every one of ``views`` is past its expiry (without reading it through the broker)."""
-    with anyio.fail_after(300):
-        while time.time() <= max(view["expires_epoch"] for view in views):
-            await anyio.sleep(0.05)
+def past_expiry(manual_clock: ManualClock, *views: dict[str, Any]) -> None:
+    """Move the clock past every one of ``views``' expiry (no wait, no race: the broker reads this clock)."""
+    manual_clock.advance(max(view["expires_epoch"] for view in views) - manual_clock.time() + 1)
 
 
 async def test_a_late_decision_expires_its_request_alone_and_the_sweep_counts_the_rest(
-    broker: HitlBroker, runtime: Runtime
+    broker: HitlBroker, runtime: Runtime, manual_clock: ManualClock
 ) -> None:
     live = await broker.create(NewRequest("approval", "live", timeout_seconds=60))
     due = [await broker.create(NewRequest("approval", f"due {n}", timeout_seconds=1)) for n in range(3)]
     assert broker.expire_due() == 0
-    await past_expiry(*due)
+    past_expiry(manual_clock, *due)
     with pytest.raises(HitlError) as late:
         broker.respond(due[0]["request_id"], Decision(approved=True))
     assert late.value.error_class == "hitl_request_expired"
@@ -66,10 +64,12 @@ async def test_a_late_decision_expires_its_request_alone_and_the_sweep_counts_th
     assert stored(runtime, live["request_id"]) == ("pending", None)
 
 
-async def test_a_page_sweeps_what_expired_before_counting(broker: HitlBroker, runtime: Runtime) -> None:
+async def test_a_page_sweeps_what_expired_before_counting(
+    broker: HitlBroker, runtime: Runtime, manual_clock: ManualClock
+) -> None:
     live = await broker.create(NewRequest("approval", "live", timeout_seconds=60))
     due = await broker.create(NewRequest("approval", "due", timeout_seconds=1))
-    await past_expiry(due)
+    past_expiry(manual_clock, due)
     page = broker.page_pending(10)
     assert ([view["request_id"] for view in page.requests], page.total) == ([live["request_id"]], 1)
     assert stored(runtime, due["request_id"]) == ("expired", False)

@@ -4,7 +4,6 @@ and signed links (the broker and store are in this process, so the tests can rea
 from __future__ import annotations
 
 import stat
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +19,7 @@ from baton.hitl.broker import HitlBroker, NewRequest, get_broker
 from baton.hitl.inbox import routes
 from baton.hitl.links import SECRET_FILE, LinkSigner
 from baton.runtime import Runtime
+from baton.testing.clock import ManualClock
 from tests.servers import uvicorn_in_thread
 
 TOKEN = "inbox-test-token-0123456789"
@@ -174,21 +174,23 @@ def test_a_reject_or_a_decline_in_the_inbox_never_approves(
 
 
 def test_signed_links_are_bound_expiring_and_single_use(
-    token_runtime: Runtime, token_inbox: tuple[str, Clients]
+    token_runtime: Runtime, token_inbox: tuple[str, Clients], manual_clock: ManualClock
 ) -> None:
     base_url, _client = token_inbox
     broker = get_broker(token_runtime)
     first = _create(broker, NewRequest("input", "Pick one", timeout_seconds=60, options=["eu", "us"]))
     second = _create(broker, NewRequest("approval", "Other", timeout_seconds=60))
     signer = LinkSigner.for_runtime(token_runtime)
-    link = signer.link(base_url, first, time.time() + 60)
+    link = signer.link(base_url, first, manual_clock.time() + 60)
     client = _client()  # no session: the link alone grants access to its one request
     forged = {**_query(link), "s": _query(link)["s"][:-2] + "AA"}
     assert client.get("/inbox/link", params=forged).status_code == 403
     rebound = {**_query(link), "r": second}
     assert client.get("/inbox/link", params=rebound).status_code == 403
-    expired = _query(signer.link(base_url, first, time.time() - 1))
-    refused = client.get("/inbox/link", params=expired)
+    expiring = _query(signer.link(base_url, first, manual_clock.time() + 30))
+    assert client.get("/inbox/link", params=expiring).status_code == 200
+    manual_clock.advance(30)  # the link's expiry on the server's clock, however long the test took
+    refused = client.get("/inbox/link", params=expiring)
     assert refused.status_code == 403 and "expired" in refused.text
     page = client.get(link)
     assert page.status_code == 200 and "Pick one" in page.text
@@ -205,7 +207,7 @@ def test_signed_links_are_bound_expiring_and_single_use(
 
 
 def test_without_a_token_only_links_work_and_the_secret_file_is_private(
-    baton_env: dict[str, str], runtime: Runtime, inbox: tuple[str, Clients]
+    baton_env: dict[str, str], runtime: Runtime, inbox: tuple[str, Clients], manual_clock: ManualClock
 ) -> None:
     base_url, _client = inbox
     broker = get_broker(runtime)
@@ -213,7 +215,7 @@ def test_without_a_token_only_links_work_and_the_secret_file_is_private(
     client = _client()
     assert "BATON_ADMIN_TOKEN" in client.get("/inbox/login").text
     assert client.post("/inbox/login", data={"token": ""}).status_code == 401
-    link = LinkSigner.for_runtime(runtime).link(base_url, request_id, time.time() + 60)
+    link = LinkSigner.for_runtime(runtime).link(base_url, request_id, manual_clock.time() + 60)
     page = client.get(link)
     assert (
         client.post(

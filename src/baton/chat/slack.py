@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -25,6 +24,7 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
 
+from baton import clock
 from baton.chat.decide import ChatDecider, ChatOutcome
 from baton.chat.http import refuse
 from baton.chat.identities import USER_ID_PATTERNS, ChatIdentity
@@ -132,7 +132,7 @@ class SlackActions:
                 body,
                 request.headers.get("x-slack-request-timestamp", ""),
                 request.headers.get("x-slack-signature", ""),
-                time.time(),
+                clock.time(),
             )
         except ChatError as exc:
             return refuse(request, 401, exc, auth_failed=True)

@@ -4,11 +4,11 @@ still holds just before the upstream call."""
 from __future__ import annotations
 
 import json
-import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import desc, select
 
+from baton import clock
 from baton.errors import GatewayError, HitlError
 from baton.receipts import canonical_json, sha256_hex
 from baton.schema import receipts
@@ -131,7 +131,7 @@ async def _wait_for_decision(
     if on_behalf is not None and on_behalf.waiting is not None:
         on_behalf.waiting(view["request_id"])
     try:
-        return await wait_for_outcome(broker, view, context, None, time.time())
+        return await wait_for_outcome(broker, view, context, None, clock.time())
     except BaseException:
         if on_behalf is not None:  # the subagent was cancelled: nobody will act on a decision
             broker.withdraw(view["request_id"], f"subagent {on_behalf.subagent_id} was cancelled")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
+from baton import clock
 from baton.gateway import checks
 from baton.gateway.bundle_writer import resolution_contents
 from baton.gateway.closure import Closure
@@ -88,7 +89,7 @@ def draft_policy(
             candidate=candidate,
             risk_class="high",
             owner="unassigned",
-            expires_at=(datetime.now(UTC) + timedelta(days=90)).replace(microsecond=0).isoformat(),
+            expires_at=(clock.now() + timedelta(days=90)).replace(microsecond=0).isoformat(),
         ),
         artifacts=[Artifact.model_validate(row) for row in artifact_rows(resolved.fetched)],
         runtime=RuntimeSpec(entrypoint=entrypoint, arguments=arguments),

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 import tomllib
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from baton import clock
 from baton.config import Settings
 from baton.errors import GatewayError
 from baton.gateway.policy import ADAPTER_ID_PATTERN, Policy
@@ -66,7 +67,7 @@ def parse_policy(raw: dict[str, Any], *, now: datetime | None = None, check_expi
         policy = Policy.model_validate(raw)
     except ValidationError as exc:
         raise validation_failure(exc, "The adapter policy") from None
-    if check_expiry and policy.adapter.expires() <= (now or datetime.now(UTC)):
+    if check_expiry and policy.adapter.expires() <= (now or clock.now()):
         raise GatewayError(
             "adapter_policy_expired",
             f"The policy of adapter {policy.id} expired at {policy.adapter.expires_at}.",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
+from baton import clock
 from baton.errors import GatewayError
 from baton.gateway import scratch, state
 from baton.gateway.bwrap_command import Prepared, prepare
@@ -83,7 +83,7 @@ class Upstream:
             if self.running():
                 return self.session
             await self.stop()
-            await anyio.sleep(max(0.0, self._next_start - time.monotonic()))
+            await anyio.sleep(max(0.0, self._next_start - clock.monotonic()))
             try:
                 await group.start(self._supervise, group)
             except GatewayError as exc:
@@ -116,7 +116,7 @@ class Upstream:
     def _backoff(self) -> None:
         self.failures += 1
         delay = min(BACKOFF_MAX_SECONDS, BACKOFF_START_SECONDS * 2 ** (self.failures - 1))
-        self._next_start = time.monotonic() + delay
+        self._next_start = clock.monotonic() + delay
 
     async def stop(self) -> None:
         """Stop the supervisor (and with it the sandbox) if one runs."""

@@ -12,13 +12,13 @@ writes is :mod:`baton.hitl.deciding`'s.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from baton import clock
 from baton.hitl.announce import ANNOUNCER_SERVICE, announce_safely
 from baton.hitl.creating import store_request
 from baton.hitl.deciding import decide_in, expire_in, withdraw_in
@@ -78,7 +78,7 @@ class HitlBroker:
         With ``agent``, another agent's request reads exactly as an unknown id (``hitl_request_not_found``).
         """
         view = self._read(request_id, agent)
-        if view["status"] == "pending" and view["expires_epoch"] <= time.time():
+        if view["status"] == "pending" and view["expires_epoch"] <= clock.time():
             self.expire_due()
             view = self._read(request_id, agent)
         return view
@@ -95,7 +95,7 @@ class HitlBroker:
         """Every pending request (of ``agent`` alone, when given), and the stored rows that could not be
         listed (skipped, with why)."""
         self.expire_due()
-        now = time.time()
+        now = clock.time()
         query = pending_query()
         if agent is not None:
             query = query.where(hitl_requests.c.agent == agent)
@@ -113,7 +113,7 @@ class HitlBroker:
         condition would steer the planner off the ordering index); one that expired since is dropped.
         What a page reads and how its rows become one is :mod:`baton.hitl.pending_page`'s.
         """
-        query = PageQuery(limit, cursor, agent, time.time())
+        query = PageQuery(limit, cursor, agent, clock.time())
         read = query.read(self.runtime.store, sweep_first=True)
         if read is None:  # a request is due: sweep the expired ones, then read the page again
             self.expire_due()
@@ -123,7 +123,7 @@ class HitlBroker:
 
     def expire_due(self) -> int:
         """Mark every pending request past its expiry as expired (one receipt each); returns how many."""
-        now = time.time()
+        now = clock.time()
         with self.runtime.store.read() as connection:
             if connection.execute(_ANY_DUE, {"now": now}).first() is None:
                 return 0
@@ -166,7 +166,7 @@ class HitlBroker:
     def withdraw(self, request_id: str, reason: str) -> bool:
         """Close a pending request nobody waits for any more (its asker was cancelled) as expired, with a
         ``hitl_withdrawn`` receipt; a later decision is refused with ``hitl_request_expired``."""
-        now = time.time()
+        now = clock.time()
         with self.runtime.store.write() as connection:
             withdrawn = withdraw_in(self.runtime, connection, request_id, reason, now)
         if withdrawn:
@@ -198,7 +198,7 @@ class HitlBroker:
         view = self.get(request_id)
         if view["status"] != "pending":
             return view
-        started = time.time()
+        started = clock.time()
         tick_seconds = max(MIN_TICK_SECONDS, tick_seconds)
         until = view["expires_epoch"]
         if window_seconds is not None:
@@ -206,11 +206,11 @@ class HitlBroker:
         slot = self.waiters.enter(request_id)
         try:
             next_tick = started + tick_seconds
-            while not slot.event.is_set() and time.time() < until:
-                with anyio.move_on_after(max(0.0, min(until, next_tick) - time.time())):
+            while not slot.event.is_set() and clock.time() < until:
+                with anyio.move_on_after(max(0.0, min(until, next_tick) - clock.time())):
                     await slot.event.wait()
-                if tick is not None and not slot.event.is_set() and time.time() >= next_tick:
-                    await tick(time.time() - started, until - started)
+                if tick is not None and not slot.event.is_set() and clock.time() >= next_tick:
+                    await tick(clock.time() - started, until - started)
                     next_tick += tick_seconds
         finally:
             self.waiters.leave(request_id, slot)

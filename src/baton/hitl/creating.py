@@ -8,13 +8,13 @@ scheduler and announcing the request are the broker's (:meth:`baton.hitl.broker.
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, insert, select
 
+from baton import clock
 from baton.canonical import iso
 from baton.errors import ArgumentError, HitlError
 from baton.hitl.escalation import schedule_in
@@ -54,7 +54,7 @@ def store_request(runtime: Runtime, new: NewRequest) -> StoredRequest:
     transaction (refused past the asking agent's cap of open requests)."""
     rules = _rules(runtime, new)
     request_id = f"hr_{uuid.uuid4().hex[:20]}"
-    now = time.time()
+    now = clock.time()
     row = _row(runtime, new, rules, request_id, now)
     with runtime.store.write() as connection:
         if new.agent is not None:

@@ -9,12 +9,12 @@ the request pending until the Nth. The broker opens the transactions and wakes t
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
+from baton import clock
 from baton.canonical import iso
 from baton.errors import HitlError
 from baton.hitl.escalation import close_in
@@ -60,7 +60,7 @@ def decide_in(
     """Decide inside one transaction; raising rolls everything back, an expiry is returned to commit.
 
     Returns ``(expiry, final)``: ``final`` is false for a partial approval of a quorum."""
-    now = time.time()
+    now = clock.time()
     query = select(hitl_requests).where(hitl_requests.c.id == request_id).with_for_update()
     row = connection.execute(query).first()
     refused = refusal(row, now, request_id)

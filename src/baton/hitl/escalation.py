@@ -14,13 +14,13 @@ failure, with the error class) is one receipt, ``hitl_escalated`` or ``hitl_remi
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
+from baton import clock
 from baton.errors import BatonError
 from baton.hitl.announce import without_link
 from baton.hitl.records import row_view
@@ -161,7 +161,7 @@ class Escalation:
     async def fire(self, action: dict[str, Any], firing: dict[str, Any]) -> Outcome:
         """Notify the step's target about its request, if it is still open, and receipt what happened."""
         request_id = str(action.get("request_id"))
-        now = time.time()
+        now = clock.time()
         with self.runtime.store.read() as connection:
             row = connection.execute(select(hitl_requests).where(hitl_requests.c.id == request_id)).first()
         view = row_view(row) if row is not None else None

@@ -14,11 +14,11 @@ import hashlib
 import hmac
 import os
 import secrets
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
+from baton import clock
 from baton.config import Settings
 from baton.errors import ConfigError, HitlError
 from baton.runtime import Runtime
@@ -125,7 +125,7 @@ class LinkSigner:
             raise HitlError("hitl_link_invalid", "This link is malformed.", reason="malformed")
         if not same(self._mac("link", r, e, n), s):
             raise HitlError("hitl_link_invalid", "This link's signature does not verify.", reason="forged")
-        if int(e) <= (time.time() if now is None else now):
+        if int(e) <= (clock.time() if now is None else now):
             raise HitlError("hitl_link_invalid", "This link has expired.", reason="expired")
         return LinkClaim(request_id=r, nonce=n, expires_epoch=int(e))
 
@@ -137,7 +137,7 @@ class LinkSigner:
         sid = secrets.token_urlsafe(18)
         if person is not None:
             sid = f"{_b64(person.encode())}~{sid}"
-        expires = str(int(time.time()) + ttl_seconds)
+        expires = str(int(clock.time()) + ttl_seconds)
         return f"{sid}.{expires}.{self._mac('session', sid, expires)}"
 
     def verify_session(self, value: str | None) -> str | None:
@@ -152,7 +152,7 @@ class LinkSigner:
         sid, expires, mac = value.split(".")
         if not _digits(expires) or len(expires) > 12 or not same(self._mac("session", sid, expires), mac):
             return None
-        return (sid, int(expires)) if int(expires) > time.time() else None
+        return (sid, int(expires)) if int(expires) > clock.time() else None
 
     @staticmethod
     def session_person(sid: str) -> str | None:

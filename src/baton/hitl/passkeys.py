@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import json
 import secrets
-import time
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -28,6 +27,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 
+from baton import clock
 from baton.canonical import iso
 from baton.errors import PeopleError
 from baton.hitl.links import LinkSigner, same
@@ -135,13 +135,13 @@ class Passkeys:
             raise _refused("The passkey ceremony's token is malformed.") from exc
         if kind != purpose or (subject is not None and who != subject):
             raise _refused("The passkey ceremony was made for something else.")
-        if not isinstance(expires, int) or expires <= time.time():
+        if not isinstance(expires, int) or expires <= clock.time():
             raise _refused("The passkey ceremony expired; reload the page and try again.")
         return Ceremony(kind, str(who), str(nonce), expires)
 
     def _new(self, purpose: Purpose, subject: str) -> Ceremony:
         nonce = "pk-" + secrets.token_urlsafe(16)
-        return Ceremony(purpose, subject, nonce, int(time.time()) + CEREMONY_TTL_SECONDS)
+        return Ceremony(purpose, subject, nonce, int(clock.time()) + CEREMONY_TTL_SECONDS)
 
     # registration ---------------------------------------------------------------------------------
 
@@ -283,7 +283,7 @@ class Passkeys:
         try:
             with self.runtime.store.write() as connection:
                 connection.execute(
-                    insert(hitl_link_uses).values(nonce=nonce, request_id=label, used_at=iso(time.time()))
+                    insert(hitl_link_uses).values(nonce=nonce, request_id=label, used_at=iso(clock.time()))
                 )
         except IntegrityError as exc:
             raise _refused("This passkey ceremony was already used.") from exc

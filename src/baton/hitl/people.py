@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import secrets
-import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -19,6 +18,7 @@ from urllib.parse import urlencode
 from sqlalchemy import Connection, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from baton import clock
 from baton.canonical import iso
 from baton.errors import PeopleError
 from baton.hitl.links import LinkSigner, same
@@ -96,7 +96,7 @@ class People:
         """Create a person (``person_already_exists`` when the name is taken)."""
         check_name(name)
         owned = sorted(set(owns or []))
-        now = iso(time.time())
+        now = iso(clock.time())
         try:
             with self.runtime.store.write() as connection:
                 connection.execute(insert(people).values(name=name, created_at=now, owns=owned))
@@ -128,7 +128,7 @@ class People:
             .select_from(people.outerjoin(counts, counts.c.person == people.c.name))
             .order_by(people.c.name)
         )
-        now = time.time()
+        now = clock.time()
         with self.runtime.store.read() as connection:
             rows = connection.execute(query).all()
         return [
@@ -153,7 +153,7 @@ class People:
             connection.execute(delete(people_chat_identities).where(people_chat_identities.c.person == name))
             connection.execute(delete(people_os_accounts).where(people_os_accounts.c.person == name))
             self.runtime.receipts.append_in(
-                connection, "person_removed", {"person": name, "at": iso(time.time())}
+                connection, "person_removed", {"person": name, "at": iso(clock.time())}
             )
 
     def set_notify(self, name: str, destination: str | None) -> None:
@@ -172,7 +172,7 @@ class People:
                 {
                     "person": name,
                     "notify": destination_hint(destination) if destination else None,
-                    "at": iso(time.time()),
+                    "at": iso(clock.time()),
                 },
             )
 
@@ -213,7 +213,7 @@ class People:
     def enrollment_link(self, name: str, base_url: str, ttl_seconds: int = ENROLL_TTL_SECONDS) -> str:
         """A new one-time enrollment link for ``name`` (any earlier open link stops working)."""
         nonce = secrets.token_urlsafe(16)
-        expires = int(time.time()) + ttl_seconds
+        expires = int(clock.time()) + ttl_seconds
         with self.runtime.store.write() as connection:
             done = connection.execute(
                 update(people)
@@ -239,7 +239,7 @@ class People:
             raise _invalid_link("This enrollment link is malformed.")
         if not same(signer.sign("enroll", name, expires, nonce), mac):
             raise _invalid_link("This enrollment link's signature does not verify.")
-        if int(expires) <= time.time():
+        if int(expires) <= clock.time():
             raise _invalid_link("This enrollment link has expired; ask for a new one.")
         with self.runtime.store.read() as connection:
             row = connection.execute(select(people).where(people.c.name == name)).first()
@@ -251,7 +251,7 @@ class People:
         self, name: str, nonce: str, credential_id: bytes, public_key: bytes, sign_count: int
     ) -> None:
         """Store a verified passkey and spend the enrollment link, in one transaction."""
-        now = iso(time.time())
+        now = iso(clock.time())
         with self.runtime.store.write() as connection:
             spent = connection.execute(
                 update(people)
@@ -295,7 +295,7 @@ class People:
         connection.execute(
             update(people_passkeys)
             .where(people_passkeys.c.credential_id == _b64(credential_id))
-            .values(sign_count=sign_count, last_used_at=iso(time.time()))
+            .values(sign_count=sign_count, last_used_at=iso(clock.time()))
         )
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Any
 
 from markupsafe import Markup
+
+from baton import clock
 
 #: Context keys the gateway writes beside the arguments (shown as "who" and "risk", not as context).
 GATEWAY_KEYS = frozenset(
@@ -71,7 +72,7 @@ def pretty(value: Any) -> str:
 
 def time_left(expires_epoch: float, now: float | None = None) -> str:
     """``4 min 32 s`` until the expiry, or ``expired`` (the page's script keeps it current)."""
-    left = int(expires_epoch - (time.time() if now is None else now))
+    left = int(expires_epoch - (clock.time() if now is None else now))
     if left <= 0:
         return "expired"
     days, rest = divmod(left, 86_400)

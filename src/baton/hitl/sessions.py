@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 
 from sqlalchemy import Connection, delete, insert, select
 
+from baton import clock
 from baton.recent import RecentMap
 from baton.runtime import Runtime
 from baton.schema import hitl_session_revocations
@@ -56,14 +56,14 @@ class LoginThrottle:
 
     def retry_after(self, address: str, now: float | None = None) -> int:
         """Seconds until ``address`` may try again (0: now)."""
-        now = time.monotonic() if now is None else now
+        now = clock.monotonic() if now is None else now
         with self._lock:
             _failures, locked_until = self._entries.get(address, (0, 0.0))
         return max(0, math.ceil(locked_until - now))
 
     def failed(self, address: str, now: float | None = None) -> None:
         """Count one failure; past the free ones, lock the address out."""
-        now = time.monotonic() if now is None else now
+        now = clock.monotonic() if now is None else now
         with self._lock:
             failures, _locked_until = self._entries.pop(address, (0, 0.0))
             failures += 1
@@ -87,7 +87,7 @@ def revoke_session(runtime: Runtime, sid: str, expires_epoch: int) -> None:
     """Record that session ``sid`` ended (and forget revocations whose cookies expired anyway)."""
     from baton.canonical import iso
 
-    now = time.time()
+    now = clock.time()
     sid = _key(sid)
     with runtime.store.write() as connection:
         connection.execute(

@@ -5,11 +5,11 @@ Waiting for a decision is :mod:`baton.hitl.waiting`'s; who asks is :mod:`baton.h
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, Any
 
 from pydantic import Field, StrictBool, StrictInt
 
+from baton import clock
 from baton.errors import HitlError
 from baton.hitl.broker import HitlBroker, get_broker
 from baton.hitl.provenance import asked_from
@@ -218,7 +218,7 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
         Returns the decision as the original call would; if timeout_seconds passes first,
         success=false with error_class hitl_still_pending."""
         view = broker.get(args.request_id, ctx.agent.read_scope)
-        return await wait_for_outcome(broker, view, ctx, args.timeout_seconds, time.time())
+        return await wait_for_outcome(broker, view, ctx, args.timeout_seconds, clock.time())
 
 
 def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass, field
 
 import anyio
 from sqlalchemy import and_, select, update
 
+from baton import clock
 from baton.leases import process_alive
 from baton.runtime import Runtime
 from baton.schema import hitl_requests
@@ -101,8 +101,8 @@ class Waiters:
         if instance is None or instance == self.runtime.instance_id:
             return False
         if instance.startswith(ROUND_WAITER):  # an open MRTR round: the client's retry is the waiter
-            return seen_epoch is not None and time.time() < seen_epoch
-        if seen_epoch is None or time.time() - seen_epoch > STALE_WAITER_SECONDS:
+            return seen_epoch is not None and clock.time() < seen_epoch
+        if seen_epoch is None or clock.time() - seen_epoch > STALE_WAITER_SECONDS:
             return False
         return process_alive(instance)
 
@@ -120,7 +120,7 @@ class Waiters:
             connection.execute(
                 update(hitl_requests)
                 .where(hitl_requests.c.id == request_id)
-                .values(waiter_instance=instance, waiter_seen_epoch=time.time())
+                .values(waiter_instance=instance, waiter_seen_epoch=clock.time())
             )
 
     def _ensure_poller(self) -> None:
@@ -133,7 +133,7 @@ class Waiters:
 
     async def _poll_loop(self) -> None:
         await self.signals.ensure_listening()
-        last_beat = time.time()
+        last_beat = clock.time()
         while self.slots:
             await asyncio.sleep(self.poll_seconds)
             ids = [rid for rid, slot in self.slots.items() if not slot.event.is_set()]
@@ -142,9 +142,9 @@ class Waiters:
             try:
                 for rid in self._decided(ids):
                     self.wake(rid)
-                if time.time() - last_beat >= HEARTBEAT_SECONDS:
+                if clock.time() - last_beat >= HEARTBEAT_SECONDS:
                     self._heartbeat(ids)
-                    last_beat = time.time()
+                    last_beat = clock.time()
             except Exception:  # a locked or briefly unavailable store: try again next round
                 log.warning("hitl poll failed", exc_info=True)
 
@@ -171,5 +171,5 @@ class Waiters:
                         hitl_requests.c.id.in_(ids[start : start + _CHUNK]),
                         hitl_requests.c.status == "pending",
                     )
-                    .values(waiter_instance=self.runtime.instance_id, waiter_seen_epoch=time.time())
+                    .values(waiter_instance=self.runtime.instance_id, waiter_seen_epoch=clock.time())
                 )

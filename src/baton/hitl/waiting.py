@@ -10,9 +10,9 @@ raises ``hitl_timeout`` and approves nothing.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from baton import clock
 from baton.errors import HitlError
 from baton.hitl.broker import HitlBroker
 from baton.hitl.records import NewRequest
@@ -52,7 +52,7 @@ def _waited(view: dict[str, Any]) -> float:
     """Seconds from the request's creation to its decision (or to now, while undecided)."""
     from datetime import datetime
 
-    end = datetime.fromisoformat(view["responded_at"]).timestamp() if view["responded_at"] else time.time()
+    end = datetime.fromisoformat(view["responded_at"]).timestamp() if view["responded_at"] else clock.time()
     return round(max(0.0, end - datetime.fromisoformat(view["created_at"]).timestamp()), 3)
 
 
@@ -104,7 +104,7 @@ async def ask_and_wait(broker: HitlBroker, new: NewRequest, ctx: CallContext) ->
     from baton.hitl.elicit import elicit_request, elicitation_mode, may_elicit
     from baton.hitl.mrtr import modern_era
 
-    started = time.time()
+    started = clock.time()
     if ctx.request_state is not None:
         return await resume_round(broker, ctx, started)
     view = await broker.create(new)
@@ -120,7 +120,7 @@ async def ask_and_wait(broker: HitlBroker, new: NewRequest, ctx: CallContext) ->
         from baton.hitl.mrtr import INPUT_KEY, STATE_TTL_SECONDS, new_state
 
         state = new_state(view["request_id"], mode)
-        until = min(view["expires_epoch"], time.time() + STATE_TTL_SECONDS)
+        until = min(view["expires_epoch"], clock.time() + STATE_TTL_SECONDS)
         broker.waiters.open_round(view["request_id"], state.nonce, until)
         interim = types.InputRequiredResult(input_requests={INPUT_KEY: elicit}, request_state=state.encode())
         return {

@@ -12,12 +12,12 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from typing import Any
 
 from sqlalchemy import func, select
 
+from baton import clock
 from baton.errors import TimerError
 from baton.runtime import Runtime
 from baton.schema import timers
@@ -83,7 +83,7 @@ class SpawnRate:
 
     def take(self, now: float | None = None) -> None:
         """Count one spawn, or raise ``timer_limit_reached`` when the hour's budget is spent."""
-        now = time.monotonic() if now is None else now
+        now = clock.monotonic() if now is None else now
         with self._lock:
             while self._stamps and self._stamps[0] <= now - SPAWN_WINDOW_SECONDS:
                 self._stamps.popleft()

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from baton import clock
 from baton.errors import TimerError
 
 #: The shortest repetition accepted; anything faster would be a busy loop, not a timer.
@@ -17,7 +18,7 @@ MIN_INTERVAL_SECONDS = 0.1
 
 def now_utc() -> datetime:
     """The current time, timezone-aware in UTC."""
-    return datetime.now(UTC)
+    return clock.now()
 
 
 def format_time(moment: datetime) -> str:
