@@ -53,6 +53,8 @@ def build_registry(runtime: Runtime) -> ToolRegistry:
     registry = ToolRegistry(runtime)
     for module_name in TOOL_GROUPS:
         importlib.import_module(module_name).register(registry)
+    if runtime.settings.baton_conformance_fixtures:  # docs/conformance.md: the suite's reference fixtures
+        importlib.import_module("baton.conformance").register(registry)
     return registry
 
 
@@ -268,6 +270,13 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
     from baton.tasks import install
 
     install(server, loader, run_call, ListenHandler)
+    from baton import resources
+
+    resources.install(server, loader)
+    if loader.current_settings().baton_conformance_fixtures:
+        from baton.conformance.catalog import install_methods
+
+        install_methods(server)
     return server
 
 
