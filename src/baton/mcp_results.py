@@ -27,7 +27,9 @@ def tool_result(result: dict[str, Any]) -> dict[str, Any] | types.InputRequiredR
     if isinstance(protocol, dict):  # the call ends in a JSON-RPC error, not a tool result
         from mcp.shared.exceptions import MCPError
 
-        raise MCPError(code=int(protocol["code"]), message=str(protocol["message"]), data=protocol.get("data"))
+        raise MCPError(
+            code=int(protocol["code"]), message=str(protocol["message"]), data=protocol.get("data")
+        )
     interim = result.pop("mcp_input_required", None)
     if isinstance(interim, dict):
         return types.InputRequiredResult.model_validate(interim)
