@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.cli_process import run_cli
+from tests.conftest import stdio_session
 from tests.servers import free_port, http_server
 
 pytestmark = pytest.mark.anyio
@@ -176,3 +177,20 @@ def test_doctor_says_when_the_fixtures_are_on(baton_env: dict[str, str]) -> None
     on = json.loads(run_cli({**baton_env, "BATON_CONFORMANCE_FIXTURES": "1"}, "doctor", "--json").stdout)
     assert "conformance fixtures" not in {check["name"] for check in off}
     assert "conformance fixtures" in {check["name"] for check in on}
+
+
+async def test_over_stdio_the_fixtures_are_listed_even_when_a_tool_cache_exists(
+    baton_env: dict[str, str],
+) -> None:
+    from baton.tool_cache import cache_path
+
+    async with stdio_session(baton_env) as session:
+        await session.call_tool("mcp_ping", {})
+    assert cache_path(Path(baton_env["BATON_HOME"])).exists()
+    async with stdio_session({**baton_env, "BATON_CONFORMANCE_FIXTURES": "1"}) as session:
+        listed = {tool.name for tool in (await session.list_tools()).tools}
+        assert {"test_simple_text", "slow_compute", "confirm_delete"} <= listed
+        called = await session.call_tool("test_simple_text", {})
+        assert called.content[0].text == "This is a simple text response for testing."
+        prompts = {prompt.name for prompt in (await session.list_prompts()).prompts}
+        assert "test_simple_prompt" in prompts

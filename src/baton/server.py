@@ -122,7 +122,8 @@ class RegistryLoader:
         if not self._cache_read:
             self._cache_read = True
             home = self.settings.home
-            if tool_cache.usable(home, self.settings.baton_database_url):
+            fixtures = self.settings.baton_conformance_fixtures  # their tools are listed too: no cache
+            if tool_cache.usable(home, self.settings.baton_database_url) and not fixtures:
                 self._cached = tool_cache.load(home)
         if self._cached is None:
             self.wanted.set()

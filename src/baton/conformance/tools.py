@@ -8,9 +8,11 @@ import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from baton.conformance import inputs, tasks
 from baton.conformance.forms import JSON_SCHEMA_2020_12
+from baton.conformance.inputs import TOOLS as INPUT_TOOLS
 from baton.conformance.media import audio, embedded, image, text
+from baton.conformance.tasks import TOOLS as TASK_TOOLS
+from baton.conformance.tasks import support
 from baton.toolkit import CallContext, DynamicTools
 
 Handler = Callable[[dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
@@ -160,8 +162,8 @@ TOOLS: dict[str, tuple[str, dict[str, Any], Handler]] = {
         json_schema_tool,
     ),
     "greet": ("Says hello (never a task)", _object_schema(name={"type": "string"}), greet),
-    **inputs.TOOLS,
-    **tasks.TOOLS,
+    **INPUT_TOOLS,
+    **TASK_TOOLS,
 }
 
 
@@ -189,4 +191,4 @@ class FixtureTools(DynamicTools):
 
     def task_support(self, params: Any) -> str | None:
         """The task fixtures' declared support (:mod:`.tasks`)."""
-        return tasks.support(params)
+        return support(params)
