@@ -198,7 +198,12 @@ class TasksExtension(Extension):
     async def _declared_support(self, params: Any) -> str | None:
         """``optional`` or ``required`` when a dynamic tool source runs this call as a task (the
         conformance fixtures, :mod:`baton.conformance`), else None."""
-        registry = await self.loader.get()
+        from baton.errors import BatonError
+
+        try:
+            registry = await self.loader.get()
+        except BatonError:  # the server could not load: the call itself answers why
+            return None
         for source in registry.dynamic:
             support = source.task_support(params)
             if support is not None:
