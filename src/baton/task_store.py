@@ -58,6 +58,16 @@ class TaskStore:
         finally:
             self._watchers.discard(changed)
 
+    def open_inbox(self, task_id: str) -> asyncio.Queue[dict[str, Any]]:
+        """Where ``tasks/update`` answers for this task go while a call of this process waits for them."""
+        inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._inboxes[task_id] = inbox
+        return inbox
+
+    def close_inbox(self, task_id: str) -> None:
+        """The call stopped waiting: answers are no longer handed over."""
+        self._inboxes.pop(task_id, None)
+
     def deliver(self, task_id: str, answered: dict[str, Any]) -> None:
         """Hand ``tasks/update`` answers to the task's waiting call, when this process runs it."""
         inbox = self._inboxes.get(task_id)
@@ -167,14 +177,13 @@ class TaskHandle:
     async def ask(self, input_requests: dict[str, Any]) -> dict[str, Any]:
         """Surface ``input_requests`` and wait until ``tasks/update`` has answered every key (the client may
         answer them one at a time); the task is ``working`` again once they are all in."""
-        inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self.store._inboxes[self.task_id] = inbox
+        inbox = self.store.open_inbox(self.task_id)
         answers: dict[str, Any] = {}
         try:
             self.needs_input(input_requests)
             while not input_requests.keys() <= answers.keys():
                 answers.update(await inbox.get())
         finally:
-            self.store._inboxes.pop(self.task_id, None)
+            self.store.close_inbox(self.task_id)
         self.store.set(self.task_id, status="working", input_requests=None)
         return answers

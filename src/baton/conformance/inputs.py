@@ -9,11 +9,11 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from baton.conformance.media import REQUEST_SCOPED as _REQUEST_SCOPED
 from baton.conformance.media import ROOTS, answer_text, elicitation, plain, sampling, text
 from baton.toolkit import CallContext
 
 Handler = Callable[[dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
-_REQUEST_SCOPED = "conformance-call"
 _NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}}
 NAME_FORM = elicitation("What is your name?", {"name": {"type": "string"}}, ["name"])
 CONFIRM_FORM = elicitation("Please confirm", {"ok": {"type": "boolean"}}, ["ok"])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+#: Any non-None value routes a notification or request on the tool call's own stream (ServerSession).
+REQUEST_SCOPED = "conformance-call"
 PNG_BASE64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
 WAV_BASE64 = "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA=="
 

@@ -10,14 +10,13 @@ from typing import Any
 
 from baton.conformance.forms import JSON_SCHEMA_2020_12
 from baton.conformance.inputs import TOOLS as INPUT_TOOLS
+from baton.conformance.media import REQUEST_SCOPED as _REQUEST_SCOPED
 from baton.conformance.media import audio, embedded, image, text
 from baton.conformance.tasks import TOOLS as TASK_TOOLS
 from baton.conformance.tasks import support
 from baton.toolkit import CallContext, DynamicTools
 
 Handler = Callable[[dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
-#: Any non-None value routes a notification on the tool call's own stream (ServerSession.send_request).
-_REQUEST_SCOPED = "conformance-call"
 _NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}}
 
 
@@ -112,6 +111,11 @@ async def json_schema_tool(args: dict[str, Any], ctx: CallContext) -> dict[str, 
     return _content(text(f"JSON Schema 2020-12 tool called with: {json.dumps(args, sort_keys=True)}"))
 
 
+async def custom_header(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    """Its ``region`` argument travels in an ``Mcp-Param-Region`` header too, which the SDK checks."""
+    return _content(text(f"Region: {args.get('region')}"))
+
+
 async def greet(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     """Synchronous only: never a task."""
     return _content(text(f"Hello, {args.get('name', 'World')}!"))
@@ -160,6 +164,15 @@ TOOLS: dict[str, tuple[str, dict[str, Any], Handler]] = {
         "Lists a JSON Schema 2020-12 input schema",
         JSON_SCHEMA_2020_12,
         json_schema_tool,
+    ),
+    "test_custom_header": (
+        "Mirrors its region argument into an Mcp-Param header (SEP-2243)",
+        {
+            "type": "object",
+            "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
+            "required": ["region"],
+        },
+        custom_header,
     ),
     "greet": ("Says hello (never a task)", _object_schema(name={"type": "string"}), greet),
     **INPUT_TOOLS,
