@@ -9,7 +9,7 @@ exactly as an unknown URI (``-32602`` with the URI in ``data``).
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -182,5 +182,4 @@ async def _in_thread(work: Callable[[], Any]) -> Any:
     """Store reads off the event loop."""
     import anyio
 
-    done: Awaitable[Any] = anyio.to_thread.run_sync(work)
-    return await done
+    return await anyio.to_thread.run_sync(work)
