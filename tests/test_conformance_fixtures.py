@@ -11,9 +11,11 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from mcp import ClientSession
+from mcp.client.stdio import stdio_client
 
 from tests.cli_process import run_cli
-from tests.conftest import stdio_session
+from tests.conftest import server_parameters, stdio_session
 from tests.servers import free_port, http_server
 
 pytestmark = pytest.mark.anyio
@@ -187,7 +189,9 @@ async def test_over_stdio_the_fixtures_are_listed_even_when_a_tool_cache_exists(
     async with stdio_session(baton_env) as session:
         await session.call_tool("mcp_ping", {})
     assert cache_path(Path(baton_env["BATON_HOME"])).exists()
-    async with stdio_session({**baton_env, "BATON_CONFORMANCE_FIXTURES": "1"}) as session:
+    flagged = server_parameters(baton_env, "--conformance-fixtures")  # the flag, not the variable
+    async with stdio_client(flagged) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
         listed = {tool.name for tool in (await session.list_tools()).tools}
         assert {"test_simple_text", "slow_compute", "confirm_delete"} <= listed
         called = await session.call_tool("test_simple_text", {})
