@@ -175,16 +175,14 @@ class TasksExtension(Extension):
 
     async def intercept_tool_call(self, params: Any, ctx: Any, call_next: Any) -> Any:
         """Answer a long-running call with a durable task and run the call in the background."""
-        support = await self._declared_support(params)
         as_task = wants_task(params.name, params.arguments, ctx, params.request_state) or (
             _task_capable(ctx, params.request_state) and await self._approval_gated(params.name)
         )
-        if support is not None and modern_era(getattr(ctx, "protocol_version", None)):
-            if not client_declared(ctx):
-                if support == "required":
-                    raise missing_capability()
-            else:
-                as_task = True
+        if not as_task and modern_era(getattr(ctx, "protocol_version", None)):
+            support = await self._declared_support(params)
+            if support == "required" and not client_declared(ctx):
+                raise missing_capability()
+            as_task = support is not None and client_declared(ctx)
         if not as_task:
             return await call_next(ctx)
         store = await self.store()
