@@ -90,11 +90,18 @@ def serve(
             "stickiness (also BATON_HTTP_STATELESS=true)."
         ),
     ] = False,
+    conformance_fixtures: Annotated[
+        bool,
+        typer.Option(
+            help="Add the MCP conformance suite's reference tools, prompts and resources (loopback only; "
+            "also BATON_CONFORMANCE_FIXTURES=1; docs/conformance.md)."
+        ),
+    ] = False,
 ) -> None:
     """Run the MCP server (stdio by default; --http HOST:PORT for streamable HTTP at /mcp)."""
     from baton.serve import run_serve
 
-    raise typer.Exit(run_serve(http, stateless))
+    raise typer.Exit(run_serve(http, stateless, conformance_fixtures))
 
 
 @app.command()

@@ -157,6 +157,8 @@ class Settings(BaseModel):
     baton_http_token: str | None = None
     baton_private_keys: str | None = None
     baton_http_stateless: bool = False
+    # the MCP conformance suite's reference tools, prompts and resources (docs/conformance.md); loopback only
+    baton_conformance_fixtures: bool = False
     # traces (the OpenTelemetry SDK reads these itself; listed so baton's docs and tests know them)
     otel_exporter_otlp_endpoint: str | None = None
     otel_exporter_otlp_traces_endpoint: str | None = None

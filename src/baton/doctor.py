@@ -188,6 +188,14 @@ def check_escalation(runtime: Runtime) -> Check:
     return Check("hitl escalation", not problems, detail)
 
 
+def check_conformance(runtime: Runtime) -> list[Check]:
+    """Say so when the conformance suite's fixtures are on (a test profile, not a production one)."""
+    if not runtime.settings.baton_conformance_fixtures:
+        return []
+    detail = "BATON_CONFORMANCE_FIXTURES is on: serve adds the conformance suite's test tools (loopback only)"
+    return [Check("conformance fixtures", True, detail)]
+
+
 def check_service(runtime: Runtime) -> list[Check]:
     """The daily budget, trace export and OAuth (running as a service)."""
     from baton.ops_checks import service_checks
@@ -207,6 +215,7 @@ CHECKS: list[Callable[[Runtime], Check | list[Check]]] = [
     check_people,
     check_chat,
     check_escalation,
+    check_conformance,
     check_service,
 ]
 

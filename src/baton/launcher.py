@@ -1,7 +1,7 @@
 """The ``baton`` entry point: ``baton serve`` starts without loading the CLI framework.
 
 Every other command goes to the typer app in :mod:`baton.cli`; ``serve`` is parsed here with argparse
-(the same two options) because an MCP client spawns it on every start and waits for ``initialize``.
+(the same options) because an MCP client spawns it on every start and waits for ``initialize``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ def main() -> None:
         parser = argparse.ArgumentParser(prog="baton serve", add_help=False)
         parser.add_argument("--http", default=None)
         parser.add_argument("--stateless", action="store_true")
+        parser.add_argument("--conformance-fixtures", action="store_true")
         known, rest = parser.parse_known_args(argv[1:])
         if not rest:
             from baton import heap
@@ -24,7 +25,7 @@ def main() -> None:
             heap.pause()  # resumed when the registry starts loading (baton.heap)
             from baton.serve import run_serve
 
-            raise SystemExit(run_serve(known.http, known.stateless))
+            raise SystemExit(run_serve(known.http, known.stateless, known.conformance_fixtures))
     from baton.cli import main as cli_main
 
     cli_main()

@@ -20,8 +20,16 @@ def tool_result(result: dict[str, Any]) -> dict[str, Any] | types.InputRequiredR
     The wire form is a dict, not a model: the SDK's server validates a handler's dict against the
     negotiated revision's result schema once, as it dumps it, so building the model here only to have it
     dumped and validated again cost a proxied call its content blocks' validation twice. A handler that
-    needs the client's input first (2026-07-28 elicitation) returns ``mcp_input_required``.
+    needs the client's input first (2026-07-28 elicitation) returns ``mcp_input_required``; one whose call
+    must end in a JSON-RPC error (``{code, message, data}``) returns ``mcp_protocol_error``.
     """
+    protocol = result.pop("mcp_protocol_error", None)
+    if isinstance(protocol, dict):  # the call ends in a JSON-RPC error, not a tool result
+        from mcp.shared.exceptions import MCPError
+
+        raise MCPError(
+            code=int(protocol["code"]), message=str(protocol["message"]), data=protocol.get("data")
+        )
     interim = result.pop("mcp_input_required", None)
     if isinstance(interim, dict):
         return types.InputRequiredResult.model_validate(interim)

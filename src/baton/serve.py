@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from baton.config import Settings
 
 
-def run_serve(http: str | None, stateless: bool) -> int:
+def run_serve(http: str | None, stateless: bool, conformance_fixtures: bool = False) -> int:
     """``baton serve``: configure logging, then serve stdio or HTTP; returns the exit code."""
     import sys
 
@@ -29,6 +29,7 @@ def run_serve(http: str | None, stateless: bool) -> int:
         sys.stderr.write(f"{exc.error_class}: {exc.message}\n")
         return 1
     settings.baton_http_stateless = settings.baton_http_stateless or stateless
+    settings.baton_conformance_fixtures = settings.baton_conformance_fixtures or conformance_fixtures
     configure_logging(Redactor(settings.sensitive_values()))
     try:
         _serve(settings, http)
@@ -64,6 +65,9 @@ def _serve(settings: Settings, http: str | None) -> None:
         from baton.runtime import Runtime
 
         host, _port = parse_bind(http)
+        from baton.conformance import check_fixtures_bind
+
+        check_fixtures_bind(settings, host)
         oauth = bool(settings.baton_oauth_issuer)
         check_http_bind(host, settings.baton_http_token, settings.baton_admin_token, oauth=oauth)
         anyio.run(serve_http, Runtime.open(settings), http)

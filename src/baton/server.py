@@ -53,6 +53,8 @@ def build_registry(runtime: Runtime) -> ToolRegistry:
     registry = ToolRegistry(runtime)
     for module_name in TOOL_GROUPS:
         importlib.import_module(module_name).register(registry)
+    if runtime.settings.baton_conformance_fixtures:  # docs/conformance.md: the suite's reference fixtures
+        importlib.import_module("baton.conformance").register(registry)
     return registry
 
 
@@ -120,7 +122,8 @@ class RegistryLoader:
         if not self._cache_read:
             self._cache_read = True
             home = self.settings.home
-            if tool_cache.usable(home, self.settings.baton_database_url):
+            fixtures = self.settings.baton_conformance_fixtures  # their tools are listed too: no cache
+            if tool_cache.usable(home, self.settings.baton_database_url) and not fixtures:
                 self._cached = tool_cache.load(home)
         if self._cached is None:
             self.wanted.set()
@@ -268,6 +271,13 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
     from baton.tasks import install
 
     install(server, loader, run_call, ListenHandler)
+    from baton import resources
+
+    resources.install(server, loader)
+    if loader.current_settings().baton_conformance_fixtures:
+        from baton.conformance.catalog import install_methods
+
+        install_methods(server)
     return server
 
 

@@ -46,6 +46,8 @@ class TaskStore:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self._watchers: set[Changed] = set()
+        #: Answers from ``tasks/update`` for the tasks this process runs that wait in :meth:`TaskHandle.ask`.
+        self._inboxes: dict[str, asyncio.Queue[dict[str, Any]]] = {}
 
     @contextlib.contextmanager
     def watch(self) -> Iterator[Changed]:
@@ -56,6 +58,22 @@ class TaskStore:
             yield changed
         finally:
             self._watchers.discard(changed)
+
+    def open_inbox(self, task_id: str) -> asyncio.Queue[dict[str, Any]]:
+        """Where ``tasks/update`` answers for this task go while a call of this process waits for them."""
+        inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._inboxes[task_id] = inbox
+        return inbox
+
+    def close_inbox(self, task_id: str) -> None:
+        """The call stopped waiting: answers are no longer handed over."""
+        self._inboxes.pop(task_id, None)
+
+    def deliver(self, task_id: str, answered: dict[str, Any]) -> None:
+        """Hand ``tasks/update`` answers to the task's waiting call, when this process runs it."""
+        inbox = self._inboxes.get(task_id)
+        if inbox is not None:
+            inbox.put_nowait(answered)
 
     def _wake(self) -> None:
         try:
@@ -156,3 +174,17 @@ class TaskHandle:
     def needs_input(self, input_requests: dict[str, Any]) -> None:
         """Surface client requests (an elicitation) on ``tasks/get`` until ``tasks/update`` answers them."""
         self.store.set(self.task_id, status="input_required", input_requests=input_requests)
+
+    async def ask(self, input_requests: dict[str, Any]) -> dict[str, Any]:
+        """Surface ``input_requests`` and wait until ``tasks/update`` has answered every key (the client may
+        answer them one at a time); the task is ``working`` again once they are all in."""
+        inbox = self.store.open_inbox(self.task_id)
+        answers: dict[str, Any] = {}
+        try:
+            self.needs_input(input_requests)
+            while not input_requests.keys() <= answers.keys():
+                answers.update(await inbox.get())
+        finally:
+            self.store.close_inbox(self.task_id)
+        self.store.set(self.task_id, status="working", input_requests=None)
+        return answers

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mcp.server.extension import Extension, MethodBinding
+from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict, Field
 
 from baton import clock
@@ -91,10 +92,15 @@ def client_declared(ctx: Any) -> bool:
     return EXTENSION_ID in extensions
 
 
+def modern_era(protocol_version: str | None) -> bool:
+    """Whether the call came over a 2026-07-28 (or later) connection (:func:`baton.hitl.mrtr.modern_era`)."""
+    from baton.hitl.mrtr import modern_era as modern
+
+    return modern(protocol_version)
+
+
 def _task_capable(ctx: Any, request_state: str | None) -> bool:
     """A 2026-07-28 client that declared tasks on this request, with no MRTR round open."""
-    from baton.hitl.mrtr import modern_era
-
     return (
         request_state is None and modern_era(getattr(ctx, "protocol_version", None)) and client_declared(ctx)
     )
@@ -179,6 +185,11 @@ class TasksExtension(Extension):
         as_task = wants_task(params.name, params.arguments, ctx, params.request_state) or (
             _task_capable(ctx, params.request_state) and await self._approval_gated(params.name)
         )
+        if not as_task and modern_era(getattr(ctx, "protocol_version", None)):
+            support = await self._declared_support(params)
+            if support == "required" and not client_declared(ctx):
+                raise missing_capability()
+            as_task = support is not None and client_declared(ctx)
         if not as_task:
             return await call_next(ctx)
         store = await self.store()
@@ -188,6 +199,21 @@ class TasksExtension(Extension):
         self._running[row["id"]] = work
         work.add_done_callback(lambda _: self._running.pop(row["id"], None))
         return {"resultType": "task", **wire(row)}
+
+    async def _declared_support(self, params: Any) -> str | None:
+        """``optional`` or ``required`` when a dynamic tool source runs this call as a task (the
+        conformance fixtures, :mod:`baton.conformance`), else None."""
+        from baton.errors import BatonError
+
+        try:
+            registry = await self.loader.get()
+        except BatonError:  # the server could not load: the call itself answers why
+            return None
+        for source in registry.dynamic:
+            support = source.task_support(params)
+            if support is not None:
+                return support
+        return None
 
     async def _approval_gated(self, name: str) -> bool:
         """Whether ``name`` is a governed adapter's tool that waits for a human approval."""
@@ -207,6 +233,9 @@ class TasksExtension(Extension):
         except asyncio.CancelledError:
             store.set(handle.task_id, status="cancelled", status_message="Cancelled; nothing was decided.")
             raise
+        except MCPError as exc:  # the call ended in a protocol error: the task failed with it
+            error = {"code": exc.error.code, "message": exc.error.message}
+            store.set(handle.task_id, status="failed", error=error, status_message="The call failed.")
         except Exception:
             log.exception("task %s failed", handle.task_id)
             error = {"code": -32603, "message": "Internal error"}
@@ -259,7 +288,12 @@ class TasksExtension(Extension):
         from baton.hitl.tasks_input import apply_task_answers
 
         await apply_task_answers(await self.loader.get(), ctx, row, outstanding, answered)
-        store.set(row["id"], status="working", input_requests=None)
+        pending = {key: value for key, value in outstanding.items() if key not in answered}
+        # a partial answer leaves the task waiting on the keys still unanswered, and only on those
+        store.set(
+            row["id"], status="input_required" if pending else "working", input_requests=pending or None
+        )
+        store.deliver(row["id"], answered)
         return {"resultType": "complete"}
 
     async def cancel(self, ctx: Any, params: TaskIdParams) -> dict[str, Any]:
@@ -310,9 +344,23 @@ def version_gated(method: MethodBinding) -> Callable[..., Any]:
             from mcp_types import METHOD_NOT_FOUND
 
             raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method.method)
+        check_name_header(ctx, params.task_id)
         return await method.handler(ctx, params)
 
     return gated
+
+
+def check_name_header(ctx: Any, task_id: str) -> None:
+    """SEP-2663 routing headers: an ``Mcp-Name`` that names another task than ``params.taskId`` is refused
+    with ``-32020`` (HTTP 400), as the SDK refuses one that disagrees with a tool's name. A request without
+    the header passes: the SDK's own client sends it only for the core methods."""
+    from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
+    from mcp_types import HEADER_MISMATCH
+
+    headers = getattr(getattr(ctx, "request", None), "headers", None)
+    sent = headers.get(MCP_NAME_HEADER) if headers is not None else None
+    if sent is not None and decode_header_value(sent) != task_id:
+        raise MCPError(code=HEADER_MISMATCH, message=f"{MCP_NAME_HEADER} header does not match params.taskId")
 
 
 def _discover(server: Any) -> Callable[..., Any]:

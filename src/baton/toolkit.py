@@ -300,6 +300,10 @@ class DynamicTools:
         """Call one of this source's tools."""
         raise NotImplementedError
 
+    def task_support(self, params: Any) -> str | None:
+        """``optional`` or ``required`` when this ``tools/call`` runs as an MCP task (baton.tasks), else None."""
+        return None
+
 
 async def _guarded(run: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
     try:
