@@ -158,7 +158,7 @@ async def test_enroll_by_link_log_in_by_passkey_and_approve_with_a_bound_step_up
             await goto(page, f"{base}/inbox/requests/{request_id}")
             assert await page.is_visible("#step-up-note")
             await page.fill("#admin_notes", "Checked the diff.")
-            await check_sizes(page, shots, "step-up", decide="#decide-buttons")
+            await check_sizes(page, shots, "step-up", request_page=True)
             await page.click("button.approve")
             await page.wait_for_selector("#status.approved")
             assert await page.text_content("#decided-by") == "alice"

@@ -65,7 +65,8 @@ def _templates() -> Any:
         risk=present.risk,
         arguments=present.arguments,
         extra_context=present.extra_context,
-        told=present.told,
+        whole_in_list=present.whole_in_list,
+        told_line=present.told,  # not `told`: a page's own `told` value must never fall back to it
     )
     return env
 

@@ -159,10 +159,29 @@ def told(view: dict[str, Any]) -> str | None:
     return "Recorded."
 
 
+#: How much of a message, and of a context as compact JSON, a list row shows whole.
+LIST_MESSAGE = 300
+
+
+def compact(value: Any) -> str:
+    """A JSON value on one line, as written (a list row's short context)."""
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def whole_in_list(view: dict[str, Any]) -> bool:
+    """Whether a list row shows the whole request (a short message, no context or a short one, shown in
+    the row), so that approving or answering from the row approves nothing unseen; otherwise the row
+    links to the request page."""
+    context = view.get("context")
+    short = context is None or len(compact(context)) <= LIST_MESSAGE
+    return len(view.get("message") or "") <= LIST_MESSAGE and short
+
+
 def filters() -> dict[str, Any]:
     """The template filters and tests this module provides."""
     return {
         "markdown": render_markdown,
         "pretty": pretty,
+        "compact": compact,
         "time_left": time_left,
     }
