@@ -298,8 +298,10 @@ async def test_a_quorum_of_two_needs_two_distinct_people_and_one_rejection_rejec
             await alice.wait_for_selector("#quorum")
             assert await alice.text_content("#status") == "pending"
             assert await alice.text_content("#quorum .quorum") == "1 of 2"
-            await alice.click("button.approve")  # the same person again
-            assert await _error_class(alice) == "hitl_approval_duplicate"
+            # her approval counted: the page says so and offers her no second Approve, only Reject
+            assert (await alice.text_content("#counted") or "").startswith("Your approval counted (1 of 2)")
+            assert await alice.locator("button.approve").count() == 0
+            assert await alice.locator("button.reject").count() == 1
             await goto(alice, f"{base}/inbox")
             assert await alice.text_content(f"tr[data-request-id='{request_id}'] .quorum") == "1 of 2"
             assert result == {}  # one approval of two decides nothing
