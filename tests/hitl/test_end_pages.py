@@ -1,6 +1,6 @@
 """Every inbox and console page, rendered by a real ``baton serve --http`` over real HTTP, shows text and
-never a Python object or template syntax; every end page says what happened and what to do next
-(issue 44)."""
+never a Python object or template syntax; list titles are plain text from the markdown, still escaped;
+every end page says what happened and what to do next (issue 44)."""
 
 from __future__ import annotations
 
@@ -144,3 +144,20 @@ async def test_a_signed_link_decision_says_who_decided_and_that_nothing_more_is_
     text = _clean(client.post("/inbox/link", data={**fields, "action": "reject"}))
     assert f"Request {asked['request_id']} is rejected, decided by link-holder." in text
     assert "Nothing was approved; nothing more to do." in text
+
+
+async def test_list_titles_are_plain_text_from_the_markdown_and_still_escaped(
+    served: tuple[httpx.Client, str], broker: HitlBroker
+) -> None:
+    client, _ = served
+    asked = await broker.create(
+        NewRequest("approval", "**Deploy** the <b>API</b> [now](https://e.com)", None, 600)
+    )
+    title = "Deploy the &lt;b&gt;API&lt;/b&gt; now</a>"
+    inbox = _clean(client.get("/inbox"))
+    assert title in inbox and "**Deploy**" not in inbox
+    console = _clean(client.get("/inbox/console/requests"))
+    assert title in console and "**Deploy**" not in console
+    # the row's title hides the link's address: approving needs the request's page
+    row = console[console.index(f'data-request-id="{asked["request_id"]}"') :]
+    assert 'class="review-link"' in row.split("</tr>")[0] and 'value="approve"' not in row.split("</tr>")[0]

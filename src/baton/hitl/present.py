@@ -64,6 +64,19 @@ def render_markdown(text: str) -> Markup:
     return Markup(clean)  # noqa: S704 - sanitized by nh3 just above
 
 
+def plain(text: str) -> str:
+    """A markdown message as one line of plain text for a list's title (``**Deploy**`` reads "Deploy");
+    a plain string, so the template escapes it like any agent text."""
+    import html
+
+    import nh3
+    from markdown_it import MarkdownIt
+
+    rendered = MarkdownIt("commonmark", {"html": False}).enable("table").enable("strikethrough").render(text)
+    spaced = re.sub(r"<(?:/p|/li|/h\d|br ?/?|/tr|/td|/th|/blockquote|hr ?/?)>", " ", rendered)
+    return " ".join(html.unescape(nh3.clean(spaced, tags=set())).split())
+
+
 def pretty(value: Any) -> str:
     """A JSON value indented for reading (strings are shown as text elsewhere, with their line breaks)."""
     return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=False)
@@ -174,7 +187,9 @@ def whole_in_list(view: dict[str, Any]) -> bool:
     links to the request page."""
     context = view.get("context")
     short = context is None or len(compact(context)) <= LIST_MESSAGE
-    return len(view.get("message") or "") <= LIST_MESSAGE and short
+    message = view.get("message") or ""
+    as_written = plain(message) == " ".join(message.split())  # the title hides no markdown
+    return len(message) <= LIST_MESSAGE and short and as_written
 
 
 def filters() -> dict[str, Any]:
@@ -183,5 +198,6 @@ def filters() -> dict[str, Any]:
         "markdown": render_markdown,
         "pretty": pretty,
         "compact": compact,
+        "plain": plain,
         "time_left": time_left,
     }
