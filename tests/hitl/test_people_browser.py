@@ -295,7 +295,7 @@ async def test_a_quorum_of_two_needs_two_distinct_people_and_one_rejection_rejec
             await goto(alice, f"{base}/inbox/requests/{request_id}")
             assert await alice.text_content("#quorum .quorum") == "0 of 2"
             await alice.click("button.approve")
-            await alice.wait_for_selector("#quorum")
+            await alice.wait_for_selector("#counted")  # the page after the approval (#quorum is on both)
             assert await alice.text_content("#status") == "pending"
             assert await alice.text_content("#quorum .quorum") == "1 of 2"
             # her approval counted: the page says so and offers her no second Approve, only Reject
@@ -326,7 +326,7 @@ async def test_a_quorum_of_two_needs_two_distinct_people_and_one_rejection_rejec
             request_id = (await pending_requests(session))[0]["request_id"]
             await goto(alice, f"{base}/inbox/requests/{request_id}")
             await alice.click("button.approve")
-            await alice.wait_for_selector("#quorum")
+            await alice.wait_for_selector("#counted")
             await goto(bob, f"{base}/inbox/requests/{request_id}")
             await bob.click("button.reject")
             await bob.wait_for_selector("#status.rejected")
