@@ -17,6 +17,7 @@ import anyio
 import pytest
 
 from baton.config import load_settings
+from baton.hitl.broker import HitlBroker, NewRequest
 from baton.hitl.links import LinkSigner, load_secret
 from tests.hitl.helpers import goto, pending_requests
 from tests.hitl.layout import SIZES
@@ -149,3 +150,27 @@ async def test_a_destructive_last_line_is_seen_before_approve_on_every_page_that
             assert (await _settled(asked))["approved"] is False
         await browser.close()
     _publish(shots)
+
+
+async def test_markdown_that_hides_a_line_when_rendered_shows_its_source_unfolded(
+    baton_env: dict[str, str], http_server_factory: Any, broker: HitlBroker
+) -> None:
+    """An image's alt text and a link reference definition vanish from rendered markdown; the page then
+    shows the source, open, so the line is still seen before Approve."""
+    from playwright.async_api import async_playwright
+
+    base = http_server_factory({**baton_env, "BATON_ADMIN_TOKEN": ADMIN_TOKEN}).base_url
+    hidden = f"Tidy the orders database.\n\n![{DESTRUCTIVE}](x)\n\n[note]: https://e.com 'and more'\n"
+    asked = await broker.create(NewRequest("approval", hidden, None, 600))
+    async with async_playwright() as playwright:
+        browser, page = await _browser(playwright)
+        await _log_in(page, base)
+        await goto(page, f"{base}/inbox/requests/{asked['request_id']}")
+        for label, (width, height) in SIZES.items():
+            await page.set_viewport_size({"width": width, "height": height})
+            buttons = await page.evaluate(BUTTONS)
+            shown = [p for p in await page.evaluate(PLACES, ["#message", DESTRUCTIVE]) if p["shown"]]
+            assert shown, f"{DESTRUCTIVE!r} is nowhere to be seen at {label}"
+            for place in shown:
+                assert place["clips"] == [] and place["bottom"] <= buttons, (label, place, buttons)
+        await browser.close()

@@ -60,6 +60,7 @@ def _templates() -> Any:
     env.filters.update(present.filters())
     env.filters["when"] = _when
     env.tests["markdownish"] = lambda value: isinstance(value, str) and present.looks_like_markdown(value)
+    env.tests["hiding"] = lambda value: isinstance(value, str) and present.hides_text(value)
     env.globals.update(
         who=present.who,
         risk=present.risk,

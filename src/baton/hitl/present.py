@@ -77,6 +77,14 @@ def plain(text: str) -> str:
     return " ".join(html.unescape(nh3.clean(spaced, tags=set())).split())
 
 
+def hides_text(text: str) -> bool:
+    """Whether rendering the markdown loses words of its source (an image's alt text, a link reference
+    definition, a link's title): the page then shows the source unfolded, so nothing goes unseen."""
+    source = re.sub(r"\]\([^)\s]*\)", "]", text)  # a link's address is its href, not lost text
+    shown = set(re.findall(r"\w+", plain(text)))
+    return any(word not in shown for word in re.findall(r"\w+", source))
+
+
 def pretty(value: Any) -> str:
     """A JSON value indented for reading (strings are shown as text elsewhere, with their line breaks)."""
     return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=False)
