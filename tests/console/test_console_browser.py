@@ -302,7 +302,7 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
             response = await goto(page, f"{server.base_url}/inbox/console/requests/{gateway_id}")
             assert response is not None and response.status == 200
             check_headers(response)
-            await check_sizes(page, shots, "gateway-request", decide="#decide-buttons")
+            await check_sizes(page, shots, "gateway-request", request_page=True)
             assert await page.text_content("#risk-class") == "risk: high"
             hints = await page.locator("#risk-chips .hint").evaluate_all(
                 "els => els.map(e => e.dataset.hint)"

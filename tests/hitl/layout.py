@@ -1,5 +1,6 @@
-"""Page layout checks in real Chromium: no horizontal overflow, the decide controls in the first viewport,
-at a desktop and a phone size, with a screenshot of each."""
+"""Page layout checks in real Chromium: no horizontal overflow, a list's decide controls in the first
+viewport, a request page's decide buttons after the whole request, at a desktop and a phone size, with a
+screenshot of each."""
 
 from __future__ import annotations
 
@@ -45,18 +46,41 @@ async def in_first_viewport(page: Any, selector: str) -> dict[str, float]:
     return dict(box)
 
 
+#: The bottom of the request's message, context and arguments, and the top of its decide buttons.
+REQUEST_THEN_DECIDE = """() => {
+  const bottoms = ["#message", "#context", "#arguments"].map((s) => document.querySelector(s))
+    .filter(Boolean).map((e) => e.getBoundingClientRect().bottom);
+  return [Math.max(...bottoms), document.querySelector("#decide-buttons").getBoundingClientRect().top];
+}"""
+
+
+async def decide_after_request(page: Any) -> None:
+    """A request page's decide buttons come after the whole request (message, context, arguments), so
+    nobody reaches Approve without having passed every line of it."""
+    request_bottom, decide_top = await settled(page, REQUEST_THEN_DECIDE)
+    assert request_bottom <= decide_top, (request_bottom, decide_top)
+
+
 async def check_sizes(
-    page: Any, shots: Path | None, name: str, decide: str | None = None, *, full_page: bool = True
+    page: Any,
+    shots: Path | None,
+    name: str,
+    decide: str | None = None,
+    *,
+    full_page: bool = True,
+    request_page: bool = False,
 ) -> None:
-    """At each size: no horizontal overflow, ``decide`` (when given) inside the first viewport, and a
-    screenshot ``NAME-1280.png`` / ``NAME-390.png`` in ``shots`` (the whole page, or the first screen of a
-    long list); back at 1280×900 after."""
+    """At each size: no horizontal overflow, ``decide`` (when given) inside the first viewport, a request
+    page's decide buttons after the whole request, and a screenshot ``NAME-1280.png`` / ``NAME-390.png`` in
+    ``shots`` (the whole page, or the first screen of a long list); back at 1280×900 after."""
     for label, (width, height) in SIZES.items():
         await page.set_viewport_size({"width": width, "height": height})
         scroll_width, client_width = await overflow(page)
         assert scroll_width <= client_width, f"{name} at {label}: {scroll_width} > {client_width}"
         if decide is not None:
             await in_first_viewport(page, decide)
+        if request_page:
+            await decide_after_request(page)
         if shots is not None:
             await page.screenshot(path=str(shots / f"{name}-{label}.png"), full_page=full_page)
     await page.set_viewport_size({"width": 1280, "height": 900})

@@ -107,7 +107,9 @@ def test_the_event_stream_needs_a_login_and_the_script_is_same_origin_only(
         assert agent.status_code == 401
         script = client.get("/inbox/static/live.js")
         assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
-        assert 'new EventSource("/inbox/events")' in script.text
+        assert (
+            'new EventSource("/inbox/events"' in script.text
+        )  # same origin, with ?request=ID on a request page
         page = client.get("/inbox/login")
         csp = page.headers["content-security-policy"]
         assert (

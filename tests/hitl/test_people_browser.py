@@ -158,7 +158,7 @@ async def test_enroll_by_link_log_in_by_passkey_and_approve_with_a_bound_step_up
             await goto(page, f"{base}/inbox/requests/{request_id}")
             assert await page.is_visible("#step-up-note")
             await page.fill("#admin_notes", "Checked the diff.")
-            await check_sizes(page, shots, "step-up", decide="#decide-buttons")
+            await check_sizes(page, shots, "step-up", request_page=True)
             await page.click("button.approve")
             await page.wait_for_selector("#status.approved")
             assert await page.text_content("#decided-by") == "alice"
@@ -295,11 +295,13 @@ async def test_a_quorum_of_two_needs_two_distinct_people_and_one_rejection_rejec
             await goto(alice, f"{base}/inbox/requests/{request_id}")
             assert await alice.text_content("#quorum .quorum") == "0 of 2"
             await alice.click("button.approve")
-            await alice.wait_for_selector("#quorum")
+            await alice.wait_for_selector("#counted")  # the page after the approval (#quorum is on both)
             assert await alice.text_content("#status") == "pending"
             assert await alice.text_content("#quorum .quorum") == "1 of 2"
-            await alice.click("button.approve")  # the same person again
-            assert await _error_class(alice) == "hitl_approval_duplicate"
+            # her approval counted: the page says so and offers her no second Approve, only Reject
+            assert (await alice.text_content("#counted") or "").startswith("Your approval counted (1 of 2)")
+            assert await alice.locator("button.approve").count() == 0
+            assert await alice.locator("button.reject").count() == 1
             await goto(alice, f"{base}/inbox")
             assert await alice.text_content(f"tr[data-request-id='{request_id}'] .quorum") == "1 of 2"
             assert result == {}  # one approval of two decides nothing
@@ -324,7 +326,7 @@ async def test_a_quorum_of_two_needs_two_distinct_people_and_one_rejection_rejec
             request_id = (await pending_requests(session))[0]["request_id"]
             await goto(alice, f"{base}/inbox/requests/{request_id}")
             await alice.click("button.approve")
-            await alice.wait_for_selector("#quorum")
+            await alice.wait_for_selector("#counted")
             await goto(bob, f"{base}/inbox/requests/{request_id}")
             await bob.click("button.reject")
             await bob.wait_for_selector("#status.rejected")

@@ -1,5 +1,5 @@
 """The request page in real headless Chromium at 1280×900 and 390×844, against ``baton serve --http`` with
-an MCP client waiting: no sideways scroll, the decision above the context, who asked, a live countdown,
+an MCP client waiting: no sideways scroll, the decision after the whole request, who asked, a live countdown,
 line breaks and markdown, and a confirmation that says truthfully whether a waiting call was told.
 
 Screenshots go to tmp_path (and to docs/console/ when BATON_CONSOLE_SCREENSHOTS names that directory).
@@ -93,7 +93,7 @@ def _publish(shots: Path) -> None:
             shutil.copy(shot, Path(target) / shot.name)
 
 
-async def test_every_request_page_fits_a_phone_and_a_desktop_with_the_decision_first(
+async def test_every_request_page_fits_a_phone_and_a_desktop_with_the_decision_after_the_request(
     baton_env: dict[str, str], http_server_factory: Any, tmp_path: Path
 ) -> None:
     from playwright.async_api import async_playwright
@@ -151,7 +151,7 @@ async def test_every_request_page_fits_a_phone_and_a_desktop_with_the_decision_f
             await page.set_viewport_size({"width": 1280, "height": 900})
 
             await goto(page, f"{base}/inbox/requests/{ids['approval']}")
-            await check_sizes(page, shots, "request", decide="#decide-buttons")
+            await check_sizes(page, shots, "request", request_page=True)
             assert await page.text_content("#agent") == "http-agent"
             assert await page.text_content("#client") == "claude-code"
             assert await page.inner_text("#message") == (
@@ -171,7 +171,7 @@ async def test_every_request_page_fits_a_phone_and_a_desktop_with_the_decision_f
             assert (await page.text_content("#expires-at") or "").endswith(" UTC")
 
             await goto(page, f"{base}/inbox/requests/{ids['input']}")
-            await check_sizes(page, shots, "question", decide="#decide-buttons")
+            await check_sizes(page, shots, "question", request_page=True)
             # a question has no step-up: its digest names only what it was asked with
             question_digest = await page.inner_text("#context .rq-digest")
             assert "question was asked with" in question_digest and "step-up" not in question_digest
@@ -179,7 +179,7 @@ async def test_every_request_page_fits_a_phone_and_a_desktop_with_the_decision_f
             await goto(page, f"{base}/inbox/console/requests")
             await check_sizes(page, shots, "console-requests", decide="#pending form.decide")
             await goto(page, f"{base}/inbox/console/requests/{ids['approval']}")
-            await check_sizes(page, shots, "console-request", decide="#decide-buttons")
+            await check_sizes(page, shots, "console-request", request_page=True)
             await page.fill("#admin_notes", "Frozen pending review.")
             await page.click("button.approve")
             await page.wait_for_selector("#status.approved")
@@ -223,7 +223,7 @@ async def test_a_decision_says_truthfully_whether_a_waiting_call_was_told_and_wh
                 (listed,) = await pending_requests(session)
                 query = signer.link_params(listed["request_id"], listed_expiry(listed))
                 await goto(page, f"{base}/inbox/link?{urlencode(query)}")
-                await check_sizes(page, None, "link", decide="#decide-buttons")
+                await check_sizes(page, None, "link", request_page=True)
                 await page.click("button.reject")
                 await page.wait_for_selector("#told")
                 assert await page.text_content("#told") == "The waiting call was told at once."

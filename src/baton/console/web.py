@@ -118,6 +118,7 @@ class Console:
             # a passkey step-up runs on the inbox's page, which holds the ceremony's script
             stepup_link=f"/inbox/requests/{request_id}" if view["step_up"] else None,
             live_mode="stay",
+            me=self.access.principal(request),
         )
 
     async def decide(self, request: Request) -> Response:

@@ -74,6 +74,7 @@ class PasskeyPages:
             "notice.html",
             title="Passkey registered",
             message=f"{person} can now log in to the inbox with this passkey.",
+            next_step="Log in with it on the login page; the enrollment link is spent.",
             error_class=None,
             back="/inbox/login",
         )

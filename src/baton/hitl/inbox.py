@@ -60,12 +60,14 @@ def _templates() -> Any:
     env.filters.update(present.filters())
     env.filters["when"] = _when
     env.tests["markdownish"] = lambda value: isinstance(value, str) and present.looks_like_markdown(value)
+    env.tests["hiding"] = lambda value: isinstance(value, str) and present.hides_text(value)
     env.globals.update(
         who=present.who,
         risk=present.risk,
         arguments=present.arguments,
         extra_context=present.extra_context,
-        told=present.told,
+        whole_in_list=present.whole_in_list,
+        told_line=present.told,  # not `told`: a page's own `told` value must never fall back to it
     )
     return env
 
@@ -96,16 +98,29 @@ class Inbox:
         return HTMLResponse(html, status_code=status, headers=HEADERS)
 
     def refusal(self, exc: BatonError, *, back: str | None = None) -> HTMLResponse:
-        """An error page carrying the error class."""
+        """An error page carrying the error class, and what to do next (who decided, when someone did)."""
+        from baton.hitl.end_pages import refused
+
         status = STATUS.get(exc.error_class, 400)
         return self.page(
             "notice.html",
             status,
             title="Not done",
             message=exc.message,
+            next_step=refused(exc, self._decided(exc)),
             error_class=exc.error_class,
             back=back,
         )
+
+    def _decided(self, exc: BatonError) -> dict[str, Any] | None:
+        """The request a refusal says was already decided (its outcome and who decided it), else None."""
+        request_id = exc.details.get("request_id")
+        if exc.error_class != "hitl_request_already_decided" or not isinstance(request_id, str):
+            return None
+        try:
+            return self.broker.get(request_id)
+        except HitlError:
+            return None
 
     # token sessions -------------------------------------------------------------------------------
 
@@ -296,12 +311,14 @@ class Inbox:
             )
         except HitlError as exc:
             return self.refusal(exc)
+        from baton.hitl.end_pages import after, outcome
         from baton.hitl.present import told
 
         return self.page(
             "notice.html",
-            title=f"Recorded: {view['status']}",
-            message=f"Request {view['request_id']} is {view['status']}, decided by {view['decided_by']}.",
+            title=f"Recorded: {'your approval counted' if view['status'] == 'pending' else view['status']}",
+            message=outcome(view),
+            next_step=after(view),
             told=told(view),
             waiter_told=view["waiter_gone"] is False,
             error_class=None,

@@ -6,7 +6,9 @@ a receipt, so the receipt chain's head is the store's version: the stream looks 
 ``POLL_SECONDS`` (one primary-key read, shared by every process and replica on the store) and, when it
 moved, sends ``state`` with the pending count (capped: baton.hitl.pending_count) and the new version. ``/inbox/static/live.js`` (same
 origin, allowed by the CSP's ``script-src 'self'``; no inline script anywhere) puts the count in the
-tab's title and reloads a list page, or offers a reload on a page where a person may be typing.
+tab's title and reloads a list page, or offers a reload on a page where a person may be typing; a
+request's page follows its own request (``?request=ID``) and swaps its buttons for the outcome once
+someone else decided it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from starlette.responses import Response
 
 from baton.hitl.pending_count import PendingCount, capped_count
 from baton.runtime import Runtime
-from baton.schema import hitl_requests, receipt_head
+from baton.schema import hitl_approvals, hitl_requests, receipt_head
 
 POLL_SECONDS = 1.0
 PING_SECONDS = 15
@@ -33,13 +35,35 @@ STATIC = Path(__file__).parent / "static"
 _PENDING_COUNT = select(capped_count(hitl_requests.c.status == "pending"))
 
 
-def state(runtime: Runtime) -> dict[str, Any]:
+def state(runtime: Runtime, request_id: str | None = None) -> dict[str, Any]:
     """The pending count (``pending_exact`` false past ``COUNT_CAP``) and the store's version (the receipt
-    chain's head seq)."""
+    chain's head seq); with ``request_id`` (a request's page), that request's status, who decided it and
+    who approved it so far, so the page can show an outcome instead of buttons that no longer decide."""
     with runtime.store.read() as connection:
         head = connection.execute(select(receipt_head.c.seq)).scalar()
         pending = PendingCount.read(int(connection.execute(_PENDING_COUNT).scalar() or 0))
-    return {"pending": pending.total, "pending_exact": pending.exact, "version": int(head or 0)}
+        found = _request(connection, request_id) if request_id else None
+    current = {"pending": pending.total, "pending_exact": pending.exact, "version": int(head or 0)}
+    return {**current, "request": found} if found else current
+
+
+def _request(connection: Any, request_id: str) -> dict[str, Any] | None:
+    """One request's status, decider and approvers (None when there is no such request)."""
+    row = connection.execute(
+        select(hitl_requests.c.status, hitl_requests.c.decided_by, hitl_requests.c.required_approvals).where(
+            hitl_requests.c.id == request_id
+        )
+    ).first()
+    if row is None:
+        return None
+    approvals = select(hitl_approvals.c.person).where(hitl_approvals.c.request_id == request_id)
+    people = connection.execute(approvals.order_by(hitl_approvals.c.approved_at)).scalars().all()
+    return {
+        "status": row.status,
+        "decided_by": row.decided_by,
+        "approvals": list(people),
+        "required_approvals": row.required_approvals or 1,
+    }
 
 
 async def changes(
@@ -47,8 +71,9 @@ async def changes(
 ) -> AsyncIterator[dict[str, Any]]:
     """``state`` events: the current one at once, then one each time the version moves."""
     last: dict[str, Any] | None = None
+    request_id = request.query_params.get("request") or None
     while not await request.is_disconnected():
-        current = await anyio.to_thread.run_sync(state, runtime)
+        current = await anyio.to_thread.run_sync(state, runtime, request_id)
         if current != last:
             yield {"event": "state", "data": json.dumps(current)}
             last = current

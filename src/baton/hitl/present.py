@@ -65,6 +65,27 @@ def render_markdown(text: str) -> Markup:
     return Markup(clean)  # noqa: S704 - sanitized by nh3 just above
 
 
+def plain(text: str) -> str:
+    """A markdown message as one line of plain text for a list's title (``**Deploy**`` reads "Deploy");
+    a plain string, so the template escapes it like any agent text."""
+    import html
+
+    import nh3
+    from markdown_it import MarkdownIt
+
+    rendered = MarkdownIt("commonmark", {"html": False}).enable("table").enable("strikethrough").render(text)
+    spaced = re.sub(r"<(?:/p|/li|/h\d|br ?/?|/tr|/td|/th|/blockquote|hr ?/?)>", " ", rendered)
+    return " ".join(html.unescape(nh3.clean(spaced, tags=set())).split())
+
+
+def hides_text(text: str) -> bool:
+    """Whether rendering the markdown loses words of its source (an image's alt text, a link reference
+    definition, a link's title): the page then shows the source unfolded, so nothing goes unseen."""
+    source = re.sub(r"\]\([^)\s]*\)", "]", text)  # a link's address is its href, not lost text
+    shown = set(re.findall(r"\w+", plain(text)))
+    return any(word not in shown for word in re.findall(r"\w+", source))
+
+
 def pretty(value: Any) -> str:
     """A JSON value indented for reading (strings are shown as text elsewhere, with their line breaks)."""
     return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=False)
@@ -160,10 +181,32 @@ def told(view: dict[str, Any]) -> str | None:
     return "Recorded."
 
 
+#: How much of a message, and of a context as compact JSON, a list row shows whole.
+LIST_MESSAGE = 300
+
+
+def compact(value: Any) -> str:
+    """A JSON value on one line, as written (a list row's short context)."""
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def whole_in_list(view: dict[str, Any]) -> bool:
+    """Whether a list row shows the whole request (a short message, no context or a short one, shown in
+    the row), so that approving or answering from the row approves nothing unseen; otherwise the row
+    links to the request page."""
+    context = view.get("context")
+    short = context is None or len(compact(context)) <= LIST_MESSAGE
+    message = view.get("message") or ""
+    as_written = plain(message) == " ".join(message.split())  # the title hides no markdown
+    return len(message) <= LIST_MESSAGE and short and as_written
+
+
 def filters() -> dict[str, Any]:
     """The template filters and tests this module provides."""
     return {
         "markdown": render_markdown,
         "pretty": pretty,
+        "compact": compact,
+        "plain": plain,
         "time_left": time_left,
     }
