@@ -223,3 +223,37 @@ def test_doctor_shows_who_may_decide(baton_env: dict[str, str]) -> None:
     assert default["ok"] is True and "MCP clients may not decide" in default["detail"]
     opted = deciders({**baton_env, "BATON_HITL_ALLOW_MCP_DECISIONS": "1"})
     assert opted["ok"] is False and "BATON_HITL_ALLOW_MCP_DECISIONS=1" in opted["detail"]
+
+
+async def test_an_opted_in_mcp_decision_never_counts_toward_a_quorum(baton_env: dict[str, str]) -> None:
+    """The MCP opt-in names no person: on a request that needs two people it is refused and counted
+    nowhere, so one person's approval after it is still one of two."""
+    env = {**baton_env, "BATON_HITL_ALLOW_MCP_DECISIONS": "1"}
+    asked: dict[str, Any] = {}
+
+    def person(name: str, verb: str, request_id: str) -> None:
+        done = run_cli({**env, "LOGNAME": name, "USER": name}, "hitl", verb, request_id)
+        assert done.returncode == 0, done.stderr
+
+    async with stdio_session(env) as session:
+
+        async def ask() -> None:
+            arguments = {"request_message": "rotate keys", "timeout_seconds": 3600, "required_approvals": 2}
+            asked.update(await call(session, "mcp_request_admin_approval", arguments))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask)
+            request_id = (await pending_requests(session))[0]["request_id"]
+            refused = await call(
+                session, "mcp_respond_to_request", {"request_id": request_id, "approved": True}
+            )
+            assert refused["error_class"] == "hitl_decider_not_authorized"
+            await anyio.to_thread.run_sync(person, "ana", "approve", request_id)
+            status = await call(session, "mcp_get_request_status", {"request_id": request_id})
+            assert (status["status"], status["approvals"]) == ("pending", ["ana"])
+            await anyio.to_thread.run_sync(person, "ben", "reject", request_id)
+    assert asked["approved"] is False and asked["decision"] == "rejected"
+    partial = json.loads(
+        run_cli(env, "receipts", "list", "--oldest", "--kind", "hitl_partial_approval", "--json").stdout
+    )
+    assert [r["payload"]["decided_by"] for r in partial] == ["ana"]
