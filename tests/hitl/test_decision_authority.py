@@ -257,3 +257,43 @@ async def test_an_opted_in_mcp_decision_never_counts_toward_a_quorum(baton_env: 
         run_cli(env, "receipts", "list", "--oldest", "--kind", "hitl_partial_approval", "--json").stdout
     )
     assert [r["payload"]["decided_by"] for r in partial] == ["ana"]
+
+
+async def test_the_operators_mcp_approval_of_a_quorum_is_counted_and_answered_as_pending(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The admin token names the operator, one person of the quorum: its approval counts once, and the
+    answer says the request still waits (a partial approval is no decision, and the schema says so)."""
+    port = free_port()
+    env = {**baton_env, "BATON_HTTP_TOKEN": AGENT_TOKEN, "BATON_ADMIN_TOKEN": ADMIN_TOKEN}
+    asked: dict[str, Any] = {}
+    with http_server(env, f"127.0.0.1:{port}", tmp_path):
+        async with http_client(port, AGENT_TOKEN) as agent, http_client(port, ADMIN_TOKEN) as admin:
+
+            async def ask() -> None:
+                arguments = {
+                    "request_message": "rotate keys",
+                    "timeout_seconds": 3600,
+                    "required_approvals": 2,
+                }
+                asked.update(await structured(agent, "mcp_request_admin_approval", arguments))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(ask)
+                request_id = (await pending_requests(agent))[0]["request_id"]
+                approve = {"request_id": request_id, "approved": True}
+                partial = await structured(admin, "mcp_respond_to_request", approve)
+                assert partial["success"] is True, partial
+                assert (partial["status"], partial["decision"], partial["decided"]) == (
+                    "pending",
+                    "pending",
+                    False,
+                )
+                assert partial["approvals"] == ["operator"] and asked == {}
+                again = await structured(admin, "mcp_respond_to_request", approve)
+                assert again["error_class"] == "hitl_approval_duplicate"
+                done = await anyio.to_thread.run_sync(
+                    run_cli, {**env, "LOGNAME": "ana", "USER": "ana"}, "hitl", "approve", request_id
+                )
+                assert done.returncode == 0, done.stderr
+    assert asked["approved"] is True and asked["decided_by"] == "operator, ana"
