@@ -222,3 +222,93 @@ async def test_a_removed_persons_session_opens_nothing_and_decides_nothing(
         assert (await _settled(result))["decided_via"] == "cli"
         await context.close()
         await browser.close()
+
+
+async def test_a_step_up_ceremony_made_for_one_request_never_approves_a_twin(
+    baton_env: dict[str, str], http_server_factory: Any
+) -> None:
+    """Two requests with the same arguments share a digest: the ceremony's request id is what tells their
+    step-ups apart, so one's assertion and ceremony posted to the other are refused."""
+    from playwright.async_api import async_playwright
+
+    env = _env(baton_env)
+    server = http_server_factory(env)
+    base = _local(server.base_url)
+    link = _enrollment_link(env, base, "alice")
+    async with _agent(server.base_url) as session, async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        context, page = await _person(browser)
+        await _enroll_and_log_in(page, link, base, "alice")
+        first: dict[str, Any] = {}
+        second: dict[str, Any] = {}
+        same = {"request_message": "Pay invoice 7", "context": {"to": "acme"}, "step_up": True}
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: _ask(session, first, **same))
+            a = (await pending_requests(session, 1))[0]["request_id"]
+            group.start_soon(lambda: _ask(session, second, **same))
+            (b,) = {r["request_id"] for r in await pending_requests(session, 2)} - {a}
+            await goto(page, f"{base}/inbox/requests/{b}")
+            csrf_b = await page.get_attribute("#decide input[name=csrf]", "value")
+            made_for_a = await _captured_decision(page, f"{base}/inbox/requests/{a}")
+            answer = await context.request.post(
+                f"{base}/inbox/requests/{b}/decide",
+                form={**made_for_a, "csrf": csrf_b, "action": "approve"},
+                headers={"Origin": base},
+            )
+            assert answer.status == 403 and "passkey_invalid" in await answer.text()
+            assert first == {} and second == {}
+            for request_id in (a, b):
+                await goto(page, f"{base}/inbox/requests/{request_id}")
+                await page.click("button.reject")
+                await page.wait_for_selector("#status.rejected")
+        assert (await _settled(first))["approved"] is False
+        assert (await _settled(second))["approved"] is False
+        await context.close()
+        await browser.close()
+
+
+async def test_a_passkey_login_answer_opens_one_session_only(
+    baton_env: dict[str, str], http_server_factory: Any
+) -> None:
+    """A captured login answer (ceremony and assertion) replayed is refused: its nonce was spent."""
+    from playwright.async_api import async_playwright
+
+    env = _env(baton_env)
+    server = http_server_factory(env)
+    base = _local(server.base_url)
+    link = _enrollment_link(env, base, "alice")
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        context, page = await _person(browser)
+        await goto(page, link)
+        await page.click("#enroll button")
+        await page.wait_for_selector("#title")
+        posted: dict[str, str] = {}
+        seen = anyio.Event()
+
+        async def hold(route: Any) -> None:
+            posted.update({k: v[0] for k, v in parse_qs(route.request.post_data or "").items()})
+            seen.set()
+            await route.abort()
+
+        await page.route("**/inbox/login/passkey", hold)
+        await goto(page, f"{base}/inbox/login")
+        await page.click("#passkey-login button")
+        with anyio.fail_after(300):  # only stops a hang
+            await seen.wait()
+        outcomes = []
+        for _ in range(2):
+            answer = await browser.new_context()
+            sent = await answer.request.post(
+                f"{base}/inbox/login/passkey", form=posted, headers={"Origin": base}, max_redirects=0
+            )
+            outcomes.append((sent.status, "baton_inbox=" in sent.headers.get("set-cookie", "")))
+            await answer.close()
+        assert outcomes[0] == (303, True)
+        assert outcomes[1][0] == 403 and outcomes[1][1] is False
+        await context.close()
+        await browser.close()
