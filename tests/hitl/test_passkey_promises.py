@@ -312,3 +312,31 @@ async def test_a_passkey_login_answer_opens_one_session_only(
         await context.close()
         await browser.close()
 
+
+async def test_a_removed_persons_session_stays_dead_when_the_name_is_added_again(
+    baton_env: dict[str, str], http_server_factory: Any
+) -> None:
+    """The session was alice's, not the name's: a new ``alice`` (a new enrollment, a new passkey) does
+    not bring the removed one's open session back."""
+    from playwright.async_api import async_playwright
+
+    env = _env(baton_env)
+    server = http_server_factory(env)
+    base = _local(server.base_url)
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        old_context, old = await _person(browser)
+        await _enroll_and_log_in(old, _enrollment_link(env, base, "alice"), base, "alice")
+        removed = run_cli(env, "people", "remove", "alice")
+        assert removed.returncode == 0, removed.stderr
+        new_context, new = await _person(browser)
+        await _enroll_and_log_in(new, _enrollment_link(env, base, "alice"), base, "alice")
+        await goto(old, f"{base}/inbox")
+        assert old.url.endswith("/inbox/login")
+        await goto(new, f"{base}/inbox")  # the new alice's own session is alive
+        assert await new.text_content("#me") == "alice · passkey"
+        await old_context.close()
+        await new_context.close()
+        await browser.close()
