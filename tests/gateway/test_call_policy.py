@@ -74,6 +74,10 @@ def test_the_docs_call_policy_pins_tests_and_decides_each_call(
     source = tmp_path / "policy.cedar"
     source.write_text("permit(principal, action, resource) when {")
     assert baton("policy", "pin", "db", str(source)).stderr.startswith("gateway_policy_error:")
+    for count in ("0", "11"):  # no approvals is a plain permit, not an @approvals; 10 people at most
+        source.write_text(f'@approvals("{count}")\npermit(principal, action, resource);\n')
+        refused = baton("policy", "pin", "db", str(source)).stderr
+        assert refused.startswith("gateway_policy_error:") and "from 1 to 10" in refused, refused
     source.write_text(doc_example())
     pinned = json.loads(ok("policy", "pin", "db", str(source), "--json"))
     assert (home / "adapters" / "db.cedar").read_text() == doc_example()

@@ -1,7 +1,7 @@
 """A Cedar call policy through a real ``python -m baton serve`` (stdio, the official MCP client).
 
 One promoted adapter (the test server) pins a policy that permits queries, forbids ``DROP``, asks two
-distinct people for a transfer, cannot evaluate an ``echo`` without ``text`` (fails closed) and says
+distinct people for a transfer (and for a payout over 100, which a plain permit also matches), cannot evaluate an ``echo`` without ``text`` (fails closed) and says
 nothing of ``status`` (default deny). Two people approve: this test's OS account with ``baton hitl
 approve`` (the CLI names the real uid's account, whatever ``LOGNAME`` says) and ``ben``, an enrolled person,
 with his passkey (the decision the inbox makes once his assertion verified). Every ``gateway_call`` receipt
@@ -52,6 +52,11 @@ forbid(principal, action == Action::"echo", resource)
 permit(principal, action == Action::"calls", resource);
 @id("no-intruders")
 forbid(principal == Agent::"intruder", action, resource);
+@id("payouts")
+permit(principal, action == Action::"payout", resource);
+@id("big-payouts-need-two")
+@approvals("2")
+permit(principal, action == Action::"payout", resource) when { context.arguments.amount > 100 };
 """
 POLICY_SHA256 = hashlib.sha256(POLICY.encode()).hexdigest()
 #: The OS account this test runs as: the person ``baton hitl approve`` decides as.
@@ -63,6 +68,7 @@ TOOLS = [
     tool("echo", text="string"),
     tool("status"),
     tool("calls"),
+    tool("payout", to="string", amount="integer"),
 ]
 
 
@@ -84,7 +90,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
             make_live(
                 runtime,
                 document("db", publish(registry), TOOLS),
-                allowed=["query", "transfer", "wire", "echo", "status", "calls"],
+                allowed=["query", "transfer", "wire", "echo", "status", "calls", "payout"],
                 call_policy=POLICY,
             )
             People(runtime).add("ben")
@@ -288,3 +294,36 @@ async def test_the_calling_agent_is_the_principal(env: dict[str, str]) -> None:
     assert refused["error_class"] == "gateway_policy_forbidden" and refused["reasons"] == ["no-intruders"]
     receipt = call_receipts(env, "query")[-1]
     assert (receipt["agent"], receipt["call_policy_decision"]["reasons"]) == ("intruder", ["no-intruders"])
+
+
+async def test_the_strictest_matching_policy_sets_the_approvals(session: Any, env: dict[str, str]) -> None:
+    """A payout over 100 matches a plain permit and one asking two people: it needs two, not none."""
+    small = await call(session, "db__payout", {"to": "bob", "amount": 5})
+    assert small["success"] is True, small
+    arguments = {"to": "eve", "amount": 500}
+    result: dict[str, Any] = {}
+
+    async def payout() -> None:
+        result.update(await call(session, "db__payout", arguments))
+
+    with anyio.fail_after(600):
+        async with anyio.create_task_group() as group:
+            group.start_soon(payout)
+            while not result:  # a call that ran without asking anyone is a failure, not a hang
+                listed = (await call(session, "mcp_list_pending_requests"))["requests"]
+                found = [r for r in listed if r["context"].get("arguments") == arguments]
+                if found:
+                    break
+                await anyio.sleep(0.05)
+            assert not result, result
+            request_id = found[0]["request_id"]
+            status = await call(session, "mcp_get_request_status", {"request_id": request_id})
+            assert status["required_approvals"] == 2
+            assert decide_on_the_cli(env, "reject", request_id).returncode == 0
+    assert result["error_class"] == "approval_denied"
+    assert (await upstream_calls(session))["payout"] == 1  # only the small one ran
+    decisions = [r["call_policy_decision"] for r in call_receipts(env, "payout")]
+    assert [(d["effect"], d["approvals"], sorted(d["reasons"])) for d in decisions] == [
+        ("permit", 0, ["payouts"]),
+        ("approval", 2, ["big-payouts-need-two", "payouts"]),
+    ]

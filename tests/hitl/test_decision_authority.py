@@ -223,3 +223,77 @@ def test_doctor_shows_who_may_decide(baton_env: dict[str, str]) -> None:
     assert default["ok"] is True and "MCP clients may not decide" in default["detail"]
     opted = deciders({**baton_env, "BATON_HITL_ALLOW_MCP_DECISIONS": "1"})
     assert opted["ok"] is False and "BATON_HITL_ALLOW_MCP_DECISIONS=1" in opted["detail"]
+
+
+async def test_an_opted_in_mcp_decision_never_counts_toward_a_quorum(baton_env: dict[str, str]) -> None:
+    """The MCP opt-in names no person: on a request that needs two people it is refused and counted
+    nowhere, so one person's approval after it is still one of two."""
+    env = {**baton_env, "BATON_HITL_ALLOW_MCP_DECISIONS": "1"}
+    asked: dict[str, Any] = {}
+
+    def person(name: str, verb: str, request_id: str) -> None:
+        done = run_cli({**env, "LOGNAME": name, "USER": name}, "hitl", verb, request_id)
+        assert done.returncode == 0, done.stderr
+
+    async with stdio_session(env) as session:
+
+        async def ask() -> None:
+            arguments = {"request_message": "rotate keys", "timeout_seconds": 3600, "required_approvals": 2}
+            asked.update(await call(session, "mcp_request_admin_approval", arguments))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask)
+            request_id = (await pending_requests(session))[0]["request_id"]
+            refused = await call(
+                session, "mcp_respond_to_request", {"request_id": request_id, "approved": True}
+            )
+            assert refused["error_class"] == "hitl_decider_not_authorized"
+            await anyio.to_thread.run_sync(person, "ana", "approve", request_id)
+            status = await call(session, "mcp_get_request_status", {"request_id": request_id})
+            assert (status["status"], status["approvals"]) == ("pending", ["ana"])
+            await anyio.to_thread.run_sync(person, "ben", "reject", request_id)
+    assert asked["approved"] is False and asked["decision"] == "rejected"
+    partial = json.loads(
+        run_cli(env, "receipts", "list", "--oldest", "--kind", "hitl_partial_approval", "--json").stdout
+    )
+    assert [r["payload"]["decided_by"] for r in partial] == ["ana"]
+
+
+async def test_the_operators_mcp_approval_of_a_quorum_is_counted_and_answered_as_pending(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The admin token names the operator, one person of the quorum: its approval counts once, and the
+    answer says the request still waits (a partial approval is no decision, and the schema says so)."""
+    port = free_port()
+    env = {**baton_env, "BATON_HTTP_TOKEN": AGENT_TOKEN, "BATON_ADMIN_TOKEN": ADMIN_TOKEN}
+    asked: dict[str, Any] = {}
+    with http_server(env, f"127.0.0.1:{port}", tmp_path):
+        async with http_client(port, AGENT_TOKEN) as agent, http_client(port, ADMIN_TOKEN) as admin:
+
+            async def ask() -> None:
+                arguments = {
+                    "request_message": "rotate keys",
+                    "timeout_seconds": 3600,
+                    "required_approvals": 2,
+                }
+                asked.update(await structured(agent, "mcp_request_admin_approval", arguments))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(ask)
+                request_id = (await pending_requests(agent))[0]["request_id"]
+                approve = {"request_id": request_id, "approved": True}
+                partial = await structured(admin, "mcp_respond_to_request", approve)
+                assert partial["success"] is True, partial
+                assert (partial["status"], partial["decision"], partial["decided"]) == (
+                    "pending",
+                    "pending",
+                    False,
+                )
+                assert partial["approvals"] == ["operator"] and asked == {}
+                again = await structured(admin, "mcp_respond_to_request", approve)
+                assert again["error_class"] == "hitl_approval_duplicate"
+                done = await anyio.to_thread.run_sync(
+                    run_cli, {**env, "LOGNAME": "ana", "USER": "ana"}, "hitl", "approve", request_id
+                )
+                assert done.returncode == 0, done.stderr
+    assert asked["approved"] is True and asked["decided_by"] == "operator, ana"

@@ -87,7 +87,9 @@ class InboxAccess:
             return Principal(f"session:{parts[0]}", *operator) if token else None
         from baton.hitl.people import People
 
-        if not People(self.runtime).exists(person):  # removed since: the session ends with them
+        added = People(self.runtime).added_epoch(person)
+        # removed since (and maybe a namesake added): the session ended with the person who opened it
+        if added is None or parts[1] - SESSION_TTL_SECONDS < int(added):
             return None
         return Principal(f"session:{parts[0]}", person, "passkey")
 

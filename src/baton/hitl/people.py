@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -198,6 +199,19 @@ class People:
         query = select(people_passkeys.c.person).where(people_passkeys.c.person == name).limit(1)
         with self.runtime.store.read() as connection:
             return connection.execute(query).first() is not None
+
+    def added_epoch(self, name: str) -> float | None:
+        """When the person of that name was added (epoch seconds), if they may log in: a session opened
+        before then was a removed namesake's."""
+        query = (
+            select(people.c.created_at)
+            .join(people_passkeys, people_passkeys.c.person == people.c.name)
+            .where(people.c.name == name)
+            .limit(1)
+        )
+        with self.runtime.store.read() as connection:
+            row = connection.execute(query).first()
+        return None if row is None else datetime.fromisoformat(str(row.created_at)).timestamp()
 
     def anyone_can_log_in(self) -> bool:
         """Whether at least one person has a passkey."""

@@ -96,4 +96,4 @@ class RequestStatus(Ok):
 
 
 class Responded(RequestStatus):
-    decision: Literal["approved", "rejected", "answered"]
+    decision: Literal["approved", "rejected", "answered", "pending"]  # pending: a quorum's partial approval
