@@ -252,6 +252,21 @@ def test_a_registry_whose_integrity_lies_fails_closed(runtime: Runtime, registry
 
 
 @needs_npm
+def test_a_registry_that_tells_baton_another_integrity_than_npm_fails_closed(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    # npm's lockfile carries the tarball's own sha512, so the bytes match it; only the comparison of the
+    # lockfile's sha512 with the registry's (the document baton reads) catches the two answers
+    registry.publish("two-faced", "1.0.0", package("two-faced", "1.0.0"))
+    document = {"name": "two-faced", "versions": copy.deepcopy(registry.packages["two-faced"])}
+    document["versions"]["1.0.0"]["dist"]["integrity"] = integrity_of(b"other bytes")
+    registry.serve_raw_unless_npm("two-faced", document)
+    error = lock_fails(runtime, "npm:two-faced", "artifact_integrity_mismatch")
+    assert "sha512 of the registry" in error.message
+    assert not (runtime.settings.home / "adapters" / "two-faced.toml").exists()
+
+
+@needs_npm
 def test_unresolvable_ranges_and_unknown_packages_are_typed(
     runtime: Runtime, registry: NpmRegistryServer
 ) -> None:
