@@ -243,6 +243,26 @@ def test_a_wheel_that_does_not_match_the_published_sha256_is_refused(
         pypi.close()
 
 
+def test_a_relock_refuses_a_wheel_the_index_no_longer_publishes_with_the_pinned_sha256(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    # the bytes still match the policy's pin (and the verified cache holds them): only the comparison of
+    # the index's published sha256 with the pin sees that the index now names another wheel
+    wheel = build_wheel({"tiny_mcp/__init__.py": "", "tiny_mcp/__main__.py": ""})
+    filename = "tiny_mcp-0.1.0-py3-none-any.whl"
+    registry.publish_wheel("tiny-mcp", "0.1.0", filename, wheel)
+    pypi = pypi_runtime(runtime, registry)
+    try:
+        locked = artifacts.lock(pypi, "pypi:tiny-mcp==0.1.0")
+        registry.publish_wheel("tiny-mcp", "0.1.0", filename, wheel, sha256="0" * 64)
+        with pytest.raises(GatewayError) as info:
+            artifacts.lock(pypi, locked["adapter_id"])
+        assert info.value.error_class == "artifact_integrity_mismatch"
+        assert "no longer publishes" in info.value.message
+    finally:
+        pypi.close()
+
+
 def test_the_verifier_runs_alone_from_the_command_line(runtime: Runtime, registry: NpmRegistryServer) -> None:
     policy = install_policy(runtime, policy_document("demo", publish_server(registry)))
     locked = artifacts.lock(runtime, "demo")
