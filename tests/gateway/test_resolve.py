@@ -267,6 +267,36 @@ def test_a_registry_that_tells_baton_another_integrity_than_npm_fails_closed(
 
 
 @needs_npm
+def test_a_registry_that_tells_baton_another_tarball_url_than_npm_fails_closed(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    # the URL baton's document names serves the same bytes, so every hash agrees: only the comparison of
+    # the lockfile's resolved URL with the registry's dist.tarball catches the two answers
+    filename = registry.publish("two-urls", "1.0.0", package("two-urls", "1.0.0"))
+    registry.tarballs["elsewhere.tgz"] = registry.tarballs[filename]
+    document = {"name": "two-urls", "versions": copy.deepcopy(registry.packages["two-urls"])}
+    document["versions"]["1.0.0"]["dist"]["tarball"] = f"{registry.url}/-/tarballs/elsewhere.tgz"
+    registry.serve_raw_unless_npm("two-urls", document)
+    error = lock_fails(runtime, "npm:two-urls", "artifact_metadata_invalid")
+    assert "tarball URL" in error.message
+
+
+@needs_npm
+def test_a_lockfile_resolving_a_package_outside_the_registry_fails_closed(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    # the registry points the tarball at another server, which serves the very bytes the integrity names
+    tarball = package("offsite", "1.0.0")
+    with NpmRegistryServer() as other:
+        other.publish("offsite", "1.0.0", tarball)
+        registry.publish("offsite", "1.0.0", tarball)
+        registry.packages["offsite"]["1.0.0"]["dist"]["tarball"] = f"{other.url}/-/tarballs/offsite-1.0.0.tgz"
+        error = lock_fails(runtime, "npm:offsite", "artifact_metadata_invalid")
+    assert "outside the registry" in error.message
+    assert not [r for r in other.requests if "/-/tarballs/" in r], "nothing fetched from outside"
+
+
+@needs_npm
 def test_unresolvable_ranges_and_unknown_packages_are_typed(
     runtime: Runtime, registry: NpmRegistryServer
 ) -> None:
