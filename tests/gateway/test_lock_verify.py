@@ -98,6 +98,28 @@ def test_a_registry_whose_tarball_does_not_match_its_integrity_fails_closed(
     assert failure_of(runtime, "demo")["error_class"] == "artifact_integrity_mismatch"
 
 
+def test_a_tampered_download_cache_is_never_trusted(registry: NpmRegistryServer, tmp_path: Path) -> None:
+    # BATON_ARTIFACT_CACHE is shared across locks: a file changed in it is fetched again, never used
+    from baton.config import load_settings
+
+    cache = tmp_path / "cache"
+    settings = {"BATON_HOME": str(tmp_path / "home"), "BATON_NPM_REGISTRY": registry.url}
+    runtime = Runtime.open(load_settings({**settings, "BATON_ARTIFACT_CACHE": str(cache)}))
+    try:
+        honest = publish_server(registry)
+        install_policy(runtime, policy_document("demo", honest))
+        artifacts.lock(runtime, "demo")
+        (cached,) = cache.glob(f"{TEST_SERVER}*")
+        cached.write_bytes(honest + b"tampered")
+        downloads = len([r for r in registry.requests if "/-/tarballs/" in r])
+        locked = artifacts.lock(runtime, "demo")
+    finally:
+        runtime.close()
+    (bundled,) = (Path(locked["bundle"]) / "tarballs").iterdir()
+    assert bundled.read_bytes() == honest
+    assert len([r for r in registry.requests if "/-/tarballs/" in r]) == downloads + 1
+
+
 def test_a_pin_that_differs_from_the_registry_fails_closed(
     runtime: Runtime, registry: NpmRegistryServer
 ) -> None:
