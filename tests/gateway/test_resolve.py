@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import copy
+import hashlib
 import json
 import shutil
 import tarfile
@@ -294,6 +296,28 @@ def test_a_lockfile_resolving_a_package_outside_the_registry_fails_closed(
         error = lock_fails(runtime, "npm:offsite", "artifact_metadata_invalid")
     assert "outside the registry" in error.message
     assert not [r for r in other.requests if "/-/tarballs/" in r], "nothing fetched from outside"
+
+
+def sha1_sri(data: bytes) -> str:
+    """An SRI value with only a sha1, as packages published before 2017 carry."""
+    return "sha1-" + base64.b64encode(hashlib.sha1(data, usedforsecurity=False).digest()).decode()
+
+
+@needs_npm
+def test_a_sha1_only_package_is_accepted_only_when_the_lockfile_and_the_registry_agree(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    tarball = package("old", "1.0.0", {"cli.js": ""}, bin={"old": "cli.js"})
+    registry.publish("old", "1.0.0", tarball, integrity=sha1_sri(tarball), bin={"old": "cli.js"})
+    locked = artifacts.lock(runtime, "npm:old")
+    assert locked["packages"]["old@1.0.0"] == hashlib.sha512(tarball).hexdigest()
+    # npm's lockfile carries the tarball's sha1; the document baton reads names other bytes' sha1
+    registry.publish("old-two-faced", "1.0.0", tarball, integrity=sha1_sri(tarball), bin={"old": "cli.js"})
+    document = {"name": "old-two-faced", "versions": copy.deepcopy(registry.packages["old-two-faced"])}
+    document["versions"]["1.0.0"]["dist"]["integrity"] = sha1_sri(b"other bytes")
+    registry.serve_raw_unless_npm("old-two-faced", document)
+    error = lock_fails(runtime, "npm:old-two-faced", "artifact_integrity_mismatch")
+    assert "both the lockfile and registry" in error.message
 
 
 @needs_npm
