@@ -365,3 +365,28 @@ async def test_a_task_cancelled_through_a_replica_stays_cancelled_when_its_call_
     assert cancelled["status"] == "cancelled"
     assert barrier["result"]["structuredContent"]["approved"] is True
     assert after["status"] == "cancelled" and "result" not in after, after
+
+
+async def test_another_agents_task_is_not_found_through_any_server_on_the_same_store(
+    baton_env: dict[str, str],
+) -> None:
+    alice_env = {**baton_env, "BATON_AGENT_NAME": "alice"}
+    async with tasks_client(alice_env, TasksClient()) as alice:
+        created = await alice.session.call_tool("mcp_request_admin_approval", APPROVE, allow_claimed=True)
+        assert isinstance(created, CreateTaskResult)
+        _, request_id = await waiting_request(alice.session, created.task_id)
+        task = {"taskId": created.task_id}
+        async with tasks_client({**baton_env, "BATON_AGENT_NAME": "bob"}, TasksClient()) as bob:
+            for method, params in (
+                ("tasks/get", task),
+                ("tasks/cancel", task),
+                ("tasks/update", {**task, "inputResponses": {}}),
+            ):
+                with pytest.raises(MCPError, match="Task not found"):
+                    await task_request(bob.session, method, params)
+        still = await task_request(alice.session, "tasks/get", task)
+        rejected = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "reject", request_id)
+        assert rejected.returncode == 0, rejected.stderr
+        done = await until_status(alice.session, created.task_id, "completed", "cancelled")
+    assert still["status"] != "cancelled"
+    assert done["status"] == "completed" and done["result"]["structuredContent"]["decision"] == "rejected"
