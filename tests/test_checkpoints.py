@@ -124,6 +124,53 @@ def test_deleting_the_newest_receipts_and_rewinding_the_head_is_caught(
     assert "Traceback" not in done.stderr
 
 
+def test_a_server_never_signs_a_rewound_chain_whose_last_signed_head_only_the_file_keeps(
+    served_home: Path, baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    # the attacker rewinds the chain and deletes the store's checkpoints; the checkpoint file still holds
+    # the head the key signed last, so the signer must refuse to vouch for the rewound chain
+    env = attacked_copy(served_home, tmp_path, "rewound-signer", baton_env)
+    home = Path(env["BATON_HOME"])
+    with sqlite3.connect(home / "baton.db") as db:
+        chain = rows(db)
+        keep = chain[len(chain) // 2]
+        db.execute("DELETE FROM receipts WHERE seq > ?", (keep[0],))
+        db.execute("UPDATE receipt_head SET seq = ?, sha256 = ?", (keep[0], keep[5]))
+        db.execute("DELETE FROM receipt_checkpoints")
+    signed = file_lines(home)
+
+    async def ping_once() -> None:
+        async with stdio_session(env) as session:
+            assert (await call(session, "mcp_ping"))["success"] is True
+
+    anyio.run(ping_once)  # the head moves past the rewound one; the shutdown checkpoint is refused
+    assert file_lines(home) == signed
+    with sqlite3.connect(home / "baton.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM receipt_checkpoints").fetchone() == (0,)
+
+
+def test_a_server_never_signs_past_a_signed_head_whose_history_was_rewritten(
+    served_home: Path, baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    # the rejection becomes an approval and every hash is recomputed; new receipts then move the head
+    # past the signed one, so only the check that the chain still holds the signed hash refuses to sign
+    env = attacked_copy(served_home, tmp_path, "rewritten-signer", baton_env)
+    home = Path(env["BATON_HOME"])
+    with sqlite3.connect(home / "baton.db") as db:
+        assert flip_decisions_and_rehash(db)
+    signed = file_lines(home)
+
+    async def ping_once() -> None:
+        async with stdio_session(env) as session:
+            assert (await call(session, "mcp_ping"))["success"] is True
+
+    anyio.run(ping_once)
+    assert file_lines(home) == signed
+    with sqlite3.connect(home / "baton.db") as db:
+        stored = db.execute("SELECT seq, sha256 FROM receipt_checkpoints ORDER BY seq").fetchall()
+    assert stored == [(line["seq"], line["sha256"]) for line in signed]
+
+
 def test_deleting_everything_and_resetting_to_genesis_is_caught(
     served_home: Path, baton_env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -124,6 +124,24 @@ async def test_the_operator_allow_list_opens_exactly_what_it_names(baton_env: di
     assert requests["/host"].headers["host"] == f"localhost:{port}"
 
 
+async def test_an_allowed_host_name_never_opens_a_name_that_merely_ends_with_it(
+    baton_env: dict[str, str],
+) -> None:
+    # the operator allows the intranet host "host"; "localhost" ends with it (as evil-example.com ends with
+    # example.com) and resolves to loopback: it is not the allowed name, so it stays refused
+    with WebhookReceiver() as web:
+        port = web.base_url.rsplit(":", 1)[1]
+        env = {**baton_env, "BATON_WEBHOOK_ALLOW": "host", "BATON_NOTIFY_ATTEMPTS": "1"}
+        async with stdio_session(env) as session:
+            answers = [
+                await call(session, "mcp_send_webhook", {"payload": {"n": n}, "url": url})
+                for n, url in enumerate([f"http://localhost:{port}/suffix", f"http://LocalHost.:{port}/case"])
+            ]
+        received = [request.path for request in web.requests]
+    assert [a.get("error_class") for a in answers] == ["notification_destination_refused"] * 2, answers
+    assert received == []
+
+
 async def test_a_malformed_allow_list_is_config_invalid_and_sends_nothing(baton_env: dict[str, str]) -> None:
     with WebhookReceiver() as web:
         env = {**baton_env, "BATON_WEBHOOK_ALLOW": "127.0.0.0/8, http://x/"}

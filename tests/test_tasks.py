@@ -335,3 +335,58 @@ async def test_task_notifications_reach_a_client_over_stateless_http(
         server.stop()
     assert [note["status"] for note in tasks.notified] == ["working", "completed"]
     assert tasks.notified[-1]["result"]["structuredContent"]["decision"] == "rejected"
+
+
+async def test_a_task_cancelled_through_a_replica_stays_cancelled_when_its_call_ends_later(
+    baton_env: dict[str, str],
+) -> None:
+    # two stdio serves on one store, the same agent: the first runs the approval as a task, the second
+    # cancels it (the first's call keeps waiting); then a person approves, and the first's call ends with
+    # the approval. The cancelled task must keep its first terminal state. A second task waiting on the same
+    # request in the first serve (woken after the first, on the same event) is the barrier: once it has
+    # completed, the first call has ended too. No progress tick reorders the two waiters.
+    env = {**baton_env, "BATON_AGENT_NAME": "deployer", "BATON_HITL_PROGRESS_SECONDS": "3600"}
+    async with tasks_client(env, TasksClient()) as first:
+        created = await first.session.call_tool("mcp_request_admin_approval", APPROVE, allow_claimed=True)
+        assert isinstance(created, CreateTaskResult)
+        _, request_id = await waiting_request(first.session, created.task_id)
+        waiter = await first.session.call_tool(
+            "mcp_wait_for_request", {"request_id": request_id}, allow_claimed=True
+        )
+        assert isinstance(waiter, CreateTaskResult)
+        await waiting_request(first.session, waiter.task_id)
+        async with tasks_client(env, TasksClient()) as replica:
+            await task_request(replica.session, "tasks/cancel", {"taskId": created.task_id})
+            cancelled = await task_request(replica.session, "tasks/get", {"taskId": created.task_id})
+        approved = await anyio.to_thread.run_sync(run_cli, env, "hitl", "approve", request_id)
+        assert approved.returncode == 0, approved.stderr
+        barrier = await until_status(first.session, waiter.task_id, "completed")
+        after = await task_request(first.session, "tasks/get", {"taskId": created.task_id})
+    assert cancelled["status"] == "cancelled"
+    assert barrier["result"]["structuredContent"]["approved"] is True
+    assert after["status"] == "cancelled" and "result" not in after, after
+
+
+async def test_another_agents_task_is_not_found_through_any_server_on_the_same_store(
+    baton_env: dict[str, str],
+) -> None:
+    alice_env = {**baton_env, "BATON_AGENT_NAME": "alice"}
+    async with tasks_client(alice_env, TasksClient()) as alice:
+        created = await alice.session.call_tool("mcp_request_admin_approval", APPROVE, allow_claimed=True)
+        assert isinstance(created, CreateTaskResult)
+        _, request_id = await waiting_request(alice.session, created.task_id)
+        task = {"taskId": created.task_id}
+        async with tasks_client({**baton_env, "BATON_AGENT_NAME": "bob"}, TasksClient()) as bob:
+            for method, params in (
+                ("tasks/get", task),
+                ("tasks/cancel", task),
+                ("tasks/update", {**task, "inputResponses": {}}),
+            ):
+                with pytest.raises(MCPError, match="Task not found"):
+                    await task_request(bob.session, method, params)
+        still = await task_request(alice.session, "tasks/get", task)
+        rejected = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "reject", request_id)
+        assert rejected.returncode == 0, rejected.stderr
+        done = await until_status(alice.session, created.task_id, "completed", "cancelled")
+    assert still["status"] != "cancelled"
+    assert done["status"] == "completed" and done["result"]["structuredContent"]["decision"] == "rejected"

@@ -269,3 +269,24 @@ async def test_only_an_active_timer_fires_whatever_else_the_store_holds(
     assert listed["tm_marker"]["fire_count"] == 1
     by_timer = [r["timer_id"] for r in fired_receipts(env)]
     assert sorted(by_timer) == sorted(["tm_marker", later["timer_id"]])
+
+
+async def test_a_timer_stored_before_a_cap_repeats_no_faster_than_the_cap_allows(
+    baton_env: dict[str, str],
+) -> None:
+    """A timer set every second while the minimum was lower is served by a process whose minimum is an
+    hour: its next due time is on an hourly grid from the one that fired, never a second later."""
+    runtime = Runtime.open(load_settings(baton_env))
+    try:
+        every = TimerService(runtime).set(
+            TimerRequest(name="every", action=RECORD, interval_seconds=1.0, agent="ops")
+        )
+    finally:
+        runtime.close()
+    capped = {**baton_env, "BATON_AGENT_NAME": "ops", "BATON_TIMER_MIN_INTERVAL_SECONDS": "3600"}
+    async with stdio_session(capped) as session:
+        fired = await until_fired(session, every["timer_id"])
+    (receipt,) = [r for r in fired_receipts(baton_env) if r["timer_id"] == every["timer_id"]]
+    period = datetime.fromisoformat(fired["next_fire_at"]) - datetime.fromisoformat(receipt["due_at"])
+    assert period.total_seconds() == pytest.approx(3600 * (receipt["skipped"] + 1), abs=1e-3), receipt
+    assert fired["fire_count"] == 1 and fired["status"] == "active"

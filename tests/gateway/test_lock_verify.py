@@ -98,6 +98,28 @@ def test_a_registry_whose_tarball_does_not_match_its_integrity_fails_closed(
     assert failure_of(runtime, "demo")["error_class"] == "artifact_integrity_mismatch"
 
 
+def test_a_tampered_download_cache_is_never_trusted(registry: NpmRegistryServer, tmp_path: Path) -> None:
+    # BATON_ARTIFACT_CACHE is shared across locks: a file changed in it is fetched again, never used
+    from baton.config import load_settings
+
+    cache = tmp_path / "cache"
+    settings = {"BATON_HOME": str(tmp_path / "home"), "BATON_NPM_REGISTRY": registry.url}
+    runtime = Runtime.open(load_settings({**settings, "BATON_ARTIFACT_CACHE": str(cache)}))
+    try:
+        honest = publish_server(registry)
+        install_policy(runtime, policy_document("demo", honest))
+        artifacts.lock(runtime, "demo")
+        (cached,) = cache.glob(f"{TEST_SERVER}*")
+        cached.write_bytes(honest + b"tampered")
+        downloads = len([r for r in registry.requests if "/-/tarballs/" in r])
+        locked = artifacts.lock(runtime, "demo")
+    finally:
+        runtime.close()
+    (bundled,) = (Path(locked["bundle"]) / "tarballs").iterdir()
+    assert bundled.read_bytes() == honest
+    assert len([r for r in registry.requests if "/-/tarballs/" in r]) == downloads + 1
+
+
 def test_a_pin_that_differs_from_the_registry_fails_closed(
     runtime: Runtime, registry: NpmRegistryServer
 ) -> None:
@@ -239,6 +261,26 @@ def test_a_wheel_that_does_not_match_the_published_sha256_is_refused(
         with pytest.raises(GatewayError) as info:
             artifacts.lock(pypi, "pypi:tiny-mcp==0.1.0")
         assert info.value.error_class == "artifact_integrity_mismatch"
+    finally:
+        pypi.close()
+
+
+def test_a_relock_refuses_a_wheel_the_index_no_longer_publishes_with_the_pinned_sha256(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    # the bytes still match the policy's pin (and the verified cache holds them): only the comparison of
+    # the index's published sha256 with the pin sees that the index now names another wheel
+    wheel = build_wheel({"tiny_mcp/__init__.py": "", "tiny_mcp/__main__.py": ""})
+    filename = "tiny_mcp-0.1.0-py3-none-any.whl"
+    registry.publish_wheel("tiny-mcp", "0.1.0", filename, wheel)
+    pypi = pypi_runtime(runtime, registry)
+    try:
+        locked = artifacts.lock(pypi, "pypi:tiny-mcp==0.1.0")
+        registry.publish_wheel("tiny-mcp", "0.1.0", filename, wheel, sha256="0" * 64)
+        with pytest.raises(GatewayError) as info:
+            artifacts.lock(pypi, locked["adapter_id"])
+        assert info.value.error_class == "artifact_integrity_mismatch"
+        assert "no longer publishes" in info.value.message
     finally:
         pypi.close()
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import copy
+import hashlib
 import json
 import shutil
 import tarfile
@@ -249,6 +251,73 @@ def test_a_registry_whose_integrity_lies_fails_closed(runtime: Runtime, registry
     registry.publish("liar", "1.0.0", package("liar", "1.0.0"), integrity=integrity_of(b"other bytes"))
     lock_fails(runtime, "npm:liar", "artifact_integrity_mismatch")
     assert not (runtime.settings.home / "adapters" / "liar.toml").exists()
+
+
+@needs_npm
+def test_a_registry_that_tells_baton_another_integrity_than_npm_fails_closed(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    # npm's lockfile carries the tarball's own sha512, so the bytes match it; only the comparison of the
+    # lockfile's sha512 with the registry's (the document baton reads) catches the two answers
+    registry.publish("two-faced", "1.0.0", package("two-faced", "1.0.0"))
+    document = {"name": "two-faced", "versions": copy.deepcopy(registry.packages["two-faced"])}
+    document["versions"]["1.0.0"]["dist"]["integrity"] = integrity_of(b"other bytes")
+    registry.serve_raw_unless_npm("two-faced", document)
+    error = lock_fails(runtime, "npm:two-faced", "artifact_integrity_mismatch")
+    assert "sha512 of the registry" in error.message
+    assert not (runtime.settings.home / "adapters" / "two-faced.toml").exists()
+
+
+@needs_npm
+def test_a_registry_that_tells_baton_another_tarball_url_than_npm_fails_closed(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    # the URL baton's document names serves the same bytes, so every hash agrees: only the comparison of
+    # the lockfile's resolved URL with the registry's dist.tarball catches the two answers
+    filename = registry.publish("two-urls", "1.0.0", package("two-urls", "1.0.0"))
+    registry.tarballs["elsewhere.tgz"] = registry.tarballs[filename]
+    document = {"name": "two-urls", "versions": copy.deepcopy(registry.packages["two-urls"])}
+    document["versions"]["1.0.0"]["dist"]["tarball"] = f"{registry.url}/-/tarballs/elsewhere.tgz"
+    registry.serve_raw_unless_npm("two-urls", document)
+    error = lock_fails(runtime, "npm:two-urls", "artifact_metadata_invalid")
+    assert "tarball URL" in error.message
+
+
+@needs_npm
+def test_a_lockfile_resolving_a_package_outside_the_registry_fails_closed(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    # the registry points the tarball at another server, which serves the very bytes the integrity names
+    tarball = package("offsite", "1.0.0")
+    with NpmRegistryServer() as other:
+        other.publish("offsite", "1.0.0", tarball)
+        registry.publish("offsite", "1.0.0", tarball)
+        registry.packages["offsite"]["1.0.0"]["dist"]["tarball"] = f"{other.url}/-/tarballs/offsite-1.0.0.tgz"
+        error = lock_fails(runtime, "npm:offsite", "artifact_metadata_invalid")
+    assert "outside the registry" in error.message
+    assert not [r for r in other.requests if "/-/tarballs/" in r], "nothing fetched from outside"
+
+
+def sha1_sri(data: bytes) -> str:
+    """An SRI value with only a sha1, as packages published before 2017 carry."""
+    return "sha1-" + base64.b64encode(hashlib.sha1(data, usedforsecurity=False).digest()).decode()
+
+
+@needs_npm
+def test_a_sha1_only_package_is_accepted_only_when_the_lockfile_and_the_registry_agree(
+    runtime: Runtime, registry: NpmRegistryServer
+) -> None:
+    tarball = package("old", "1.0.0", {"cli.js": ""}, bin={"old": "cli.js"})
+    registry.publish("old", "1.0.0", tarball, integrity=sha1_sri(tarball), bin={"old": "cli.js"})
+    locked = artifacts.lock(runtime, "npm:old")
+    assert locked["packages"]["old@1.0.0"] == hashlib.sha512(tarball).hexdigest()
+    # npm's lockfile carries the tarball's sha1; the document baton reads names other bytes' sha1
+    registry.publish("old-two-faced", "1.0.0", tarball, integrity=sha1_sri(tarball), bin={"old": "cli.js"})
+    document = {"name": "old-two-faced", "versions": copy.deepcopy(registry.packages["old-two-faced"])}
+    document["versions"]["1.0.0"]["dist"]["integrity"] = sha1_sri(b"other bytes")
+    registry.serve_raw_unless_npm("old-two-faced", document)
+    error = lock_fails(runtime, "npm:old-two-faced", "artifact_integrity_mismatch")
+    assert "both the lockfile and registry" in error.message
 
 
 @needs_npm

@@ -23,9 +23,10 @@ from baton.gateway.promotion import demote, promote
 from baton.gateway.stderr import STDERR_CAP_BYTES
 from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
+from baton.testing import FakeLLMServer
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
-from tests.conftest import BLANKED, SRC, call, stdio_session
+from tests.conftest import BLANKED, FAKE_MOONSHOT_KEY, SRC, call, stdio_session
 
 BREAKERS = Path(__file__).parents[1] / "campaign_breakers.py"
 
@@ -425,6 +426,32 @@ async def test_drift_at_the_upstream_start_blocks_the_adapter_for_good(
     demo = adapters["demo"]
     assert demo["state"] == "promoted" and demo["contract"]["server_name"] == "baton-test-mcp"
     assert demo["tool_count"] == len(TOOLS)
+
+
+async def test_a_blocked_adapters_tools_are_never_offered_to_a_subagent(
+    env: dict[str, str], session: Any, fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    """The block is in the store: another server process loads the adapter blocked and never gives a
+    subagent its tools, while a live adapter's tools stay on offer."""
+    first = await call(session, "drifty__echo", {"text": "x"})  # blocks it, unless an earlier test did
+    assert first["error_class"] in ("mcp_tool_contract_mismatch", "adapter_not_promoted"), first
+    with_model = {
+        **env,
+        "COLLAB_PROVIDER": "moonshot",
+        "OPENAI_MODEL": "kimi-k3",
+        "MOONSHOT_API_KEY": FAKE_MOONSHOT_KEY,
+        "OPENAI_BASE_URL": fake_llm.base_url,
+        "COLLAB_LLM_RECEIPT_PATH": str(tmp_path / "llm_receipts.json"),
+    }
+    async with stdio_session(with_model) as other:
+        assert (await call(other, "demo__echo", {"text": "loads the adapters"}))["success"]
+        refused = await call(
+            other, "mcp_spawn_subagent", {"task": "use them", "tools": ["demo__echo", "drifty__echo"]}
+        )
+    assert refused.get("error_class") == "subagent_tool_not_allowed", refused
+    assert refused["refused"] == ["drifty__echo"]
+    assert "demo__echo" in refused["permitted"] and "drifty__echo" not in refused["permitted"]
+    assert not fake_llm.requests
 
 
 def gateway_calls(env: dict[str, str]) -> list[dict[str, Any]]:

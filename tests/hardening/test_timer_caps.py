@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from tests.conftest import call, stdio_session
@@ -88,3 +89,29 @@ async def test_list_timers_pages_and_says_when_truncated(baton_env: dict[str, st
         assert seen == made
         everything = await call(session, "mcp_list_timers")
         assert everything["count"] == 5 and everything["truncated"] is False
+
+
+async def test_a_requests_escalation_steps_never_count_against_the_active_timer_cap(
+    baton_env: dict[str, str],
+) -> None:
+    """The steps are timers in the store, but the cap is the agent's own timers' (docs/hitl.md)."""
+    from tests.cli_process import run_cli
+    from tests.hitl.helpers import pending_requests
+
+    async with stdio_session({**baton_env, "BATON_TIMER_MAX_ACTIVE": "1"}) as session:
+        asked: list[dict[str, object]] = []
+
+        async def ask() -> None:
+            arguments = {"request_message": "Rotate?", "timeout_seconds": 3600, "escalation": "3000:slack"}
+            asked.append(await call(session, "mcp_request_admin_approval", arguments))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask)
+            (request,) = await pending_requests(session)
+            timer = await call(
+                session, "mcp_set_timer", {"name": "own", "delay_seconds": 3600, "action": RECORD}
+            )
+            done = run_cli(baton_env, "hitl", "reject", request["request_id"])
+            assert done.returncode == 0, done.stderr
+    assert timer["success"] is True, timer
+    assert asked[0]["decision"] == "rejected"

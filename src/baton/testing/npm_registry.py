@@ -66,6 +66,7 @@ class NpmRegistryServer:
         self.requests: list[str] = []
         self.latest: dict[str, str] = {}
         self.raw: dict[str, bytes] = {}
+        self.raw_unless_npm: dict[str, bytes] = {}
         self.errors: dict[str, int] = {}
         self.metadata: dict[str, bytes] = {}
         self._server: LoopbackHTTPServer | None = None
@@ -122,6 +123,12 @@ class NpmRegistryServer:
     def serve_raw(self, path: str, body: bytes | dict[str, Any]) -> None:
         """Answer ``GET /<path>`` with these bytes (or this JSON) whatever else is published."""
         self.raw[path.lstrip("/")] = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
+
+    def serve_raw_unless_npm(self, path: str, body: dict[str, Any]) -> None:
+        """Answer ``GET /<path>`` with this JSON to every client but npm (whose User-Agent is ``npm/…``),
+        which still gets the published document: a registry that tells the resolver one thing and the
+        checker another."""
+        self.raw_unless_npm[path.lstrip("/")] = json.dumps(body).encode("utf-8")
 
     def fail(self, path: str, status: int) -> None:
         """Answer ``GET /<path>`` with an HTTP error status."""
@@ -181,6 +188,11 @@ class NpmRegistryServer:
                     return
                 if path in registry.raw:
                     self._send(200, registry.raw[path], "application/json")
+                    return
+                if path in registry.raw_unless_npm and not self.headers.get("User-Agent", "").startswith(
+                    "npm/"
+                ):
+                    self._send(200, registry.raw_unless_npm[path], "application/json")
                     return
                 if path.startswith("-/tarballs/") and path.endswith(".metadata"):
                     metadata = registry.metadata.get(path[11:].removesuffix(".metadata"))
