@@ -94,7 +94,8 @@ class PasskeyPages:
             request.scope.setdefault("state", {})[AUTH_FAILED_KEY] = True
             return self.inbox.refusal(exc, back="/inbox/login")
         self.runtime.receipts.append("inbox_login", {"person": person, "via": "passkey"})
-        return session_response(request, self.access.signer.new_session(person=person))
+        target = fields.get("next")
+        return session_response(request, self.access.signer.new_session(person=person), target)
 
 
 def passkey_routes(inbox: Inbox) -> list[Route]:
