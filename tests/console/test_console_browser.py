@@ -254,7 +254,7 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         )
         page = await browser.new_page(viewport={"width": 1366, "height": 900})
         await goto(page, f"{server.base_url}/inbox/console/requests")
-        assert page.url.endswith("/inbox/login")
+        assert page.url.endswith("/inbox/login?next=/inbox/console/requests")
         await page.fill("#token", TOKEN)
         await page.click("#login button")
 
