@@ -115,3 +115,84 @@ async def test_a_quorum_opened_from_its_link_offers_the_passkey_login_instead_of
             assert (await _settled(result))["approved"] is False
         await context.close()
         await browser.close()
+
+
+async def _authenticated(browser: Any) -> tuple[Any, Any, Any, str]:
+    """A browser context with its own virtual authenticator: the context, its page, CDP and the
+    authenticator's id."""
+    from tests.hitl.test_people_browser import AUTHENTICATOR
+
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    page = await context.new_page()
+    cdp = await context.new_cdp_session(page)
+    await cdp.send("WebAuthn.enable")
+    added = await cdp.send("WebAuthn.addVirtualAuthenticator", {"options": AUTHENTICATOR})
+    return context, page, cdp, added["authenticatorId"]
+
+
+async def _credential_id(cdp: Any, authenticator: str) -> str:
+    """The base64url id of the one credential a virtual authenticator holds."""
+    (credential,) = (await cdp.send("WebAuthn.getCredentials", {"authenticatorId": authenticator}))[
+        "credentials"
+    ]
+    return str(credential["credentialId"]).replace("+", "-").replace("/", "_").rstrip("=")
+
+
+async def _log_in(page: Any, base: str) -> None:
+    await goto(page, f"{base}/inbox/login")
+    await page.click("#passkey-login button")
+    await page.wait_for_selector("#title, #me")
+
+
+async def test_one_lost_passkey_is_revoked_alone_its_session_ends_and_it_no_longer_logs_in(
+    baton_env: dict[str, str], http_server_factory: Any
+) -> None:
+    import json
+
+    from playwright.async_api import async_playwright
+
+    from baton.config import load_settings
+    from baton.runtime import Runtime
+
+    env = {**baton_env, "BATON_HTTP_TOKEN": AGENT_TOKEN, "BATON_ADMIN_TOKEN": ADMIN_TOKEN}
+    server = http_server_factory(env)
+    base = _local(server.base_url)
+    links = [_enrollment_link(env, base, "alice")]
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        laptop, phone = await _authenticated(browser), await _authenticated(browser)
+        for index, (_context, page, _cdp, _id) in enumerate((laptop, phone)):
+            if index:
+                done = run_cli(env, "people", "enroll", "alice", "--url", base)
+                links.append(next(line for line in done.stdout.splitlines() if "/inbox/enroll?" in line))
+            await goto(page, links[index].strip())
+            await page.click("#enroll button")
+            await page.wait_for_selector("#title")
+            await _log_in(page, base)
+            assert await page.text_content("#me") == "alice · passkey"
+        lost = await _credential_id(laptop[2], laptop[3])
+        listed = run_cli(env, "people", "passkeys", "alice", "--json")
+        assert listed.returncode == 0, listed.stderr
+        assert lost in [p["credential_id"] for p in json.loads(listed.stdout)]
+        assert len(json.loads(listed.stdout)) == 2
+
+        revoked = run_cli(env, "people", "revoke-passkey", "alice", lost[:12])
+        assert revoked.returncode == 0, revoked.stderr
+        again = run_cli(env, "people", "revoke-passkey", "alice", lost[:12])
+        assert again.returncode == 1 and "passkey_not_found" in again.stderr
+
+        await goto(laptop[1], f"{base}/inbox")  # the session opened with the lost passkey ended
+        assert "/inbox/login" in laptop[1].url
+        await _log_in(laptop[1], base)  # and the lost passkey no longer logs in
+        assert await laptop[1].text_content("#error-class") == "passkey_invalid"
+        await goto(phone[1], f"{base}/inbox")  # the other passkey's session stands
+        assert await phone[1].text_content("#me") == "alice · passkey"
+        await browser.close()
+    runtime = Runtime.open(load_settings(env))
+    try:
+        (receipt,) = runtime.receipts.list(kind="passkey_revoked")
+    finally:
+        runtime.close()
+    assert receipt.payload["person"] == "alice" and lost not in json.dumps(receipt.payload)

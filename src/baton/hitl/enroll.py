@@ -86,7 +86,7 @@ class PasskeyPages:
             return self.inbox.refusal(HitlError("hitl_csrf_invalid", "Cross-origin login refused."))
         try:
             fields = await read_form(request)
-            person = Passkeys(self.runtime).verify_login(
+            person, passkey = Passkeys(self.runtime).verify_login(
                 fields.get("ceremony", ""), fields.get("credential", ""), self.inbox.relying_party(request)
             )
         except BatonError as exc:
@@ -94,8 +94,8 @@ class PasskeyPages:
             request.scope.setdefault("state", {})[AUTH_FAILED_KEY] = True
             return self.inbox.refusal(exc, back="/inbox/login")
         self.runtime.receipts.append("inbox_login", {"person": person, "via": "passkey"})
-        target = fields.get("next")
-        return session_response(request, self.access.signer.new_session(person=person), target)
+        session = self.access.signer.new_session(person=person, passkey=passkey)
+        return session_response(request, session, fields.get("next"))
 
 
 def passkey_routes(inbox: Inbox) -> list[Route]:

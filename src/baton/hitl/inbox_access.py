@@ -87,7 +87,8 @@ class InboxAccess:
             return Principal(f"session:{parts[0]}", *operator) if token else None
         from baton.hitl.people import People
 
-        if not People(self.runtime).exists(person):  # removed since: the session ends with them
+        # removed since, or the passkey it was opened with revoked: the session ends with them
+        if not People(self.runtime).holds(person, LinkSigner.session_passkey(parts[0])):
             return None
         return Principal(f"session:{parts[0]}", person, "passkey")
 

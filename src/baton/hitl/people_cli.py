@@ -1,4 +1,4 @@
-"""``baton people add|list|remove|enroll``: the people who decide, over :mod:`baton.hitl.people`."""
+"""``baton people``: add, list, remove, enroll, passkeys, revoke-passkey, over :mod:`baton.hitl.people`."""
 
 from __future__ import annotations
 
@@ -182,3 +182,41 @@ def remove(name: str) -> None:
         _fail(exc)
         return
     out.print(f"Removed {name}.")
+
+
+@app.command("passkeys")
+def passkeys(name: str, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """List one person's passkeys: credential id, when registered, when last used."""
+    import dataclasses
+
+    try:
+        rows = _people().listed_passkeys(name)
+    except BatonError as exc:
+        _fail(exc)
+        return
+    if as_json:
+        _print_json([dataclasses.asdict(p) for p in rows])
+        return
+    if not rows:
+        out.print(f"{name} has no passkey: `baton people enroll {name}`.")
+        return
+    print_table(
+        ("credential id", "registered", "last used"),
+        [(p.credential_id, p.created_at, p.last_used_at or "never") for p in rows],
+    )
+
+
+@app.command("revoke-passkey")
+def revoke_passkey(
+    name: str,
+    credential: Annotated[
+        str, typer.Argument(help="The credential id, or its start (see `baton people passkeys`).")
+    ],
+) -> None:
+    """Revoke one passkey (a lost one): it no longer logs in or decides, and its sessions end."""
+    try:
+        revoked = _people().revoke_passkey(name, credential)
+    except BatonError as exc:
+        _fail(exc)
+        return
+    out.print(f"Revoked {name}'s passkey {revoked[:16]}….", markup=False, highlight=False)
