@@ -49,7 +49,14 @@ class PasskeyPages:
             person, self.inbox.relying_party(request)
         )
         link = {key: params[key] for key in ("p", "e", "n", "s")}
-        return self.inbox.page("enroll.html", person=person, options=options, ceremony=ceremony, link=link)
+        return self.inbox.page(
+            "enroll.html",
+            person=person,
+            options=options,
+            ceremony=ceremony,
+            link=link,
+            passkey_host=self.inbox.passkey_host(request),
+        )
 
     async def enroll(self, request: Request) -> Response:
         """Verify the new passkey, store it and spend the link; then the person logs in with it."""

@@ -181,7 +181,14 @@ class Inbox:
             passkey=passkey,
             failed=failed,
             next=None if target == "/inbox" else target,
+            passkey_host=self.passkey_host(request) if passkey else None,
         )
+
+    def passkey_host(self, request: Request) -> str | None:
+        """This page at a host name, when it was opened at an IP address (no WebAuthn relying party)."""
+        from baton.public_url import passkey_address
+
+        return passkey_address(str(request.url), self.runtime.settings.baton_public_url)
 
     def relying_party(self, request: Request) -> Any:
         """The WebAuthn relying party for this request (BATON_PUBLIC_URL, else the Host it came to)."""
@@ -235,6 +242,7 @@ class Inbox:
             login_link=login_url(f"/inbox/requests/{request_id}")
             if view["step_up"] and principal.via != "passkey"
             else None,
+            passkey_host=self.passkey_host(request) if view["step_up"] else None,
         )
 
     def step_up_ceremony(self, request: Request, principal: Principal, view: dict[str, Any]) -> Any:

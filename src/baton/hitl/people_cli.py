@@ -18,7 +18,11 @@ app = typer.Typer(
 
 UrlOption = Annotated[
     str | None,
-    typer.Option("--url", help="The inbox's base URL; default BATON_PUBLIC_URL, else http://localhost:8765."),
+    typer.Option(
+        "--url",
+        help="The inbox's base URL; default BATON_PUBLIC_URL, else where `baton serve --http` on this home "
+        "listens (at localhost), else http://localhost:8765.",
+    ),
 ]
 NotifyOption = Annotated[
     str | None,
@@ -41,8 +45,9 @@ def _people() -> Any:
 
 def _link(people: Any, name: str, url: str | None, ttl: int) -> None:
     from baton.hitl.people import DEFAULT_BASE_URL
+    from baton.public_url import public_url
 
-    base = url or people.runtime.settings.baton_public_url or DEFAULT_BASE_URL
+    base = url or public_url(people.runtime.settings) or DEFAULT_BASE_URL
     link = people.enrollment_link(name, base, ttl)
     out.print(f"Enrollment link for {name} (works once, for {ttl} s; send it to {name} only):")
     out.print(link, soft_wrap=True, markup=False, highlight=False)
