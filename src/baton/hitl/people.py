@@ -50,15 +50,6 @@ class Person:
 
 
 @dataclass(frozen=True)
-class ListedPasskey:
-    """A passkey as listed: its credential id (base64url, public), when it was registered and last used."""
-
-    credential_id: str
-    created_at: str
-    last_used_at: str | None
-
-
-@dataclass(frozen=True)
 class StoredPasskey:
     """One registered credential: whose, its COSE public key and its last sign count."""
 
@@ -304,51 +295,6 @@ class People:
         with self.runtime.store.read() as connection:
             row = connection.execute(query).first()
         return _stored(row) if row is not None else None
-
-    def listed_passkeys(self, name: str) -> list[ListedPasskey]:
-        """A person's passkeys as ``baton people passkeys`` lists them (``person_not_found``)."""
-        self.get(name)
-        query = (
-            select(people_passkeys)
-            .where(people_passkeys.c.person == name)
-            .order_by(people_passkeys.c.created_at, people_passkeys.c.credential_id)
-        )
-        with self.runtime.store.read() as connection:
-            rows = connection.execute(query).all()
-        return [ListedPasskey(row.credential_id, row.created_at, row.last_used_at) for row in rows]
-
-    def revoke_passkey(self, name: str, prefix: str) -> str:
-        """Revoke the one passkey of ``name`` whose credential id starts with ``prefix``; sessions opened
-        with it end, and it no longer logs in or steps up. Returns its full credential id."""
-        from baton.errors import ArgumentError
-
-        matching = [
-            p.credential_id
-            for p in self.listed_passkeys(name)
-            if prefix and p.credential_id.startswith(prefix)
-        ]
-        if not matching:
-            raise PeopleError(
-                "passkey_not_found", f"{name} has no passkey whose id starts with {prefix!r}.", person=name
-            )
-        if len(matching) > 1:
-            raise ArgumentError(
-                "invalid_arguments",
-                f"{len(matching)} passkeys of {name} start with {prefix!r}; give more of the id.",
-            )
-        now = iso(time.time())
-        with self.runtime.store.write() as connection:
-            connection.execute(
-                delete(people_passkeys).where(
-                    people_passkeys.c.credential_id == matching[0], people_passkeys.c.person == name
-                )
-            )
-            self.runtime.receipts.append_in(
-                connection,
-                "passkey_revoked",
-                {"person": name, "credential_id_sha256": _digest(_unb64(matching[0])), "at": now},
-            )
-        return matching[0]
 
     def used(self, connection: Connection, credential_id: bytes, sign_count: int) -> None:
         """Record an assertion's new sign count (inside the caller's transaction)."""

@@ -195,7 +195,9 @@ def passkeys(name: str, as_json: Annotated[bool, typer.Option("--json", help="Pr
     import dataclasses
 
     try:
-        rows = _people().listed_passkeys(name)
+        from baton.hitl.passkey_admin import listed_passkeys
+
+        rows = listed_passkeys(_people().runtime, name)
     except BatonError as exc:
         _fail(exc)
         return
@@ -220,7 +222,9 @@ def revoke_passkey(
 ) -> None:
     """Revoke one passkey (a lost one): it no longer logs in or decides, and its sessions end."""
     try:
-        revoked = _people().revoke_passkey(name, credential)
+        from baton.hitl.passkey_admin import revoke_passkey
+
+        revoked = revoke_passkey(_people().runtime, name, credential)
     except BatonError as exc:
         _fail(exc)
         return
