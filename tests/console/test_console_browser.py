@@ -413,7 +413,8 @@ async def test_the_console_needs_the_inbox_login(baton_env: dict[str, str], http
     async with httpx.AsyncClient(base_url=server.base_url) as client:
         for name in [*PAGES, "requests/hr_x", "subagents/sa_x"]:
             response = await client.get(f"/inbox/console/{name}")
-            assert response.status_code == 303 and response.headers["location"] == "/inbox/login"
+            assert response.status_code == 303
+            assert response.headers["location"] == f"/inbox/login?next=/inbox/console/{name}"
         agent = await client.get(
             "/inbox/console/requests", headers={"Authorization": f"Bearer {AGENT_TOKEN}"}
         )

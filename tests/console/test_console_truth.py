@@ -4,15 +4,20 @@ decided list is in decision order. Real ``baton serve --http`` processes, real C
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
+import pytest
 
 from baton.config import load_settings
 from baton.hitl.broker import NewRequest, get_broker
 from baton.runtime import Runtime
 from tests.cli_process import run_cli
+from tests.hitl.layout import check_sizes
+from tests.hitl.test_decide_pages_browser import _keep
+from tests.hitl.test_inbox_browser import CHROMIUM, CHROMIUM_ARGS
 
 ADMIN_TOKEN = "truth-admin-token-fedcba9876543210"
 
@@ -37,8 +42,25 @@ def _ask(env: dict[str, str], *messages: str) -> list[str]:
         runtime.close()
 
 
-def test_the_receipts_page_counts_the_signed_checkpoints_that_receipts_verify_verifies(
-    baton_env: dict[str, str], http_server_factory: Any
+async def _shoot(base_url: str, path: str, name: str, shots: Path) -> None:
+    """Screenshots of a console page at both sizes (the operator's bearer token, no login)."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        context = await browser.new_context(extra_http_headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        page = await context.new_page()
+        await page.goto(f"{base_url}{path}")
+        await check_sizes(page, shots, name)
+        await browser.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.needs("chromium")
+async def test_the_receipts_page_counts_the_signed_checkpoints_that_receipts_verify_verifies(
+    baton_env: dict[str, str], http_server_factory: Any, tmp_path: Path
 ) -> None:
     env = {**baton_env, "BATON_ADMIN_TOKEN": ADMIN_TOKEN, "BATON_CHECKPOINT_INTERVAL_SECONDS": "3600"}
     assert run_cli(env, "people", "add", "ada").returncode == 0
@@ -48,10 +70,13 @@ def test_the_receipts_page_counts_the_signed_checkpoints_that_receipts_verify_ve
     found = re.search(r"checkpoints: (\d+) signed checkpoints verified", verified.stdout)
     anchored = re.search(r"anchored up to seq (\d+)", verified.stdout)
     assert found is not None and anchored is not None, verified.stdout
-    page = _console(http_server_factory(env).base_url, "/inbox/console/receipts")
+    server = http_server_factory(env)
+    page = _console(server.base_url, "/inbox/console/receipts")
     assert "No signed checkpoint" not in page
     assert f"{found.group(1)} signed checkpoint" in page
     assert f"anchored up to seq {anchored.group(1)}" in page
+    await _shoot(server.base_url, "/inbox/console/receipts", "console-receipts", tmp_path)
+    _keep(tmp_path)
 
 
 def test_the_decided_list_puts_the_latest_decision_first_whatever_the_order_of_asking(
