@@ -42,17 +42,20 @@ def _ask(env: dict[str, str], *messages: str) -> list[str]:
         runtime.close()
 
 
-async def _shoot(base_url: str, path: str, name: str, shots: Path) -> None:
-    """Screenshots of a console page at both sizes (the operator's bearer token, no login)."""
+async def _shoot(base_url: str, path: str, name: str, shots: Path, token: str = ADMIN_TOKEN) -> None:
+    """Screenshots of a page at both sizes, logged in with the operator's token."""
     from playwright.async_api import async_playwright
 
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(
             executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
         )
-        context = await browser.new_context(extra_http_headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
-        page = await context.new_page()
-        await page.goto(f"{base_url}{path}")
+        page = await browser.new_page()
+        await page.goto(f"{base_url}{path}")  # to the login, which comes back to the page
+        await page.fill("#token", token)
+        async with page.expect_navigation():
+            await page.click("#login button")
+        assert page.url == f"{base_url}{path}", page.url
         await check_sizes(page, shots, name)
         await browser.close()
 

@@ -5,6 +5,7 @@ operator's token over HTTP."""
 from __future__ import annotations
 
 import getpass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -15,7 +16,9 @@ from baton.config import load_settings
 from baton.runtime import Runtime
 from tests.cli_process import run_cli
 from tests.conftest import call
+from tests.console.test_console_truth import _shoot
 from tests.hitl.helpers import pending_requests
+from tests.hitl.test_decide_pages_browser import _keep
 from tests.hitl.test_people_browser import ADMIN_TOKEN, AGENT_TOKEN, _agent, _ask, _settled
 
 pytestmark = pytest.mark.anyio
@@ -30,8 +33,9 @@ def _operator_decides(base_url: str, request_id: str, action: str, notes: str) -
         )
 
 
+@pytest.mark.needs("chromium")
 async def test_a_quorum_returns_and_receipts_the_notes_of_every_approver(
-    baton_env: dict[str, str], http_server_factory: Any
+    baton_env: dict[str, str], http_server_factory: Any, tmp_path: Path
 ) -> None:
     env = {**baton_env, "BATON_HTTP_TOKEN": AGENT_TOKEN, "BATON_ADMIN_TOKEN": ADMIN_TOKEN}
     server = http_server_factory(env)
@@ -67,6 +71,14 @@ async def test_a_quorum_returns_and_receipts_the_notes_of_every_approver(
     assert partial[-1]["admin_notes"] == "Checked the key list."
     assert decided[-1]["notes"] == expected
     assert decided[-1]["admin_notes"] == outcome["admin_notes"]
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as client:
+        shown = await client.get(
+            f"/inbox/requests/{request_id}", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        )
+    page = shown.text
+    assert "<li><b>operator</b>: Rotation window is open.</li>" in page
+    await _shoot(server.base_url, f"/inbox/requests/{request_id}", "quorum-notes", tmp_path, ADMIN_TOKEN)
+    _keep(tmp_path)
 
 
 async def test_a_rejection_after_an_approval_keeps_the_approvers_notes_too(
