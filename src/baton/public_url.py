@@ -45,6 +45,10 @@ def listening_base(host: str, port: int) -> str:
     accept where one exists: ``http://localhost:PORT`` for a loopback bind."""
     if loopback(host):
         return f"http://localhost:{port}"
+    if ip_literal(host) and ipaddress.ip_address(host.strip("[]")).is_unspecified:
+        import socket  # every interface: the machine's own name reaches one of them
+
+        host = socket.getfqdn()
     return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
 
