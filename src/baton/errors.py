@@ -187,6 +187,7 @@ ERROR_CLASSES: dict[str, str] = {
     "campaign_bundle_invalid": "A campaign bundle's manifest does not match its files.",
     # people and passkeys
     "person_not_found": "No person has that name.",
+    "passkey_not_found": "That person has no passkey whose credential id starts with what `baton people revoke-passkey` was given.",
     "person_already_exists": "A person with that name already exists.",
     "enrollment_link_invalid": "A passkey enrollment link is forged, expired, already used or for a removed person.",
     "passkey_invalid": "A passkey registration or assertion did not verify (wrong origin, challenge, signature, counter or credential).",

@@ -177,7 +177,14 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
     check_http_bind(
         host, settings.baton_http_token, settings.baton_admin_token, oauth=bool(settings.baton_oauth_issuer)
     )
-    runtime.services.setdefault("http_base_url", f"http://{f'[{host}]' if ':' in host else host}:{port}")
+    from baton.listening import listening_socket
+    from baton.public_url import listening_base, record_public_url
+
+    sock = listening_socket(host, port)
+    port = int(sock.getsockname()[1])  # the real port (``--http 127.0.0.1:0`` picks a free one)
+    runtime.services.setdefault("http_base_url", listening_base(host, port))
+    if not settings.baton_public_url:
+        record_public_url(settings, runtime.services["http_base_url"])
     runtime.receipts.group_commit = True  # concurrent calls' tool-call receipts commit together
     from baton.hitl.links import record_served
 
@@ -206,9 +213,6 @@ async def serve_http(runtime: Runtime, bind: str) -> None:
                 announce_listening(self, host, paths)
                 warn_if_nobody_can_log_in(runtime)
 
-    from baton.listening import listening_socket
-
-    sock = listening_socket(host, port)
     await AnnouncingServer(config).serve(sockets=[sock])
 
 
@@ -233,8 +237,10 @@ def announce_listening(server: Any, host: str, paths: tuple[str, ...]) -> None:
     """One stderr block naming the URLs once uvicorn listens (stdout stays JSON-RPC only)."""
     import sys
 
+    from baton.public_url import listening_base
+
     port = server.servers[0].sockets[0].getsockname()[1] if server.servers else server.config.port
-    base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    base = listening_base(host, port)
     names = {"/mcp": "MCP (streamable HTTP)", "/inbox": "inbox", "/inbox/console": "console"}
     lines = [f"baton: listening on {base}"]
     lines += [f"  {names.get(path, path):<22} {base}{path}" for path in paths]

@@ -178,6 +178,8 @@ hitl_requests = Table(
     Column("agent", String(128)),
     # who asked and what is at risk, written by the server (client, subagent, gateway adapter and tool)
     Column("provenance", JSON),
+    # a decided request's notes, each with who wrote it: a quorum's approvers, then the decider
+    Column("notes", JSON),
     # the pending list's order (urgent first, soonest to expire, then id), and the expiry sweep
     Index(
         "ix_hitl_requests_pending_order",
@@ -228,6 +230,7 @@ hitl_approvals = Table(
     Column("approved_at", String(40), nullable=False),
     # the OS account (real uid) behind a CLI approval: one uid counts once, whatever name it decides under
     Column("os_uid", Integer),
+    Column("admin_notes", Text),
 )
 
 # people: who may decide (docs/hitl.md, "People and passkeys") ---------------------------------------

@@ -254,7 +254,7 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
         )
         page = await browser.new_page(viewport={"width": 1366, "height": 900})
         await goto(page, f"{server.base_url}/inbox/console/requests")
-        assert page.url.endswith("/inbox/login")
+        assert page.url.endswith("/inbox/login?next=/inbox/console/requests")
         await page.fill("#token", TOKEN)
         await page.click("#login button")
 
@@ -413,7 +413,8 @@ async def test_the_console_needs_the_inbox_login(baton_env: dict[str, str], http
     async with httpx.AsyncClient(base_url=server.base_url) as client:
         for name in [*PAGES, "requests/hr_x", "subagents/sa_x"]:
             response = await client.get(f"/inbox/console/{name}")
-            assert response.status_code == 303 and response.headers["location"] == "/inbox/login"
+            assert response.status_code == 303
+            assert response.headers["location"] == f"/inbox/login?next=/inbox/console/{name}"
         agent = await client.get(
             "/inbox/console/requests", headers={"Authorization": f"Bearer {AGENT_TOKEN}"}
         )

@@ -60,7 +60,7 @@ def refused(response: httpx.Response) -> bool:
     if response.request.method == "GET" and path == "/inbox/login":
         return response.status_code == 200
     if response.status_code == 303:
-        return response.headers["location"] == "/inbox/login"
+        return response.headers["location"].split("?")[0] == "/inbox/login"
     return 400 <= response.status_code < 500
 
 

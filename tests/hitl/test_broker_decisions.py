@@ -121,6 +121,7 @@ async def test_a_decision_is_stored_and_receipted_with_every_field(
         "approved": False,
         "response": None,
         "admin_notes": "not now",
+        "notes": [{"by": "ana", "notes": "not now"}],
         "via": "cli",
         "decided_by": "ana",
         "approvers": ["ana"],

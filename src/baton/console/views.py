@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from baton.errors import BatonError
 from baton.runtime import Runtime
@@ -74,6 +74,10 @@ def _payload(text: Any) -> dict[str, Any]:
 # requests ---------------------------------------------------------------------------------------
 
 
+#: When a closed request was closed: its decision, else (an expiry) its deadline; ISO UTC strings sort in time.
+_decided_at = func.coalesce(hitl_requests.c.responded_at, hitl_requests.c.expires_at)
+
+
 def requests(runtime: Runtime, limit: int = 100) -> dict[str, list[dict[str, Any]]]:
     """Pending requests (the inbox's list) and the latest decided ones with who, path, notes and receipt."""
     from baton.hitl.broker import get_broker
@@ -85,7 +89,7 @@ def requests(runtime: Runtime, limit: int = 100) -> dict[str, list[dict[str, Any
     query = (
         select(*LIST_COLUMNS)
         .where(hitl_requests.c.status != "pending")
-        .order_by(hitl_requests.c.created_at.desc())
+        .order_by(_decided_at.desc(), hitl_requests.c.id)
         .limit(limit)
     )
     with runtime.store.read() as connection:
@@ -373,18 +377,24 @@ def receipts(
 
 
 def chain(runtime: Runtime) -> dict[str, Any]:
-    """The chain's verdict (recomputed now) and its checkpoints, when any were recorded."""
-    report = runtime.receipts.verify()
-    checkpoints = [r for r in receipts_of(runtime, *_checkpoint_kinds(runtime), limit=10)]
+    """The chain's verdict as ``baton receipts verify`` gives it (the same checkpoints, from the store's
+    table and the file outside it, checked against the same keys) and the latest checkpoints."""
+    from baton.checkpoints import all_checkpoints
+    from baton.receipts_anchor import verify_store
+
+    report = verify_store(runtime)
+    readable = [
+        c for c in all_checkpoints(runtime) if isinstance(c.get("sha256"), str) and type(c.get("seq")) is int
+    ]
+    latest = sorted(readable, key=lambda c: int(c["seq"]))[-10:]
     return {
         "ok": report.ok,
         "count": report.count,
         "head_sha256": report.head_sha256,
         "first_bad_seq": report.first_bad_seq,
         "reason": report.reason,
-        "checkpoints": list(reversed(checkpoints)),
+        "error_class": report.error_class,
+        "verified_checkpoints": report.checkpoints,
+        "anchored_seq": report.anchored_seq,
+        "checkpoints": latest,
     }
-
-
-def _checkpoint_kinds(runtime: Runtime) -> list[str]:
-    return [kind for kind in receipt_kinds(runtime) if "checkpoint" in kind] or ["checkpoint"]

@@ -50,7 +50,7 @@ def _signed_in(
     async def shown(console: Console, request: Request) -> Response:
         binding = console.access.binding(request)
         if binding is None:
-            return login_redirect()
+            return login_redirect(request)
         return await page(console, request, binding)
 
     return shown

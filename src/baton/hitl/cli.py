@@ -160,7 +160,10 @@ def watch(
 def link(
     request_id: str,
     base_url: Annotated[
-        str | None, typer.Option(help="The inbox's base URL; default BATON_PUBLIC_URL.")
+        str | None,
+        typer.Option(
+            help="The inbox's base URL; default BATON_PUBLIC_URL, else where `baton serve --http` listens."
+        ),
     ] = None,
 ) -> None:
     """Print a signed single-use inbox link for a pending request (valid until the request expires)."""
@@ -173,9 +176,13 @@ def link(
     except BatonError as exc:
         _fail(exc)
         return
-    base = base_url or broker.runtime.settings.baton_public_url
+    from baton.public_url import public_url
+
+    base = base_url or public_url(broker.runtime.settings)
     if not base:
-        err.print("[red]config_invalid[/red]: give --base-url or set BATON_PUBLIC_URL.")
+        err.print(
+            "[red]config_invalid[/red]: give --base-url, set BATON_PUBLIC_URL or start `baton serve --http`."
+        )
         raise typer.Exit(1)
     signer = LinkSigner.for_runtime(broker.runtime)
     served = served_fingerprint(broker.runtime.settings)

@@ -19,7 +19,7 @@ from baton.canonical import iso
 from baton.errors import HitlError
 from baton.hitl.escalation import close_in
 from baton.hitl.os_accounts import cli_decider
-from baton.hitl.quorum import count_approval
+from baton.hitl.quorum import approvers_notes, count_approval, joined_notes
 from baton.hitl.records import (
     Decision,
     already_decided,
@@ -42,6 +42,8 @@ class _Verdict:
     values: dict[str, Any]
     approvers: list[str]
     waiter_gone: bool
+    #: Every decider's notes with who wrote each: a quorum's approvers in order, then a rejecter.
+    notes: list[dict[str, str]]
 
     @property
     def decided_by(self) -> str:
@@ -80,7 +82,10 @@ def decide_in(
     if approvers is None:  # a partial approval: the quorum is not met yet, the request stays pending
         return None, False
     gone = not waiters.waiter_alive(request_id, row.waiter_instance, row.waiter_seen_epoch)
-    verdict = _Verdict(values, approvers, gone)
+    notes = _notes_in(connection, row, values, by)
+    if (row.required_approvals or 1) > 1:
+        values = {**values, "admin_notes": joined_notes(notes)}
+    verdict = _Verdict(values, approvers, gone, notes)
     _set_decided_in(connection, request_id, decision, verdict, now)
     close_in(connection, request_id, now)
     runtime.receipts.append_in(
@@ -110,10 +115,20 @@ def _approvers_in(
     approver so far, counted in the transaction; None while fewer than the quorum have approved."""
     if values["status"] != "approved" or (row.required_approvals or 1) <= 1:
         return [by]
-    approvers = count_approval(runtime, connection, row, decision, by, now)
+    approvers = count_approval(runtime, connection, row, decision, by, now, values["admin_notes"])
     if len(approvers) < row.required_approvals:
         return None
     return approvers
+
+
+def _notes_in(connection: Connection, row: Any, values: dict[str, Any], by: str) -> list[dict[str, str]]:
+    """The decision's notes with who wrote each: on a quorum every approver's (counted in the
+    transaction), then a rejecter's own; otherwise the decider's alone."""
+    own = [{"by": by, "notes": values["admin_notes"]}] if values["admin_notes"] else []
+    if (row.required_approvals or 1) <= 1:
+        return own
+    earlier = approvers_notes(connection, row.id)
+    return earlier if values["status"] == "approved" else [*earlier, *own]
 
 
 def _set_decided_in(
@@ -134,6 +149,7 @@ def _set_decided_in(
             decided_via=decision.via,
             decided_by=verdict.decided_by,
             waiter_gone=verdict.waiter_gone,
+            notes=verdict.notes,
         )
     )
     if result.rowcount != 1:
@@ -152,6 +168,7 @@ def _decided_payload(
         "approved": values["approved"],
         "response": values["response"],
         "admin_notes": values["admin_notes"],
+        "notes": verdict.notes,
         "via": decision.via,
         "agent": row.agent,
         "decided_by": verdict.decided_by,

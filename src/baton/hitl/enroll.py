@@ -49,7 +49,14 @@ class PasskeyPages:
             person, self.inbox.relying_party(request)
         )
         link = {key: params[key] for key in ("p", "e", "n", "s")}
-        return self.inbox.page("enroll.html", person=person, options=options, ceremony=ceremony, link=link)
+        return self.inbox.page(
+            "enroll.html",
+            person=person,
+            options=options,
+            ceremony=ceremony,
+            link=link,
+            passkey_host=self.inbox.passkey_host(request),
+        )
 
     async def enroll(self, request: Request) -> Response:
         """Verify the new passkey, store it and spend the link; then the person logs in with it."""
@@ -87,7 +94,7 @@ class PasskeyPages:
             return self.inbox.refusal(HitlError("hitl_csrf_invalid", "Cross-origin login refused."))
         try:
             fields = await read_form(request)
-            person = Passkeys(self.runtime).verify_login(
+            person, passkey = Passkeys(self.runtime).verify_login(
                 fields.get("ceremony", ""), fields.get("credential", ""), self.inbox.relying_party(request)
             )
         except BatonError as exc:
@@ -95,7 +102,8 @@ class PasskeyPages:
             request.scope.setdefault("state", {})[AUTH_FAILED_KEY] = True
             return self.inbox.refusal(exc, back="/inbox/login")
         self.runtime.receipts.append("inbox_login", {"person": person, "via": "passkey"})
-        return session_response(request, self.access.signer.new_session(person=person))
+        session = self.access.signer.new_session(person=person, passkey=passkey)
+        return session_response(request, session, fields.get("next"))
 
 
 def passkey_routes(inbox: Inbox) -> list[Route]:

@@ -24,7 +24,9 @@ from baton.hitl.inbox_access import (
     Principal,
     logged_out_response,
     login_redirect,
+    login_url,
     read_form,
+    safe_next,
     session_response,
 )
 from baton.hitl.links import same
@@ -128,7 +130,7 @@ class Inbox:
         """Pending requests of every agent, urgent first, one page (``?cursor=``) at a time."""
         principal = self.access.principal(request)
         if principal is None:
-            return login_redirect()
+            return login_redirect(request)
         try:
             page = self.broker.page_pending(INBOX_PAGE, request.query_params.get("cursor") or None)
         except BatonError as exc:
@@ -174,8 +176,10 @@ class Inbox:
         """The login page: a passkey (when anyone enrolled one) and the operator's token (when set)."""
         return self.login_page(request)
 
-    def login_page(self, request: Request, status: int = 200, *, failed: bool = False) -> HTMLResponse:
-        """The login page with a fresh passkey ceremony."""
+    def login_page(
+        self, request: Request, status: int = 200, *, failed: bool = False, target: str | None = None
+    ) -> HTMLResponse:
+        """The login page with a fresh passkey ceremony; a login returns to ``target`` (or ``?next=``)."""
         from baton.hitl.people import People
 
         passkey: dict[str, str] | None = None
@@ -184,9 +188,22 @@ class Inbox:
 
             options, ceremony = Passkeys(self.runtime).login_options(self.relying_party(request))
             passkey = {"options": options, "ceremony": ceremony}
+        target = safe_next(target or request.query_params.get("next"))
         return self.page(
-            "login.html", status, enabled=bool(self.access.admin_token), passkey=passkey, failed=failed
+            "login.html",
+            status,
+            enabled=bool(self.access.admin_token),
+            passkey=passkey,
+            failed=failed,
+            next=None if target == "/inbox" else target,
+            passkey_host=self.passkey_host(request) if passkey else None,
         )
+
+    def passkey_host(self, request: Request) -> str | None:
+        """This page at a host name, when it was opened at an IP address (no WebAuthn relying party)."""
+        from baton.public_url import passkey_address
+
+        return passkey_address(str(request.url), self.runtime.settings.baton_public_url)
 
     def relying_party(self, request: Request) -> Any:
         """The WebAuthn relying party for this request (BATON_PUBLIC_URL, else the Host it came to)."""
@@ -199,11 +216,11 @@ class Inbox:
         token = self.access.admin_token
         if not self.access.same_origin(request):
             return self.refusal(HitlError("hitl_csrf_invalid", "Cross-origin login refused."))
-        supplied = (await read_form(request)).get("token", "")
-        if not token or not same(token, supplied):  # the 401 counts in http_guards.AuthThrottle
-            return self.login_page(request, 401, failed=True)
+        fields = await read_form(request)
+        if not token or not same(token, fields.get("token", "")):  # counted in http_guards.AuthThrottle
+            return self.login_page(request, 401, failed=True, target=fields.get("next"))
         self.runtime.receipts.append("inbox_login", {"person": "operator", "via": "admin_token"})
-        return session_response(request, self.access.signer.new_session())
+        return session_response(request, self.access.signer.new_session(), fields.get("next"))
 
     async def logout(self, request: Request) -> Response:
         """End the session: revoked in the store (the cookie is dead everywhere), then forgotten."""
@@ -220,7 +237,7 @@ class Inbox:
         """One request: the decision at the top, then who asked, the risk, the arguments and the context."""
         principal = self.access.principal(request)
         if principal is None:
-            return login_redirect()
+            return login_redirect(request)
         request_id = request.path_params["request_id"]
         try:
             view = self.broker.get(request_id)
@@ -237,6 +254,10 @@ class Inbox:
             live_mode="stay",
             me=principal,
             step_up=self.step_up_ceremony(request, principal, view),
+            login_link=login_url(f"/inbox/requests/{request_id}")
+            if view["step_up"] and principal.via != "passkey"
+            else None,
+            passkey_host=self.passkey_host(request) if view["step_up"] else None,
         )
 
     def step_up_ceremony(self, request: Request, principal: Principal, view: dict[str, Any]) -> Any:
@@ -298,7 +319,19 @@ class Inbox:
             return self.refusal(exc)
         hidden = self.access.signer.link_params(claim.request_id, claim.expires_epoch, claim.nonce)
         csrf = self.access.signer.csrf(f"link:{claim.nonce}", claim.request_id)
-        return self.page("request.html", r=view, action="/inbox/link", csrf=csrf, hidden=hidden, back=None)
+        # a step-up or a quorum is decided by a person logged in with a passkey: the request's own page,
+        # behind a login that comes back to it
+        person_only = view["step_up"] or view["required_approvals"] > 1
+        login_link = login_url(f"/inbox/requests/{claim.request_id}") if person_only else None
+        return self.page(
+            "request.html",
+            r=view,
+            action="/inbox/link",
+            csrf=csrf,
+            hidden=hidden,
+            back=None,
+            login_link=login_link,
+        )
 
     async def link_decide(self, request: Request) -> Response:
         """Record a decision made through a signed link; the link is spent in the same transaction."""

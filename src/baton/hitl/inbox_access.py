@@ -12,7 +12,7 @@ passkey pages and the console ask this module; none of them decides access on it
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -87,9 +87,12 @@ class InboxAccess:
             return Principal(f"session:{parts[0]}", *operator) if token else None
         from baton.hitl.people import People
 
-        added = People(self.runtime).added_epoch(person)
-        # removed since (and maybe a namesake added): the session ended with the person who opened it
-        if added is None or parts[1] - SESSION_TTL_SECONDS < int(added):
+        people = People(self.runtime)
+        added = people.added_epoch(person)
+        # removed since (and maybe a namesake added), or the passkey it was opened with revoked: the
+        # session ended with them
+        passkey = LinkSigner.session_passkey(parts[0])
+        if added is None or parts[1] - SESSION_TTL_SECONDS < int(added) or not people.holds(person, passkey):
             return None
         return Principal(f"session:{parts[0]}", person, "passkey")
 
@@ -134,9 +137,23 @@ async def read_form(request: Request) -> dict[str, str]:
     return {key: values[0] for key, values in parsed.items()}
 
 
-def session_response(request: Request, cookie: str) -> Response:
-    """To the inbox with a new session cookie (HttpOnly, SameSite=Strict, Path=/inbox)."""
-    response = RedirectResponse("/inbox", status_code=303, headers=HEADERS)
+def safe_next(target: str | None) -> str:
+    """Where a login may send the browser on: a path under ``/inbox`` of this origin, else ``/inbox``
+    (an absolute URL, ``//host``, a backslash or a control character would be an open redirect)."""
+    if not target or not target.startswith("/") or target.startswith("//"):
+        return "/inbox"
+    if "\\" in target or any(ord(c) < 0x21 or ord(c) == 0x7F for c in target):
+        return "/inbox"
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not (parts.path == "/inbox" or parts.path.startswith("/inbox/")):
+        return "/inbox"
+    return target
+
+
+def session_response(request: Request, cookie: str, target: str | None = None) -> Response:
+    """To ``target`` (checked by :func:`safe_next`) with a new session cookie (HttpOnly, SameSite=Strict,
+    Path=/inbox)."""
+    response = RedirectResponse(safe_next(target), status_code=303, headers=HEADERS)
     response.set_cookie(
         COOKIE,
         cookie,
@@ -156,6 +173,16 @@ def logged_out_response() -> Response:
     return response
 
 
-def login_redirect() -> Response:
-    """To the login page (a page asked for without a login)."""
-    return RedirectResponse("/inbox/login", status_code=303, headers=HEADERS)
+def login_url(target: str) -> str:
+    """The login page that returns to ``target`` once logged in."""
+    target = safe_next(target)
+    return "/inbox/login" if target == "/inbox" else f"/inbox/login?next={quote(target, safe='/')}"
+
+
+def login_redirect(request: Request | None = None) -> Response:
+    """To the login page (a page asked for without a login), which returns to that page afterwards."""
+    target = "/inbox"
+    if request is not None:
+        query = request.url.query
+        target = request.url.path + (f"?{query}" if query else "")
+    return RedirectResponse(login_url(target), status_code=303, headers=HEADERS)

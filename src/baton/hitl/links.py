@@ -131,12 +131,15 @@ class LinkSigner:
 
     # sessions and CSRF ----------------------------------------------------------------------------
 
-    def new_session(self, ttl_seconds: int = SESSION_TTL_SECONDS, person: str | None = None) -> str:
+    def new_session(
+        self, ttl_seconds: int = SESSION_TTL_SECONDS, person: str | None = None, passkey: str | None = None
+    ) -> str:
         """A signed session cookie value ``sid.expiry.mac``: a token session, or one bound to ``person``
-        (who logged in with a passkey), whose sid is ``base64url(name)~random`` under the same MAC."""
+        (who logged in with a passkey), whose sid is ``base64url(name)~random`` under the same MAC, or
+        ``base64url(name)~PASSKEY~random`` naming the passkey's digest (revoking it ends the session)."""
         sid = secrets.token_urlsafe(18)
         if person is not None:
-            sid = f"{_b64(person.encode())}~{sid}"
+            sid = f"{_b64(person.encode())}~{f'{passkey}~' if passkey else ''}{sid}"
         expires = str(int(clock.time()) + ttl_seconds)
         return f"{sid}.{expires}.{self._mac('session', sid, expires)}"
 
@@ -153,6 +156,12 @@ class LinkSigner:
         if not _digits(expires) or len(expires) > 12 or not same(self._mac("session", sid, expires), mac):
             return None
         return (sid, int(expires)) if int(expires) > clock.time() else None
+
+    @staticmethod
+    def session_passkey(sid: str) -> str | None:
+        """The digest of the passkey a person's session was opened with (None when it names none)."""
+        parts = sid.split("~")
+        return parts[1] if len(parts) == 3 else None
 
     @staticmethod
     def session_person(sid: str) -> str | None:

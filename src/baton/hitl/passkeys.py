@@ -31,7 +31,7 @@ from baton import clock
 from baton.canonical import iso
 from baton.errors import PeopleError
 from baton.hitl.links import LinkSigner, same
-from baton.hitl.people import People, credential_id_bytes
+from baton.hitl.people import People, credential_id_bytes, passkey_digest
 from baton.receipts import canonical_json
 from baton.runtime import Runtime
 from baton.schema import hitl_link_uses
@@ -207,12 +207,14 @@ class Passkeys:
         ceremony = self._new("login", "")
         return self._request_options(rp, challenge(ceremony), []), self.seal(ceremony)
 
-    def verify_login(self, token: str, credential: str, rp: RelyingParty) -> str:
-        """The name of the person whose passkey signed this login (its nonce is spent)."""
+    def verify_login(self, token: str, credential: str, rp: RelyingParty) -> tuple[str, str]:
+        """The person whose passkey signed this login and that passkey's short digest, which their
+        session carries so that revoking the passkey ends it (the nonce is spent)."""
         ceremony = self.open(token, "login", "")
         person = self._assert(credential, challenge(ceremony), rp, None)
         self._spend(ceremony.nonce, "passkey-login")
-        return person
+        raw_id = credential_id_bytes(str(json.loads(credential)["rawId"]))
+        return person, passkey_digest(raw_id)
 
     def step_up_options(
         self, person: str, request_id: str, arguments_sha256: str, rp: RelyingParty

@@ -213,6 +213,13 @@ class People:
             row = connection.execute(query).first()
         return None if row is None else datetime.fromisoformat(str(row.created_at)).timestamp()
 
+    def holds(self, name: str, passkey: str | None) -> bool:
+        """Whether a session of ``name`` still stands: they have a passkey, and when the session names
+        the one it was opened with (its :func:`passkey_digest`), that one is not revoked."""
+        if passkey is None:
+            return self.exists(name)
+        return any(passkey_digest(_unb64(p.credential_id)) == passkey for p in self.passkeys_of(name))
+
     def anyone_can_log_in(self) -> bool:
         """Whether at least one person has a passkey."""
         with self.runtime.store.read() as connection:
@@ -353,6 +360,11 @@ def _digest(data: bytes) -> str:
     import hashlib
 
     return hashlib.sha256(data).hexdigest()
+
+
+def passkey_digest(credential_id: bytes) -> str:
+    """A passkey's short digest, which a session opened with it carries."""
+    return _digest(credential_id)[:16]
 
 
 def _invalid_link(message: str) -> PeopleError:

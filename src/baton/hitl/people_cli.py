@@ -1,4 +1,4 @@
-"""``baton people add|list|remove|enroll|link-chat|link-os``: the people who decide, over :mod:`baton.hitl.people`."""
+"""``baton people``: add, list, remove, enroll, passkeys, revoke-passkey, link-chat, link-os, over :mod:`baton.hitl.people`."""
 
 from __future__ import annotations
 
@@ -18,7 +18,11 @@ app = typer.Typer(
 
 UrlOption = Annotated[
     str | None,
-    typer.Option("--url", help="The inbox's base URL; default BATON_PUBLIC_URL, else http://localhost:8765."),
+    typer.Option(
+        "--url",
+        help="The inbox's base URL; default BATON_PUBLIC_URL, else where `baton serve --http` on this home "
+        "listens (at localhost), else http://localhost:8765.",
+    ),
 ]
 NotifyOption = Annotated[
     str | None,
@@ -41,8 +45,9 @@ def _people() -> Any:
 
 def _link(people: Any, name: str, url: str | None, ttl: int) -> None:
     from baton.hitl.people import DEFAULT_BASE_URL
+    from baton.public_url import public_url
 
-    base = url or people.runtime.settings.baton_public_url or DEFAULT_BASE_URL
+    base = url or public_url(people.runtime.settings) or DEFAULT_BASE_URL
     link = people.enrollment_link(name, base, ttl)
     out.print(f"Enrollment link for {name} (works once, for {ttl} s; send it to {name} only):")
     out.print(link, soft_wrap=True, markup=False, highlight=False)
@@ -225,3 +230,45 @@ def remove(name: str) -> None:
         _fail(exc)
         return
     out.print(f"Removed {name}.")
+
+
+@app.command("passkeys")
+def passkeys(name: str, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """List one person's passkeys: credential id, when registered, when last used."""
+    import dataclasses
+
+    try:
+        from baton.hitl.passkey_admin import listed_passkeys
+
+        rows = listed_passkeys(_people().runtime, name)
+    except BatonError as exc:
+        _fail(exc)
+        return
+    if as_json:
+        _print_json([dataclasses.asdict(p) for p in rows])
+        return
+    if not rows:
+        out.print(f"{name} has no passkey: `baton people enroll {name}`.")
+        return
+    print_table(
+        ("credential id", "registered", "last used"),
+        [(p.credential_id, p.created_at, p.last_used_at or "never") for p in rows],
+    )
+
+
+@app.command("revoke-passkey")
+def revoke_passkey(
+    name: str,
+    credential: Annotated[
+        str, typer.Argument(help="The credential id, or its start (see `baton people passkeys`).")
+    ],
+) -> None:
+    """Revoke one passkey (a lost one): it no longer logs in or decides, and its sessions end."""
+    try:
+        from baton.hitl.passkey_admin import revoke_passkey
+
+        revoked = revoke_passkey(_people().runtime, name, credential)
+    except BatonError as exc:
+        _fail(exc)
+        return
+    out.print(f"Revoked {name}'s passkey {revoked[:16]}….", markup=False, highlight=False)

@@ -38,9 +38,16 @@ def with_approvals(runtime: Runtime, views: list[dict[str, Any]]) -> list[dict[s
 
 
 def count_approval(
-    runtime: Runtime, connection: Connection, row: Any, decision: Decision, by: str, now: float
+    runtime: Runtime,
+    connection: Connection,
+    row: Any,
+    decision: Decision,
+    by: str,
+    now: float,
+    notes: str | None = None,
 ) -> list[str]:
-    """Record one person's approval of a quorum request; returns every approver so far, in order."""
+    """Record one person's approval of a quorum request, with their (redacted) notes; returns every
+    approver so far, in order."""
     query = (
         select(hitl_approvals.c.person)
         .where(hitl_approvals.c.request_id == row.id)
@@ -57,7 +64,12 @@ def count_approval(
     _once_per_uid(connection, row, decision, len(earlier))
     connection.execute(
         insert(hitl_approvals).values(
-            request_id=row.id, person=by, via=decision.via, approved_at=iso(now), os_uid=decision.os_uid
+            request_id=row.id,
+            person=by,
+            via=decision.via,
+            approved_at=iso(now),
+            admin_notes=notes,
+            os_uid=decision.os_uid,
         )
     )
     approvers = [*earlier, by]
@@ -72,6 +84,7 @@ def count_approval(
                 "approvals": len(approvers),
                 "required_approvals": row.required_approvals,
                 "approvers": approvers,
+                "admin_notes": notes,
                 "step_up": bool(decision.step_up) if row.step_up else False,
                 "at": iso(now),
             },
@@ -94,3 +107,18 @@ def _once_per_uid(connection: Connection, row: Any, decision: Decision, count: i
             f"account counts once ({count} of {row.required_approvals}).",
             request_id=row.id,
         )
+
+
+def approvers_notes(connection: Connection, request_id: str) -> list[dict[str, str]]:
+    """The notes each approver of a quorum wrote so far, in the order they approved (``{by, notes}``)."""
+    query = (
+        select(hitl_approvals.c.person, hitl_approvals.c.admin_notes)
+        .where(hitl_approvals.c.request_id == request_id, hitl_approvals.c.admin_notes.is_not(None))
+        .order_by(hitl_approvals.c.approved_at, hitl_approvals.c.person)
+    )
+    return [{"by": person, "notes": notes} for person, notes in connection.execute(query).all()]
+
+
+def joined_notes(notes: list[dict[str, str]]) -> str | None:
+    """Every decider's notes as one ``admin_notes`` string, each line naming who wrote it."""
+    return "\n".join(f"{note['by']}: {note['notes']}" for note in notes) or None

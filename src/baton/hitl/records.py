@@ -107,6 +107,7 @@ def row_view(row: Any) -> dict[str, Any]:
         "approved": row.status == "approved" and row.approved is True,
         "response": row.response,
         "admin_notes": row.admin_notes,
+        "notes": _notes(getattr(row, "notes", None)),
         "responded_at": row.responded_at,
         "decided_via": row.decided_via,
         "decided_by": row.decided_by,
@@ -118,6 +119,17 @@ def row_view(row: Any) -> dict[str, Any]:
         "agent": row.agent,
         "provenance": _provenance(getattr(row, "provenance", None)),
     }
+
+
+def _notes(value: Any) -> list[dict[str, str]]:
+    """The stored notes of each decider; a damaged value reads as none (``admin_notes`` still holds them)."""
+    try:
+        loaded = load_json(value, "notes")
+    except RowProblemError:
+        return []
+    if not isinstance(loaded, list):
+        return []
+    return [n for n in loaded if isinstance(n, dict) and isinstance(n.get("by"), str) and "notes" in n]
 
 
 def _provenance(value: Any) -> dict[str, Any] | None:

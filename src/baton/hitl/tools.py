@@ -22,6 +22,9 @@ from baton.toolkit import CallContext, ToolArgs, ToolRegistry
 #: Pending requests per page of ``mcp_list_pending_requests``: the default and the most one call may ask.
 DEFAULT_PAGE = 100
 MAX_PAGE = 500
+#: Keys of a request's view the agent is not given: the person deciding is shown provenance
+#: (:mod:`baton.hitl.present`); each decider's notes reach the agent joined in ``admin_notes``.
+_NOT_SHOWN = frozenset({"expires_epoch", "provenance", "notes"})
 
 TimeoutField = Field(
     None,
@@ -124,8 +127,7 @@ class WaitArgs(RequestIdArgs):
 
 def status_view(view: dict[str, Any]) -> dict[str, Any]:
     """The full state of a request as ``mcp_get_request_status`` reports it."""
-    # provenance is what the person deciding is shown (baton.hitl.present); the agent knows who it is
-    shown = {key: value for key, value in view.items() if key not in ("expires_epoch", "provenance")}
+    shown = {key: value for key, value in view.items() if key not in _NOT_SHOWN}
     return {
         **shown,
         "decided": view["status"] in ("approved", "rejected", "answered"),

@@ -75,6 +75,11 @@
         : await navigator.credentials.get({ publicKey: requestOptions(options) });
       form.elements.credential.value = JSON.stringify(credentialJSON(credential));
     } catch (error) {
+      if (error.name === "SecurityError" && /^[0-9.]+$|:/.test(location.hostname)) {
+        say(form, "Passkeys need a host name, not an IP address: open http://localhost" +
+          (location.port ? ":" + location.port : "") + location.pathname + location.search + " instead.");
+        return;
+      }
       say(form, "The passkey was not used (" + error.name + "). Nothing was sent.");
       return;
     }
