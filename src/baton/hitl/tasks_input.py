@@ -44,8 +44,8 @@ async def apply_task_answers(
             )
         answer = answer if isinstance(answer, dict) else {}
         view = broker.get(row["request_id"])
-        if not may_elicit(view, caller):
-            continue  # another agent's request, or one that needs a quorum or a step-up: a person decides
+        if not may_elicit(view, caller, "form"):
+            continue  # an approval, another agent's request, or one that needs a quorum or a step-up
         decision = decision_from_answer(view, str(answer.get("action", "")), answer.get("content"))
         if decision is None:
             continue
