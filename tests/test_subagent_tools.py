@@ -375,7 +375,7 @@ async def test_an_approval_gated_call_names_the_subagent_and_a_sync_spawn_return
         console_page, env, f"/inbox/console/requests/{request['request_id']}"
     )
     assert f'for subagent <b id="subagent">{spawned["subagent_id"]}</b>' in html
-    assert '<dt>Spawned by</dt><dd class="rq-hash">mcp</dd>' in html
+    assert '<dt>Spawned by</dt><dd class="rq-hash">stdio:mcp</dd>' in html
     assert 'id="risk-class">risk: high</span>' in html
 
     decided = await call(
