@@ -28,9 +28,9 @@ PENDING = 100_000
 TIMERS = 10_000
 LIST_CALLS = 30
 FIRE_DEADLINE_SECONDS = 120.0
-#: The agent the benchmark's stdio client is: its ``clientInfo.name``, since ``baton_env`` sets no
-#: ``BATON_AGENT_NAME`` (baton.agents.current_agent); the list shows only the calling agent's requests.
-BENCH_AGENT: str = INITIALIZE_PARAMS["clientInfo"]["name"]
+#: The agent the benchmark's stdio client is: its ``clientInfo.name`` as a claim, since ``baton_env`` sets
+#: no ``BATON_AGENT_NAME`` (baton.agents.stdio_claim); the list shows only the calling agent's requests.
+BENCH_AGENT: str = "stdio:" + INITIALIZE_PARAMS["clientInfo"]["name"]
 #: The page ``mcp_list_pending_requests`` answers without a ``limit`` (baton.hitl.tools.DEFAULT_PAGE).
 PAGE = 100
 

@@ -1,6 +1,7 @@
 """The acceptance matrix of issue 15: one approval flow, with the official ``mcp.Client``, for every
 era (2025-11-25, 2026-07-28) × transport (stdio, HTTP, stateless HTTP) × decider (elicitation form, URL
-elicitation via the inbox, the inbox, the CLI).
+elicitation via the inbox, the inbox, the CLI). A form in the client never decides an approval (it is the
+agent's own code), so the form cells ask an input request instead, the one kind a form may answer.
 
 Every process shares one store, the agent's ``BATON_HTTP_TOKEN`` and the operator's ``BATON_ADMIN_TOKEN``
 (so every process signs links alike); a person logs in to the inbox with the operator's token. The
@@ -113,7 +114,7 @@ class Person:
         if params.mode == "url":
             await anyio.to_thread.run_sync(browser_decides, params.url)
             return types.ElicitResult(action="accept")
-        return types.ElicitResult(action="accept", content={"approved": True})
+        return types.ElicitResult(action="accept", content={"response": "yes"})
 
 
 @asynccontextmanager
@@ -160,9 +161,14 @@ async def test_the_approval_flow(world: dict[str, Any], era: str, transport: str
         assert client.protocol_version == era
 
         async def ask() -> None:
-            answer = await client.call_tool(
-                "mcp_request_admin_approval", {"request_message": message, "timeout_seconds": 3600}
-            )
+            if decider == "form":
+                tool, arguments = "mcp_request_admin_input", {"question": message, "timeout_seconds": 3600}
+            else:
+                tool, arguments = (
+                    "mcp_request_admin_approval",
+                    {"request_message": message, "timeout_seconds": 3600},
+                )
+            answer = await client.call_tool(tool, arguments)
             assert answer.structured_content is not None
             result.update(answer.structured_content)
 
@@ -179,7 +185,10 @@ async def test_the_approval_flow(world: dict[str, Any], era: str, transport: str
                     base = world["servers"]["form_http"].base_url
                     await anyio.to_thread.run_sync(inbox_decides, base, request_id)
         status = await client.call_tool("mcp_get_request_status", {"request_id": result["request_id"]})
-    assert result["success"] is True and result["approved"] is True and result["decision"] == "approved"
+    if decider == "form":
+        assert result["success"] is True and result["response"] == "yes" and result["decision"] == "answered"
+    else:
+        assert result["success"] is True and result["approved"] is True and result["decision"] == "approved"
     assert status.structured_content is not None
     assert status.structured_content["decided_via"] == DECIDERS[decider]
     assert status.structured_content["waiter_gone"] is False

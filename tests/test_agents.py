@@ -1,5 +1,5 @@
 """Named agents through the real interfaces: ``baton agents`` tokens against ``baton serve --http`` on 127.0.0.1,
-and stdio servers named by the client's ``clientInfo``.
+and stdio servers (named by ``BATON_AGENT_NAME``, else by the client's ``clientInfo`` as a ``stdio:`` claim).
 
 An agent sees, waits on, cancels and reads only its own requests, tasks, subagents and timers; another
 agent's id answers exactly as an unknown id does. Every row and receipt names its agent.
@@ -279,7 +279,7 @@ async def named_stdio(env: dict[str, str], client_name: str) -> AsyncIterator[Cl
         yield session
 
 
-async def test_a_stdio_agent_is_named_by_client_info_unless_baton_agent_name_is_set(
+async def test_a_stdio_agent_is_its_clients_claim_unless_baton_agent_name_is_set(
     baton_env: dict[str, str],
 ) -> None:
     timer = {"name": "t", "delay_seconds": FOREVER, "action": {"kind": "record"}}
@@ -290,9 +290,9 @@ async def test_a_stdio_agent_is_named_by_client_info_unless_baton_agent_name_is_
             theirs = await call(second, "mcp_cancel_timer", {"timer_id": mine["timer_id"]})
         async with named_stdio({**baton_env, "BATON_AGENT_NAME": "ops-bot"}, "cursor") as third:
             named = await call(third, "mcp_set_timer", timer)
-    assert mine["agent"] == "claude-code" and named["agent"] == "ops-bot"
+    assert mine["agent"] == "stdio:claude-code" and named["agent"] == "ops-bot"
     assert theirs["error_class"] == "timer_not_found"
-    assert [p["agent"] for p in receipts(baton_env, "timer_set")] == ["claude-code", "ops-bot"]
+    assert [p["agent"] for p in receipts(baton_env, "timer_set")] == ["stdio:claude-code", "ops-bot"]
 
 
 def test_doctor_names_each_agent_and_flags_what_widens_who_decides(baton_env: dict[str, str]) -> None:

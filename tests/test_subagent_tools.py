@@ -358,7 +358,7 @@ async def test_an_approval_gated_call_names_the_subagent_and_a_sync_spawn_return
     assert spawned["status"] == "waiting_for_approval"
     request = await pending_request(session, spawned["subagent_id"])
     assert spawned["request_id"] == request["request_id"]
-    assert request["context"]["parent_agent"] == "mcp"  # the official client's clientInfo.name
+    assert request["context"]["parent_agent"] == "stdio:mcp"  # the official client's claim
     assert spawned["subagent_id"] in request["message"]
     assert request["context"]["arguments"] == {"amount": 5, "to": "bob"}
     assert (await upstream_calls(session)).get("transfer", 0) == transfers_before  # nothing sent yet
@@ -369,13 +369,13 @@ async def test_an_approval_gated_call_names_the_subagent_and_a_sync_spawn_return
         if r["kind"] == "hitl_requested" and r["payload"]["request_id"] == request["request_id"]
     )
     origin = asked["provenance"]
-    assert (origin["subagent_id"], origin["parent_agent"]) == (spawned["subagent_id"], "mcp")
+    assert (origin["subagent_id"], origin["parent_agent"]) == (spawned["subagent_id"], "stdio:mcp")
     assert (origin["adapter_id"], origin["tool"], origin["risk_class"]) == ("demo", "transfer", "high")
     html = await anyio.to_thread.run_sync(
         console_page, env, f"/inbox/console/requests/{request['request_id']}"
     )
     assert f'for subagent <b id="subagent">{spawned["subagent_id"]}</b>' in html
-    assert '<dt>Spawned by</dt><dd class="rq-hash">mcp</dd>' in html
+    assert '<dt>Spawned by</dt><dd class="rq-hash">stdio:mcp</dd>' in html
     assert 'id="risk-class">risk: high</span>' in html
 
     decided = await call(

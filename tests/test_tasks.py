@@ -67,7 +67,7 @@ async def waiting_request(session: Any, task_id: str) -> tuple[dict[str, Any], s
     return state, state["statusMessage"].split("(", 1)[1].rstrip(").")
 
 
-async def test_an_approval_runs_as_a_task_and_its_form_input_is_answered_by_tasks_update(
+async def test_a_question_runs_as_a_task_and_its_form_input_is_answered_by_tasks_update(
     baton_env: dict[str, str],
 ) -> None:
     env = {**baton_env, "BATON_HITL_ELICITATION": "true", "BATON_HITL_ALLOW_MCP_DECISIONS": "1"}
@@ -75,13 +75,14 @@ async def test_an_approval_runs_as_a_task_and_its_form_input_is_answered_by_task
 
     async def person(request: Any) -> dict[str, Any]:
         asked.append(request)
-        return {"action": "accept", "content": {"approved": True, "admin_notes": "via task"}}
+        return {"action": "accept", "content": {"response": "via task"}}
 
     tasks = TasksClient(person)
     async with tasks_client(env, tasks, elicitation_callback=no_elicitation) as client:
-        result = await client.call_tool("mcp_request_admin_approval", APPROVE)
+        question = {"question": "Which release?", "timeout_seconds": 3600}
+        result = await client.call_tool("mcp_request_admin_input", question)
         content = result.structured_content
-        assert content is not None and content["approved"] is True and content["admin_notes"] == "via task"
+        assert content is not None and content["response"] == "via task"
         status = await client.call_tool("mcp_get_request_status", {"request_id": content["request_id"]})
     assert len(tasks.created) == 1 and asked[0]["method"] == "elicitation/create"
     assert asked[0]["params"]["mode"] == "form"

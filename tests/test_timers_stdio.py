@@ -212,7 +212,7 @@ async def test_a_spawn_subagent_timer_starts_an_async_subagent(
                 await anyio.sleep(0.05)
         assert status["status"] == "completed", status
     # the firing acted as the agent that set the timer: the subagent is that agent's (it could read it)
-    assert status["agent"] == receipt["agent"] == timer["agent"] == "mcp"
+    assert status["agent"] == receipt["agent"] == timer["agent"] == "stdio:mcp"
     assert "Say whether 17 is prime." in fake_llm.all_request_text()
 
 
@@ -241,7 +241,7 @@ async def test_only_an_active_timer_fires_whatever_else_the_store_holds(
             "next_fire_at": due,
             "created_at": at(60),
             "updated_at": at(60),
-            "agent": "mcp",  # the official client's clientInfo.name: the stdio agent that lists them
+            "agent": "stdio:mcp",  # the official client's claim: the stdio agent that lists them
             **changes,
         }
 

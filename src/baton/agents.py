@@ -39,6 +39,10 @@ RESERVED_NAMES = frozenset({"operator", "local", "stdio-agent", "anonymous"})
 #: The caller a loopback HTTP server admits without any credential (no token set, no agent registered).
 LOCAL_AGENT = "local"
 STDIO_FALLBACK = "stdio-agent"
+#: Prefix of a stdio client's own claim (its ``clientInfo.name``); ``:`` is outside :data:`NAME_PATTERN`,
+#: so a claim never equals a registered, reserved or ``BATON_AGENT_NAME`` agent.
+STDIO_CLAIM_PREFIX = "stdio:"
+_CLAIM_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 #: Key in the ASGI scope's ``state`` holding the request's :class:`Caller` (set by the HTTP middlewares).
 AGENT_SCOPE_KEY = "baton_agent"
 MAX_CLIENT_NAME = 128
@@ -226,14 +230,46 @@ def client_name(ctx: Any) -> str | None:
     return None
 
 
+def stdio_claim(name: str | None) -> str:
+    """The agent a stdio client without ``BATON_AGENT_NAME`` is: its name as a claim, never a real name."""
+    if name is None:
+        return STDIO_FALLBACK
+    return STDIO_CLAIM_PREFIX + _CLAIM_UNSAFE.sub("_", name)[:64]
+
+
+def check_stdio_agent_name(name: str | None) -> str | None:
+    """``BATON_AGENT_NAME`` as the operator may set it: a valid agent name, not a reserved one."""
+    if name is None:
+        return None
+    try:
+        return check_name(name)
+    except AgentError as exc:
+        raise ValueError(exc.message) from None
+
+
+def refuse_registered_name(settings: Settings, directory: AgentDirectory) -> None:
+    """``config_invalid`` when ``BATON_AGENT_NAME`` names an active registered agent: the stdio server
+    would act as that HTTP agent (see its requests, wait on them) without its token."""
+    from baton.errors import ConfigError
+
+    name = settings.baton_agent_name
+    if name is not None and any(row["active"] and row["name"] == name for row in directory.list()):
+        raise ConfigError(
+            "config_invalid",
+            f"BATON_AGENT_NAME names the registered agent {name!r}; a stdio server needs a name of its own.",
+            variables=["BATON_AGENT_NAME"],
+        )
+
+
 def current_agent(ctx: Any, settings: Settings) -> Caller:
     """The caller of one MCP request: what the HTTP middleware found, else the stdio server's one agent.
 
     Over HTTP the middleware always sets the caller for ``/mcp``; a request without one (which should not
-    happen) is an anonymous caller that owns nothing anyone else created.
+    happen) is an anonymous caller that owns nothing anyone else created. Over stdio the agent is the
+    operator's ``BATON_AGENT_NAME``; the client's ``clientInfo.name`` is only a claim (:func:`stdio_claim`).
     """
     scope = getattr(getattr(ctx, "request", None), "scope", None)
     if isinstance(scope, dict):
         caller = scope.get("state", {}).get(AGENT_SCOPE_KEY)
         return caller if isinstance(caller, Caller) else Caller("anonymous")
-    return Caller(settings.baton_agent_name or client_name(ctx) or STDIO_FALLBACK)
+    return Caller(settings.baton_agent_name or stdio_claim(client_name(ctx)))

@@ -201,6 +201,14 @@ class Settings(BaseModel):
             raise ValueError(str(exc)) from None
         return value
 
+    @field_validator("baton_agent_name")
+    @classmethod
+    def _stdio_agent_name(cls, value: str | None) -> str | None:
+        """The stdio agent's name is an agent name and none of the names baton gives callers itself."""
+        from baton.agents import check_stdio_agent_name
+
+        return check_stdio_agent_name(value)
+
     @field_validator("slack_team_id")
     @classmethod
     def _slack_teams(cls, value: str | None) -> str | None:

@@ -84,7 +84,7 @@ def check_agents(runtime: Runtime) -> list[Check]:
         names.append(f"{settings.baton_http_agent_name} (BATON_HTTP_TOKEN)")
     if settings.baton_oauth_issuer:
         names.append("oauth:<client id> (each OAuth client)")
-    names.append(f"{settings.baton_agent_name or '<clientInfo.name>'} (stdio)")
+    names.append(f"{settings.baton_agent_name or 'stdio:<clientInfo.name>'} (stdio)")
     if not registered and not settings.baton_http_token:
         names.append("local (loopback HTTP without a credential)")
     checks = [Check("agents", True, ", ".join(names))]

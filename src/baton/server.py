@@ -106,9 +106,16 @@ class RegistryLoader:
         return self.registry
 
     def _open(self) -> ToolRegistry:
+        from baton.agents import AgentDirectory, refuse_registered_name
         from baton.runtime import Runtime
 
-        registry = build_registry(Runtime.open(self.settings))
+        runtime = Runtime.open(self.settings)
+        try:
+            refuse_registered_name(runtime.settings, AgentDirectory(runtime.store))
+        except BatonError:
+            runtime.close()
+            raise
+        registry = build_registry(runtime)
         settings = registry.runtime.settings
         if tool_cache.usable(settings.home, settings.baton_database_url):
             tool_cache.store(settings.home, builtin_definitions(registry))

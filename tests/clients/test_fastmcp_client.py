@@ -95,13 +95,13 @@ async def test_over_http_the_agent_token_calls_and_a_wrong_one_is_refused(
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_an_elicited_approval_decides_and_a_declined_one_never_approves(
+async def test_an_elicited_answer_answers_and_a_declined_one_never_does(
     baton_env: dict[str, str], mode: str
 ) -> None:
     """fastmcp answers the form on the call's stream (legacy) or by retrying with ``requestState`` (auto:
     the 2026-07-28 era's multi-round trip), each by its own code, not baton's."""
     env = {**baton_env, "BATON_HITL_ELICITATION": "true"}
-    answers: list[dict[str, Any] | None] = [{"approved": True, "admin_notes": "asked in fastmcp"}, None]
+    answers: list[dict[str, Any] | None] = [{"response": "asked in fastmcp"}, None]
     asked: list[str] = []
 
     async def on_elicit(message: str, response_type: Any, params: Any, context: Any) -> Any:
@@ -111,25 +111,24 @@ async def test_an_elicited_approval_decides_and_a_declined_one_never_approves(
 
     async with Client(stdio(env), mode=mode, elicitation_handler=on_elicit) as client:
         assert client.protocol_version == ERA[mode]
-        approved = await client.call_tool(
-            "mcp_request_admin_approval", {"request_message": "Rotate the key?", "timeout_seconds": 3600}
+        answered = await client.call_tool(
+            "mcp_request_admin_input", {"question": "Rotate the key?", "timeout_seconds": 3600}
         )
-        decided = approved.structured_content
-        assert decided is not None and decided["approved"] is True, decided
-        assert decided["admin_notes"] == "asked in fastmcp"
+        decided = answered.structured_content
+        assert decided is not None and decided["response"] == "asked in fastmcp", decided
         status = await client.call_tool("mcp_get_request_status", {"request_id": decided["request_id"]})
         assert status.structured_content is not None
         assert status.structured_content["decided_via"] == "elicitation"
 
         declined = await client.call_tool(
-            "mcp_request_admin_approval",
-            {"request_message": "Drop the table?", "timeout_seconds": 1},
+            "mcp_request_admin_input",
+            {"question": "Drop the table?", "timeout_seconds": 1},
             raise_on_error=False,
         )
         outcome = declined.structured_content
         assert outcome is not None and declined.is_error
-        assert (outcome["approved"], outcome["status"], outcome["error_class"]) == (
-            False,
+        assert (outcome["response"], outcome["status"], outcome["error_class"]) == (
+            None,
             "expired",
             "hitl_timeout",
         )

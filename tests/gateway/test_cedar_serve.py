@@ -14,11 +14,15 @@ import hashlib
 import os
 import pwd
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
+from mcp import ClientSession
+from mcp.client.stdio import stdio_client
 
 from baton.config import load_settings
 from baton.hitl.broker import Decision, get_broker
@@ -27,7 +31,7 @@ from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.cli_process import run_cli
-from tests.conftest import BLANKED, SRC, call, stdio_session
+from tests.conftest import BLANKED, SRC, call, server_parameters, stdio_session
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap"), pytest.mark.timeout(1800)]
 
@@ -57,6 +61,8 @@ permit(principal, action == Action::"payout", resource);
 @id("big-payouts-need-two")
 @approvals("2")
 permit(principal, action == Action::"payout", resource) when { context.arguments.amount > 100 };
+@id("friends")
+permit(principal == Agent::"friend", action == Action::"status", resource);
 """
 POLICY_SHA256 = hashlib.sha256(POLICY.encode()).hexdigest()
 #: The OS account this test runs as: the person ``baton hitl approve`` decides as.
@@ -252,7 +258,7 @@ async def test_permit_forbid_and_default_deny_each_call_with_the_pinned_hash_rec
         {"effect": "permit", "approvals": 0, "reasons": ["queries"]},
         {"effect": "forbid", "approvals": 0, "reasons": ["no-drop"]},
     ]
-    (status,) = call_receipts(env, "status")
+    status = call_receipts(env, "status")[0]  # the default-deny call (a claim of friend is denied alike)
     assert status["call_policy_decision"] == {"effect": "forbid", "approvals": 0, "reasons": []}
     snapshot = next(Path(env["BATON_HOME"]).rglob("call-policy.cedar"))
     assert hashlib.sha256(snapshot.read_bytes()).hexdigest() == POLICY_SHA256
@@ -288,12 +294,32 @@ async def test_a_policy_that_cannot_decide_or_asks_too_many_approvals_fails_clos
     assert call_receipts(env, "echo")[0]["call_policy_decision"]["effect"] == "error"
 
 
-async def test_the_calling_agent_is_the_principal(env: dict[str, str]) -> None:
-    async with stdio_session({**env, "BATON_AGENT_NAME": "intruder"}) as intruder:
+@asynccontextmanager
+async def named_session(env: dict[str, str], client_name: str) -> AsyncIterator[Any]:
+    """A stdio session whose client introduces itself as ``client_name``."""
+    info = types.Implementation(name=client_name, version="1.0")
+    async with (
+        stdio_client(server_parameters(env)) as (read, write),
+        ClientSession(read, write, client_info=info) as client,
+    ):
+        await client.initialize()
+        yield client
+
+
+async def test_the_operators_agent_name_is_the_principal_and_a_client_cannot_claim_one(
+    env: dict[str, str],
+) -> None:
+    """The intruder renamed to ``friend`` is still ``Agent::"intruder"``; without ``BATON_AGENT_NAME`` a
+    client calling itself ``friend`` is ``Agent::"stdio:friend"`` and gets none of friend's permits."""
+    async with named_session({**env, "BATON_AGENT_NAME": "intruder"}, "friend") as intruder:
         refused = await call(intruder, "db__query", {"sql": "SELECT 2"})
+    async with named_session(env, "friend") as claim:
+        claimed = await call(claim, "db__status")
     assert refused["error_class"] == "gateway_policy_forbidden" and refused["reasons"] == ["no-intruders"]
     receipt = call_receipts(env, "query")[-1]
     assert (receipt["agent"], receipt["call_policy_decision"]["reasons"]) == ("intruder", ["no-intruders"])
+    assert claimed["error_class"] == "gateway_policy_forbidden" and claimed["reasons"] == []
+    assert call_receipts(env, "status")[-1]["agent"] == "stdio:friend"
 
 
 async def test_the_strictest_matching_policy_sets_the_approvals(session: Any, env: dict[str, str]) -> None:

@@ -221,7 +221,7 @@ async def _decide(
 ) -> dict[str, Any]:
     """Wait for the pending approval, check what it shows, decide it through mcp_respond_to_request."""
     request = await _asked(session, results)
-    assert request["agent"] == "mcp"  # the approval is bound to the agent that made the gated call
+    assert request["agent"] == "stdio:mcp"  # the approval is bound to the agent that made the gated call
     assert request["context"]["arguments"] == {"amount": 5, "to": "bob"}
     assert request["context"]["arguments_sha256"] == TRANSFER_SHA256
     decision = {"request_id": request["request_id"], "approved": approved, "admin_notes": admin_notes}
@@ -321,6 +321,43 @@ async def test_the_agent_cannot_approve_its_own_gated_call_by_default(
             await call(session, "mcp_respond_to_request", {"request_id": request_id, "approved": False})
         assert results["call"]["error_class"] == "approval_denied"
         assert await transfers(agent) == before
+
+
+async def test_an_elicitation_accept_never_approves_the_agents_own_gated_call(
+    env: dict[str, str], session: Any
+) -> None:
+    """With elicitation on, a 2025-11-25 client that would accept anything is never asked to approve its
+    own gated call; the transfer waits for the operator's session, which rejects it here."""
+    import mcp_types as types
+
+    agent_env = {k: v for k, v in env.items() if k != "BATON_HITL_ALLOW_MCP_DECISIONS"}
+    agent_env["BATON_HITL_ELICITATION"] = "true"
+    asked: list[Any] = []
+
+    async def approve_everything(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"approved": True})
+
+    async with (
+        stdio_client(
+            StdioServerParameters(command=sys.executable, args=["-m", "baton", "serve"], env=agent_env)
+        ) as (read, write),
+        ClientSession(read, write, elicitation_callback=approve_everything) as agent,
+    ):
+        await agent.initialize()
+        before = await transfers(agent)
+        results: dict[str, Any] = {}
+
+        async def transfer() -> None:
+            results["call"] = await call(agent, "demo__transfer", {"to": "trent", "amount": 7})
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(transfer)
+            request_id = (await _asked(agent, results))["request_id"]
+            await call(session, "mcp_respond_to_request", {"request_id": request_id, "approved": False})
+        assert results["call"]["error_class"] == "approval_denied"
+        assert await transfers(agent) == before
+    assert asked == []
 
 
 async def test_an_upstream_crash_mid_call_is_an_error_and_the_next_call_works(session: Any) -> None:
@@ -474,7 +511,7 @@ async def test_every_proxied_call_is_a_receipt(env: dict[str, str], session: Any
     assert transfers[-1]["approval"]["decision_receipt_sha256"]
     assert transfers[-1]["arguments"] == {"amount": 5, "to": "bob"}
     assert transfers[-1]["arguments_sha256"] == TRANSFER_SHA256
-    assert transfers[-1]["agent"] == echo[-1]["agent"] == "mcp"  # the stdio client's clientInfo.name
+    assert transfers[-1]["agent"] == echo[-1]["agent"] == "stdio:mcp"  # the stdio client's claim
     assert any(c["error_class"] == "tool_denied" and c["tool"] == "delete_everything" for c in calls)
 
 

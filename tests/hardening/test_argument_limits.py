@@ -104,7 +104,7 @@ def _seed_subagents(env: dict[str, str], count: int) -> None:
                         "prepared_context": "",
                         "filtered_fields": [],
                         "status": "completed",
-                        "agent": "mcp",  # the official client's clientInfo.name: the stdio agent
+                        "agent": "stdio:mcp",  # the official client's clientInfo.name, as a claim: the stdio agent
                         "input_tokens": 0,
                         "output_tokens": 0,
                         "prep_tokens": 0,

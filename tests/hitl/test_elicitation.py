@@ -45,29 +45,22 @@ async def eliciting_session(env: dict[str, str], answers: list[dict[str, Any] | 
         yield session
 
 
-async def test_an_accepted_elicitation_decides_and_a_declined_or_malformed_one_does_not(
+async def test_an_accepted_elicitation_answers_and_a_declined_or_malformed_one_does_not(
     baton_env: dict[str, str],
 ) -> None:
     env = {**baton_env, "BATON_HITL_ELICITATION": "true"}
-    answers: list[dict[str, Any] | None] = [
-        {"approved": True, "admin_notes": "asked in the client"},
-        None,
-        {"approved": "yes"},
-    ]
+    answers: list[dict[str, Any] | None] = [{"response": "asked in the client"}, None, {"response": 7}]
     async with eliciting_session(env, answers) as session:
-        approved = await call(
-            session, "mcp_request_admin_approval", {"request_message": "Elicit me", "timeout_seconds": 3600}
+        answered = await call(
+            session, "mcp_request_admin_input", {"question": "Elicit me", "timeout_seconds": 3600}
         )
-        assert approved["success"] is True and approved["approved"] is True
-        assert approved["admin_notes"] == "asked in the client"
-        status = await call(session, "mcp_get_request_status", {"request_id": approved["request_id"]})
+        assert answered["success"] is True and answered["response"] == "asked in the client"
+        status = await call(session, "mcp_get_request_status", {"request_id": answered["request_id"]})
         assert status["decided_via"] == "elicitation"
         assert "Elicit me" in session.asked[0].message
-        for _ in range(2):  # declined, then malformed: both leave the request to expire unapproved
-            probe = await call(
-                session, "mcp_request_admin_approval", {"request_message": "No", "timeout_seconds": 1}
-            )
-            assert probe["success"] is False and probe["timeout"] is True and probe["approved"] is False
+        for _ in range(2):  # declined, then malformed: both leave the request to expire unanswered
+            probe = await call(session, "mcp_request_admin_input", {"question": "No", "timeout_seconds": 1})
+            assert probe["success"] is False and probe["timeout"] is True and probe["response"] is None
         assert answers == []
 
 

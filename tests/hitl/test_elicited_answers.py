@@ -1,6 +1,7 @@
-"""Only an accepted form with ``approved`` exactly a boolean (or an allowed ``response``) decides, on every
-channel an elicitation answer arrives by: the 2026-07-28 MRTR retry, the 2025-11-25 back-channel and a
-task's ``tasks/update``.
+"""Only an accepted form with an allowed ``response`` answers an input request, on every channel an
+elicitation answer arrives by: the 2026-07-28 MRTR retry, the 2025-11-25 back-channel and a task's
+``tasks/update``. (An approval is never put to the client's form at all: tests/hitl/test_mrtr.py,
+tests/test_stdio_agent.py.)
 
 Each answer below carries a content object that *would* decide if the action or the field were not
 checked (``decline`` with ``approved: true`` is the classic). After the server has taken the answer (a
@@ -28,30 +29,18 @@ pytestmark = pytest.mark.anyio
 
 #: (kind, action, content) answers that must never decide: the action, the field's type or the option is wrong.
 NOT_DECISIONS = [
-    ("approval", "decline", {"approved": True}),
-    ("approval", "cancel", {"approved": True}),
-    ("approval", "decline", {"approved": True, "admin_notes": "declined, but says approved"}),
-    ("approval", "accept", {"approved": "true"}),
-    ("approval", "accept", {"approved": 1}),
-    ("approval", "accept", {"admin_notes": "no approved field"}),
-    ("approval", "accept", None),
     ("input", "decline", {"response": "red"}),
     ("input", "cancel", {"response": "red"}),
     ("input", "accept", {"response": "green"}),  # not one of the options
     ("input", "accept", {"response": 1}),
+    ("input", "accept", None),
 ]
 IDS = [
-    "decline-approved",
-    "cancel-approved",
-    "decline-approved-with-notes",
-    "accept-approved-string",
-    "accept-approved-one",
-    "accept-no-approved",
-    "accept-no-content",
     "decline-response",
     "cancel-response",
     "accept-response-not-an-option",
     "accept-response-not-text",
+    "accept-no-content",
 ]
 #: The hour-long timeout is never what these tests wait for: the CLI decides first, the barrier is an event.
 TOOLS = {

@@ -28,6 +28,7 @@ from tests.hitl.helpers import HttpServer
 pytestmark = pytest.mark.anyio
 
 APPROVE = {"request_message": "Deploy the release", "timeout_seconds": 3600}
+QUESTION = {"question": "Which release?", "timeout_seconds": 3600}
 
 
 @pytest.fixture
@@ -65,27 +66,50 @@ async def structured(client: Client, tool: str, arguments: dict[str, Any]) -> di
     return result.structured_content
 
 
-async def test_the_modern_client_is_asked_by_mrtr_and_its_answer_is_the_decision(env: dict[str, str]) -> None:
-    person = Person(accept(approved=True, admin_notes="looks fine"), accept(response="blue"))
-    async with stdio_client(env, person) as client:
-        assert client.protocol_version == "2026-07-28"
-        approved = await structured(client, "mcp_request_admin_approval", APPROVE)
-        assert approved["success"] is True and approved["approved"] is True
-        assert approved["admin_notes"] == "looks fine"
-        status = await structured(client, "mcp_get_request_status", {"request_id": approved["request_id"]})
-        assert status["decided_via"] == "elicitation"
+async def pending_id(env: dict[str, str], result: dict[str, Any]) -> str:
+    """The one pending request's id, through ``baton hitl list`` (fails at once if the call ended)."""
+    with anyio.fail_after(300):  # only stops a hang
+        while True:
+            assert not result, result
+            listed = json.loads(
+                (await anyio.to_thread.run_sync(run_cli, env, "hitl", "list", "--json")).stdout
+            )
+            if listed:
+                return str(listed[0]["request_id"])
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_an_accepted_form_answers_a_question_but_never_approves(env: dict[str, str], mode: str) -> None:
+    """The client's elicitation callback is the agent's own code: it may answer the agent's question, but an
+    approval is never put to it, in either era, and only a person (here the CLI) decides it."""
+    person = Person(accept(response="blue"), accept(approved=True), accept(approved=True))
+    result: dict[str, Any] = {}
+    async with stdio_client(env, person, mode=mode) as client:
+        assert client.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
         answered = await structured(
             client,
             "mcp_request_admin_input",
             {"question": "Which colour?", "options": ["red", "blue"], "timeout_seconds": 3600},
         )
         assert answered["success"] is True and answered["response"] == "blue"
-    assert person.asked[0].mode == "form" and "Deploy the release" in person.asked[0].message
-    assert person.asked[1].requested_schema["properties"]["response"]["enum"] == ["red", "blue"]
+        assert answered["decided_via"] == "elicitation"
+
+        async def ask() -> None:
+            result.update(await structured(client, "mcp_request_admin_approval", APPROVE))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask)
+            request_id = await pending_id(env, result)
+            decided = await anyio.to_thread.run_sync(run_cli, env, "hitl", "reject", request_id)
+            assert decided.returncode == 0, decided.stderr
+    assert result["approved"] is False and result["decision"] == "rejected"
+    assert result["decided_via"] == "cli"
+    assert len(person.asked) == 1 and person.asked[0].mode == "form"
+    assert person.asked[0].requested_schema["properties"]["response"]["enum"] == ["red", "blue"]
 
 
 @pytest.mark.parametrize("action", ["decline", "cancel"])
-async def test_a_declined_or_cancelled_elicitation_never_approves_and_the_cli_still_decides(
+async def test_a_declined_or_cancelled_elicitation_never_answers_and_the_cli_still_decides(
     env: dict[str, str], action: str
 ) -> None:
     person = Person(types.ElicitResult(action=action))  # type: ignore[arg-type]
@@ -93,7 +117,7 @@ async def test_a_declined_or_cancelled_elicitation_never_approves_and_the_cli_st
     async with stdio_client(env, person) as client:
 
         async def ask() -> None:
-            result.update(await structured(client, "mcp_request_admin_approval", APPROVE))
+            result.update(await structured(client, "mcp_request_admin_input", QUESTION))
 
         async with anyio.create_task_group() as group:
             group.start_soon(ask)
@@ -104,28 +128,22 @@ async def test_a_declined_or_cancelled_elicitation_never_approves_and_the_cli_st
             # the retry is now waiting on the other channels; the request is still pending
             listed = await anyio.to_thread.run_sync(run_cli, env, "hitl", "list", "--json")
             assert request_id in listed.stdout
-            decided = await anyio.to_thread.run_sync(run_cli, env, "hitl", "reject", request_id)
+            decided = await anyio.to_thread.run_sync(run_cli, env, "hitl", "answer", request_id, "green")
             assert decided.returncode == 0, decided.stderr
-    assert result["success"] is True and result["approved"] is False and result["decision"] == "rejected"
+    assert result["success"] is True and result["response"] == "green" and result["decided_via"] == "cli"
 
 
 async def test_a_malformed_answer_is_not_a_decision(env: dict[str, str]) -> None:
-    person = Person(accept(approved="yes"))
+    person = Person(accept(response="purple"))  # not one of the options
     async with stdio_client(env, person) as client:
         probe = await structured(
-            client, "mcp_request_admin_approval", {"request_message": "No", "timeout_seconds": 1}
+            client,
+            "mcp_request_admin_input",
+            {"question": "No", "options": ["red", "blue"], "timeout_seconds": 1},
         )
-    assert probe["success"] is False and probe["timeout"] is True and probe["approved"] is False
+    assert len(person.asked) == 1
+    assert probe["success"] is False and probe["timeout"] is True and probe["response"] is None
     assert probe["error_class"] == "hitl_timeout"
-
-
-async def test_the_legacy_era_still_elicits_over_the_back_channel(env: dict[str, str]) -> None:
-    person = Person(accept(approved=True))
-    async with stdio_client(env, person, mode="legacy") as client:
-        assert client.protocol_version == "2025-11-25"
-        approved = await structured(client, "mcp_request_admin_approval", APPROVE)
-        status = await structured(client, "mcp_get_request_status", {"request_id": approved["request_id"]})
-    assert approved["approved"] is True and status["decided_via"] == "elicitation"
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -156,22 +174,22 @@ async def test_stateless_replicas_accept_each_others_state_once_and_refuse_forge
     try:
         async with Client(f"{first.base_url}/mcp", elicitation_callback=Person()) as a:
             interim = await a.session.call_tool(
-                "mcp_request_admin_approval", APPROVE, allow_input_required=True
+                "mcp_request_admin_input", QUESTION, allow_input_required=True
             )
         assert isinstance(interim, types.InputRequiredResult) and interim.request_state
         assert interim.input_requests is not None
         state = interim.request_state
-        assert "Deploy" not in state and "hr_" not in state  # sealed, not merely signed
+        assert "release" not in state and "hr_" not in state  # sealed, not merely signed
         claims = json.loads(AESGCMRequestStateCodec([state_key(load_settings(env))]).unseal(state))
         assert claims["exp"] - claims["iat"] == STATE_TTL_SECONDS and claims["aud"] == "baton"
-        assert claims["m"] == "tools/call" and claims["t"] == "mcp_request_admin_approval"
+        assert claims["m"] == "tools/call" and claims["t"] == "mcp_request_admin_input"
         assert set(json.loads(claims["s"])) == {"r", "n", "m"}  # only the request id, a nonce and the mode
-        answers = {key: accept(approved=True) for key in interim.input_requests}
+        answers = {key: accept(response="v2") for key in interim.input_requests}
         async with Client(f"{second.base_url}/mcp", elicitation_callback=Person()) as b:
             with pytest.raises(MCPError, match="Invalid or expired requestState"):
                 await b.session.call_tool(
-                    "mcp_request_admin_approval",
-                    {**APPROVE, "request_message": "Deploy something else"},  # bound to the arguments
+                    "mcp_request_admin_input",
+                    {**QUESTION, "question": "Which other release?"},  # bound to the arguments
                     input_responses=answers,
                     request_state=state,
                     allow_input_required=True,
@@ -179,15 +197,15 @@ async def test_stateless_replicas_accept_each_others_state_once_and_refuse_forge
             forged = state[:-4] + ("AAAA" if not state.endswith("AAAA") else "BBBB")
             with pytest.raises(MCPError, match="Invalid or expired requestState"):
                 await b.session.call_tool(
-                    "mcp_request_admin_approval", APPROVE, input_responses=answers, request_state=forged
+                    "mcp_request_admin_input", QUESTION, input_responses=answers, request_state=forged
                 )
             final = await b.session.call_tool(
-                "mcp_request_admin_approval", APPROVE, input_responses=answers, request_state=state
+                "mcp_request_admin_input", QUESTION, input_responses=answers, request_state=state
             )
             assert isinstance(final, types.CallToolResult) and final.structured_content is not None
-            assert final.structured_content["approved"] is True
+            assert final.structured_content["response"] == "v2"
             replay = await b.session.call_tool(
-                "mcp_request_admin_approval", APPROVE, input_responses=answers, request_state=state
+                "mcp_request_admin_input", QUESTION, input_responses=answers, request_state=state
             )
         assert isinstance(replay, types.CallToolResult) and replay.structured_content is not None
         assert replay.structured_content["error_class"] == "mcp_request_state_invalid"
@@ -199,9 +217,7 @@ async def test_stateless_replicas_accept_each_others_state_once_and_refuse_forge
             run_cli(env, "receipts", "list", "--oldest", "--kind", "tool_call", "--json").stdout
         )
         legs = [
-            r["payload"].get("input_required", False)
-            for r in calls
-            if r["payload"]["tool"].endswith("approval")
+            r["payload"].get("input_required", False) for r in calls if r["payload"]["tool"].endswith("input")
         ]
         assert legs.count(True) == 1  # the first leg is receipted as such, not as a decided call
     finally:

@@ -112,21 +112,19 @@ async def test_without_a_public_url_the_form_is_used(baton_env: dict[str, str]) 
 
     async def person(context: Any, params: Any) -> types.ElicitResult:
         seen.append(params)
-        return types.ElicitResult(action="accept", content={"approved": False})
+        return types.ElicitResult(action="accept", content={"response": "no"})
 
     params = StdioServerParameters(command=sys.executable, args=["-m", "baton", "serve"], env=env)
     async with Client(params, elicitation_callback=person) as client:
-        result = await client.call_tool(
-            "mcp_request_admin_approval", {"request_message": "x", "timeout_seconds": 3600}
-        )
+        result = await client.call_tool("mcp_request_admin_input", {"question": "x", "timeout_seconds": 3600})
     assert seen[0].mode == "form"
-    assert result.structured_content is not None and result.structured_content["decision"] == "rejected"
-    # the client's form answer is receipted as elicitation, with the agent (its clientInfo.name) named
+    assert result.structured_content is not None and result.structured_content["response"] == "no"
+    # the client's form answer is receipted as elicitation, with the agent (its client's claim) named
     from tests.cli_process import run_cli
 
     listed = run_cli(baton_env, "receipts", "list", "--oldest", "--kind", "hitl_decided", "--json")
     (decided,) = [row["payload"] for row in json.loads(listed.stdout)]
-    assert decided["via"] == "elicitation" and decided["agent"] == "mcp"
+    assert decided["via"] == "elicitation" and decided["agent"] == "stdio:mcp"
 
 
 async def test_a_resumed_wait_elicits_under_a_new_id_that_names_the_request(

@@ -1,7 +1,8 @@
 """Per-call policy as code: an optional Cedar policy per adapter, evaluated with ``cedarpy`` at each call.
 
-The request is principal ``Agent::"<name>"`` (the calling agent: a named agent over HTTP, ``BATON_AGENT_NAME``
-or the client's ``clientInfo.name`` over stdio, ``client`` when none is known), action ``Action::"<tool>"``,
+The request is principal ``Agent::"<name>"`` (the calling agent, :func:`baton.agents.current_agent`: a named
+agent over HTTP; over stdio ``BATON_AGENT_NAME``, else the client's claim ``stdio:<clientInfo.name>``, which
+is never a registered agent's name; ``client`` when none is known), action ``Action::"<tool>"``,
 resource ``Adapter::"<adapter id>"`` and context ``{"arguments": {...}}``. The answer is permit, forbid,
 or permit with approval (a permitting policy annotated ``@approvals("N")``: the proxy's human request
 needs N distinct people). A policy's ``@id("…")`` names it in reasons and errors. When an adapter has a

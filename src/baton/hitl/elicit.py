@@ -10,16 +10,16 @@ Enabled with ``BATON_HITL_ELICITATION=true`` and used only when the client decla
   ``elicitationId`` (``<request_id>.<random>``); once the request is decided, the waiting call sends
   ``notifications/elicitation/complete`` for it.
 * ``form`` — otherwise, when the client declared form elicitation (an empty capability predates modes and
-  means form): the client shows a form; an accepted, well-formed answer is the decision
-  (``decided_via="elicitation"``, receipted with the agent's name). It is the client's attestation, not a
-  person's proof, so it is offered only on the agent's own request and never on one that needs a quorum
-  or a step-up (:func:`may_elicit`).
+  means form), and only for an *input* request (a question): the client shows a form and an accepted,
+  well-formed answer is the answer (``decided_via="elicitation"``, receipted with the agent's name). It is
+  the client's word, not a person's proof: the agent's own client code answers the elicitation, so a form
+  never approves or rejects an approval request or a gated gateway call, and is offered only on the
+  agent's own request and never on one that needs a quorum or a step-up (:func:`may_elicit`).
 
 Two eras: on a 2025-11-25 connection the server sends ``elicitation/create`` on the call's own stream (this
 module); on a 2026-07-28 connection there is no back-channel and :mod:`baton.hitl.mrtr` returns an
 ``InputRequiredResult`` instead. Either way elicitation runs beside the other channels, never instead of
-them: a declined, cancelled, failed or malformed elicitation leaves the request pending, and only an
-accepted form with ``approved`` exactly ``true`` approves.
+them: a declined, cancelled, failed or malformed elicitation leaves the request pending.
 """
 
 from __future__ import annotations
@@ -68,29 +68,22 @@ def elicitation_wanted(settings: Settings, ctx: CallContext) -> bool:
     return elicitation_mode(settings, ctx) is not None
 
 
-def may_elicit(view: dict[str, Any], ctx: CallContext) -> bool:
-    """Whether this caller's client may be asked (and its form answer count) for this request.
+def may_elicit(view: dict[str, Any], ctx: CallContext, mode: str | None) -> bool:
+    """Whether this caller's client may be asked in ``mode`` (and its form answer count) for this request.
 
-    Only for the agent's own request, and never for one that needs a quorum or a step-up: a client's
-    answer is the client's word, not a person's proof.
+    Only for the agent's own request, never for one that needs a quorum or a step-up, and a form only for
+    an input request: a client's answer is the agent's own word, not a person's proof, so it may answer a
+    question but never decide an approval (a URL only points a person at the inbox, where they decide).
     """
-    if not ctx.agent.owns(view.get("agent")):
+    if mode is None or not ctx.agent.owns(view.get("agent")):
+        return False
+    if mode == "form" and view.get("kind") != "input":
         return False
     return int(view.get("required_approvals") or 1) <= 1 and not view.get("step_up")
 
 
 def requested_schema(view: dict[str, Any]) -> dict[str, Any]:
-    """The form shown to the client's user."""
-    if view["kind"] == "approval":
-        properties: dict[str, Any] = {
-            "approved": {
-                "type": "boolean",
-                "title": "Approve",
-                "description": "true approves, false rejects",
-            },
-            "admin_notes": {"type": "string", "title": "Notes"},
-        }
-        return {"type": "object", "properties": properties, "required": ["approved"]}
+    """The form shown to the client's user (input requests only: see :func:`may_elicit`)."""
     answer: dict[str, Any] = {"type": "string", "title": "Answer"}
     if view["options"]:
         answer["enum"] = list(view["options"])

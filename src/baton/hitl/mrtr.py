@@ -140,17 +140,12 @@ def _invalid(reason: str) -> HitlError:
 
 
 def decision_from_answer(view: dict[str, Any], action: str, content: Any) -> Decision | None:
-    """The decision a form elicitation's answer carries, or None: only an accepted, well-formed form decides."""
+    """The answer a form elicitation carries, or None: only an accepted, well-formed form answers, and only
+    an input request; an approval is never decided by the agent's own client, whatever it sends."""
     from baton.hitl.records import Decision
 
-    if action != "accept" or not isinstance(content, dict):
+    if view["kind"] != "input" or action != "accept" or not isinstance(content, dict):
         return None
-    notes = content.get("admin_notes")
-    if view["kind"] == "approval":
-        approved = content.get("approved")
-        if not isinstance(approved, bool):
-            return None
-        return Decision(approved, None, notes if isinstance(notes, str) else None, via="elicitation")
     response = content.get("response")
     if not isinstance(response, str):
         return None

@@ -3,8 +3,9 @@
 A URL elicitation's answer decides nothing: the person decides in the browser. A form answer arrives over
 an MCP method like ``mcp_respond_to_request``, so it follows the same authority rule: it is recorded only
 for a caller with decision authority (``BATON_HITL_ALLOW_MCP_DECISIONS=1`` or the HTTP admin token), with
-that authority as ``decided_via``, and only on the caller's own request without a quorum or step-up;
-otherwise the update is refused with ``hitl_decider_not_authorized`` and the request stays pending.
+that authority as ``decided_via``, and only on the caller's own *input* request without a quorum or
+step-up (an approval is never decided by a form); without that authority the update is refused with
+``hitl_decider_not_authorized`` and the request stays pending.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ async def apply_task_answers(
             )
         answer = answer if isinstance(answer, dict) else {}
         view = broker.get(row["request_id"])
-        if not may_elicit(view, caller):
-            continue  # another agent's request, or one that needs a quorum or a step-up: a person decides
+        if not may_elicit(view, caller, "form"):
+            continue  # an approval, another agent's request, or one that needs a quorum or a step-up
         decision = decision_from_answer(view, str(answer.get("action", "")), answer.get("content"))
         if decision is None:
             continue

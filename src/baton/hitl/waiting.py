@@ -62,7 +62,13 @@ async def wait_for_outcome(
     """Wait on a request with progress notifications (and the optional elicitation channel)."""
     import anyio
 
-    from baton.hitl.elicit import announce_completion, elicit_decision, elicitation_wanted, may_elicit
+    from baton.hitl.elicit import (
+        announce_completion,
+        elicit_decision,
+        elicitation_mode,
+        elicitation_wanted,
+        may_elicit,
+    )
     from baton.tracing import span
 
     settings = broker.runtime.settings
@@ -78,7 +84,7 @@ async def wait_for_outcome(
     await ctx.progress(0.0, round(total if window is None else min(window, total), 1), message)
     elicited: list[str] = []
     async with anyio.create_task_group() as group:
-        if elicitation_wanted(settings, ctx) and may_elicit(view, ctx):
+        if elicitation_wanted(settings, ctx) and may_elicit(view, ctx, elicitation_mode(settings, ctx)):
             group.start_soon(elicit_decision, broker, view, ctx, elicited)
         with span(
             "hitl.wait", {"baton.hitl.request_id": view["request_id"], "baton.hitl.kind": view["kind"]}
@@ -111,7 +117,7 @@ async def ask_and_wait(broker: HitlBroker, new: NewRequest, ctx: CallContext) ->
     if ctx.task is not None:
         return await wait_as_task(broker, view, ctx, started)
     mode = elicitation_mode(broker.runtime.settings, ctx) if modern_era(ctx.protocol_version) else None
-    if not may_elicit(view, ctx):
+    if not may_elicit(view, ctx, mode):
         mode = None
     elicit = elicit_request(broker, view, mode) if mode is not None else None
     if mode is not None and elicit is not None:
@@ -144,7 +150,7 @@ async def wait_as_task(
     from baton.hitl.mrtr import INPUT_KEY
 
     mode = elicitation_mode(broker.runtime.settings, ctx)
-    if (mode == "form" and ctx.decider is None) or not may_elicit(view, ctx):
+    if (mode == "form" and ctx.decider is None) or not may_elicit(view, ctx, mode):
         mode = None
     elicit = elicit_request(broker, view, mode) if mode is not None else None
     if elicit is not None:
@@ -168,7 +174,7 @@ async def resume_round(broker: HitlBroker, ctx: CallContext, started: float) -> 
             answer is not None
             and state.mode == "form"
             and view["status"] == "pending"
-            and may_elicit(view, ctx)
+            and may_elicit(view, ctx, state.mode)
         ):
             record_answer(broker, view, str(getattr(answer, "action", "")), getattr(answer, "content", None))
             view = broker.get(state.request_id)
