@@ -195,21 +195,44 @@ MIN_TOKEN_GUESSES_LOG10 = 20.0
 ESTIMATE_PREFIX_CHARS = 72
 
 
-def token_strength(token: str) -> tuple[int, float]:
-    """zxcvbn's ``(score, log10 guesses)`` for the token's first :data:`ESTIMATE_PREFIX_CHARS` characters."""
+#: baton's own words: a token built from them (``baton-admin-token-…``) is guessable by anyone who read the docs.
+OWN_WORDS = (
+    "baton",
+    "admin",
+    "token",
+    "http",
+    "bearer",
+    "inbox",
+    "hitl",
+    "agent",
+    "secret",
+    "operator",
+    "mcp",
+)
+
+
+def token_strength(token: str, words: tuple[str, ...] = OWN_WORDS) -> tuple[int, float]:
+    """zxcvbn's ``(score, log10 guesses)`` for the token's first :data:`ESTIMATE_PREFIX_CHARS` characters,
+    with ``words`` as known inputs; the weaker of the token as written and with its separators removed (zxcvbn
+    prices each ``-`` between known words as brute force)."""
     import math
+    import re
 
     from zxcvbn import zxcvbn  # imported only when a non-loopback bind checks its tokens
 
-    estimate = zxcvbn(token[:ESTIMATE_PREFIX_CHARS])
-    return int(estimate["score"]), math.log10(max(float(estimate["guesses"]), 1.0))
+    results = []
+    for candidate in (token, re.sub(r"[^A-Za-z0-9]", "", token)):
+        estimate = zxcvbn(candidate[:ESTIMATE_PREFIX_CHARS] or token[:1], user_inputs=list(words))
+        results.append((int(estimate["score"]), math.log10(max(float(estimate["guesses"]), 1.0))))
+    return min(result[0] for result in results), min(result[1] for result in results)
 
 
 def weak_token(name: str, token: str) -> str | None:
     """Why ``token`` is too weak to guard a non-loopback bind, or None (never echoing the token)."""
     if len(token) < MIN_TOKEN_CHARS:
         return f"{name} has {len(token)} characters; off loopback it needs at least {MIN_TOKEN_CHARS}"
-    score, guesses_log10 = token_strength(token)
+    words = (*OWN_WORDS, name.lower(), *name.lower().split("_"))
+    score, guesses_log10 = token_strength(token, words)
     if score < MIN_TOKEN_SCORE or guesses_log10 < MIN_TOKEN_GUESSES_LOG10:
         return (
             f"{name} looks guessable (zxcvbn score {score}, about 10^{guesses_log10:.0f} guesses; "
