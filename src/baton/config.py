@@ -48,6 +48,7 @@ SENSITIVE_ENV_NAMES: frozenset[str] = frozenset(
         "DISCORD_WEBHOOK_URL",
         "HITL_ADMIN_EMAIL",
         "HITL_WEBHOOK_URL",
+        "HITL_WEBHOOK_SECRET",
         "BATON_HTTP_TOKEN",
         "BATON_ADMIN_TOKEN",
         "OTEL_EXPORTER_OTLP_HEADERS",
@@ -93,6 +94,8 @@ class Settings(BaseModel):
     hitl_timeout_seconds: int = 300
     hitl_admin_email: str | None = None
     hitl_webhook_url: str | None = None
+    #: ``whsec_<base64>``: baton signs its own posts to HITL_WEBHOOK_URL with it (Standard Webhooks).
+    hitl_webhook_secret: str | None = None
     baton_hitl_progress_seconds: float = 5.0
     baton_hitl_elicitation: bool = False
     baton_public_url: str | None = None
