@@ -175,7 +175,8 @@ class Settings(BaseModel):
     baton_login_max_failures: NonNegativeInt = 5
     baton_login_lockout_max_seconds: PositiveFloat = 900.0
     baton_login_lockout_first_seconds: PositiveFloat = 1.0
-    baton_timer_max_active: NonNegativeInt = 100
+    baton_timer_max_active: NonNegativeInt = 100  # per agent
+    baton_timer_max_active_total: NonNegativeInt = 1000
     baton_timer_min_interval_seconds: Annotated[float, Field(ge=0.1)] = 0.1
     baton_timer_min_notify_interval_seconds: Annotated[float, Field(ge=0.1)] = 10.0
     baton_timer_min_spawn_interval_seconds: Annotated[float, Field(ge=0.1)] = 60.0
