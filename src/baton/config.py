@@ -172,6 +172,7 @@ class Settings(BaseModel):
     baton_http_header_timeout_seconds: PositiveFloat = 10.0
     baton_http_body_timeout_seconds: PositiveFloat = 30.0
     baton_http_max_connections: PositiveInt = 512
+    baton_http_max_connections_per_address: PositiveInt = 64
     baton_login_max_failures: NonNegativeInt = 5
     baton_login_lockout_max_seconds: PositiveFloat = 900.0
     baton_login_lockout_first_seconds: PositiveFloat = 1.0
