@@ -311,3 +311,51 @@ def test_doctor_names_each_agent_and_flags_what_widens_who_decides(baton_env: di
     assert rows["agents: observers"]["ok"] is False and "watcher" in rows["agents: observers"]["detail"]
     assert rows["hitl elicitation"]["ok"] is False
     assert "static-token-" not in done.stdout
+
+
+async def test_a_listen_stream_never_follows_another_agents_task(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    alice, bob = add_agent(baton_env, "alice"), add_agent(baton_env, "bob")
+    port = free_port()
+    acks: list[Any] = []
+
+    async def messages(message: Any) -> None:
+        if isinstance(message, types.SubscriptionsAcknowledgedNotification):
+            acks.append(message.params.notifications.model_extra)
+
+    bobs = TasksClient()
+    with http_server(baton_env, f"127.0.0.1:{port}", tmp_path):
+        async with (
+            http_client(port, alice, extensions=[TasksClient()]) as a,
+            http_client(port, bob, extensions=[bobs], message_handler=messages) as b,
+        ):
+            ask = {"request_message": "Ship it", "timeout_seconds": FOREVER}
+            created = await a.session.call_tool("mcp_request_admin_approval", ask, allow_claimed=True)
+            assert isinstance(created, CreateTaskResult)
+            listen = types.Request[dict[str, Any], str](
+                method="subscriptions/listen", params={"notifications": {"taskIds": [created.task_id]}}
+            )
+            with anyio.fail_after(60):
+                await b.session.send_request(
+                    listen, types.Result
+                )  # nothing followed: the stream ends at once
+            await task_request(a.session, "tasks/cancel", {"taskId": created.task_id})
+    assert acks == [{"taskIds": []}]  # alice's task is left out, as an unknown id is
+    assert bobs.notified == []
+
+
+async def test_the_active_timer_cap_counts_one_agents_timers(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    alice, bob = add_agent(baton_env, "alice"), add_agent(baton_env, "bob")
+    env = {**baton_env, "BATON_TIMER_MAX_ACTIVE": "1", "BATON_TIMER_MAX_ACTIVE_TOTAL": "2"}
+    later = {"delay_seconds": FOREVER, "action": {"kind": "record"}}
+    port = free_port()
+    with http_server(env, f"127.0.0.1:{port}", tmp_path):
+        async with http_client(port, alice) as a, http_client(port, bob) as b:
+            first = await structured(a, "mcp_set_timer", {"name": "a1", **later})
+            over = await structured(a, "mcp_set_timer", {"name": "a2", **later})
+            bobs = await structured(b, "mcp_set_timer", {"name": "b1", **later})
+    assert first["success"] is True and bobs["success"] is True, bobs  # alice's timer leaves bob his share
+    assert over["error_class"] == "timer_limit_reached" and over["reason"] == "active_timers"

@@ -392,7 +392,7 @@ async def test_each_oauth_client_is_its_own_agent(deployment: Deployment) -> Non
     second = deployment.issuer.token(deployment.audience, client_id="client-b")
     async with mcp_client(deployment, first) as a, mcp_client(deployment, second) as b:
         mine = (await a.call_tool("mcp_set_timer", timer)).structured_content
-        assert mine is not None and mine["agent"] == "oauth:client-a"
+        assert mine is not None and mine["agent"] == "oauth:client-a/user-1"
         listed = (await b.call_tool("mcp_list_timers", {})).structured_content
         assert listed is not None and mine["timer_id"] not in {t["timer_id"] for t in listed["timers"]}
         cancelled = (await a.call_tool("mcp_cancel_timer", {"timer_id": mine["timer_id"]})).structured_content
@@ -402,7 +402,7 @@ async def test_each_oauth_client_is_its_own_agent(deployment: Deployment) -> Non
 @pytest.mark.parametrize(
     ("claims", "agent"),
     [
-        ({"client_id": None, "azp": "azp-client"}, "oauth:azp-client"),
+        ({"client_id": None, "azp": "azp-client"}, "oauth:azp-client/user-1"),
         ({"client_id": None, "sub": "subject-7"}, "oauth:subject-7"),
     ],
 )
@@ -418,3 +418,18 @@ async def test_a_token_without_a_client_id_is_the_agent_its_azp_or_subject_names
         mine = (await client.call_tool("mcp_set_timer", timer)).structured_content
         assert mine is not None and mine["agent"] == agent, mine
         await client.call_tool("mcp_cancel_timer", {"timer_id": mine["timer_id"]})
+
+
+async def test_two_users_of_one_client_app_are_two_agents(deployment: Deployment) -> None:
+    """The agent is the client and the subject: one user of an app never sees another user's timers."""
+    timer = {"name": "per-user", "delay_seconds": 3600, "action": {"kind": "record"}}
+    first = deployment.issuer.token(deployment.audience, client_id="shared-app", sub="alice")
+    second = deployment.issuer.token(deployment.audience, client_id="shared-app", sub="bob")
+    async with mcp_client(deployment, first) as a, mcp_client(deployment, second) as b:
+        mine = (await a.call_tool("mcp_set_timer", timer)).structured_content
+        listed = (await b.call_tool("mcp_list_timers", {})).structured_content
+        theirs = (await b.call_tool("mcp_cancel_timer", {"timer_id": mine["timer_id"]})).structured_content
+        await a.call_tool("mcp_cancel_timer", {"timer_id": mine["timer_id"]})
+    assert mine["agent"] == "oauth:shared-app/alice"
+    assert listed is not None and mine["timer_id"] not in {t["timer_id"] for t in listed["timers"]}
+    assert theirs is not None and theirs["error_class"] == "timer_not_found"

@@ -48,6 +48,7 @@ SENSITIVE_ENV_NAMES: frozenset[str] = frozenset(
         "DISCORD_WEBHOOK_URL",
         "HITL_ADMIN_EMAIL",
         "HITL_WEBHOOK_URL",
+        "HITL_WEBHOOK_SECRET",
         "BATON_HTTP_TOKEN",
         "BATON_ADMIN_TOKEN",
         "OTEL_EXPORTER_OTLP_HEADERS",
@@ -93,6 +94,8 @@ class Settings(BaseModel):
     hitl_timeout_seconds: int = 300
     hitl_admin_email: str | None = None
     hitl_webhook_url: str | None = None
+    #: ``whsec_<base64>``: baton signs its own posts to HITL_WEBHOOK_URL with it (Standard Webhooks).
+    hitl_webhook_secret: str | None = None
     baton_hitl_progress_seconds: float = 5.0
     baton_hitl_elicitation: bool = False
     baton_public_url: str | None = None
@@ -171,10 +174,12 @@ class Settings(BaseModel):
     baton_http_header_timeout_seconds: PositiveFloat = 10.0
     baton_http_body_timeout_seconds: PositiveFloat = 30.0
     baton_http_max_connections: PositiveInt = 512
+    baton_http_max_connections_per_address: PositiveInt = 64
     baton_login_max_failures: NonNegativeInt = 5
     baton_login_lockout_max_seconds: PositiveFloat = 900.0
     baton_login_lockout_first_seconds: PositiveFloat = 1.0
-    baton_timer_max_active: NonNegativeInt = 100
+    baton_timer_max_active: NonNegativeInt = 100  # per agent
+    baton_timer_max_active_total: NonNegativeInt = 1000
     baton_timer_min_interval_seconds: Annotated[float, Field(ge=0.1)] = 0.1
     baton_timer_min_notify_interval_seconds: Annotated[float, Field(ge=0.1)] = 10.0
     baton_timer_min_spawn_interval_seconds: Annotated[float, Field(ge=0.1)] = 60.0

@@ -46,7 +46,10 @@ ERROR_CLASSES: dict[str, str] = {
     "http_host_refused": "A request to a loopback bind named another Host or came from another Origin (DNS rebinding).",
     "http_rate_limited": "Too many failed authentications (inbox login, bearer token on /inbox, /mcp or /metrics) from this address; wait retry_after_seconds (429).",
     "http_request_timeout": "An HTTP request's headers or body did not arrive within BATON_HTTP_HEADER_TIMEOUT_SECONDS / BATON_HTTP_BODY_TIMEOUT_SECONDS (408).",
-    "http_too_many_connections": "The HTTP server already holds BATON_HTTP_MAX_CONNECTIONS connections (503); retry later.",
+    "http_too_many_connections": (
+        "The HTTP server already holds BATON_HTTP_MAX_CONNECTIONS connections, or "
+        "BATON_HTTP_MAX_CONNECTIONS_PER_ADDRESS from this address (503); retry later."
+    ),
     # receipts
     "receipt_chain_broken": "A receipt's hash or link to its predecessor does not verify.",
     "receipt_contains_secret": "A write was refused because it would still contain a credential.",

@@ -8,8 +8,9 @@
 * :class:`HostGuard` protects a loopback bind from DNS rebinding: the ``Host`` must name the bind (or
   ``localhost``, ``127.0.0.1``, ``[::1]``, or ``BATON_PUBLIC_URL``) else 421; a browser ``Origin``
   must be one of those too, else 403.
-* :class:`AuthThrottle` counts failed authentication on ``/inbox*``, ``/mcp`` and ``/metrics`` per client
-  address and answers 429 with ``Retry-After`` while the address is locked out.
+* :class:`AuthThrottle` counts failed authentication on ``/inbox*``, ``/mcp``, ``/metrics`` and ``/chat`` per
+  client address and route family, and answers 429 with ``Retry-After`` while that pair is locked out; a
+  loopback peer (the operator at the machine) is never locked out.
 * :class:`TrustedProxy` takes the scheme from ``X-Forwarded-Proto`` only when the direct peer is a
   configured trusted proxy (``BATON_TRUSTED_PROXIES``), so cookies get ``Secure`` behind TLS.
 """
@@ -195,21 +196,44 @@ MIN_TOKEN_GUESSES_LOG10 = 20.0
 ESTIMATE_PREFIX_CHARS = 72
 
 
-def token_strength(token: str) -> tuple[int, float]:
-    """zxcvbn's ``(score, log10 guesses)`` for the token's first :data:`ESTIMATE_PREFIX_CHARS` characters."""
+#: baton's own words: a token built from them (``baton-admin-token-…``) is guessable by anyone who read the docs.
+OWN_WORDS = (
+    "baton",
+    "admin",
+    "token",
+    "http",
+    "bearer",
+    "inbox",
+    "hitl",
+    "agent",
+    "secret",
+    "operator",
+    "mcp",
+)
+
+
+def token_strength(token: str, words: tuple[str, ...] = OWN_WORDS) -> tuple[int, float]:
+    """zxcvbn's ``(score, log10 guesses)`` for the token's first :data:`ESTIMATE_PREFIX_CHARS` characters,
+    with ``words`` as known inputs; the weaker of the token as written and with its separators removed (zxcvbn
+    prices each ``-`` between known words as brute force)."""
     import math
+    import re
 
     from zxcvbn import zxcvbn  # imported only when a non-loopback bind checks its tokens
 
-    estimate = zxcvbn(token[:ESTIMATE_PREFIX_CHARS])
-    return int(estimate["score"]), math.log10(max(float(estimate["guesses"]), 1.0))
+    results = []
+    for candidate in (token, re.sub(r"[^A-Za-z0-9]", "", token)):
+        estimate = zxcvbn(candidate[:ESTIMATE_PREFIX_CHARS] or token[:1], user_inputs=list(words))
+        results.append((int(estimate["score"]), math.log10(max(float(estimate["guesses"]), 1.0))))
+    return min(result[0] for result in results), min(result[1] for result in results)
 
 
 def weak_token(name: str, token: str) -> str | None:
     """Why ``token`` is too weak to guard a non-loopback bind, or None (never echoing the token)."""
     if len(token) < MIN_TOKEN_CHARS:
         return f"{name} has {len(token)} characters; off loopback it needs at least {MIN_TOKEN_CHARS}"
-    score, guesses_log10 = token_strength(token)
+    words = (*OWN_WORDS, name.lower(), *name.lower().split("_"))
+    score, guesses_log10 = token_strength(token, words)
     if score < MIN_TOKEN_SCORE or guesses_log10 < MIN_TOKEN_GUESSES_LOG10:
         return (
             f"{name} looks guessable (zxcvbn score {score}, about 10^{guesses_log10:.0f} guesses; "
@@ -270,7 +294,7 @@ class TrustedProxy:
 #: Key in the ASGI scope's ``state``: a route saw a credential that failed (a route that answers a wrong
 #: credential with something else than 401, e.g. the inbox's redirect to its login form, sets it).
 AUTH_FAILED_KEY = "baton_auth_failed"
-#: The routes that authenticate: failures on any of them count toward one per-address throttle.
+#: The routes that authenticate: failures count per address and per route family (the prefix).
 AUTH_PREFIXES = ("/inbox", "/mcp", "/metrics", "/chat")
 
 
@@ -282,8 +306,17 @@ class Throttle(Protocol):
     def succeeded(self, address: str) -> None: ...
 
 
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
 class AuthThrottle:
-    """Failed authentication on ``/inbox*``, ``/mcp`` and ``/metrics`` counts toward one per-address lockout.
+    """Failed authentication on ``/inbox*``, ``/mcp``, ``/metrics`` or ``/chat`` counts toward a lockout of
+    that address on that route family only (guesses at ``/metrics`` never lock the inbox); a loopback
+    peer is never throttled.
 
     A 401 to a request that presented a credential (a wrong bearer or OAuth token, a wrong login token), or a
     request a route marked with :data:`AUTH_FAILED_KEY`, is a failure; a request with no credential at all
@@ -305,6 +338,10 @@ class AuthThrottle:
             return
         client = scope.get("client")
         address = str(client[0]) if client else "unknown"
+        if _loopback(address):  # the operator at the machine is never locked out (a proxy is listed in
+            await self.app(scope, receive, send)  # BATON_TRUSTED_PROXIES, so its clients have their own)
+            return
+        address = f"{address} {next(prefix for prefix in AUTH_PREFIXES if path.startswith(prefix))}"
         wait = self.throttle.retry_after(address)
         if wait:
             await send_refusal(

@@ -14,6 +14,9 @@ protocol is extended here with two limits:
 * **A connection cap** (``BATON_HTTP_MAX_CONNECTIONS``, default 512): a connection over it is answered
   ``503 http_too_many_connections`` at once, its sending side shut, and it is closed when the client closes
   or after the header deadline, whichever comes first; it never counts toward the cap.
+* **A per-address share** (``BATON_HTTP_MAX_CONNECTIONS_PER_ADDRESS``, default 64): one peer address may hold
+  at most that many of them; its next connection is refused the same way, so half-open connections from
+  one peer cannot starve every other peer. (Behind a proxy every connection comes from the proxy's address.)
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 DEFAULT_HEADER_TIMEOUT_SECONDS = 10.0
 DEFAULT_BODY_TIMEOUT_SECONDS = 30.0
 DEFAULT_MAX_CONNECTIONS = 512
+DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 64
 
 
 def raw_refusal(status: int, reason: str, error_class: str, message: str) -> bytes:
@@ -48,16 +52,26 @@ class GuardedH11Protocol(H11Protocol):
     header_timeout: float = DEFAULT_HEADER_TIMEOUT_SECONDS
     body_timeout: float = DEFAULT_BODY_TIMEOUT_SECONDS
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    per_address: int = DEFAULT_MAX_CONNECTIONS_PER_ADDRESS
+    #: Open connections by peer address, shared by one server's connections (set by :func:`protocol_class`).
+    by_address: dict[str, int] = {}  # noqa: RUF012 - replaced per server by protocol_class
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
         self._body_deadline: asyncio.TimerHandle | None = None
         self._over_cap = False
+        self._peer: str | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        """Refuse a connection over the cap with 503; otherwise start the header deadline."""
-        if len(self.connections) >= self.max_connections:
+        """Refuse a connection over the cap or its address's share with 503; otherwise start the header
+        deadline."""
+        peer = transport.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else "unknown"
+        if (
+            len(self.connections) >= self.max_connections
+            or self.by_address.get(address, 0) >= self.per_address
+        ):
             self._over_cap = True
             self.transport = transport
             transport.write(
@@ -65,13 +79,16 @@ class GuardedH11Protocol(H11Protocol):
                     503,
                     "Service Unavailable",
                     "http_too_many_connections",
-                    "The server holds as many connections as it allows (BATON_HTTP_MAX_CONNECTIONS); retry later.",
+                    "The server holds as many connections as it allows (BATON_HTTP_MAX_CONNECTIONS, "
+                    "BATON_HTTP_MAX_CONNECTIONS_PER_ADDRESS); retry later.",
                 )
             )
             if transport.can_write_eof():
                 transport.write_eof()  # the client reads the 503, then closes; its request is never parsed
             self._deadline = self.loop.call_later(self.header_timeout, transport.close)
             return
+        self._peer = address
+        self.by_address[address] = self.by_address.get(address, 0) + 1
         super().connection_made(transport)
         self._arm()
 
@@ -82,6 +99,13 @@ class GuardedH11Protocol(H11Protocol):
         if self._over_cap:
             self.transport.close()
             return
+        if self._peer is not None:
+            left = self.by_address.get(self._peer, 0) - 1
+            if left > 0:
+                self.by_address[self._peer] = left
+            else:
+                self.by_address.pop(self._peer, None)
+            self._peer = None
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -166,14 +190,20 @@ class GuardedH11Protocol(H11Protocol):
 
 
 def protocol_class(
-    header_timeout: float, max_connections: int, body_timeout: float = DEFAULT_BODY_TIMEOUT_SECONDS
+    header_timeout: float,
+    max_connections: int,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT_SECONDS,
+    per_address: int = DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
 ) -> type[GuardedH11Protocol]:
     """A :class:`GuardedH11Protocol` with these limits (uvicorn instantiates the class it is given)."""
-    return type(
-        "BatonH11Protocol",
-        (GuardedH11Protocol,),
-        {"header_timeout": header_timeout, "max_connections": max_connections, "body_timeout": body_timeout},
-    )
+    limits = {
+        "header_timeout": header_timeout,
+        "max_connections": max_connections,
+        "body_timeout": body_timeout,
+        "per_address": per_address,
+        "by_address": {},
+    }
+    return type("BatonH11Protocol", (GuardedH11Protocol,), limits)
 
 
 def uvicorn_config(app: Any, host: str, port: int, settings: Any, *, lifespan: Literal["on", "off"]) -> Any:
@@ -193,5 +223,6 @@ def uvicorn_config(app: Any, host: str, port: int, settings: Any, *, lifespan: L
             settings.baton_http_header_timeout_seconds,
             settings.baton_http_max_connections,
             settings.baton_http_body_timeout_seconds,
+            settings.baton_http_max_connections_per_address,
         ),
     )

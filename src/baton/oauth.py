@@ -57,12 +57,20 @@ GUARDED = ("/mcp", "/metrics")
 
 #: Prefix of an OAuth caller's agent name, so that it never equals a registered agent's (no ':' there).
 OAUTH_AGENT_PREFIX = "oauth:"
+MAX_AGENT_CHARS = 128
 
 
 def oauth_caller(access: AccessToken) -> Caller:
-    """The agent an access token names: ``oauth:`` + its client id (the subject when it has none);
-    ``baton:admin`` makes it the operator."""
-    name = f"{OAUTH_AGENT_PREFIX}{access.client_id or access.subject or 'unknown'}"[:128]
+    """The agent an access token names: ``oauth:CLIENT/SUBJECT``, so two users of one client app are two
+    agents (``oauth:CLIENT`` when the token has no other subject); ``baton:admin`` makes it the operator."""
+    client = access.client_id or access.subject or "unknown"
+    subject = access.subject if access.subject and access.subject != client else None
+    name = f"{OAUTH_AGENT_PREFIX}{client}" + (f"/{subject}" if subject else "")
+    if len(name) > MAX_AGENT_CHARS:  # cut, two long names could meet: a digest keeps them apart
+        import hashlib
+
+        digest = hashlib.sha256(f"{client}\n{subject or ''}".encode()).hexdigest()[:32]
+        name = f"{name[: MAX_AGENT_CHARS - 33]}~{digest}"
     return Caller(name, "operator" if ADMIN_SCOPE in access.scopes else "agent")
 
 

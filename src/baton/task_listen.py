@@ -1,7 +1,8 @@
 """Task status notifications of the Tasks extension: ``subscriptions/listen`` with a ``taskIds`` filter.
 
 A 2026-07-28 client that declared ``io.modelcontextprotocol/tasks`` opens a listen stream naming the tasks it
-follows. The stream is acknowledged with the ids baton agreed to follow (the known ones), then carries one
+follows. The stream is acknowledged with the ids baton agreed to follow (the known ones the caller created; another
+agent's task is left out exactly as an unknown id is), then carries one
 ``notifications/tasks`` with the task's ``DetailedTask`` (what ``tasks/get`` would answer) at once and at every
 change of the task (a new ``lastUpdatedAt``: its status, status message or input requests), until every followed task reached a terminal state; then the stream ends gracefully
 (``SubscriptionsListenResult``). A client that did not declare the extension and asks for task notifications
@@ -51,6 +52,12 @@ def requested_task_ids(params: types.SubscriptionsListenRequestParams) -> list[s
     return list(dict.fromkeys(raw))
 
 
+def _follows(row: dict[str, Any] | None, scope: str | None) -> bool:
+    """Whether a stream of the caller with ``scope`` may follow the task: another agent's task is treated as
+    an unknown id (not acknowledged, never streamed), as ``tasks/get`` treats it."""
+    return row is not None and (scope is None or row["agent"] == scope)
+
+
 class ListenHandler:
     """Serves ``subscriptions/listen`` for task status notifications (one call is one stream)."""
 
@@ -86,8 +93,9 @@ class ListenHandler:
 
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
         store = await self.extension.store()
+        scope = (await self.extension.caller(ctx)).write_scope
         rows = {task_id: store.get(task_id) for task_id in task_ids or []}
-        honored = [task_id for task_id, row in rows.items() if row is not None]
+        honored = [task_id for task_id, row in rows.items() if _follows(row, scope)]
         asked = {"taskIds": honored} if task_ids is not None else {}
         notifications = types.SubscriptionFilter.model_validate(asked)
         ack = types.SubscriptionsAcknowledgedNotification(

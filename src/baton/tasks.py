@@ -168,12 +168,13 @@ class TasksExtension(Extension):
             raise missing_capability()
         store = await self.store()
         row = store.get(task_id)
-        scope = (await self._caller(ctx)).write_scope
+        scope = (await self.caller(ctx)).write_scope
         if row is None or (scope is not None and row["agent"] != scope):
             raise _not_found(task_id)
         return store, row
 
-    async def _caller(self, ctx: Any) -> Any:
+    async def caller(self, ctx: Any) -> Any:
+        """The agent behind this request (its scope decides which tasks it may see)."""
         from baton.agents import current_agent
 
         return current_agent(ctx, (await self.loader.get()).runtime.settings)
@@ -193,7 +194,7 @@ class TasksExtension(Extension):
         if not as_task:
             return await call_next(ctx)
         store = await self.store()
-        row = store.create(params.name, (await self._caller(ctx)).name)
+        row = store.create(params.name, (await self.caller(ctx)).name)
         handle = TaskHandle(store, row["id"])
         work = asyncio.get_running_loop().create_task(self._run(store, handle, params, ctx), name="mcp-task")
         self._running[row["id"]] = work

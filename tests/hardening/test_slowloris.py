@@ -63,7 +63,11 @@ def half_sent(port: int, count: int) -> Iterator[list[socket.socket]]:
 
 def test_half_sent_requests_are_answered_408_and_closed(baton_env: dict[str, str], tmp_path: Path) -> None:
     port = free_port()
-    env = {**baton_env, "BATON_HTTP_HEADER_TIMEOUT_SECONDS": "1"}
+    env = {
+        **baton_env,
+        "BATON_HTTP_HEADER_TIMEOUT_SECONDS": "1",
+        "BATON_HTTP_MAX_CONNECTIONS_PER_ADDRESS": "512",
+    }
     with http_server(env, f"127.0.0.1:{port}", tmp_path), half_sent(port, 200) as sockets:
         for sock in sockets:
             status, body = answer(read_all(sock))
@@ -119,6 +123,32 @@ def test_connections_over_the_cap_get_503_and_the_server_keeps_serving(
                 assert full.status_code == 503  # refused at once, not a hang
                 assert full.json()["error_class"] == "http_too_many_connections"
         assert until_served(port) == 200  # the half-sent ones closed: the slots are free again
+
+
+def test_half_open_connections_from_one_peer_do_not_starve_another(
+    baton_env: dict[str, str], tmp_path: Path
+) -> None:
+    port = free_port()
+    env = {
+        **baton_env,
+        "BATON_HTTP_MAX_CONNECTIONS": "50",
+        "BATON_HTTP_MAX_CONNECTIONS_PER_ADDRESS": "10",
+        "BATON_HTTP_HEADER_TIMEOUT_SECONDS": "3600",
+    }
+    with http_server(env, f"127.0.0.1:{port}", tmp_path), contextlib.ExitStack() as stack:
+        sockets = []
+        for _ in range(60):  # more than the whole cap, all from 127.0.0.2
+            sock = stack.enter_context(
+                socket.create_connection(
+                    ("127.0.0.1", port), timeout=READ_BOUND_SECONDS, source_address=("127.0.0.2", 0)
+                )
+            )
+            sock.sendall(HALF_REQUEST)
+            sockets.append(sock)
+        for sock in over_the_cap(sockets, at_least=50):  # its share of 10 is held, the rest refused
+            assert answer(read_all(sock))[0] == 503
+        other = httpx.get(f"http://127.0.0.1:{port}/inbox/login", timeout=READ_BOUND_SECONDS)
+        assert other.status_code == 200  # another peer is still served
 
 
 def over_the_cap(sockets: list[socket.socket], at_least: int) -> list[socket.socket]:

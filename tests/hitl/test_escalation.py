@@ -244,7 +244,6 @@ async def test_bad_steps_are_refused_with_a_typed_error(env: dict[str, str]) -> 
             ("600:sms", "invalid_arguments"),
             ("60:slack", "invalid_arguments"),  # at the 60 s timeout: it could never fire
             ("remind:60", "invalid_arguments"),
-            ("1:person:nobody-here", "person_not_found"),
         ):
             args = {"request_message": "x", "timeout_seconds": 60, "escalation": escalation}
             result = await call(session, "mcp_request_admin_approval", args)
@@ -263,3 +262,29 @@ async def test_bad_steps_are_refused_with_a_typed_error(env: dict[str, str]) -> 
     bad = run_cli({**env, "BATON_HITL_ESCALATION": "600:slack,soon:email"}, "doctor", "--json")
     assert bad.returncode != 0 and "config_invalid" in bad.stdout + bad.stderr
     assert "BATON_HITL_ESCALATION" in bad.stdout + bad.stderr
+
+
+async def test_every_step_to_one_target_carries_its_one_live_link_and_an_unknown_person_looks_like_one_without_a_destination(
+    env: dict[str, str], receiver: WebhookReceiver
+) -> None:
+    env = {**env, "BATON_PUBLIC_URL": "http://127.0.0.1:9"}  # links are minted; none is followed here
+    assert run_cli(env, "people", "add", "ada").returncode == 0  # registered, with no notify destination
+    async with stdio_session(env) as session:
+        args = {
+            "request_message": "Rotate the keys?",
+            "timeout_seconds": LONG,
+            "escalation": "1:webhook,1:person:ada,1:person:nobody-here,2:webhook",
+        }
+        async with anyio.create_task_group() as group:
+            group.start_soon(call, session, "mcp_request_admin_approval", args)
+            (request,) = await pending_requests(session)
+            received = await until_received(receiver, "hitl_escalation", 2)
+            escalated = await until_receipts(env, "hitl_escalated", 4)
+            assert run_cli(env, "hitl", "reject", request["request_id"]).returncode == 0
+    assert len({step["link"] for step in received}) == 1 and received[0]["link"].startswith(
+        "http://127.0.0.1:9/"
+    )
+    by_person = {r["to"]: r["deliveries"][0] for r in escalated if r["to"].startswith("person:")}
+    ada, nobody = by_person["person:ada"], by_person["person:nobody-here"]
+    assert {**ada, "to": "X"} == {**nobody, "to": "X"}  # the same answer: nobody learns who is registered
+    assert ada["error_class"] == "notification_not_configured" and "ada" not in ada["error"]

@@ -94,20 +94,13 @@ def _quorum_and_step_up(runtime: Runtime, new: NewRequest) -> tuple[int, bool]:
 
 def _plan_steps(runtime: Runtime, new: NewRequest, timeout: int) -> list[PlannedStep]:
     """The request's escalation steps (BATON_HITL_ESCALATION's, then its own) on its clock; a malformed
-    or impossible step of its own is ``invalid_arguments``, an unknown person ``person_not_found``."""
+    or impossible step of its own is ``invalid_arguments``. A ``person:NAME`` is not looked up here: whether
+    a person exists is not the agent's to learn (the step's receipt says it could not be delivered)."""
     try:
         requested = parse_steps(new.escalation)
-        planned = plan(runtime.settings.escalation_steps, requested, timeout)
+        return plan(runtime.settings.escalation_steps, requested, timeout)
     except StepSyntaxError as exc:
         raise ArgumentError("invalid_arguments", f"escalation: {exc}") from None
-    named = {step.person for step in requested if step.person is not None}
-    if named:
-        from baton.hitl.people import People
-
-        people = People(runtime)
-        for name in sorted(named):
-            people.get(name)
-    return planned
 
 
 def _row(runtime: Runtime, new: NewRequest, rules: _Rules, request_id: str, now: float) -> dict[str, Any]:

@@ -169,7 +169,7 @@ class Escalation:
             # claimed just before the decision committed: nothing is sent about a closed request
             status = view["status"] if view is not None else "missing"
             return Outcome("succeeded", detail={"request_id": request_id, "sent": False, "status": status})
-        link = self._link(view)
+        link = self._link(view, str(action.get("to")))
         title, text = step_text(view, action, link, now)
         try:
             deliveries = await self._deliver(str(action.get("to")), title, text, view, action, link)
@@ -190,14 +190,25 @@ class Escalation:
             **detail,
         )
 
-    def _link(self, view: dict[str, Any]) -> str | None:
-        """A fresh signed single-use inbox link, when the HTTP server's base URL is known."""
+    def _link(self, view: dict[str, Any], target: str) -> str | None:
+        """The signed single-use inbox link of ``target`` for this request, when the HTTP server's base URL
+        is known: every step to the same target carries the same link until it is spent (one live link per
+        person per request, not one per step)."""
         base = self.runtime.settings.baton_public_url or self.runtime.services.get("http_base_url")
         if not base:
             return None
         from baton.hitl.links import LinkSigner
+        from baton.schema import hitl_link_uses
 
-        return LinkSigner.for_runtime(self.runtime).link(str(base), view["request_id"], view["expires_epoch"])
+        signer = LinkSigner.for_runtime(self.runtime)
+        request_id = view["request_id"]
+        with self.runtime.store.read() as connection:
+            query = select(hitl_link_uses.c.nonce).where(hitl_link_uses.c.request_id == request_id)
+            spent = {row.nonce for row in connection.execute(query)}
+        generation = 0
+        while (nonce := signer.sign("escalation-link", request_id, target, str(generation))[:22]) in spent:
+            generation += 1
+        return signer.link(str(base), request_id, view["expires_epoch"], nonce)
 
     async def _deliver(
         self,
@@ -240,8 +251,8 @@ class Escalation:
         name = target.partition(":")[2]
         try:
             channel, address = People(self.runtime).destination(name)
-        except BatonError as exc:
-            return {"to": target, **exc.to_result()}
+        except BatonError:  # no such person and a person without a destination answer alike
+            return _failure(target, "notification_not_configured", "This person has no notify destination.")
         addressed = {"email": {"to_email": address}, "telegram": {"chat_id": address}}[channel]
         return await self._send(notifier, target, channel, title, text, {**options, **addressed})
 

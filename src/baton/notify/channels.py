@@ -81,6 +81,10 @@ class WebhookPost:
     url: str
     body: bytes
     guard: DestinationPolicy | None
+    #: The Standard Webhooks key baton signs its own posts with (None: unsigned, the agent's payloads).
+    signing_key: bytes | None = field(default=None, repr=False)
+    #: The ``webhook-id``: the same for every retry of this one message.
+    message_id: str = ""
 
 
 def not_configured(channel: str, missing: list[str] | tuple[str, ...]) -> NotificationError:
@@ -219,9 +223,12 @@ def _chat_webhook(
     return Target(channel, channel, url_hint(url), service, message, "", "text", secrets)
 
 
-def webhook_target(settings: Settings, payload: dict[str, Any], url: str | None) -> Target:
+def webhook_target(
+    settings: Settings, payload: dict[str, Any], url: str | None, *, signed: bool = False
+) -> Target:
     """A JSON POST of exactly ``payload`` to ``url`` (the agent's choice, checked by the destination rule)
-    or to HITL_WEBHOOK_URL (the operator's, trusted as configured)."""
+    or to HITL_WEBHOOK_URL (the operator's, trusted as configured); ``signed``: baton's own message, signed
+    with HITL_WEBHOOK_SECRET when it is set, so a receiver can tell it from an agent's look-alike."""
     from baton.notify.destinations import DestinationPolicy
 
     endpoint = url or settings.hitl_webhook_url
@@ -238,7 +245,10 @@ def webhook_target(settings: Settings, payload: dict[str, Any], url: str | None)
     body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
     split = urlsplit(endpoint)
     secrets = present(endpoint, split.path.strip("/"), split.query, split.password)
-    post = WebhookPost(endpoint, body, guard)
+    from baton.notify.signing import message_id, signing_key
+
+    key = signing_key(settings.hitl_webhook_secret) if signed and not url else None
+    post = WebhookPost(endpoint, body, guard, key, message_id())
     return Target("webhook", "webhook", url_hint(endpoint), endpoint, "", "", "text", secrets, payload, post)
 
 

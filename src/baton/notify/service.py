@@ -29,6 +29,8 @@ from baton.tracing import span
 log = logging.getLogger("baton.notify")
 
 DISCORD_MAX_CHARS = 1900
+#: Purposes whose webhook payload the agent wrote (``mcp_send_webhook``, a timer): never signed as baton's.
+AGENT_PURPOSES = frozenset({"tool", "timer"})
 TELEGRAM_MAX_CHARS = 4000
 
 
@@ -90,10 +92,13 @@ class Notifier:
     async def send_webhook(
         self, payload: dict[str, Any], url: str | None = None, *, purpose: str = "tool"
     ) -> dict[str, Any]:
-        """A JSON POST of ``payload`` to ``url`` or HITL_WEBHOOK_URL."""
+        """A JSON POST of ``payload`` to ``url`` or HITL_WEBHOOK_URL; baton's own (any purpose but an agent's
+        tool call or timer) is signed."""
         body = self.runtime.redactor.value(payload)
+        signed = purpose not in AGENT_PURPOSES
+        settings = self.runtime.settings
         return await self._send(
-            "webhook", lambda: channels.webhook_target(self.runtime.settings, body, url), purpose
+            "webhook", lambda: channels.webhook_target(settings, body, url, signed=signed), purpose
         )
 
     async def send(self, channel: str, message: str, **options: Any) -> dict[str, Any]:

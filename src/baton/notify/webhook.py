@@ -94,6 +94,12 @@ async def post(webhook: WebhookPost, seconds: float) -> int:
         (b"Accept", b"*/*"),
         (b"User-Agent", f"baton/{__version__}".encode("ascii")),
     ]
+    if webhook.signing_key is not None:
+        import time
+
+        from baton.notify.signing import signature_headers
+
+        headers += signature_headers(webhook.signing_key, webhook.message_id, int(time.time()), webhook.body)
     if split.username is not None:
         credentials = f"{unquote(split.username)}:{unquote(split.password or '')}".encode()
         headers.append((b"Authorization", b"Basic " + base64.b64encode(credentials)))

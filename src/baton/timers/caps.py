@@ -1,6 +1,7 @@
 """Caps that keep timers from running away (docs/configuration.md, "Limits").
 
-* at most ``BATON_TIMER_MAX_ACTIVE`` active timers in the store (``timer_limit_reached``);
+* at most ``BATON_TIMER_MAX_ACTIVE`` active timers per agent, and ``BATON_TIMER_MAX_ACTIVE_TOTAL`` in the
+  store (``timer_limit_reached``);
 * a minimum interval per action kind: ``record`` ``BATON_TIMER_MIN_INTERVAL_SECONDS``, ``notify``
   ``BATON_TIMER_MIN_NOTIFY_INTERVAL_SECONDS``, ``spawn_subagent`` ``BATON_TIMER_MIN_SPAWN_INTERVAL_SECONDS``
   (``timer_schedule_invalid`` with ``reason="interval_below_minimum"``);
@@ -48,20 +49,28 @@ def check_interval(settings: Any, action_kind: str, interval_seconds: float | No
         )
 
 
-def check_active(connection: Any, settings: Any) -> None:
-    """Refuse a new timer when the store already holds the maximum of active ones."""
+def check_active(connection: Any, settings: Any, agent: str | None = None) -> None:
+    """Refuse a new timer when ``agent`` already holds its share of active ones (so one agent cannot use up
+    every other agent's), or when the store holds the global ceiling."""
+    base = select(func.count()).select_from(timers)
+    base = base.where(timers.c.status == "active", timers.c.request_id.is_(None))  # steps: docs/hitl.md
+    mine = base.where(timers.c.agent.is_(None) if agent is None else timers.c.agent == agent)
     limit = int(settings.baton_timer_max_active)
-    active = connection.execute(
-        select(func.count())
-        .select_from(timers)
-        .where(timers.c.status == "active", timers.c.request_id.is_(None))  # steps: docs/hitl.md
-    ).scalar_one()
+    active = connection.execute(mine).scalar_one()
     if active >= limit:
         raise TimerError(
             "timer_limit_reached",
-            f"There are already {active} active timers (at most {limit}); cancel one first.",
+            f"This agent already has {active} active timers (at most {limit}); cancel one first.",
             reason="active_timers",
             limit=limit,
+        )
+    ceiling = int(settings.baton_timer_max_active_total)
+    if connection.execute(base).scalar_one() >= ceiling:
+        raise TimerError(
+            "timer_limit_reached",
+            f"The server already holds {ceiling} active timers, its ceiling; cancel one first.",
+            reason="active_timers_total",
+            limit=ceiling,
         )
 
 

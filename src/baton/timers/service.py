@@ -94,7 +94,7 @@ class TimerService:
             "agent": request.agent,
         }
         with self.runtime.store.write() as connection:
-            check_active(connection, self.runtime.settings)
+            check_active(connection, self.runtime.settings, request.agent)
             connection.execute(insert(timers).values(**row))
             self.runtime.receipts.append_in(
                 connection,
