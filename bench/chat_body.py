@@ -2,7 +2,7 @@
 
 The openai SDK walks every request body against its parameter annotations before sending it
 (``async_maybe_transform``, a private helper of the SDK: the module is skipped when a release drops it).
-Baton's client (``baton.openai_chat_body``) hands a plain-JSON body past that walk through the SDK's
+Baton's client (``baton.models.openai_chat_body``) hands a plain-JSON body past that walk through the SDK's
 ``extra_body``; what it still pays is its own check that the body is plain JSON and the SDK's walk of what
 is left (the typed arguments, each omitted). Both are timed in
 this process on the same bodies: a subagent's conversation after 0, 5, 25 and 100 tool rounds (a user
@@ -55,7 +55,7 @@ def timed_ms(body: dict[str, Any], plain: bool, count: int) -> float:
     from openai._utils._transform import async_maybe_transform
     from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 
-    from baton.openai_chat_body import past_the_walk
+    from baton.models.openai_chat_body import past_the_walk
 
     async def walk() -> None:
         params = past_the_walk({**body, "extra_body": None}) if plain else body

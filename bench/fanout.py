@@ -47,7 +47,7 @@ from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from baton.heap import settle
+from baton.wire.heap import settle
 from bench._common import (
     PipeClient,
     baton_command,
@@ -138,7 +138,7 @@ async def through_pydantic_ai(base_url: str, count: int) -> float:
 
 @contextmanager
 def collector_as_in_baton_serve() -> Iterator[None]:
-    """The garbage collector set as ``baton serve`` sets it once it is up (:func:`baton.heap.settle`: the
+    """The garbage collector set as ``baton serve`` sets it once it is up (:func:`baton.wire.heap.settle`: the
     heap so far frozen, young collections less often), put back after: a floor measured in this process
     is then not charged for collections baton's own process does not make."""
     threshold = gc.get_threshold()
@@ -285,7 +285,7 @@ def pricing_ms(model: str, count: int = 500) -> float:
     pydantic-ai usage) for ``model`` of the openai-compatible provider."""
     from pydantic_ai.usage import RequestUsage
 
-    from baton.pricing import price_call
+    from baton.models.pricing import price_call
 
     usage = RequestUsage(input_tokens=40, output_tokens=12)
     price_call("openai-compatible", model, usage)  # the table loads on first use

@@ -50,10 +50,10 @@ def _trivial_adapter(home: Path) -> str:
 def _everything_adapter(home: Path) -> str:
     """Lock server-everything from the registry, allow ``echo``, replay and promote it; its adapter id."""
     from baton.config import load_settings
-    from baton.gateway import artifacts, stages
-    from baton.gateway.policy_files import load_policy, write_policy
-    from baton.gateway.promotion import promote
-    from baton.gateway.replay import replay
+    from baton.gateway.lock import artifacts, stages
+    from baton.gateway.policy.policy_files import load_policy, write_policy
+    from baton.gateway.replay.replay import replay
+    from baton.gateway.serving.promotion import promote
     from baton.runtime import Runtime
 
     runtime = Runtime.open(load_settings({"BATON_HOME": str(home)}))
@@ -76,12 +76,12 @@ def _everything_adapter(home: Path) -> str:
 def _direct_upstream(home: Path, adapter_id: str) -> tuple[list[str], Any]:
     """The sandbox command line of a live adapter's upstream, for the benchmark's own client."""
     from baton.config import load_settings
-    from baton.gateway.bwrap_command import prepare
-    from baton.gateway.extract import materialize
-    from baton.gateway.policy_files import load_policy
-    from baton.gateway.sandbox import BubblewrapSandbox, as_nobody
-    from baton.gateway.state import adapter_dir
-    from baton.gateway.upstream import runtime_spec
+    from baton.gateway.policy.policy_files import load_policy
+    from baton.gateway.policy.state import adapter_dir
+    from baton.gateway.replay.extract import materialize
+    from baton.gateway.sandbox.bwrap_command import prepare
+    from baton.gateway.sandbox.sandbox import BubblewrapSandbox, as_nobody
+    from baton.gateway.serving.upstream import runtime_spec
     from baton.runtime import Runtime
 
     runtime = Runtime.open(load_settings({"BATON_HOME": str(home)}))
@@ -133,7 +133,7 @@ def measure(
 
 def run(iterations: int) -> dict[str, Any]:
     """Both upstreams (server-everything only in a full run, with the registry reachable)."""
-    from baton.gateway.sandbox import BubblewrapSandbox
+    from baton.gateway.sandbox.sandbox import BubblewrapSandbox
 
     reason = BubblewrapSandbox().unavailable_reason()
     if reason:

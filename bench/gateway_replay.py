@@ -19,15 +19,16 @@ from pathlib import Path
 from typing import IO, Any
 
 from baton.config import load_settings
-from baton.gateway import artifacts, stages, state
-from baton.gateway.extract import materialize
-from baton.gateway.observation import observe, sandbox_spec
-from baton.gateway.policy import Policy
-from baton.gateway.policy_files import load_policy
-from baton.gateway.protocol import Session
-from baton.gateway.replay import replay
-from baton.gateway.sandbox import BubblewrapSandbox
-from baton.gateway.sandbox_spec import SandboxSpec
+from baton.gateway.lock import artifacts, stages
+from baton.gateway.policy import state
+from baton.gateway.policy.policy import Policy
+from baton.gateway.policy.policy_files import load_policy
+from baton.gateway.replay.extract import materialize
+from baton.gateway.replay.observation import observe, sandbox_spec
+from baton.gateway.replay.protocol import Session
+from baton.gateway.replay.replay import replay
+from baton.gateway.sandbox.sandbox import BubblewrapSandbox
+from baton.gateway.sandbox.sandbox_spec import SandboxSpec
 from baton.runtime import Runtime
 
 SPEC = "npm:@playwright/mcp@0.0.83"

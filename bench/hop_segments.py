@@ -142,7 +142,7 @@ def table(records: list[dict[str, int]], direct_ns: list[int]) -> dict[str, Any]
 
 def run(calls: int, upstream: str = "everything", warmup: int = 100, steps: bool = False) -> dict[str, Any]:
     """Set the adapter up in a throwaway home, stamp ``calls`` calls and tabulate them."""
-    from baton.gateway.sandbox import BubblewrapSandbox
+    from baton.gateway.sandbox.sandbox import BubblewrapSandbox
 
     reason = BubblewrapSandbox().unavailable_reason()
     if reason:

@@ -144,7 +144,7 @@ def baton(env: dict[str, str], *args: str, timeout: float = 1800) -> subprocess.
 def edit_runtime(home: Path, adapter: str, changes: dict[str, Any]) -> None:
     """Set runtime fields no lock flag takes (semgrep's startup timeout) through the policy model."""
     sys.path.insert(0, str(ROOT / "src"))
-    from baton.gateway.policy_files import load_policy, write_policy
+    from baton.gateway.policy.policy_files import load_policy, write_policy
 
     path = home / "adapters" / f"{adapter}.toml"
     policy, _ = load_policy(path, check_expiry=False)
@@ -188,7 +188,7 @@ def report(result: Path = RESULT, data: Path = DATA) -> str:
     """Write the surveyed definitions with their findings (alone, and as if all were live together) to
     the test data, and return the markdown table docs/gateway.md carries."""
     sys.path.insert(0, str(ROOT / "src"))
-    from baton.gateway.poisoning import scan
+    from baton.gateway.replay.poisoning import scan
 
     rows = json.loads(result.read_text(encoding="utf-8"))["servers"]
     done = [r for r in rows if r["status"] == "replayed"]

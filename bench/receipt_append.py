@@ -43,10 +43,10 @@ def tool_call_payload(index: int) -> dict[str, Any]:
 
 def run(iterations: int) -> dict[str, Any]:
     """Time ``iterations`` appends of each writer; p50 in µs and as a ratio to the bare insert."""
-    from baton.canonical import canonical_json, utc_now
-    from baton.receipts import ReceiptLog
-    from baton.redaction import Redactor
-    from baton.store import Store
+    from baton.evidence.canonical import canonical_json, utc_now
+    from baton.evidence.receipts import ReceiptLog
+    from baton.evidence.redaction import Redactor
+    from baton.store.engine import Store
 
     with tempfile.TemporaryDirectory(prefix="baton-bench-receipts-") as tmp:
         baton_store = Store(f"sqlite:///{Path(tmp) / 'baton.db'}")

@@ -2,7 +2,7 @@
 checkpoint every 1,000, verified by a real ``baton receipts verify`` process.
 
 The store is built fast but exactly: each row's payload is the canonical JSON of a tool-call receipt,
-its hash is the chain's (checked against ``baton.receipts.receipt_digest`` on the first row), the rows go
+its hash is the chain's (checked against ``baton.evidence.receipts.receipt_digest`` on the first row), the rows go
 in with ``executemany`` in one transaction, and the checkpoints are signed with the home's own key.
 The verify process's peak RSS is read from its own rusage (``os.wait4`` in a small launcher, see
 ``LAUNCHER``), so nothing else this runner started counts; its time includes the CLI's start-up. A second, small store gives the baseline: constant memory means the two peaks match.
@@ -28,11 +28,11 @@ except ImportError:  # a plain checkout without `pip install -e .`
 from sqlalchemy import insert, update
 
 from baton.chain_verify import GENESIS_SHA256, canonical
-from baton.checkpoints import file_path, load_or_create_key, sign
 from baton.config import load_settings
-from baton.receipts import receipt_digest
-from baton.schema import receipt_checkpoints, receipt_head, receipts
-from baton.store import Store
+from baton.evidence.checkpoints import file_path, load_or_create_key, sign
+from baton.evidence.receipts import receipt_digest
+from baton.store.engine import Store
+from baton.store.schema import receipt_checkpoints, receipt_head, receipts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import baton_env, temp_home

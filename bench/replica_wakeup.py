@@ -36,7 +36,7 @@ async def _measure(url: str, home: Path, iterations: int) -> list[float]:
         await _wakeup(waiting, deciding, 1)  # warm-up: A's LISTEN connection comes up with its first waiter
         return await _wakeup(waiting, deciding, iterations)
     finally:
-        from baton.signals import signals_for
+        from baton.store.signals import signals_for
 
         for replica in (replica_a, replica_b):
             await signals_for(replica).aclose()

@@ -29,7 +29,7 @@ TIMERS = 10_000
 LIST_CALLS = 30
 FIRE_DEADLINE_SECONDS = 120.0
 #: The agent the benchmark's stdio client is: its ``clientInfo.name`` as a claim, since ``baton_env`` sets
-#: no ``BATON_AGENT_NAME`` (baton.agents.stdio_claim); the list shows only the calling agent's requests.
+#: no ``BATON_AGENT_NAME`` (baton.identity.agents.stdio_claim); the list shows only the calling agent's requests.
 BENCH_AGENT: str = "stdio:" + INITIALIZE_PARAMS["clientInfo"]["name"]
 #: The page ``mcp_list_pending_requests`` answers without a ``limit`` (baton.hitl.tools.DEFAULT_PAGE).
 PAGE = 100
@@ -50,7 +50,7 @@ def fill_pending(home: Path, count: int) -> None:
     """``count`` pending approval requests of the benchmark's agent, one in ten urgent, expiring in an hour."""
     from sqlalchemy import insert
 
-    from baton.schema import hitl_requests
+    from baton.store.schema import hitl_requests
 
     runtime = _open_store(home)
     now = time.time()
@@ -103,7 +103,7 @@ def fill_timers(home: Path, count: int, due: datetime, database_url: str | None 
     """``count`` one-shot ``record`` timers all due at ``due``."""
     from sqlalchemy import insert
 
-    from baton.schema import timers
+    from baton.store.schema import timers
     from baton.timers.schedule import format_time
 
     runtime = _open_store(home, database_url)

@@ -91,7 +91,7 @@ LOOP_MARKER = "BENCH-LOOP-FLOOR"
 
 def run(iterations: int) -> dict[str, Any]:
     """The three calls on one server; the governed tool call as a ratio of the direct call."""
-    from baton.gateway.sandbox import BubblewrapSandbox
+    from baton.gateway.sandbox.sandbox import BubblewrapSandbox
     from baton.testing import Behavior, FakeLLMServer
 
     reason = BubblewrapSandbox().unavailable_reason()

@@ -52,24 +52,24 @@ def _hitl_expiry() -> None:
 
 def _receipt_chain() -> None:
     """Receipts are written with a digest that does not cover their content."""
-    import baton.receipts
+    import baton.evidence.receipts
 
-    real = baton.receipts.receipt_digest_of_serialized  # what the append writes with
-    baton.receipts.receipt_digest_of_serialized = lambda *args: real(*args)[::-1]  # type: ignore[assignment]
+    real = baton.evidence.receipts.receipt_digest_of_serialized  # what the append writes with
+    baton.evidence.receipts.receipt_digest_of_serialized = lambda *args: real(*args)[::-1]  # type: ignore[assignment]
 
 
 def _receipt_chain_late() -> None:
     """Receipts after the fifth are written with a digest that does not cover their content: the chain
     verifies up to seq 5 and fails after, so a verdict that counts receipts is not enough."""
-    import baton.receipts
+    import baton.evidence.receipts
 
-    real = baton.receipts.receipt_digest_of_serialized
+    real = baton.evidence.receipts.receipt_digest_of_serialized
 
     def late(seq: int, *rest: Any) -> str:
         digest: str = real(seq, *rest)
         return digest[::-1] if seq > 5 else digest
 
-    baton.receipts.receipt_digest_of_serialized = late  # type: ignore[assignment]
+    baton.evidence.receipts.receipt_digest_of_serialized = late  # type: ignore[assignment]
 
 
 def _lifecycle() -> None:
@@ -79,7 +79,7 @@ def _lifecycle() -> None:
 
 def _context_strategy() -> None:
     """A spawn asking for ``llm_generated`` context quietly gets ``minimal`` instead."""
-    from baton.toolkit import ToolRegistry
+    from baton.boundary.toolkit import ToolRegistry
 
     real = ToolRegistry.add
 
@@ -99,8 +99,8 @@ def _context_strategy() -> None:
 
 
 def _replace_handler(tool: str, message: str) -> None:
+    from baton.boundary.toolkit import ToolRegistry
     from baton.errors import BatonError
-    from baton.toolkit import ToolRegistry
 
     real = ToolRegistry.add
 
@@ -130,7 +130,7 @@ def _secret_in_files() -> None:
 
 def _catalog() -> None:
     """The server never registers mcp_cancel_subagent."""
-    from baton.toolkit import ToolRegistry
+    from baton.boundary.toolkit import ToolRegistry
 
     real = ToolRegistry.add
 
@@ -149,7 +149,7 @@ def _adapters() -> None:
 def _governed_approval() -> None:
     """A subagent's gated tool call goes upstream without asking anyone: no approval is asked for, and
     the check that a granted approval still holds passes whatever it is given."""
-    from baton.gateway import call_approval
+    from baton.gateway.serving import call_approval
 
     async def waved_through(
         runtime: Any,
@@ -175,7 +175,7 @@ def _rejection_as_approval() -> None:
     stored decision, just before the upstream call, stands between it and the upstream (not a campaign
     gate: ``tests/gateway/test_runtime_proxy.py`` runs it)."""
     from baton.errors import HitlError
-    from baton.gateway import call_approval
+    from baton.gateway.serving import call_approval
 
     real = call_approval.approve
 

@@ -24,7 +24,7 @@ def in_ci() -> bool:
 
 @functools.cache
 def _bwrap() -> str | None:
-    from baton.gateway.sandbox import BubblewrapSandbox
+    from baton.gateway.sandbox.sandbox import BubblewrapSandbox
 
     reason = BubblewrapSandbox().unavailable_reason()
     return f"bubblewrap cannot run here (it needs working user namespaces): {reason}" if reason else None

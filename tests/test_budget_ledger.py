@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from baton.budgets import DailyBudget, Limits, Spend, estimate_tokens, utc_day
 from baton.config import Settings
 from baton.errors import BudgetError
-from baton.schema import model_spend
-from baton.store import Store
+from baton.models.budgets import DailyBudget, Limits, Spend, estimate_tokens, utc_day
+from baton.store.engine import Store
+from baton.store.schema import model_spend
 
 
 @pytest.fixture

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from baton.chain_verify import GENESIS_SHA256, read_public_key, verify_export
-from baton.receipts import receipt_digest
+from baton.evidence.receipts import receipt_digest
 
 SEED = """
-from baton.checkpoints import Checkpointer
+from baton.evidence.checkpoints import Checkpointer
 from baton.runtime import Runtime
 runtime = Runtime.open()
 for n in range(3):

@@ -22,7 +22,7 @@ from baton.chain_verify import (
     public_key_id,
     verify_rows,
 )
-from baton.receipts import canonical_json, receipt_digest
+from baton.evidence.receipts import canonical_json, receipt_digest
 from baton.testing.clock import ManualClock
 from tests.cli_process import run_cli
 from tests.conftest import call, stdio_session
@@ -299,11 +299,11 @@ def test_a_serving_process_checkpoints_every_n_receipts(baton_env: dict[str, str
 def test_verify_streams_and_checks_checkpoints_on_each_database(database_url: str, tmp_path: Path) -> None:
     from sqlalchemy import delete, update
 
-    from baton.checkpoints import Checkpointer
     from baton.config import Settings
-    from baton.receipts_anchor import verify_store
+    from baton.evidence.anchor import verify_store
+    from baton.evidence.checkpoints import Checkpointer
     from baton.runtime import Runtime
-    from baton.schema import receipt_checkpoints, receipt_head, receipts
+    from baton.store.schema import receipt_checkpoints, receipt_head, receipts
 
     runtime = Runtime.open(Settings(baton_home=tmp_path / "home", baton_database_url=database_url))
     try:
@@ -410,8 +410,8 @@ def test_the_independent_verifier_answers_hostile_exports_with_a_class(
 def test_a_checkpoint_is_due_after_n_receipts_or_after_the_interval_once_the_head_moved(
     tmp_path: Path, manual_clock: ManualClock
 ) -> None:
-    from baton.checkpoints import Checkpointer
     from baton.config import Settings
+    from baton.evidence.checkpoints import Checkpointer
     from baton.runtime import Runtime
 
     def checkpointer(**settings: object) -> Checkpointer:

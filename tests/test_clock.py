@@ -51,20 +51,23 @@ def test_a_manual_clock_never_goes_back_but_its_wall_reading_can_be_set() -> Non
 
 #: Modules that still read the system clock directly, and why: none of them limits or expires anything.
 SYSTEM_CLOCK_READERS = {
-    "agents.py": "created_at and revoked_at of a token row",
-    "canonical.py": "utc_now(): the timestamps of receipts and rows",
-    "chat/identities.py": "when an identity was linked or unlinked",
+    "identity/agents.py": "created_at and revoked_at of a token row",
+    "identity/os_accounts.py": "when an OS account was linked to a person or unlinked",
+    "identity/passkey_admin.py": "when one passkey was revoked",
+    "evidence/canonical.py": "utc_now(): the timestamps of receipts and rows",
+    "identity/chat_identities.py": "when an identity was linked or unlinked",
     "clock.py": "the system clock itself",
-    "gateway/bundle_writer.py": "the SBOM's creation time",
-    "gateway/cgroups.py": "a deadline for the kernel to remove a cgroup (I/O)",
-    "gateway/protocol.py": "the read deadline on an upstream's pipe (I/O)",
-    "gateway/verifier.py": "observed_at of a verification (the verifier imports nothing of baton)",
+    "gateway/lock/bundle_writer.py": "the SBOM's creation time",
+    "gateway/sandbox/cgroups.py": "a deadline for the kernel to remove a cgroup (I/O)",
+    "gateway/replay/protocol.py": "the read deadline on an upstream's pipe (I/O)",
+    "gateway/lock/verifier.py": "observed_at of a verification (the verifier imports nothing of baton)",
     "hitl/cli.py": "the CLI's own polling deadline",
     "hitl/mrtr.py": "when a nonce was spent",
-    "install.py": "the name of a backup file",
+    "ops/install.py": "the name of a backup file",
     "notify/delivery.py": "a delivery's duration, for its receipt",
     "notify/interactive.py": "a delivery's duration, for its receipt",
-    "store.py": "the wait for a locked SQLite database at open (I/O)",
+    "notify/webhook.py": "the webhook-timestamp a receiver checks (its limit, not baton's)",
+    "store/engine.py": "the wait for a locked SQLite database at open (I/O)",
 }
 #: Whole packages left on the system clock: the campaign's harness deadlines, the test peers' protocols.
 SYSTEM_CLOCK_PACKAGES = ("campaign/", "testing/")

@@ -26,8 +26,8 @@ from sqlalchemy import Connection, Engine, event, text
 
 from baton.config import Settings
 from baton.errors import HitlError
+from baton.evidence.receipts import _chain_head
 from baton.hitl.broker import Decision, HitlBroker, NewRequest
-from baton.receipts import _chain_head
 from baton.runtime import Runtime
 from baton.timers.schedule import format_time, now_utc
 from baton.timers.service import TimerRequest, TimerService

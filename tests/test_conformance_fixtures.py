@@ -184,7 +184,7 @@ def test_doctor_says_when_the_fixtures_are_on(baton_env: dict[str, str]) -> None
 async def test_over_stdio_the_fixtures_are_listed_even_when_a_tool_cache_exists(
     baton_env: dict[str, str],
 ) -> None:
-    from baton.tool_cache import cache_path
+    from baton.wire.tool_cache import cache_path
 
     async with stdio_session(baton_env) as session:
         await session.call_tool("mcp_ping", {})

@@ -12,9 +12,9 @@ from genai_prices import Usage, calc_price
 from sqlalchemy import select
 
 from baton.errors import BatonError
-from baton.receipts import utc_now
+from baton.evidence.receipts import utc_now
 from baton.runtime import Runtime
-from baton.schema import receipts
+from baton.store.schema import receipts
 from baton.subagents.runner import SpawnRequest, SubagentRunner
 from baton.testing import Behavior, FakeLLMServer
 from baton.timers.actions import run_action
@@ -229,7 +229,7 @@ async def test_acceptance_over_stdio_cost_in_receipt_and_status_then_one_token_b
 
 
 async def test_doctor_says_when_the_daily_budget_is_spent(tmp_path: Path, fake_llm: FakeLLMServer) -> None:
-    from baton.ops_checks import service_checks
+    from baton.ops.service_checks import service_checks
 
     runtime = openai_runtime(tmp_path, fake_llm, baton_budget_daily_tokens=1)
     runner = SubagentRunner(runtime)
@@ -251,7 +251,7 @@ async def test_a_receipts_links_cannot_overwrite_what_the_call_measured(
     from pydantic_ai.direct import model_request
     from pydantic_ai.messages import ModelRequest, UserPromptPart
 
-    from baton.models import ModelClient
+    from baton.models.client import ModelClient
 
     client = ModelClient(runtime.settings, runtime.receipts, runtime.redactor)
     forged = {"usage": {"total_tokens": 0}, "cost_usd": 0.0, "error_class": None, "spawn_receipt": {"seq": 7}}

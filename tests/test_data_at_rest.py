@@ -101,7 +101,9 @@ def test_a_gateway_lock_writes_private_files(baton_env: dict[str, str], tmp_path
     from baton.testing.npm_registry import NpmRegistryServer, build_tarball
 
     with NpmRegistryServer() as registry:
-        registry.publish(TEST_SERVER, "1.0.0", build_tarball(package_files()), bin={TEST_SERVER: "server.py"})
+        registry.publish(
+            TEST_SERVER, "1.0.0", build_tarball(package_files()), bin={TEST_SERVER: "wire/server.py"}
+        )
         env = {**baton_env, "BATON_NPM_REGISTRY": registry.url}
         for args in (("lock", f"npm:{TEST_SERVER}@1.0.0"), ("verify", TEST_SERVER)):
             done = run_gateway(env, *args)
@@ -227,7 +229,7 @@ def test_doctor_masks_a_password_in_the_model_endpoint(baton_env: dict[str, str]
 def test_a_home_owned_by_someone_else_is_left_alone_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from baton.private import private_dir
+    from baton.store.private import private_dir
 
     if os.getuid() != 0:
         pytest.skip("giving a directory to another user needs root")
@@ -235,7 +237,7 @@ def test_a_home_owned_by_someone_else_is_left_alone_with_a_warning(
     shared.mkdir()
     os.chmod(shared, 0o755)  # noqa: S103 -- the loose directory under test
     os.chown(shared, 65534, 65534)
-    with caplog.at_level("WARNING", logger="baton.private"):
+    with caplog.at_level("WARNING", logger="baton.store.private"):
         private_dir(shared)
     assert mode(shared) == 0o755
     assert "not owned by this user" in caplog.text

@@ -1,4 +1,4 @@
-"""baton.heap.settle, which ``baton serve --http`` runs once it is up: the start-up heap frozen out of later
+"""baton.wire.heap.settle, which ``baton serve --http`` runs once it is up: the start-up heap frozen out of later
 collections, the youngest generation collected less often, and cycles made afterwards still collected."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from baton import heap
+from baton.wire import heap
 
 
 @pytest.fixture

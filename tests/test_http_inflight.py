@@ -1,4 +1,4 @@
-"""baton.http_inflight.InFlight: the MCP POSTs being served are counted on the receipt log, and only those."""
+"""baton.http.inflight.InFlight: the MCP POSTs being served are counted on the receipt log, and only those."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from baton.http_inflight import InFlight
-from baton.receipts import ReceiptLog, Redactor
-from baton.store import Store
+from baton.evidence.receipts import ReceiptLog, Redactor
+from baton.http.inflight import InFlight
+from baton.store.engine import Store
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from baton.install import config_path
+from baton.ops.install import config_path
 from tests.cli_process import run_cli
 from tests.conftest import FAKE_MOONSHOT_KEY
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from baton.http_serve import BearerTokenMiddleware
+from baton.wire.http_serve import BearerTokenMiddleware
 
 
 async def reached(scope: Any, receive: Any, send: Any) -> None:

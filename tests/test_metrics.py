@@ -107,10 +107,10 @@ def test_stdio_serving_never_imports_prometheus_client(baton_env: dict[str, str]
     code = (
         "import sys\n"
         "from baton.runtime import Runtime\n"
-        "from baton.server import build_registry\n"
+        "from baton.wire.server import build_registry\n"
         "import anyio\n"
         "registry = build_registry(Runtime.open())\n"
-        "from baton.toolkit import CallContext\n"
+        "from baton.boundary.toolkit import CallContext\n"
         "result = anyio.run(registry.call, 'mcp_ping', {}, CallContext())\n"
         "assert result['success'], result\n"
         "print('prometheus_client' in sys.modules, 'opentelemetry.sdk' in sys.modules)\n"

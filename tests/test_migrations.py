@@ -6,9 +6,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
-from baton.schema import metadata
-from baton.schema_migrations import HEAD_REVISION, current_revision
-from baton.store import Store
+from baton.store.engine import Store
+from baton.store.migrate import HEAD_REVISION, current_revision
+from baton.store.schema import metadata
 from tests.cli_process import run_cli
 
 
@@ -39,7 +39,7 @@ def _comparable(obj: object, name: str | None, type_: str, reflected: bool, comp
 def test_head_revision_names_the_newest_migration() -> None:
     from alembic.script import ScriptDirectory
 
-    from baton.schema_migrations import alembic_config
+    from baton.store.migrate import alembic_config
 
     assert ScriptDirectory.from_config(alembic_config()).get_current_head() == HEAD_REVISION
 
@@ -54,8 +54,8 @@ def test_adapters_live_before_the_serving_snapshot_stay_live_after_0009(database
     """A promoted and a run-time blocked adapter keep serving; a stage-blocked one is not made live."""
     from sqlalchemy import create_engine, text
 
-    from baton.gateway.state import is_live
-    from baton.schema_migrations import upgrade
+    from baton.gateway.policy.state import is_live
+    from baton.store.migrate import upgrade
 
     engine = create_engine(database_url)
     try:
@@ -103,9 +103,9 @@ def test_receipts_keep_their_chain_across_0018_both_ways(database_url: str) -> N
     verifies and the next append links onto it; downgrading puts the index back."""
     from alembic import command
 
-    from baton.receipts import ReceiptLog
-    from baton.redaction import Redactor
-    from baton.schema_migrations import alembic_config, upgrade
+    from baton.evidence.receipts import ReceiptLog
+    from baton.evidence.redaction import Redactor
+    from baton.store.migrate import alembic_config, upgrade
 
     def digest_unique(connection: object) -> bool:
         inspector = inspect(connection)

@@ -305,7 +305,7 @@ async def test_timer_style_send_returns_a_result_instead_of_raising(
 def test_readiness_and_doctor_lines_name_providers_without_secrets(
     runtime: Runtime, env: dict[str, str]
 ) -> None:
-    from baton.doctor import check_notifications
+    from baton.ops.doctor import check_notifications
 
     rows = [r.as_dict() for r in Notifier(runtime).channels()]
     assert [(r["channel"], r["ready"], r["provider"]) for r in rows] == [

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from baton import redaction
 from baton.config import load_settings
 from baton.errors import BatonError
+from baton.evidence import redaction
 from baton.notify import channels, mail
 from baton.notify.delivery import with_timeouts
 from baton.notify.readiness import readiness

@@ -293,7 +293,7 @@ def test_an_unusable_issuer_or_audience_is_refused_naming_the_setting(
 
 
 async def test_a_flood_of_made_up_key_ids_does_not_flood_the_issuer(manual_clock: ManualClock) -> None:
-    from baton.oauth import REFETCH_BURST, JwtVerifier
+    from baton.http.oauth import REFETCH_BURST, JwtVerifier
 
     audience = "http://127.0.0.1:9/mcp"
     # the manual clock stands still: the bucket cannot refill however slow the machine
@@ -311,7 +311,7 @@ async def test_a_flood_of_made_up_key_ids_does_not_flood_the_issuer(manual_clock
 async def test_the_refetch_bucket_refills_one_fetch_per_interval_of_the_clock(
     manual_clock: ManualClock,
 ) -> None:
-    from baton.oauth import REFETCH_BURST, REFETCH_SECONDS, JwtVerifier
+    from baton.http.oauth import REFETCH_BURST, REFETCH_SECONDS, JwtVerifier
 
     audience = "http://127.0.0.1:9/mcp"
     with Issuer() as issuer:
@@ -350,7 +350,7 @@ async def test_a_session_stays_with_the_principal_that_opened_it(deployment: Dep
 
 
 async def test_cached_keys_outlive_an_issuer_outage_but_unknown_keys_do_not() -> None:
-    from baton.oauth import JwtVerifier
+    from baton.http.oauth import JwtVerifier
 
     audience = "http://127.0.0.1:9/mcp"
     with Issuer() as issuer:

@@ -16,7 +16,7 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
 
-from baton.openai_chat_body import (
+from baton.models.openai_chat_body import (
     BODY_ORDER,
     PlainBodyCompletions,
     PlainBodyOpenAI,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from baton.boundary.toolkit import CallContext
 from baton.config import Settings
 from baton.runtime import Runtime
-from baton.server import build_registry
-from baton.toolkit import CallContext
+from baton.wire.server import build_registry
 
 
 @pytest.fixture

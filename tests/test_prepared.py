@@ -1,4 +1,4 @@
-"""Statements built once (baton.prepared) store and read exactly what SQLAlchemy's own statements do."""
+"""Statements built once (baton.store.prepared) store and read exactly what SQLAlchemy's own statements do."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from sqlalchemy import insert, select, text
 
-from baton.models import ModelReply
-from baton.schema import subagents
-from baton.store import Store
+from baton.models.client import ModelReply
+from baton.store.engine import Store
+from baton.store.schema import subagents
 from baton.subagents import table
 
 ROW: dict[str, Any] = {

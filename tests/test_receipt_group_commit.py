@@ -18,10 +18,10 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from baton.canonical import canonical_json, sha256_hex
 from baton.errors import ReceiptError
-from baton.receipts import Receipt, ReceiptLog, Redactor
-from baton.store import Store
+from baton.evidence.canonical import canonical_json, sha256_hex
+from baton.evidence.receipts import Receipt, ReceiptLog, Redactor
+from baton.store.engine import Store
 from tests.cli_process import run_cli
 from tests.servers import free_port, http_server
 
@@ -109,7 +109,7 @@ async def test_append_soon_groups_concurrent_appends_and_each_returns_its_own_co
 ) -> None:
     log = ReceiptLog(Store(f"sqlite:///{tmp_path / 'r.db'}"), Redactor((SPANNING,)))
     log.group_commit = True
-    log.in_flight = 40  # as the HTTP server counts its requests (baton.http_inflight)
+    log.in_flight = 40  # as the HTTP server counts its requests (baton.http.inflight)
     made: dict[int, Receipt] = {}
     refused: list[str] = []
 

@@ -11,11 +11,11 @@ import json
 import pytest
 from sqlalchemy import delete, insert, select, update
 
-from baton import receipts as receipts_module
 from baton.errors import ReceiptError
-from baton.receipts import GENESIS_SHA256, ReceiptLog, Redactor, receipt_digest, verify_chain
-from baton.schema import receipt_head, receipts
-from baton.store import Store
+from baton.evidence import receipts as receipts_module
+from baton.evidence.receipts import GENESIS_SHA256, ReceiptLog, Redactor, receipt_digest, verify_chain
+from baton.store.engine import Store
+from baton.store.schema import receipt_head, receipts
 
 
 @pytest.fixture
@@ -177,8 +177,8 @@ def test_appenders_in_two_processes_on_one_store_keep_one_chain(tmp_path) -> Non
     log = ReceiptLog(Store(url), Redactor())
     script = (
         "import sys\n"
-        "from baton.receipts import ReceiptLog, Redactor\n"
-        "from baton.store import Store\n"
+        "from baton.evidence.receipts import ReceiptLog, Redactor\n"
+        "from baton.store.engine import Store\n"
         "log = ReceiptLog(Store(sys.argv[1]), Redactor())\n"
         "print('ready', flush=True)\n"
         "sys.stdin.readline()\n"

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import delete, update
 
 from baton.errors import ReceiptError
-from baton.receipts import (
+from baton.evidence.receipts import (
     GENESIS_SHA256,
     ReceiptLog,
     Redactor,
@@ -16,8 +16,8 @@ from baton.receipts import (
     receipt_digest,
     sha256_hex,
 )
-from baton.schema import receipt_head, receipts
-from baton.store import Store
+from baton.store.engine import Store
+from baton.store.schema import receipt_head, receipts
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from baton.redaction import REDACTED, Redactor
+from baton.evidence.redaction import REDACTED, Redactor
 
 SECRETS = ("sk-live-0123456789abcdef", "supersecretpassword", "42")
 PIECES = (

@@ -1,11 +1,11 @@
-"""Redaction at its edges (these tests kill the mutants mutmut found surviving in baton/redaction.py)."""
+"""Redaction at its edges (these tests kill the mutants mutmut found surviving in baton/evidence/redaction.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from baton.errors import ReceiptError
-from baton.redaction import MIN_SUBSTRING_SECRET, REDACTED, Redactor
+from baton.evidence.redaction import MIN_SUBSTRING_SECRET, REDACTED, Redactor
 
 
 def test_a_secret_of_exactly_the_minimum_length_is_redacted_inside_text() -> None:

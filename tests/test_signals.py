@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from sqlalchemy import text
 
-from baton.signals import CHANNEL, Signals
-from baton.store import Store
+from baton.store.engine import Store
+from baton.store.signals import CHANNEL, Signals
 
 pytestmark = pytest.mark.anyio
 

@@ -1,6 +1,6 @@
 """What ``baton serve`` does between its first line and its first ``tools/list`` answer: the collector is
 paused through start-up and back on (start-up frozen) once the registry loads, and the registry's load
-waits until the cached ``tools/list`` answer has been written (baton.heap, baton.server.RegistryLoader)."""
+waits until the cached ``tools/list`` answer has been written (baton.wire.heap, baton.wire.server.RegistryLoader)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from baton import heap
 from baton.config import load_settings
-from baton.server import RegistryLoader
+from baton.wire import heap
+from baton.wire.server import RegistryLoader
 
 pytestmark = pytest.mark.anyio
 

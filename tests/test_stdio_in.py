@@ -1,4 +1,4 @@
-"""The stdin lines of ``baton serve`` (baton.stdio_in): read on the event loop from a pipe or a socket,
+"""The stdin lines of ``baton serve`` (baton.wire.stdio_in): read on the event loop from a pipe or a socket,
 in a worker thread from a file or a terminal, and the same lines either way. Each case runs a real
 subprocess whose stdin is a real pipe, socket, file or pseudo-terminal; the parent writes the next bytes
 only after the child reported the line before, so chunk boundaries fall where the test puts them."""
@@ -17,7 +17,7 @@ from typing import Any
 PROGRAM = r"""
 import json, sys
 import anyio
-from baton.stdio_guard import _stdin_lines
+from baton.wire.stdio_guard import _stdin_lines
 
 async def main():
     out = sys.stderr if sys.argv[2:] == ["stderr"] else sys.stdout

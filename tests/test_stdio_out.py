@@ -1,4 +1,4 @@
-"""The stdout side of ``baton serve`` (baton.stdio_out): messages reach the client's pipe whole and in
+"""The stdout side of ``baton serve`` (baton.wire.stdio_out): messages reach the client's pipe whole and in
 order, while stray output written to fd 1 (a library's print, a child process) goes to stderr; fd 1 is the
 wire again once the server stops. Run in a real subprocess so the descriptors are real pipes."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 PROGRAM = r"""
 import os, subprocess, sys
 import anyio
-from baton.stdio_out import claimed_stdout
+from baton.wire.stdio_out import claimed_stdout
 
 async def main():
     with claimed_stdout() as out:
@@ -36,7 +36,7 @@ def test_answers_go_to_the_wire_and_stray_output_to_stderr() -> None:
 BIG = r"""
 import sys
 import anyio
-from baton.stdio_out import claimed_stdout
+from baton.wire.stdio_out import claimed_stdout
 
 async def main():
     with claimed_stdout() as out:
@@ -50,7 +50,7 @@ anyio.run(main)
 CALLBACK_PROGRAM = r"""
 import sys
 import anyio
-from baton.stdio_out import claimed_stdout
+from baton.wire.stdio_out import claimed_stdout
 
 seen = []
 
@@ -83,7 +83,7 @@ def test_answers_larger_than_the_pipe_arrive_whole_through_a_pipe_and_a_file(tmp
 GONE = r"""
 import sys
 import anyio
-from baton.stdio_out import claimed_stdout
+from baton.wire.stdio_out import claimed_stdout
 
 async def main():
     with claimed_stdout() as out:

@@ -8,17 +8,17 @@ import sys
 import pytest
 
 from baton.config import Settings
-from baton.receipts import ReceiptLog, Redactor
+from baton.evidence.receipts import ReceiptLog, Redactor
 from baton.runtime import Runtime
-from baton.store import Store, normalize_url
+from baton.store.engine import Store, normalize_url
 from baton.subagents.runner import SpawnRequest, SubagentRunner
 from baton.testing import FakeLLMServer
 from tests.conftest import FAKE_MOONSHOT_KEY, SRC
 
 WRITER = """
 import sys
-from baton.receipts import ReceiptLog, Redactor
-from baton.store import Store
+from baton.evidence.receipts import ReceiptLog, Redactor
+from baton.store.engine import Store
 log = ReceiptLog(Store(sys.argv[1]), Redactor())
 for n in range(int(sys.argv[3])):
     log.append("concurrent", {"writer": int(sys.argv[2]), "n": n})

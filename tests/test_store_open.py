@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from baton.errors import StoreError
-from baton.store import Store
+from baton.store.engine import Store
 
 #: Longer than the sqlite3 module's default busy timeout (5 s), which the first statement of a new
 #: connection waited on before the store set its own.
@@ -18,7 +18,7 @@ HELD_SECONDS = 7
 
 OPENER = """
 import sqlite3, sys
-from baton.store import Store
+from baton.store.engine import Store
 Store("sqlite:///" + sys.argv[1])
 print(sqlite3.connect(sys.argv[1]).execute("PRAGMA journal_mode").fetchone()[0])
 """

@@ -10,10 +10,10 @@ import anyio
 import pytest
 from sqlalchemy import select
 
-from baton.budgets import estimate_tokens
 from baton.errors import SubagentError
+from baton.models.budgets import estimate_tokens
 from baton.runtime import Runtime
-from baton.schema import model_spend, receipts
+from baton.store.schema import model_spend, receipts
 from baton.subagents.context import subagent_system_prompt
 from baton.subagents.runner import SpawnRequest, SubagentRunner
 from baton.testing import Behavior, FakeLLMServer

@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from baton.config import load_settings
 from baton.runtime import Runtime
-from baton.schema import receipts
+from baton.store.schema import receipts
 from baton.testing import Behavior, FakeLLMServer, ToolCall
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
@@ -289,7 +289,7 @@ async def test_a_demotion_stops_the_next_call_and_hides_the_tool_until_the_adapt
 ) -> None:
     """The process keeps each tool list built: a demotion (by another process) must still stop a call of
     a turn whose list was built before it, hide the tool from the next turn, and a promotion offer it again."""
-    from baton.gateway.promotion import demote, promote
+    from baton.gateway.serving.promotion import demote, promote
 
     echoes_before = (await upstream_calls(session)).get("echo", 0)
     llm.when("DEMOTED-1", Behavior.calling("demo__echo", {"text": "one"}, then="first: {tool_results}"))

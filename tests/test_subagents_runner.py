@@ -13,7 +13,7 @@ from sqlalchemy import update
 from baton.config import Settings
 from baton.errors import BatonError
 from baton.runtime import Runtime
-from baton.schema import subagents
+from baton.store.schema import subagents
 from baton.subagents.runner import SpawnRequest, SubagentRunner
 from baton.testing import Behavior, FakeLLMServer
 from tests.conftest import FAKE_MOONSHOT_KEY
@@ -263,8 +263,8 @@ async def test_a_secret_in_a_provider_error_message_is_redacted(
 async def test_a_server_keeps_only_its_most_recent_subagents_and_finds_an_older_ones_spawn_receipt(
     tmp_path: Path, fake_llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from baton.server import build_registry
     from baton.subagents import runner as runner_module
+    from baton.wire.server import build_registry
 
     monkeypatch.setattr(runner_module, "REMEMBERED_SUBAGENTS", 2)
     runtime = make_runtime(tmp_path, fake_llm)

@@ -212,7 +212,7 @@ async def test_a_cancel_from_the_cli_in_another_process_stops_the_running_model_
 async def test_an_async_spawns_tool_call_receipt_follows_its_spawn_once_and_a_refused_one_is_receipted_once(
     model_env: dict[str, str], fake_llm: FakeLLMServer
 ) -> None:
-    from baton.canonical import canonical_json, sha256_hex
+    from baton.evidence.canonical import canonical_json, sha256_hex
     from tests.cli_process import run_cli
 
     env = {**model_env, "BATON_SUBAGENT_MAX_CONCURRENT": "1", "BATON_AGENT_NAME": "spawner"}

@@ -85,7 +85,7 @@ def test_a_claim_takes_only_the_named_timer_and_carries_missed(service: TimerSer
 
     from sqlalchemy import update
 
-    from baton.schema import timers
+    from baton.store.schema import timers
     from baton.timers.schedule import parse_time
 
     first, second = (service.set(TimerRequest(name=n, action=RECORD, delay_seconds=60)) for n in "ab")

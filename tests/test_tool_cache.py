@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from baton import tool_cache
 from baton.config import load_settings
 from baton.runtime import Runtime
-from baton.server import build_registry, builtin_definitions
+from baton.wire import tool_cache
+from baton.wire.server import build_registry, builtin_definitions
 from tests.conftest import stdio_session
 
 pytestmark = pytest.mark.anyio

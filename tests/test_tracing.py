@@ -106,7 +106,7 @@ async def test_meta_traceparent_is_the_parent_over_http(
 def test_tracing_without_the_extra_or_endpoint_imports_no_sdk(baton_env: dict[str, str]) -> None:
     code = (
         "import sys\n"
-        "from baton.tracing import configure\n"
+        "from baton.telemetry.tracing import configure\n"
         "print(configure(), 'opentelemetry.sdk' in sys.modules)\n"
     )
     done = subprocess.run(

@@ -11,7 +11,7 @@
 # The run happens in a copy of the tracked files (under ${MUTATION_DIR:-/tmp/baton-mutation}/MODULE),
 # so the work tree is never touched; run `mutmut show NAME` in that directory to read a survivor.
 # MUTANTS='GLOB ...' runs only the mutants whose names match (mutmut's fnmatch globs), e.g. a sample of a
-# slow module: MUTANTS='baton.gateway.proxy.*__mutmut_3' tools/mutation.sh gateway/proxy
+# slow module: MUTANTS='baton.gateway.serving.proxy.*__mutmut_3' tools/mutation.sh gateway/proxy
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD

@@ -4,7 +4,7 @@ Run: ``python bench/peers/hop_stamps.py STAMPS_FILE [--steps]``. Before baton's 
 this process only; baton's code is unchanged) the functions a ``tools/call`` passes through, and stamps
 ``time.perf_counter_ns()`` (CLOCK_MONOTONIC: comparable with the client's stamps in another process):
 
-- ``stdin_read``: ``baton.stdio_in`` handed the request's line out (opens the call's record);
+- ``stdin_read``: ``baton.wire.stdio_in`` handed the request's line out (opens the call's record);
 - ``sdk_dispatch``: the SDK's low-level server called baton's ``tools/call`` handler;
 - ``proxy_entry``: ``GatewayProxy.call`` was entered;
 - ``liveness_done``: the store's liveness read (``state.liveness_now``) returned;
@@ -117,7 +117,7 @@ def install(stamps: Stamps) -> None:
 
 def _stamp_stdio(stamps: Stamps) -> None:
     """``stdin_read`` (opens a record on a ``tools/call`` line) and ``answer_write`` (closes it)."""
-    from baton import stdio_in, stdio_out
+    from baton.wire import stdio_in, stdio_out
 
     def line_read(result: Any, args: tuple[Any, ...]) -> None:
         now = time.perf_counter_ns()
@@ -142,9 +142,9 @@ def _stamp_stdio(stamps: Stamps) -> None:
 
 
 def _stamp_server(stamps: Stamps) -> None:
-    """``sdk_dispatch``: the SDK server built by ``baton.server.build_server`` calls a wrapped ``tools/call``
+    """``sdk_dispatch``: the SDK server built by ``baton.wire.server.build_server`` calls a wrapped ``tools/call``
     handler (baton registers it with ``Server.add_request_handler``)."""
-    from baton import server
+    from baton.wire import server
 
     class StampedServer(server.Server):  # type: ignore[misc,name-defined]
         def add_request_handler(self, method: str, params_type: Any, handler: Any) -> None:
@@ -159,8 +159,10 @@ def _stamp_server(stamps: Stamps) -> None:
 
 def _stamp_gateway(stamps: Stamps) -> None:
     """From ``GatewayProxy.call``'s entry to the ``gateway_call`` receipt's commit."""
-    from baton import receipts
-    from baton.gateway import proxy, state, transport, upstream
+    from baton.evidence import receipts
+    from baton.gateway.policy import state
+    from baton.gateway.sandbox import transport
+    from baton.gateway.serving import proxy, upstream
 
     call = proxy.GatewayProxy.call
 

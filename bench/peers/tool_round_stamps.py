@@ -58,7 +58,7 @@ def stamped(original: Callable[..., Any], name: str, record: list[tuple[str, int
 
 def install(path: str) -> None:
     """Wrap the turn's calls; each turn's record goes to ``path`` when the turn ends."""
-    from baton.pydantic_ai_imports import load_pydantic_ai
+    from baton.models.pydantic_ai_imports import load_pydantic_ai
 
     load_pydantic_ai()
     from pydantic_ai.models.openai import OpenAIChatModel

@@ -22,7 +22,7 @@ from typing import Any
 
 GENESIS_SHA256 = "0" * 64
 #: What a checkpoint signature covers (with seq, sha256, at and key_id), so it can mean nothing else.
-CHECKPOINT_DOMAIN = "baton.receipts.checkpoint.v1"
+CHECKPOINT_DOMAIN = "baton.evidence.receipts.checkpoint.v1"
 CHAIN_BROKEN = "receipt_chain_broken"
 CHECKPOINT_INVALID = "receipt_checkpoint_invalid"
 CHECKPOINT_MISMATCH = "receipt_checkpoint_mismatch"

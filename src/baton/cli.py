@@ -14,7 +14,7 @@ from baton.errors import BatonError
 from baton.terminal import err, fail, open_runtime, out, print_json, print_table, progress
 
 if TYPE_CHECKING:
-    from baton.install import Plan
+    from baton.ops.install import Plan
 
 app = typer.Typer(
     name="baton",
@@ -32,9 +32,9 @@ app.add_typer(subagents_app, name="subagents")
 
 #: Each subsystem's own sub-app (``app`` in the module), in the order ``baton --help`` lists them.
 SUBSYSTEM_APPS = {
-    "agents": "baton.agents_cli",
+    "agents": "baton.identity.agents_cli",
     "hitl": "baton.hitl.cli",
-    "people": "baton.hitl.people_cli",
+    "people": "baton.identity.people_cli",
     "chat": "baton.chat.cli",
     "timers": "baton.timers.cli",
     "gateway": "baton.gateway.cli",
@@ -107,7 +107,7 @@ def serve(
 @app.command()
 def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Report the readiness of store, model provider, notification channels and sandbox (no secrets)."""
-    from baton import doctor as checks
+    from baton.ops import doctor as checks
 
     runtime = open_runtime()
     results = checks.run_checks(runtime)
@@ -143,7 +143,7 @@ InstallConfig = Annotated[
 
 def _write_entry(plan: Plan, name: str, run: bool, dry_run: bool) -> None:
     """Print Claude Code's line (running it with --run), show a dry run, or write the config with a backup."""
-    from baton import install as installer
+    from baton.ops import install as installer
 
     if plan.client == "claude-code":
         print(installer.claude_line(plan), flush=True)
@@ -189,7 +189,7 @@ def install(
     """Add this baton (by absolute path, no secret) to an MCP client's config; idempotent, with a backup."""
     import os
 
-    from baton import install as installer
+    from baton.ops import install as installer
 
     try:
         chosen = provider or os.environ.get("COLLAB_PROVIDER") or "moonshot"
@@ -214,8 +214,8 @@ def console(
 def db_upgrade() -> None:
     """Apply every pending migration to the store (BATON_DATABASE_URL or BATON_HOME/baton.db)."""
     from baton.config import load_settings
-    from baton.schema_migrations import current_revision, upgrade
-    from baton.store import create_store_engine
+    from baton.store.engine import create_store_engine
+    from baton.store.migrate import current_revision, upgrade
 
     engine = create_store_engine(load_settings().database_url)
     before = current_revision(engine)
@@ -228,8 +228,8 @@ def db_upgrade() -> None:
 def db_current() -> None:
     """Print the store's schema revision."""
     from baton.config import load_settings
-    from baton.schema_migrations import current_revision
-    from baton.store import create_store_engine
+    from baton.store.engine import create_store_engine
+    from baton.store.migrate import current_revision
 
     engine = create_store_engine(load_settings().database_url)
     out.print(current_revision(engine) or "empty")
@@ -271,7 +271,7 @@ def receipts_list(
 @receipts_app.command("verify")
 def receipts_verify() -> None:
     """Recompute the whole receipt chain and check its signed checkpoints; exit 1 at the first problem."""
-    from baton.receipts_anchor import verify_store
+    from baton.evidence.anchor import verify_store
 
     with progress("verifying the receipt chain"):
         report = verify_store(open_runtime())
@@ -300,7 +300,7 @@ def receipts_export(
     """Export the chain and its signed checkpoints for `python -m baton.chain_verify DIR --public-key FILE`."""
     from pathlib import Path
 
-    from baton.receipts_anchor import export
+    from baton.evidence.anchor import export
 
     try:
         written = export(open_runtime(), Path(directory))
@@ -327,7 +327,7 @@ def subagents_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List subagents, newest first."""
-    from baton.redaction import redact_output
+    from baton.evidence.redaction import redact_output
 
     rows = redact_output(_runner().list(status))
     if as_json:

@@ -58,6 +58,10 @@ SENSITIVE_ENV_NAMES: frozenset[str] = frozenset(
 
 #: A Slack workspace id (T…) or Enterprise Grid organization id (E…).
 SLACK_TEAM = re.compile(r"^[TE][A-Z0-9]{2,30}$")
+#: An agent's name (a registered HTTP agent's, or ``BATON_AGENT_NAME``), and the names baton gives callers
+#: itself, which no agent may take (:mod:`baton.identity.agents` checks registrations against both).
+AGENT_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+RESERVED_AGENT_NAMES = frozenset({"operator", "local", "stdio-agent", "anonymous"})
 
 
 def _blank(value: Any) -> bool:
@@ -197,8 +201,8 @@ class Settings(BaseModel):
     @field_validator("baton_hitl_escalation")
     @classmethod
     def _escalation_steps(cls, value: str | None) -> str | None:
-        """The operator's default steps must follow the steps' grammar (:mod:`baton.hitl.steps`)."""
-        from baton.hitl.steps import StepSyntaxError, parse_steps
+        """The operator's default steps must follow the steps' grammar (:mod:`baton.escalation_steps`)."""
+        from baton.escalation_steps import StepSyntaxError, parse_steps
 
         try:
             parse_steps(value)
@@ -210,9 +214,14 @@ class Settings(BaseModel):
     @classmethod
     def _stdio_agent_name(cls, value: str | None) -> str | None:
         """The stdio agent's name is an agent name and none of the names baton gives callers itself."""
-        from baton.agents import check_stdio_agent_name
-
-        return check_stdio_agent_name(value)
+        if value is not None and (
+            not AGENT_NAME_PATTERN.fullmatch(value) or value.lower() in RESERVED_AGENT_NAMES
+        ):
+            raise ValueError(
+                "an agent name is 1 to 64 letters, digits, '.', '_' or '-', starts with a letter or digit, "
+                f"and is none of {', '.join(sorted(RESERVED_AGENT_NAMES))}"
+            )
+        return value
 
     @field_validator("slack_team_id")
     @classmethod
@@ -229,8 +238,8 @@ class Settings(BaseModel):
 
     @property
     def escalation_steps(self) -> tuple[Any, ...]:
-        """The steps of BATON_HITL_ESCALATION (:class:`baton.hitl.steps.Step`), already validated."""
-        from baton.hitl.steps import parse_steps
+        """The steps of BATON_HITL_ESCALATION (:class:`baton.escalation_steps.Step`), already validated."""
+        from baton.escalation_steps import parse_steps
 
         return parse_steps(self.baton_hitl_escalation)
 
@@ -243,7 +252,7 @@ class Settings(BaseModel):
             from platformdirs import user_data_dir
 
             path = Path(user_data_dir("baton", appauthor=False))
-        from baton.private import private_dir
+        from baton.store.private import private_dir
 
         try:
             private_dir(path)

@@ -20,9 +20,9 @@ def main() -> None:
         parser.add_argument("--conformance-fixtures", action="store_true")
         known, rest = parser.parse_known_args(argv[1:])
         if not rest:
-            from baton import heap
+            from baton.wire import heap
 
-            heap.pause()  # resumed when the registry starts loading (baton.heap)
+            heap.pause()  # resumed when the registry starts loading (baton.wire.heap)
             from baton.serve import run_serve
 
             raise SystemExit(run_serve(known.http, known.stateless, known.conformance_fixtures))

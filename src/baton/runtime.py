@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from baton.config import Settings, load_settings
-from baton.leases import new_instance_id
-from baton.receipts import ReceiptLog, Redactor
-from baton.store import Store
+from baton.evidence.receipts import ReceiptLog, Redactor
+from baton.store.engine import Store
+from baton.store.leases import new_instance_id
 
 
 @dataclass

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from baton import heap
 from baton.errors import BatonError
-from baton.server import serve_stdio
+from baton.wire import heap
+from baton.wire.server import serve_stdio
 
 if TYPE_CHECKING:
     from baton.config import Settings
@@ -20,8 +20,8 @@ def run_serve(http: str | None, stateless: bool, conformance_fixtures: bool = Fa
     import sys
 
     from baton.config import load_settings
-    from baton.logs import configure_logging
-    from baton.redaction import Redactor
+    from baton.evidence.redaction import Redactor
+    from baton.telemetry.logs import configure_logging
 
     try:
         settings = load_settings()
@@ -60,12 +60,12 @@ def _serve(settings: Settings, http: str | None) -> None:
         settings.home  # noqa: B018 (a BATON_HOME that is a file is config_invalid now, not after initialize)
     if http:
         heap.resume()
-        from baton.http_serve import parse_bind, serve_http
-        from baton.listening import check_http_bind
+        from baton.http.listening import check_http_bind
         from baton.runtime import Runtime
+        from baton.wire.http_serve import parse_bind, serve_http
 
         host, _port = parse_bind(http)
-        from baton.conformance import check_fixtures_bind
+        from baton.wire.conformance import check_fixtures_bind
 
         check_fixtures_bind(settings, host)
         oauth = bool(settings.baton_oauth_issuer)

@@ -61,7 +61,7 @@ def fail(exc: BatonError) -> NoReturn:
 def print_json(value: Any) -> None:
     """Machine-readable output on stdout (highlighted on a terminal, plain on a pipe), redacted, with no
     character a terminal acts on (:func:`baton.terminal_text.printable_json`)."""
-    from baton.redaction import redact_output
+    from baton.evidence.redaction import redact_output
 
     text = printable_json(redact_output(value))
     if out.is_terminal:  # not out.print_json: it would load and dump the escapes away again
@@ -82,7 +82,7 @@ def print_table(
     redacted like any CLI output and made printable (an agent's ESC, CR, LF or RLO is shown escaped, so it
     neither drives the terminal nor breaks the row).
     """
-    from baton.redaction import redact_output
+    from baton.evidence.redaction import redact_output
 
     rows = [[printable(redact_output(cell)) for cell in row] for row in rows]
     headers = [_column(name, [row[index] for row in rows]) for index, name in enumerate(columns)]

@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from baton.config import load_settings
-from baton.receipts import canonical_json, sha256_hex
+from baton.evidence.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
 from baton.testing import Behavior, FakeLLMServer
 from baton.testing.gateway_adapter import document, make_live, publish, tool
@@ -48,10 +48,10 @@ pytestmark = [
 def seed_adapters(env: dict[str, str], registry: NpmRegistryServer) -> None:
     """Two adapters: ``notes`` live; ``search`` re-pinned after a description change, then blocked by another."""
     from baton.errors import GatewayError
-    from baton.gateway import artifacts
-    from baton.gateway.policy_files import load_policy, write_policy
-    from baton.gateway.promotion import block_at_runtime, promote
-    from baton.gateway.replay import replay
+    from baton.gateway.lock import artifacts
+    from baton.gateway.policy.policy_files import load_policy, write_policy
+    from baton.gateway.replay.replay import replay
+    from baton.gateway.serving.promotion import block_at_runtime, promote
 
     runtime = Runtime.open(load_settings(env))
     try:

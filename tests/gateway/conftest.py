@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from baton.config import load_settings
-from baton.gateway.policy import Policy
-from baton.gateway.policy_files import parse_policy, write_policy
+from baton.gateway.policy.policy import Policy
+from baton.gateway.policy.policy_files import parse_policy, write_policy
 from baton.runtime import Runtime
 from baton.testing import gateway_adapter
 from baton.testing.gateway_adapter import TEST_SERVER
@@ -48,7 +48,7 @@ def policy_document(adapter_id: str, tarball: bytes, **runtime: Any) -> dict[str
 def publish_server(registry: NpmRegistryServer, tarball: bytes | None = None) -> bytes:
     """Publish the test MCP server (or other bytes under its name) and return the tarball."""
     tarball = tarball if tarball is not None else build_tarball(package_files())
-    registry.publish(TEST_SERVER, "1.0.0", tarball, bin={TEST_SERVER: "server.py"})
+    registry.publish(TEST_SERVER, "1.0.0", tarball, bin={TEST_SERVER: "wire/server.py"})
     return tarball
 
 

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
-from baton.agents import Caller
+from baton.boundary.toolkit import CallContext
 from baton.errors import HitlError
-from baton.gateway.call_approval import _granted_or_refused, still_valid
+from baton.evidence.receipts import canonical_json, sha256_hex
+from baton.gateway.serving.call_approval import _granted_or_refused, still_valid
 from baton.hitl.broker import Decision, NewRequest, get_broker
-from baton.receipts import canonical_json, sha256_hex
+from baton.identity.agents import Caller
 from baton.runtime import Runtime
-from baton.schema import hitl_requests
-from baton.toolkit import CallContext
+from baton.store.schema import hitl_requests
 
 pytestmark = pytest.mark.anyio
 

@@ -11,8 +11,8 @@ import pytest
 
 from baton.config import load_settings
 from baton.errors import GatewayError
-from baton.gateway.cedar_policy import check_call
-from baton.gateway.serving import live_adapters
+from baton.gateway.policy.cedar_policy import check_call
+from baton.gateway.policy.snapshot import live_adapters
 from baton.runtime import Runtime
 from baton.testing.mcp_stdio_server import package_files
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball
@@ -33,7 +33,9 @@ def doc_example() -> str:
 def test_the_docs_call_policy_pins_tests_and_decides_each_call(
     registry: NpmRegistryServer, baton_env: dict[str, str], tmp_path: Path
 ) -> None:
-    registry.publish(TEST_SERVER, "1.0.0", build_tarball(package_files()), bin={TEST_SERVER: "server.py"})
+    registry.publish(
+        TEST_SERVER, "1.0.0", build_tarball(package_files()), bin={TEST_SERVER: "wire/server.py"}
+    )
     env = {**baton_env, "BATON_NPM_REGISTRY": registry.url}
 
     def baton(*args: str) -> subprocess.CompletedProcess[str]:

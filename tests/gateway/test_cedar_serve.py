@@ -26,7 +26,7 @@ from mcp.client.stdio import stdio_client
 
 from baton.config import load_settings
 from baton.hitl.broker import Decision, get_broker
-from baton.hitl.people import People
+from baton.identity.people import People
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer

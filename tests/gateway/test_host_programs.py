@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from baton.config import load_settings
-from baton.gateway.policy_files import load_policy
+from baton.gateway.policy.policy_files import load_policy
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 
 from baton.errors import GatewayError
-from baton.gateway import cgroups
-from baton.gateway.bwrap_command import prepare
-from baton.gateway.replay import replay
-from baton.gateway.sandbox import BubblewrapSandbox
-from baton.gateway.sandbox_spec import SandboxSpec
-from baton.gateway.stderr import STDERR_CAP_BYTES
+from baton.gateway.replay.replay import replay
+from baton.gateway.sandbox import cgroups
+from baton.gateway.sandbox.bwrap_command import prepare
+from baton.gateway.sandbox.sandbox import BubblewrapSandbox
+from baton.gateway.sandbox.sandbox_spec import SandboxSpec
+from baton.gateway.sandbox.stderr import STDERR_CAP_BYTES
 from baton.runtime import Runtime
 from baton.testing.mcp_stdio_server import package_files
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball
@@ -295,7 +295,7 @@ def test_a_replay_runs_when_baton_is_an_ordinary_user(runtime: Runtime, registry
     command = unprivileged_python()
     assert command is not None, "setpriv and a system python3 are needed (util-linux, python3)"
     reach = subprocess.run(
-        [*command, "-c", "import baton.gateway.replay, mcp, pydantic, sqlalchemy, typer"],
+        [*command, "-c", "import baton.gateway.replay.replay, mcp, pydantic, sqlalchemy, typer"],
         capture_output=True,
         check=False,
         cwd="/",
@@ -331,7 +331,7 @@ def test_a_replay_of_a_pinned_contract_fails_cleanly_when_the_sandbox_refuses(
     runtime: Runtime, registry: NpmRegistryServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No seccomp binding: the sandbox refuses to start (fail closed), with sandbox_unavailable."""
-    from baton.gateway import seccomp
+    from baton.gateway.sandbox import seccomp
 
     ready(runtime, registry)
 
@@ -357,8 +357,8 @@ async def test_a_failed_upstream_start_leaves_no_tree(
     """At run time too: a bundle that no longer matches its pins fails the start and leaves nothing."""
     import anyio
 
-    from baton.gateway.policy_files import load_policy
-    from baton.gateway.upstream import Upstream
+    from baton.gateway.policy.policy_files import load_policy
+    from baton.gateway.serving.upstream import Upstream
 
     path = ready(runtime, registry)
     tarball = next((runtime.settings.home / "gateway" / "demo" / "bundle" / "tarballs").iterdir())
@@ -374,7 +374,7 @@ async def test_a_failed_upstream_start_leaves_no_tree(
 
 
 def test_the_leftovers_of_a_killed_baton_are_swept_and_a_live_ones_are_kept(private_tmp: Path) -> None:
-    from baton.gateway import scratch
+    from baton.gateway.sandbox import scratch
 
     dead = subprocess.Popen(["true"])
     dead.wait()

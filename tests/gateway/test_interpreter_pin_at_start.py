@@ -19,9 +19,9 @@ import anyio
 import pytest
 
 from baton.config import load_settings
-from baton.gateway.interpreter import SANDBOX_SEARCH_PATH, observe
-from baton.gateway.policy_files import load_policy
-from baton.gateway.policy_runtime import Mount
+from baton.gateway.policy.policy_files import load_policy
+from baton.gateway.policy.policy_runtime import Mount
+from baton.gateway.sandbox.interpreter import SANDBOX_SEARCH_PATH, observe
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer

@@ -17,11 +17,11 @@ import pytest
 import tomli_w
 
 from baton.config import load_settings
-from baton.gateway import artifacts, stages
-from baton.gateway.policy_files import load_policy, write_policy
-from baton.gateway.promotion import promote
-from baton.gateway.replay import replay
-from baton.gateway.sandbox import BubblewrapSandbox
+from baton.gateway.lock import artifacts, stages
+from baton.gateway.policy.policy_files import load_policy, write_policy
+from baton.gateway.replay.replay import replay
+from baton.gateway.sandbox.sandbox import BubblewrapSandbox
+from baton.gateway.serving.promotion import promote
 from baton.runtime import Runtime
 from tests.conftest import BLANKED, SRC, call, stdio_session
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from baton.errors import GatewayError
-from baton.gateway import artifacts, bookkeeping, stages, state
-from baton.gateway.policy_files import load_policy
+from baton.gateway.lock import artifacts, stages
+from baton.gateway.policy import bookkeeping, state
+from baton.gateway.policy.policy_files import load_policy
 from baton.runtime import Runtime
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball, build_wheel, integrity_of
 from tests.cli_process import run_gateway
@@ -194,7 +195,7 @@ def test_check_refuses_a_bundle_that_was_never_verified(
 
 
 def test_the_verifier_imports_only_the_standard_library() -> None:
-    import baton.gateway.verifier as module
+    import baton.gateway.lock.verifier as module
 
     source = Path(module.__file__ or "").read_text()
     imported = set()
@@ -207,8 +208,8 @@ def test_the_verifier_imports_only_the_standard_library() -> None:
 
 
 def test_the_verifier_canonical_json_is_the_receipts_one() -> None:
-    from baton.gateway.verifier import canonical_json as independent
-    from baton.receipts import canonical_json
+    from baton.evidence.receipts import canonical_json
+    from baton.gateway.lock.verifier import canonical_json as independent
 
     sample = {"b": [1, "é", {"z": None, "a": 1.5}], "a": True}
     assert independent(sample) == canonical_json(sample)
@@ -288,7 +289,7 @@ def test_a_relock_refuses_a_wheel_the_index_no_longer_publishes_with_the_pinned_
 def test_the_verifier_runs_alone_from_the_command_line(runtime: Runtime, registry: NpmRegistryServer) -> None:
     policy = install_policy(runtime, policy_document("demo", publish_server(registry)))
     locked = artifacts.lock(runtime, "demo")
-    command = [sys.executable, "-m", "baton.gateway.verifier", locked["bundle"], "--policy", str(policy)]
+    command = [sys.executable, "-m", "baton.gateway.lock.verifier", locked["bundle"], "--policy", str(policy)]
     command += ["--lock-receipt-sha256", locked["lock_receipt_sha256"]]
     env = {"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "PATH": "/usr/bin:/bin"}
     passed = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
@@ -359,7 +360,7 @@ def test_the_standalone_verifier_writes_nothing_unless_asked_and_never_a_traceba
     stages.verify(runtime, "demo")
     bundle = Path(locked["bundle"])
     before = snapshot_of(bundle)
-    command = [sys.executable, "-m", "baton.gateway.verifier", str(bundle), "--policy", str(policy)]
+    command = [sys.executable, "-m", "baton.gateway.lock.verifier", str(bundle), "--policy", str(policy)]
     command += ["--lock-receipt-sha256", locked["lock_receipt_sha256"]]
     env = {"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "PATH": "/usr/bin:/bin"}
     passed = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
@@ -377,7 +378,7 @@ def test_the_standalone_verifier_writes_nothing_unless_asked_and_never_a_traceba
         ro = [
             sys.executable,
             "-m",
-            "baton.gateway.verifier",
+            "baton.gateway.lock.verifier",
             str(base / "bundle"),
             "--policy",
             str(base / "policy.toml"),
@@ -408,8 +409,8 @@ def test_the_standalone_verifier_writes_nothing_unless_asked_and_never_a_traceba
 def test_the_stdlib_verifier_reads_the_schema_and_resolver_files_the_lock_writes() -> None:
     """verifier.py imports nothing of baton's: the schema versions are its own, which the bundle writer
     imports, and the resolver file names it accepts must be the ones lock writes."""
-    from baton.gateway import bundle_writer, verifier
-    from baton.gateway.closure import Closure
+    from baton.gateway.lock import bundle_writer, verifier
+    from baton.gateway.lock.closure import Closure
 
     assert verifier.BUNDLE_SCHEMA_VERSION == bundle_writer.BUNDLE_SCHEMA_VERSION
     assert verifier.LOCK_RECEIPT_SCHEMA_VERSION == bundle_writer.LOCK_RECEIPT_SCHEMA_VERSION

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from baton.config import load_settings
-from baton.gateway import state
-from baton.gateway.extract import materialize
-from baton.gateway.observation import sandbox_spec
-from baton.gateway.policy_files import load_policy
-from baton.gateway.sandbox import BubblewrapSandbox
+from baton.gateway.policy import state
+from baton.gateway.policy.policy_files import load_policy
+from baton.gateway.replay.extract import materialize
+from baton.gateway.replay.observation import sandbox_spec
+from baton.gateway.sandbox.sandbox import BubblewrapSandbox
 from baton.runtime import Runtime
 from tests.cli_process import run_gateway
 from tests.conftest import BLANKED, SRC

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from baton.config import load_settings
-from baton.gateway.poisoning import BUILTIN_TOOLS, MAX_DESCRIPTION_CHARS, scan
+from baton.gateway.replay.poisoning import BUILTIN_TOOLS, MAX_DESCRIPTION_CHARS, scan
 from baton.runtime import Runtime
 from baton.testing.mcp_stdio_server import package_files
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball
@@ -89,7 +89,7 @@ def test_each_kind_of_poisoning_is_found_and_plain_tools_are_not() -> None:
 
 
 def test_the_builtin_tool_set_is_baton_s_own(tmp_path: Path) -> None:
-    from baton.server import build_registry
+    from baton.wire.server import build_registry
 
     runtime = Runtime.open(load_settings({"BATON_HOME": str(tmp_path / "home")}))
     try:
@@ -106,7 +106,7 @@ def test_findings_are_shown_receipted_and_promote_needs_each_accepted(
     registry: NpmRegistryServer, baton_env: dict[str, str]
 ) -> None:
     name = TEST_SERVER
-    registry.publish(name, "1.0.0", build_tarball(package_files()), bin={name: "server.py"})
+    registry.publish(name, "1.0.0", build_tarball(package_files()), bin={name: "wire/server.py"})
     env = {**baton_env, "BATON_NPM_REGISTRY": registry.url}
 
     def baton(*args: str) -> subprocess.CompletedProcess[str]:

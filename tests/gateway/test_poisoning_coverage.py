@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from baton.gateway.poisoning import scan
+from baton.gateway.replay.poisoning import scan
 
 DATA = Path(__file__).parent / "data" / "coverage-tool-definitions.json"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "gateway.md"

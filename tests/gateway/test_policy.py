@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from baton.errors import GatewayError
-from baton.gateway.policy_files import load_policy, parse_policy, write_policy
+from baton.gateway.policy.policy_files import load_policy, parse_policy, write_policy
 
 
 def valid_document() -> dict[str, Any]:
@@ -196,8 +196,8 @@ def test_tmpfs_options_the_sandbox_cannot_enforce_are_refused(tmpfs: str) -> Non
 
 
 def host_checks(mount: dict[str, str], home: Path) -> str:
-    from baton.gateway.mounts import check_mount
-    from baton.gateway.policy_runtime import Mount
+    from baton.gateway.policy.policy_runtime import Mount
+    from baton.gateway.sandbox.mounts import check_mount
 
     with pytest.raises(GatewayError) as info:
         check_mount(Mount.model_validate(mount), home)
@@ -217,8 +217,8 @@ def reachable(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_a_mount_is_checked_against_the_host_at_every_start(reachable: Path) -> None:
-    from baton.gateway.mounts import check_mount
-    from baton.gateway.policy_runtime import Mount
+    from baton.gateway.policy.policy_runtime import Mount
+    from baton.gateway.sandbox.mounts import check_mount
 
     home = reachable / "home" / "baton"
     home.mkdir(parents=True)
@@ -238,8 +238,8 @@ def test_a_mount_is_checked_against_the_host_at_every_start(reachable: Path) -> 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox writes as host uid 65534 only when baton is root")
 def test_a_rw_mount_uid_65534_cannot_write_is_refused_not_silently_read_only(reachable: Path) -> None:
-    from baton.gateway.mounts import check_mount
-    from baton.gateway.policy_runtime import Mount
+    from baton.gateway.policy.policy_runtime import Mount
+    from baton.gateway.sandbox.mounts import check_mount
 
     data = reachable / "data"
     data.mkdir(mode=0o755)

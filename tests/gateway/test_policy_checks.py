@@ -15,12 +15,13 @@ import tomli_w
 
 from baton.config import load_settings
 from baton.errors import GatewayError
-from baton.gateway import artifacts, bookkeeping, stages, state
-from baton.gateway.checks import destructive_reason
-from baton.gateway.operator_lock import operator_lock
-from baton.gateway.policy_files import load_policy, parse_policy, write_policy
-from baton.gateway.promotion import demote, promote
-from baton.gateway.replay import replay
+from baton.gateway.lock import artifacts, stages
+from baton.gateway.policy import bookkeeping, state
+from baton.gateway.policy.checks import destructive_reason
+from baton.gateway.policy.operator_lock import operator_lock
+from baton.gateway.policy.policy_files import load_policy, parse_policy, write_policy
+from baton.gateway.replay.replay import replay
+from baton.gateway.serving.promotion import demote, promote
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import TEST_SERVER, document, make_live, publish, tool
 from baton.testing.mcp_stdio_server import package_files
@@ -132,7 +133,7 @@ def test_interpreter_drift_blocks_replay(runtime: Runtime, registry: NpmRegistry
 def next_version(registry: NpmRegistryServer, path: Path, tools: list[dict[str, Any]]) -> None:
     """Publish version 1.1.0 of the test server and point the policy at it, with ``tools``; unpinned."""
     tarball = build_tarball(package_files(version="1.1.0"))
-    registry.publish(TEST_SERVER, "1.1.0", tarball, bin={TEST_SERVER: "server.py"})
+    registry.publish(TEST_SERVER, "1.1.0", tarball, bin={TEST_SERVER: "wire/server.py"})
 
     def change(raw: dict[str, Any]) -> None:
         raw["artifacts"][0].update(version="1.1.0", sha512=hashlib.sha512(tarball).hexdigest())

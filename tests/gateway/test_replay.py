@@ -16,9 +16,10 @@ import tomli_w
 
 from baton.config import load_settings
 from baton.errors import GatewayError
-from baton.gateway import artifacts, bookkeeping, stages, state
-from baton.gateway.replay import replay
-from baton.gateway.tarballs import MAX_PACKAGE_FILES
+from baton.gateway.lock import artifacts, stages
+from baton.gateway.lock.tarballs import MAX_PACKAGE_FILES
+from baton.gateway.policy import bookkeeping, state
+from baton.gateway.replay.replay import replay
 from baton.runtime import Runtime
 from baton.testing.mcp_stdio_server import DEFAULT_TOOLS, package_files, wheel_files
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball, build_wheel
@@ -285,7 +286,7 @@ def test_promote_refuses_what_baton_cannot_forward_at_run_time(
     execution: dict[str, Any] | None,
     needs: str,
 ) -> None:
-    from baton.gateway.promotion import promote
+    from baton.gateway.serving.promotion import promote
 
     path = ready(runtime, registry)
     tools = copy.deepcopy(DEFAULT_TOOLS)
@@ -318,7 +319,7 @@ def test_mounts_are_shown_by_list_and_recorded_by_promote(
     import shutil
     import tempfile
 
-    from baton.gateway.promotion import promote
+    from baton.gateway.serving.promotion import promote
 
     data = Path(tempfile.mkdtemp(prefix="baton-listed-"))
     data.chmod(0o755)

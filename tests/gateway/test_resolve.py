@@ -16,12 +16,13 @@ import pytest
 
 from baton.config import load_settings
 from baton.errors import GatewayError
-from baton.gateway import artifacts, bookkeeping, stages
-from baton.gateway.bwrap_command import HOST_PATH
-from baton.gateway.candidates import parse_candidate
-from baton.gateway.extract import materialize
-from baton.gateway.policy_files import load_policy, write_policy
-from baton.gateway.replay import replay
+from baton.gateway.lock import artifacts, stages
+from baton.gateway.lock.candidates import parse_candidate
+from baton.gateway.policy import bookkeeping
+from baton.gateway.policy.policy_files import load_policy, write_policy
+from baton.gateway.replay.extract import materialize
+from baton.gateway.replay.replay import replay
+from baton.gateway.sandbox.bwrap_command import HOST_PATH
 from baton.runtime import Runtime
 from baton.testing.npm_registry import NpmRegistryServer, build_python_wheel, build_tarball, integrity_of
 from tests.needs import require
@@ -482,7 +483,7 @@ def test_a_tarball_whose_root_directory_is_not_package_extracts_like_npm(
 
 def test_a_package_larger_than_the_unpacked_limit_is_refused(tmp_path: Path) -> None:
     """The byte limit holds on the declared sizes, before anything large is read."""
-    from baton.gateway.tarballs import extract_package
+    from baton.gateway.lock.tarballs import extract_package
 
     tarball = tmp_path / "big.tgz"
     tarball.write_bytes(build_tarball({"package/package.json": "{}", "package/a.bin": b"x" * 4096}))

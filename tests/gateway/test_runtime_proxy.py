@@ -18,10 +18,10 @@ from mcp.client.stdio import stdio_client
 
 from baton.config import load_settings
 from baton.errors import GatewayError
-from baton.gateway.bookkeeping import list_view
-from baton.gateway.promotion import demote, promote
-from baton.gateway.stderr import STDERR_CAP_BYTES
-from baton.receipts import canonical_json, sha256_hex
+from baton.evidence.receipts import canonical_json, sha256_hex
+from baton.gateway.policy.bookkeeping import list_view
+from baton.gateway.sandbox.stderr import STDERR_CAP_BYTES
+from baton.gateway.serving.promotion import demote, promote
 from baton.runtime import Runtime
 from baton.testing import FakeLLMServer
 from baton.testing.gateway_adapter import document, make_live, publish, tool
@@ -424,8 +424,8 @@ async def test_a_mounted_host_directory_is_readable_and_read_only_and_nothing_el
 
 
 async def test_the_runtime_client_is_the_replay_client(session: Any) -> None:
-    from baton.gateway.policy import ClientSpec
-    from baton.gateway.protocol import initialize_params
+    from baton.gateway.policy.policy import ClientSpec
+    from baton.gateway.replay.protocol import initialize_params
 
     seen = json.loads((await call(session, "demo__whoami"))["text"])
     assert seen == initialize_params(ClientSpec())

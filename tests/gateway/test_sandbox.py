@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from baton.gateway import bwrap_command, seccomp
-from baton.gateway.docker import DockerSandbox
-from baton.gateway.sandbox import BubblewrapSandbox
-from baton.gateway.sandbox_spec import HostMount, SandboxSpec
+from baton.gateway.sandbox import bwrap_command, seccomp
+from baton.gateway.sandbox.docker import DockerSandbox
+from baton.gateway.sandbox.sandbox import BubblewrapSandbox
+from baton.gateway.sandbox.sandbox_spec import HostMount, SandboxSpec
 
 pytestmark = pytest.mark.needs("bwrap")  # fails under CI, skips elsewhere (tests/needs.py)
 
@@ -297,7 +297,7 @@ def test_a_root_only_host_file_stays_unreadable_because_bwrap_starts_as_65534(
 
 
 def test_the_rlimits_reach_the_sandboxed_process(probe: dict[str, object]) -> None:
-    from baton.gateway.cgroups import pids_base
+    from baton.gateway.sandbox.cgroups import pids_base
 
     limits = probe["limits"]
     assert isinstance(limits, dict)
@@ -348,7 +348,7 @@ def test_the_docker_backend_uses_the_reference_flags_or_skips_with_its_reason(tm
 
 
 def test_limits_are_set_by_prlimit_before_bwrap(tmp_path: Path) -> None:
-    from baton.gateway.bwrap_command import rlimit_prefix
+    from baton.gateway.sandbox.bwrap_command import rlimit_prefix
 
     spec = SandboxSpec(workdir=tmp_path, argv=["true"], memory_bytes=1 << 30, pids_limit=64, cpu_seconds=9)
     assert rlimit_prefix(spec)[1:] == [f"--data={1 << 30}", "--nproc=64", "--cpu=9", "--core=0", "--"]
@@ -356,8 +356,8 @@ def test_limits_are_set_by_prlimit_before_bwrap(tmp_path: Path) -> None:
 
 
 def test_doctor_states_seccomp_and_the_pids_scope_and_apparmors_userns_switch(tmp_path: Path) -> None:
-    from baton.gateway import cgroups
-    from baton.gateway.sandbox import sandbox_report, userns_restriction
+    from baton.gateway.sandbox import cgroups
+    from baton.gateway.sandbox.sandbox import sandbox_report, userns_restriction
 
     ok, detail = sandbox_report()
     assert ok and "seccomp filter" in detail and cgroups.scope() in detail and "noexec" in detail

@@ -1,4 +1,4 @@
-"""The upstream's pipes as the session's streams (baton.gateway.transport), on real child processes:
+"""The upstream's pipes as the session's streams (baton.gateway.sandbox.transport), on real child processes:
 an oversized line kills the upstream, an unparsable line is handed over as its error, and a dead stdin
 fails the send instead of hanging the session."""
 
@@ -12,7 +12,7 @@ import mcp_types as types
 import pytest
 from mcp.shared.message import SessionMessage
 
-from baton.gateway.transport import MAX_LINE_BYTES, _Lines, _Messages
+from baton.gateway.sandbox.transport import MAX_LINE_BYTES, _Lines, _Messages
 
 pytestmark = pytest.mark.anyio
 

@@ -87,7 +87,7 @@ def _seed_subagents(env: dict[str, str], count: int) -> None:
 
     from baton.config import load_settings
     from baton.runtime import Runtime
-    from baton.schema import subagents
+    from baton.store.schema import subagents
 
     runtime = Runtime.open(load_settings(env))
     try:

@@ -107,7 +107,7 @@ def test_receipts_export_onto_a_file_is_refused_and_leaves_it_alone(
 ) -> None:
     code = (
         "from baton.runtime import Runtime\n"
-        "from baton.checkpoints import Checkpointer\n"
+        "from baton.evidence.checkpoints import Checkpointer\n"
         "rt = Runtime.open(); rt.receipts.append('test', {'n': 1}); Checkpointer(rt).checkpoint_quietly()\n"
     )
     subprocess.run([sys.executable, "-c", code], env=baton_env, check=True, timeout=300)

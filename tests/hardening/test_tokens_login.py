@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from baton.config import load_settings
-from baton.hitl.links import LinkSigner, load_secret
-from baton.hitl.sessions import LoginThrottle
+from baton.identity.links import LinkSigner, load_secret
+from baton.identity.sessions import LoginThrottle
 from baton.testing.clock import ManualClock
 from tests.servers import free_port, http_server
 

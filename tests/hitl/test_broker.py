@@ -14,7 +14,7 @@ import pytest
 from baton.config import load_settings
 from baton.errors import HitlError
 from baton.hitl.broker import Decision, HitlBroker, NewRequest
-from baton.hitl.links import LinkSigner
+from baton.identity.links import LinkSigner
 from baton.runtime import Runtime
 
 pytestmark = pytest.mark.anyio

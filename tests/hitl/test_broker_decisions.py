@@ -15,13 +15,13 @@ import anyio
 import pytest
 from sqlalchemy import select
 
-from baton.canonical import iso
 from baton.errors import ArgumentError, HitlError
+from baton.evidence.canonical import iso
+from baton.evidence.receipts import canonical_json, sha256_hex
 from baton.hitl.broker import Decision, HitlBroker, NewRequest, get_broker
 from baton.hitl.records import MAX_TIMEOUT_SECONDS
-from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
-from baton.schema import hitl_link_uses, hitl_requests
+from baton.store.schema import hitl_link_uses, hitl_requests
 from baton.testing.clock import ManualClock
 
 pytestmark = pytest.mark.anyio

@@ -12,7 +12,7 @@ import pytest
 
 from baton.config import load_settings
 from baton.hitl.broker import HitlBroker, NewRequest, get_broker
-from baton.hitl.links import LinkSigner
+from baton.identity.links import LinkSigner
 from baton.runtime import Runtime
 from tests.cli_process import run_cli
 

@@ -14,7 +14,7 @@ import pytest
 
 from baton.config import load_settings
 from baton.hitl.broker import Decision, HitlBroker, NewRequest
-from baton.hitl.links import LinkSigner, load_secret
+from baton.identity.links import LinkSigner, load_secret
 from tests.cli_process import run_cli
 
 ADMIN_TOKEN = "end-pages-admin-token-0123456789abcdef"

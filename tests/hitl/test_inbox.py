@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from baton.config import load_settings
 from baton.hitl.broker import HitlBroker, NewRequest, get_broker
 from baton.hitl.inbox import routes
-from baton.hitl.links import SECRET_FILE, LinkSigner
+from baton.identity.links import SECRET_FILE, LinkSigner
 from baton.runtime import Runtime
 from baton.testing.clock import ManualClock
 from tests.servers import uvicorn_in_thread

@@ -14,7 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from baton.config import load_settings
-from baton.hitl.links import LinkSigner, load_secret
+from baton.identity.links import LinkSigner, load_secret
 from tests.conftest import call
 from tests.hitl.helpers import goto, pending_requests
 

@@ -20,7 +20,7 @@ from baton.hitl.inbox import routes
 from baton.hitl.live import state
 from baton.hitl.pending_count import COUNT_CAP, PendingCount
 from baton.runtime import Runtime
-from baton.schema import hitl_requests
+from baton.store.schema import hitl_requests
 from tests.servers import uvicorn_in_thread
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ from sqlalchemy import update
 from baton.errors import ArgumentError
 from baton.hitl.broker import Decision, HitlBroker, NewRequest
 from baton.hitl.pending_page import decode_cursor, encode_cursor
-from baton.schema import hitl_requests
+from baton.store.schema import hitl_requests
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""The pending page read straight on SQLite's driver (baton.prepared) gives the rows SQLAlchemy gives,
+"""The pending page read straight on SQLite's driver (baton.store.prepared) gives the rows SQLAlchemy gives,
 damaged rows included, and its folded due check still sweeps an expired request before listing."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from sqlalchemy import update
 from baton.hitl.broker import HitlBroker, NewRequest
 from baton.hitl.pending_page import _ALL_AGENTS, _ONE_AGENT, MAX_SKIPPED_LISTED, decode_cursor
 from baton.runtime import Runtime
-from baton.schema import hitl_requests
+from baton.store.schema import hitl_requests
 
 pytestmark = pytest.mark.anyio
 

@@ -15,9 +15,9 @@ import pytest
 from baton.config import load_settings
 from baton.errors import ArgumentError, BatonError, HitlError, PeopleError
 from baton.hitl.broker import HitlBroker, get_broker
-from baton.hitl.passkeys import StepUpProof
-from baton.hitl.people import People
 from baton.hitl.records import Decision, NewRequest, owner_excluded
+from baton.identity.passkeys import StepUpProof
+from baton.identity.people import People
 from baton.runtime import Runtime
 from tests.cli_process import run_cli
 
@@ -213,8 +213,8 @@ def test_without_people_or_an_admin_token_inbox_login_is_off_and_says_why(
 
 
 def test_gateway_policies_set_quorum_and_step_up_per_tool_and_per_risk() -> None:
-    from baton.gateway.call_approval import needs_step_up
-    from baton.gateway.policy_files import parse_policy
+    from baton.gateway.policy.policy_files import parse_policy
+    from baton.gateway.serving.call_approval import needs_step_up
     from tests.gateway.test_policy import error_class_of, valid_document
 
     document = valid_document()

@@ -25,7 +25,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import Implementation
 
 from baton.config import load_settings
-from baton.hitl.links import LinkSigner, load_secret
+from baton.identity.links import LinkSigner, load_secret
 from baton.runtime import Runtime
 from tests.conftest import call
 from tests.hitl.helpers import goto, pending_requests
@@ -269,7 +269,7 @@ def listed_expiry(listed: dict[str, Any]) -> float:
 def _waiters(runtime: Runtime, exclude: set[str]) -> dict[str, str | None]:
     from sqlalchemy import select
 
-    from baton.schema import hitl_requests
+    from baton.store.schema import hitl_requests
 
     query = select(hitl_requests.c.id, hitl_requests.c.waiter_instance).where(
         hitl_requests.c.status == "pending"

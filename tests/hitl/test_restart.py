@@ -11,9 +11,9 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from sqlalchemy import select
 
-from baton.leases import owner_pid
 from baton.runtime import Runtime
-from baton.schema import hitl_requests
+from baton.store.leases import owner_pid
+from baton.store.schema import hitl_requests
 from tests.conftest import call, stdio_session
 from tests.hitl.helpers import pending_requests
 

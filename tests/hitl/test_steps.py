@@ -6,7 +6,7 @@ import pytest
 
 from baton.config import load_settings
 from baton.errors import ConfigError
-from baton.hitl.steps import CHANNELS, Step, StepSyntaxError, parse_steps, plan
+from baton.escalation_steps import CHANNELS, Step, StepSyntaxError, parse_steps, plan
 from baton.notify import channels
 
 

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import select
 
 from baton.runtime import Runtime
-from baton.schema import hitl_requests
+from baton.store.schema import hitl_requests
 from tests.cli_process import run_cli
 from tests.hitl.helpers import HttpServer
 from tests.raw_stdio import HANDSHAKE

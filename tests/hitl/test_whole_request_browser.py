@@ -18,7 +18,7 @@ import pytest
 
 from baton.config import load_settings
 from baton.hitl.broker import HitlBroker, NewRequest
-from baton.hitl.links import LinkSigner, load_secret
+from baton.identity.links import LinkSigner, load_secret
 from tests.hitl.helpers import goto, pending_requests
 from tests.hitl.layout import SIZES
 from tests.hitl.test_request_page_browser import (

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from baton.errors import CampaignError
-from baton.private import private_tree, write_private
-from baton.receipts import CREDENTIAL_PATTERN, sha256_hex
+from baton.evidence.receipts import CREDENTIAL_PATTERN, sha256_hex
+from baton.store.private import private_tree, write_private
 
 
 class BundleWriter:

@@ -187,7 +187,7 @@ def _canary_absent(c: Campaign, canary: str) -> bool:
 
 
 def _no_secret(c: Campaign) -> bool:
-    from baton.receipts import CREDENTIAL_PATTERN
+    from baton.evidence.receipts import CREDENTIAL_PATTERN
 
     for path in c.run_dir.rglob("*"):
         if path.is_file():

@@ -27,8 +27,8 @@ from baton.campaign.human import parse_human_decision, read_decision_line
 from baton.campaign.options import CampaignOptions, CaseRow
 from baton.config import NOTIFICATION_VARIABLES, SENSITIVE_ENV_NAMES
 from baton.errors import BatonError, CampaignError
-from baton.private import private_dir
-from baton.receipts import CREDENTIAL_PATTERN
+from baton.evidence.receipts import CREDENTIAL_PATTERN
+from baton.store.private import private_dir
 
 
 class Campaign:
@@ -82,7 +82,7 @@ class Campaign:
     def _preflight_provider(self) -> None:
         """Refuse to start anything when no model provider could answer (what ``baton doctor`` sees)."""
         from baton.config import load_settings
-        from baton.providers import PROVIDERS, resolve_provider
+        from baton.models.providers import PROVIDERS, resolve_provider
 
         try:
             resolve_provider(load_settings(self.env))
@@ -343,9 +343,9 @@ def _sha(text: str) -> str:
 def _export_chain(home: Path) -> dict[str, Any]:
     """The campaign store's receipts, its signed checkpoints and public key, and the chain verdict (read
     after the server stopped, so its shutdown checkpoint is there)."""
-    from baton.checkpoints import all_checkpoints, trusted_public_keys
     from baton.config import Settings
-    from baton.receipts_anchor import verify_store
+    from baton.evidence.anchor import verify_store
+    from baton.evidence.checkpoints import all_checkpoints, trusted_public_keys
     from baton.runtime import Runtime
 
     runtime = Runtime.open(Settings(baton_home=home))

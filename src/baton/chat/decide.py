@@ -1,7 +1,7 @@
 """A press of Approve or Reject in chat, decided through the broker under the person it maps to.
 
 The press names a chat user and a request. The user must be linked to a person
-(:mod:`baton.chat.identities`); the request must be one that one person decides without a passkey
+(:mod:`baton.identity.chat_identities`); the request must be one that one person decides without a passkey
 step-up. Otherwise nothing is decided and the presser gets the request's inbox page, where a login
 is needed. A decision is the broker's, exactly like an inbox one (first decision wins, the owner rule,
 expiry), receipted ``hitl_decided`` with ``decided_by`` the person and ``decided_via`` the platform;
@@ -14,9 +14,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from baton.chat.identities import ChatIdentities, ChatIdentity
 from baton.errors import BatonError, HitlError
 from baton.hitl.broker import Decision, get_broker
+from baton.identity.chat_identities import ChatIdentities, ChatIdentity
 from baton.runtime import Runtime
 
 log = logging.getLogger("baton.chat")

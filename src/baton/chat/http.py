@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from baton.errors import BatonError
-from baton.http_guards import AUTH_FAILED_KEY
+from baton.http.guards import AUTH_FAILED_KEY
 
 
 def refuse(request: Request, status: int, exc: BatonError, *, auth_failed: bool = False) -> JSONResponse:

@@ -27,8 +27,8 @@ from starlette.responses import Response
 from baton import clock
 from baton.chat.decide import ChatDecider, ChatOutcome
 from baton.chat.http import refuse
-from baton.chat.identities import USER_ID_PATTERNS, ChatIdentity
 from baton.errors import ChatError
+from baton.identity.chat_identities import USER_ID_PATTERNS, ChatIdentity
 from baton.notify import slack_app
 from baton.runtime import Runtime
 

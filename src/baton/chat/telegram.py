@@ -25,9 +25,9 @@ from starlette.responses import JSONResponse, Response
 
 from baton.chat.decide import ChatDecider, ChatOutcome
 from baton.chat.http import refuse
-from baton.chat.identities import USER_ID_PATTERNS, ChatIdentity
 from baton.errors import ChatError
-from baton.hitl.links import same
+from baton.identity.chat_identities import USER_ID_PATTERNS, ChatIdentity
+from baton.identity.links import same
 from baton.notify import telegram_bot
 from baton.runtime import Runtime
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import anyio
 
-from baton.addresses import is_loopback
 from baton.errors import BatonError, ConfigError
+from baton.http.addresses import is_loopback
 
 DEFAULT_BIND = "127.0.0.1:8766"
 
@@ -23,7 +23,7 @@ DEFAULT_BIND = "127.0.0.1:8766"
 def run_console(bind: str = DEFAULT_BIND) -> int:
     """Serve the console until Ctrl-C; returns the exit code."""
     from baton.config import load_settings
-    from baton.http_serve import parse_bind
+    from baton.wire.http_serve import parse_bind
 
     try:
         host, port = parse_bind(bind)
@@ -60,16 +60,16 @@ def build_app(runtime: Any) -> Any:
 async def _serve(settings: Any, host: str, port: int, one_run_token: str | None) -> None:
     import uvicorn
 
-    from baton.http_serve import announce_listening
     from baton.runtime import Runtime
+    from baton.wire.http_serve import announce_listening
 
     runtime = Runtime.open(settings)
-    from baton.hitl.sessions import LoginThrottle
-    from baton.http_guards import guarded
+    from baton.http.guards import guarded
+    from baton.identity.sessions import LoginThrottle
 
     # body limits, Host/Origin checks, proxies, the failed-authentication throttle
     app = guarded(build_app(runtime), settings, host, port, LoginThrottle.for_runtime(runtime))
-    from baton.http_limits import uvicorn_config
+    from baton.http.limits import uvicorn_config
 
     config = uvicorn_config(app, host, port, settings, lifespan="off")  # header deadline, connection cap
 
@@ -86,7 +86,7 @@ async def _serve(settings: Any, host: str, port: int, one_run_token: str | None)
                     sys.stderr.write("log in with BATON_ADMIN_TOKEN\n")
                 sys.stderr.flush()
 
-    from baton.listening import listening_socket
+    from baton.http.listening import listening_socket
 
     try:
         await AnnouncingServer(config).serve(sockets=[listening_socket(host, port)])

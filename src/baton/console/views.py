@@ -16,8 +16,8 @@ from sqlalchemy import func, select
 
 from baton.errors import BatonError
 from baton.runtime import Runtime
-from baton.schema import hitl_requests
-from baton.schema import receipts as receipts_table
+from baton.store.schema import hitl_requests
+from baton.store.schema import receipts as receipts_table
 
 log = logging.getLogger("baton.console")
 
@@ -208,7 +208,7 @@ def subagent(runtime: Runtime, subagent_id: str) -> dict[str, Any]:
     """One subagent with its prepared context and whole conversation (stored redacted)."""
     from sqlalchemy import select as sql_select
 
-    from baton.schema import subagents as subagents_table
+    from baton.store.schema import subagents as subagents_table
 
     runner = subagent_runner(runtime)
     detail = runner.status(subagent_id)
@@ -253,9 +253,9 @@ def timer_service(runtime: Runtime) -> Any:
 
 def adapters(runtime: Runtime) -> list[dict[str, Any]]:
     """Every adapter: state, pinned hashes, tool partition, last replay, block reason and drift."""
-    from baton.gateway.bookkeeping import list_view
-    from baton.gateway.policy_files import load_policy
-    from baton.gateway.state import adapter_dir, get_adapter, served_contract
+    from baton.gateway.policy.bookkeeping import list_view
+    from baton.gateway.policy.policy_files import load_policy
+    from baton.gateway.policy.state import adapter_dir, get_adapter, served_contract
 
     replays = {}
     for receipt in receipts_of(runtime, "gateway_replay"):
@@ -291,8 +291,8 @@ def adapters(runtime: Runtime) -> list[dict[str, Any]]:
 
 def next_diff(runtime: Runtime, row: dict[str, Any]) -> dict[str, Any] | None:
     """For a live adapter whose next version has replayed: its tools against the served ones (else None)."""
-    from baton.gateway.diff import adapter_diff
-    from baton.gateway.state import is_live
+    from baton.gateway.policy.state import is_live
+    from baton.gateway.serving.diff import adapter_diff
 
     if not row or not is_live(row) or not row.get("replay_receipt_sha256"):
         return None
@@ -379,8 +379,8 @@ def receipts(
 def chain(runtime: Runtime) -> dict[str, Any]:
     """The chain's verdict as ``baton receipts verify`` gives it (the same checkpoints, from the store's
     table and the file outside it, checked against the same keys) and the latest checkpoints."""
-    from baton.checkpoints import all_checkpoints
-    from baton.receipts_anchor import verify_store
+    from baton.evidence.anchor import verify_store
+    from baton.evidence.checkpoints import all_checkpoints
 
     report = verify_store(runtime)
     readable = [

@@ -10,7 +10,7 @@ from baton.errors import BatonError
 from baton.gateway.cli_run import JsonFlag, emit, print_result, run
 
 if TYPE_CHECKING:
-    from baton.gateway.lock_options import LockOptions
+    from baton.gateway.lock.lock_options import LockOptions
 
 app = typer.Typer(
     help="Govern external MCP servers: lock, verify, check, replay, promote, demote, list.",
@@ -82,7 +82,7 @@ def _sandbox_options(
     mount: list[str] | None, env: list[str] | None, entrypoint: str | None, host_program: list[str] | None
 ) -> LockOptions:
     """Every sandbox flag parsed before the runtime opens, so a malformed one costs no fetch."""
-    from baton.gateway.lock_options import parse_options
+    from baton.gateway.lock.lock_options import parse_options
     from baton.terminal import fail
 
     try:
@@ -111,7 +111,7 @@ def lock(
     host_program: HostPrograms = None,
 ) -> None:
     """Resolve the whole closure, fetch and check every package, write the bundle and the lock receipt."""
-    from baton.gateway.artifacts import lock as lock_adapter
+    from baton.gateway.lock.artifacts import lock as lock_adapter
 
     options = _sandbox_options(mount, env, entrypoint, host_program)
     result = run(
@@ -132,7 +132,7 @@ def verify(
     adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")], as_json: JsonFlag = False
 ) -> None:
     """Run the independent (standard-library-only) verifier over the bundle."""
-    from baton.gateway.stages import verify as verify_adapter
+    from baton.gateway.lock.stages import verify as verify_adapter
 
     emit("verify", run(verify_adapter, adapter), as_json)
 
@@ -142,7 +142,7 @@ def check(
     adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")], as_json: JsonFlag = False
 ) -> None:
     """Validate the policy and the lock and verifier receipts; runs nothing."""
-    from baton.gateway.stages import check as check_adapter
+    from baton.gateway.lock.stages import check as check_adapter
 
     emit("check", run(check_adapter, adapter), as_json)
 
@@ -157,7 +157,7 @@ def replay(
     as_json: JsonFlag = False,
 ) -> None:
     """Replay initialize + tools/list in the sandbox and compare the contract with the pins."""
-    from baton.gateway.replay import replay as replay_adapter
+    from baton.gateway.replay.replay import replay as replay_adapter
 
     result = run(replay_adapter, adapter, apply=apply, record=record_contract)
     result.pop("receipt", None)
@@ -179,7 +179,7 @@ def promote(
     as_json: JsonFlag = False,
 ) -> None:
     """Make the adapter live in baton serve (only after a passing replay under the current policy)."""
-    from baton.gateway.promotion import promote as promote_adapter
+    from baton.gateway.serving.promotion import promote as promote_adapter
 
     result = run(
         promote_adapter, adapter, serve_nothing=serve_nothing, accept_findings=list(accept_finding or [])
@@ -200,7 +200,7 @@ def policy_pin(
     as_json: JsonFlag = False,
 ) -> None:
     """Check the Cedar policy parses and pin its sha256 in the adapter's policy (replay --apply next)."""
-    from baton.gateway.cedar_policy import pin
+    from baton.gateway.policy.cedar_policy import pin
 
     result = run(pin, adapter, source)
     if as_json:
@@ -219,8 +219,8 @@ def policy_test(
     as_json: JsonFlag = False,
 ) -> None:
     """Dry run: the pinned call policy's decision for each recorded call; nothing is called."""
-    from baton.gateway.cedar_policy import test_calls
-    from baton.redaction import redact_output
+    from baton.evidence.redaction import redact_output
+    from baton.gateway.policy.cedar_policy import test_calls
     from baton.terminal_text import printable
 
     result = run(test_calls, adapter, calls)
@@ -244,13 +244,13 @@ def diff(
     adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")], as_json: JsonFlag = False
 ) -> None:
     """Tools added, removed and changed between the served version and the next (a unified diff)."""
-    from baton.gateway.diff import adapter_diff, summary_lines
+    from baton.gateway.serving.diff import adapter_diff, summary_lines
 
     result = run(adapter_diff, adapter)
     if as_json:
         print_result(result)
         return
-    from baton.redaction import redact_output
+    from baton.evidence.redaction import redact_output
     from baton.terminal_text import printable
 
     for line in summary_lines(result):
@@ -267,7 +267,7 @@ def allow(
     as_json: JsonFlag = False,
 ) -> None:
     """Allow tools (checked at once against the pinned contract); a new replay --apply makes it count."""
-    from baton.gateway.allowlist import change_tools
+    from baton.gateway.serving.allowlist import change_tools
 
     emit("allow", run(change_tools, adapter, list(tools), allow=True, approval=approval), as_json)
 
@@ -279,7 +279,7 @@ def deny(
     as_json: JsonFlag = False,
 ) -> None:
     """Deny tools (checked at once against the pinned contract); a new replay --apply makes it count."""
-    from baton.gateway.allowlist import change_tools
+    from baton.gateway.serving.allowlist import change_tools
 
     emit("deny", run(change_tools, adapter, list(tools), allow=False), as_json)
 
@@ -289,7 +289,7 @@ def demote(
     adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")], as_json: JsonFlag = False
 ) -> None:
     """Take a promoted adapter out of service (its tools disappear from baton serve)."""
-    from baton.gateway.promotion import demote as demote_adapter
+    from baton.gateway.serving.promotion import demote as demote_adapter
 
     emit("demote", run(demote_adapter, adapter), as_json)
 
@@ -297,7 +297,7 @@ def demote(
 @app.command("list")
 def list_adapters(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Every adapter with its state (drafted, locked, verified, replayed, promoted, blocked)."""
-    from baton.gateway.bookkeeping import list_view
+    from baton.gateway.policy.bookkeeping import list_view
     from baton.terminal import print_table
 
     rows = run(list_view)

@@ -22,7 +22,7 @@ STDERR_LINE_CHARS = 200
 
 def explain(exc: BatonError) -> list[str]:
     """The lines under a stage failure: the server's exit status, its last stderr lines, the receipt."""
-    from baton.redaction import redact_output
+    from baton.evidence.redaction import redact_output
 
     details = exc.details
     lines = []
@@ -126,8 +126,8 @@ def emit(command: str, result: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print_result(result)
         return
+    from baton.evidence.redaction import redact_output
     from baton.gateway.summary import summarize
-    from baton.redaction import redact_output
     from baton.terminal_text import printable
 
     for line in summarize(command, result):

@@ -36,9 +36,9 @@ from baton.hitl.records import (
 )
 from baton.hitl.terminal_line import SERVICE as TERMINAL_SERVICE
 from baton.hitl.waiters import SIGNAL_PREFIX, Waiters
-from baton.rows import Screened
 from baton.runtime import Runtime
-from baton.schema import hitl_link_uses, hitl_requests
+from baton.store.rows import Screened
+from baton.store.schema import hitl_link_uses, hitl_requests
 from baton.timers.actions import HITL_STEPS_SERVICE
 
 #: Awaited every few seconds while a call waits: ``tick(waited_seconds, total_seconds)``.
@@ -234,7 +234,7 @@ class HitlBroker:
         base_url = self.runtime.settings.baton_public_url or self.runtime.services.get("http_base_url")
         if not base_url:
             return None
-        from baton.hitl.links import LinkSigner
+        from baton.identity.links import LinkSigner
 
         return LinkSigner.for_runtime(self.runtime).link(str(base_url), request_id, expires_epoch)
 

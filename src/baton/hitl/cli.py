@@ -51,8 +51,8 @@ def _table(rows: list[dict[str, Any]]) -> None:
 @app.command("list")
 def list_requests(as_json: JsonOption = False) -> None:
     """List pending requests, urgent first, then the soonest to expire."""
+    from baton.evidence.redaction import redact_output
     from baton.hitl.broker import public_view
-    from baton.redaction import redact_output
 
     rows = redact_output([public_view(view) for view in _broker().list_pending()])
     if as_json:
@@ -67,7 +67,7 @@ def list_requests(as_json: JsonOption = False) -> None:
 @app.command("show")
 def show(request_id: str, as_json: JsonOption = False) -> None:
     """Show one request: its message, context, options, status and decision."""
-    from baton.redaction import redact_output
+    from baton.evidence.redaction import redact_output
 
     try:
         view = _broker().get(request_id)
@@ -86,7 +86,7 @@ def show(request_id: str, as_json: JsonOption = False) -> None:
 
 def _decide(request_id: str, **decision: Any) -> None:
     from baton.hitl.broker import Decision
-    from baton.hitl.os_accounts import current_account
+    from baton.identity.os_accounts import current_account
 
     account = current_account()  # the real uid, never LOGNAME/USER
     try:
@@ -121,7 +121,7 @@ def watch(
     max_seconds: Annotated[float | None, typer.Option(help="Stop after this many seconds.")] = None,
 ) -> None:
     """Print requests as they arrive and leave the pending list, until Ctrl-C."""
-    from baton.redaction import redact_output
+    from baton.evidence.redaction import redact_output
 
     broker = _broker()
     seen: dict[str, dict[str, Any]] = {}
@@ -168,7 +168,7 @@ def link(
 ) -> None:
     """Print a signed single-use inbox link for a pending request (valid until the request expires)."""
     from baton.errors import HitlError
-    from baton.hitl.links import LinkSigner, fingerprint, served_fingerprint
+    from baton.identity.links import LinkSigner, fingerprint, served_fingerprint
 
     broker = _broker()
     try:
@@ -176,7 +176,7 @@ def link(
     except BatonError as exc:
         _fail(exc)
         return
-    from baton.public_url import public_url
+    from baton.identity.public_url import public_url
 
     base = base_url or public_url(broker.runtime.settings)
     if not base:

@@ -15,15 +15,15 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, insert, select
 
 from baton import clock
-from baton.canonical import iso
 from baton.errors import ArgumentError, HitlError
+from baton.escalation_steps import PlannedStep, StepSyntaxError, parse_steps, plan
+from baton.evidence.canonical import iso
+from baton.evidence.receipts import canonical_json, sha256_hex
 from baton.hitl.escalation import schedule_in
 from baton.hitl.pending_page import PENDING
 from baton.hitl.records import MAX_TIMEOUT_SECONDS, NewRequest
-from baton.hitl.steps import PlannedStep, StepSyntaxError, parse_steps, plan
-from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
-from baton.schema import hitl_requests
+from baton.store.schema import hitl_requests
 
 _OPEN_OF_AGENT = select(func.count()).where(
     PENDING, hitl_requests.c.agent == bindparam("agent"), hitl_requests.c.expires_epoch > bindparam("now")

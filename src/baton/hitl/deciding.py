@@ -15,10 +15,9 @@ from typing import Any
 from sqlalchemy import Connection, insert, select, update
 
 from baton import clock
-from baton.canonical import iso
 from baton.errors import HitlError
+from baton.evidence.canonical import iso
 from baton.hitl.escalation import close_in
-from baton.hitl.os_accounts import cli_decider
 from baton.hitl.quorum import approvers_notes, count_approval, joined_notes
 from baton.hitl.records import (
     Decision,
@@ -30,8 +29,9 @@ from baton.hitl.records import (
     refusal,
 )
 from baton.hitl.waiters import Waiters
+from baton.identity.os_accounts import cli_decider
 from baton.runtime import Runtime
-from baton.schema import hitl_link_uses, hitl_requests
+from baton.store.schema import hitl_link_uses, hitl_requests
 
 
 @dataclass(frozen=True)

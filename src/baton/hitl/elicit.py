@@ -31,11 +31,11 @@ from typing import Any
 
 import mcp_types as types
 
+from baton.boundary.toolkit import CallContext
 from baton.config import Settings
 from baton.errors import BatonError
 from baton.hitl.broker import HitlBroker
 from baton.hitl.mrtr import decision_from_answer
-from baton.toolkit import CallContext
 
 log = logging.getLogger("baton.hitl")
 

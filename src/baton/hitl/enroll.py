@@ -16,7 +16,7 @@ from starlette.routing import Route
 from baton.errors import BatonError, HitlError
 from baton.hitl.inbox import Inbox
 from baton.hitl.inbox_access import HEADERS, read_form, session_response
-from baton.http_guards import AUTH_FAILED_KEY
+from baton.http.guards import AUTH_FAILED_KEY
 from baton.runtime import Runtime
 
 SCRIPT = Path(__file__).parent / "static" / "passkey.js"
@@ -37,8 +37,8 @@ class PasskeyPages:
 
     async def enroll_page(self, request: Request) -> Response:
         """The enrollment page of a valid link: register a passkey for the person it names."""
-        from baton.hitl.passkeys import Passkeys
-        from baton.hitl.people import People
+        from baton.identity.passkeys import Passkeys
+        from baton.identity.people import People
 
         params = dict(request.query_params)
         try:
@@ -60,8 +60,8 @@ class PasskeyPages:
 
     async def enroll(self, request: Request) -> Response:
         """Verify the new passkey, store it and spend the link; then the person logs in with it."""
-        from baton.hitl.passkeys import Passkeys
-        from baton.hitl.people import People
+        from baton.identity.passkeys import Passkeys
+        from baton.identity.people import People
 
         if not self.access.same_origin(request):
             return self.inbox.refusal(HitlError("hitl_csrf_invalid", "Cross-origin enrollment refused."))
@@ -88,7 +88,7 @@ class PasskeyPages:
 
     async def login(self, request: Request) -> Response:
         """Exchange a verified passkey assertion for a session bound to its person."""
-        from baton.hitl.passkeys import Passkeys
+        from baton.identity.passkeys import Passkeys
 
         if not self.access.same_origin(request):
             return self.inbox.refusal(HitlError("hitl_csrf_invalid", "Cross-origin login refused."))

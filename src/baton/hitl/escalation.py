@@ -1,6 +1,6 @@
 """Escalation steps in the store and their firing: each step is a one-shot timer bound to its request.
 
-A request's steps (:mod:`baton.hitl.steps`) become rows of the ``timers`` table with ``request_id`` set,
+A request's steps (:mod:`baton.escalation_steps`) become rows of the ``timers`` table with ``request_id`` set,
 inserted in the transaction that creates the request, so they survive restarts and the timer scheduler
 fires them: its conditional claim takes a step only while the request is still pending and unexpired, so
 a step fires once however many servers share the store, and never once the request is decided,
@@ -22,12 +22,12 @@ from sqlalchemy import Connection, insert, select, update
 
 from baton import clock
 from baton.errors import BatonError
+from baton.escalation_steps import ALL, CHANNELS, PlannedStep
 from baton.hitl.announce import without_link
 from baton.hitl.records import row_view
-from baton.hitl.steps import ALL, CHANNELS, PlannedStep
 from baton.notify.request_text import HEADLINE_CHARS, one_line, request_lines
 from baton.runtime import Runtime
-from baton.schema import hitl_requests, timers
+from baton.store.schema import hitl_requests, timers
 from baton.timers.actions import HITL_STEP_KIND, Outcome
 from baton.timers.schedule import format_time
 
@@ -112,7 +112,7 @@ def close_in(connection: Connection, request_id: str, now: float) -> int:
 def unreachable(runtime: Runtime, targets: list[str]) -> dict[str, str]:
     """Each target a step could not reach now (a channel not ready, a person missing or without a
     destination), with why; for ``baton doctor``."""
-    from baton.hitl.people import People
+    from baton.identity.people import People
     from baton.notify.readiness import readiness
 
     ready = {r.channel for r in readiness(runtime.settings) if r.ready}
@@ -197,8 +197,8 @@ class Escalation:
         base = self.runtime.settings.baton_public_url or self.runtime.services.get("http_base_url")
         if not base:
             return None
-        from baton.hitl.links import LinkSigner
-        from baton.schema import hitl_link_uses
+        from baton.identity.links import LinkSigner
+        from baton.store.schema import hitl_link_uses
 
         signer = LinkSigner.for_runtime(self.runtime)
         request_id = view["request_id"]
@@ -246,7 +246,7 @@ class Escalation:
     async def _to_person(
         self, notifier: Any, target: str, title: str, text: str, options: dict[str, Any]
     ) -> dict[str, Any]:
-        from baton.hitl.people import People
+        from baton.identity.people import People
 
         name = target.partition(":")[2]
         try:

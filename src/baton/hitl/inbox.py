@@ -29,7 +29,7 @@ from baton.hitl.inbox_access import (
     safe_next,
     session_response,
 )
-from baton.hitl.links import same
+from baton.identity.links import same
 from baton.runtime import Runtime
 
 STATUS = {
@@ -180,11 +180,11 @@ class Inbox:
         self, request: Request, status: int = 200, *, failed: bool = False, target: str | None = None
     ) -> HTMLResponse:
         """The login page with a fresh passkey ceremony; a login returns to ``target`` (or ``?next=``)."""
-        from baton.hitl.people import People
+        from baton.identity.people import People
 
         passkey: dict[str, str] | None = None
         if People(self.runtime).anyone_can_log_in():
-            from baton.hitl.passkeys import Passkeys
+            from baton.identity.passkeys import Passkeys
 
             options, ceremony = Passkeys(self.runtime).login_options(self.relying_party(request))
             passkey = {"options": options, "ceremony": ceremony}
@@ -201,13 +201,13 @@ class Inbox:
 
     def passkey_host(self, request: Request) -> str | None:
         """This page at a host name, when it was opened at an IP address (no WebAuthn relying party)."""
-        from baton.public_url import passkey_address
+        from baton.identity.public_url import passkey_address
 
         return passkey_address(str(request.url), self.runtime.settings.baton_public_url)
 
     def relying_party(self, request: Request) -> Any:
         """The WebAuthn relying party for this request (BATON_PUBLIC_URL, else the Host it came to)."""
-        from baton.hitl.passkeys import relying_party
+        from baton.identity.passkeys import relying_party
 
         return relying_party(self.runtime.settings.baton_public_url, request.url.scheme, request.url.netloc)
 
@@ -264,7 +264,7 @@ class Inbox:
         """A passkey step-up ceremony for a pending request that needs one, when a person is logged in."""
         if not (view["step_up"] and view["status"] == "pending" and principal.via == "passkey"):
             return None
-        from baton.hitl.passkeys import Passkeys
+        from baton.identity.passkeys import Passkeys
 
         options, ceremony = Passkeys(self.runtime).step_up_options(
             principal.name, view["request_id"], view["arguments_sha256"], self.relying_party(request)
@@ -292,7 +292,7 @@ class Inbox:
         self, request: Request, principal: Principal, request_id: str, fields: dict[str, str]
     ) -> Any:
         """The verified step-up a passkey approval carries (the request's digest is read from the store)."""
-        from baton.hitl.passkeys import Passkeys
+        from baton.identity.passkeys import Passkeys
 
         if principal.via != "passkey":
             raise HitlError(

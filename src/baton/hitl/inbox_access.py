@@ -18,10 +18,10 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from baton.errors import HitlError
-from baton.hitl.links import SESSION_TTL_SECONDS, LinkSigner, same
-from baton.hitl.sessions import revoke_session, session_revoked
-from baton.http_guards import AUTH_FAILED_KEY
-from baton.http_identity import ADMIN_SCOPE_KEY
+from baton.http.guards import AUTH_FAILED_KEY
+from baton.identity.callers import ADMIN_SCOPE_KEY
+from baton.identity.links import SESSION_TTL_SECONDS, LinkSigner, same
+from baton.identity.sessions import revoke_session, session_revoked
 from baton.runtime import Runtime
 
 COOKIE = "baton_inbox"
@@ -85,7 +85,7 @@ class InboxAccess:
         person = LinkSigner.session_person(parts[0])
         if person is None:
             return Principal(f"session:{parts[0]}", *operator) if token else None
-        from baton.hitl.people import People
+        from baton.identity.people import People
 
         people = People(self.runtime)
         added = people.added_epoch(person)

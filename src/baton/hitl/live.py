@@ -25,7 +25,7 @@ from starlette.responses import Response
 
 from baton.hitl.pending_count import PendingCount, capped_count
 from baton.runtime import Runtime
-from baton.schema import hitl_approvals, hitl_requests, receipt_head
+from baton.store.schema import hitl_approvals, hitl_requests, receipt_head
 
 POLL_SECONDS = 1.0
 PING_SECONDS = 15

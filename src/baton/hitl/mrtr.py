@@ -49,7 +49,7 @@ def modern_era(protocol_version: str | None) -> bool:
 
 def state_key(settings: Settings) -> bytes:
     """The requestState key: derived from the inbox-link secret, so replicas sharing it agree."""
-    from baton.hitl.links import load_secret
+    from baton.identity.links import load_secret
 
     Path(settings.home).mkdir(parents=True, exist_ok=True, mode=0o700)
     return hmac.new(load_secret(settings), _KEY_LABEL, hashlib.sha256).digest()
@@ -111,8 +111,8 @@ def consume_state(runtime: Runtime, plaintext: str) -> MrtrState:
     from sqlalchemy import insert
     from sqlalchemy.exc import IntegrityError
 
-    from baton.canonical import iso
-    from baton.schema import hitl_link_uses
+    from baton.evidence.canonical import iso
+    from baton.store.schema import hitl_link_uses
 
     try:
         raw = json.loads(plaintext)

@@ -30,12 +30,12 @@ from sqlalchemy import (
 from baton.errors import ArgumentError
 from baton.hitl.pending_count import PendingCount, capped_count
 from baton.hitl.records import screen_requests
-from baton.prepared import Prepared
-from baton.rows import raw_json
-from baton.schema import hitl_requests
+from baton.store.prepared import Prepared
+from baton.store.rows import raw_json
+from baton.store.schema import hitl_requests
 
 if TYPE_CHECKING:
-    from baton.store import Store
+    from baton.store.engine import Store
 
 #: A page's raw read: its rows (one more than asked, to tell whether more follow), the total and (on a
 #: first page) the rows no page can hold.
@@ -63,7 +63,7 @@ MAX_SKIPPED_LISTED = 100
 PENDING_ORDER = (hitl_requests.c.urgent.desc(), hitl_requests.c.expires_epoch, hitl_requests.c.id)
 
 
-#: The columns a list reads: JSON ones as raw text, parsed per row (baton.rows).
+#: The columns a list reads: JSON ones as raw text, parsed per row (baton.store.rows).
 LIST_COLUMNS = tuple(
     raw_json(column) if column.name in ("context", "options", "provenance") else column
     for column in hitl_requests.c
@@ -174,7 +174,7 @@ class PageQuery:
 
     def read(self, store: Store, *, sweep_first: bool) -> PageRows | None:
         """The page's rows, the total and (on a first page) the unpageable rows, read in one transaction (on
-        SQLite on the kept driver connection, baton.prepared); None when ``sweep_first`` and a request is due to expire."""
+        SQLite on the kept driver connection, baton.store.prepared); None when ``sweep_first`` and a request is due to expire."""
         statements, params = self.statements, self.params
         with store.read_prepared() as connection:
             meta: Any = statements.meta.first(connection, **params)  # always one row

@@ -1,14 +1,14 @@
 """Who asks: what the server itself knows of where a request comes from, never what the agent says.
 
 A request's ``provenance`` is shown to the person deciding it (:mod:`baton.hitl.present`); the asking tools
-and the gateway's call approvals (:mod:`baton.gateway.call_approval`) fill it from the call's context.
+and the gateway's call approvals (:mod:`baton.gateway.serving.call_approval`) fill it from the call's context.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from baton.toolkit import CallContext
+from baton.boundary.toolkit import CallContext
 
 
 def asked_from(ctx: CallContext) -> dict[str, Any] | None:

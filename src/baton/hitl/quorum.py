@@ -11,11 +11,11 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select
 
-from baton.canonical import iso
 from baton.errors import HitlError
+from baton.evidence.canonical import iso
 from baton.hitl.records import Decision
 from baton.runtime import Runtime
-from baton.schema import hitl_approvals
+from baton.store.schema import hitl_approvals
 
 
 def with_approvals(runtime: Runtime, views: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from baton.errors import HitlError
-from baton.rows import RowProblemError, RowShape, Screened, finite, load_json, screen
+from baton.store.rows import RowProblemError, RowShape, Screened, finite, load_json, screen
 
 Kind = Literal["approval", "input"]
 Status = Literal["pending", "approved", "rejected", "answered", "expired"]
@@ -26,7 +26,7 @@ class NewRequest:
     timeout_seconds: int | None = None
     urgent: bool = False
     options: list[str] | None = None
-    #: The agent that asks (``baton.agents.Caller.name``); None for the operator's own tools.
+    #: The agent that asks (``baton.identity.agents.Caller.name``); None for the operator's own tools.
     agent: str | None = None
     #: Approvals only: how many distinct people must approve (1 when None).
     required_approvals: int | None = None
@@ -38,7 +38,7 @@ class NewRequest:
     #: (``clientInfo.name``), ``subagent_id`` and ``parent_agent``, and for a gateway call approval
     #: ``adapter_id``, ``tool``, ``risk_class`` and the tool's pinned ``annotations``.
     provenance: dict[str, Any] | None = None
-    #: The request's own escalation steps (:mod:`baton.hitl.steps`), added to BATON_HITL_ESCALATION's.
+    #: The request's own escalation steps (:mod:`baton.escalation_steps`), added to BATON_HITL_ESCALATION's.
     escalation: str | None = None
 
 
@@ -52,9 +52,9 @@ class Decision:
     admin_notes: str | None = None
     via: str = "mcp"
     decided_by: str | None = None
-    #: A verified step-up (:class:`baton.hitl.passkeys.StepUpProof`) when the decider made one.
+    #: A verified step-up (:class:`baton.identity.passkeys.StepUpProof`) when the decider made one.
     step_up: Any = None
-    #: The real uid of a CLI decision (:mod:`baton.hitl.os_accounts`): it names the decider (``decided_by`` is
+    #: The real uid of a CLI decision (:mod:`baton.identity.os_accounts`): it names the decider (``decided_by`` is
     #: then ignored) and counts once in a quorum.
     os_uid: int | None = None
 
@@ -287,6 +287,6 @@ def check_approver(runtime: Any, row: Any, decision: Decision, by: str) -> None:
 
 def owner_excluded(runtime: Any, agent: str, person: str) -> bool:
     """Whether ``person`` is a registered owner of ``agent`` (``baton people add NAME --owns AGENT``)."""
-    from baton.hitl.people import People
+    from baton.identity.people import People
 
     return person in People(runtime).owners_of(agent)

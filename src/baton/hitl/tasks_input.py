@@ -25,10 +25,10 @@ async def apply_task_answers(
     from mcp.shared.exceptions import MCPError
     from mcp_types import INVALID_PARAMS
 
-    from baton.agents import current_agent
+    from baton.boundary.toolkit import CallContext
     from baton.hitl.elicit import may_elicit
-    from baton.http_identity import decision_authority
-    from baton.toolkit import CallContext
+    from baton.identity.agents import current_agent
+    from baton.identity.callers import decision_authority
 
     runtime = registry.runtime
     caller = CallContext(agent=current_agent(ctx, runtime.settings))

@@ -10,14 +10,14 @@ from typing import Annotated, Any
 from pydantic import Field, StrictBool, StrictInt
 
 from baton import clock
+from baton.boundary.limits import LIST_CONTEXT_BYTES, fits
+from baton.boundary.toolkit import CallContext, ToolArgs, ToolRegistry
 from baton.errors import HitlError
+from baton.escalation_steps import MAX_TEXT as STEPS_MAX_TEXT
 from baton.hitl.broker import HitlBroker, get_broker
 from baton.hitl.provenance import asked_from
 from baton.hitl.records import MAX_TEXT, MAX_TIMEOUT_SECONDS, Decision, NewRequest, public_view
-from baton.hitl.steps import MAX_TEXT as STEPS_MAX_TEXT
 from baton.hitl.waiting import ask_and_wait, wait_for_outcome
-from baton.limits import LIST_CONTEXT_BYTES, fits
-from baton.toolkit import CallContext, ToolArgs, ToolRegistry
 
 #: Pending requests per page of ``mcp_list_pending_requests``: the default and the most one call may ask.
 DEFAULT_PAGE = 100

@@ -17,10 +17,10 @@ import anyio
 from sqlalchemy import and_, select, update
 
 from baton import clock
-from baton.leases import process_alive
 from baton.runtime import Runtime
-from baton.schema import hitl_requests
-from baton.signals import signals_for
+from baton.store.leases import process_alive
+from baton.store.schema import hitl_requests
+from baton.store.signals import signals_for
 
 log = logging.getLogger("baton.hitl")
 

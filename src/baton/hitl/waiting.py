@@ -1,7 +1,7 @@
 """Waiting for a request's decision, with progress notifications and the elicitation offered beside it.
 
 The asking tools wait here once the request exists, as do ``mcp_wait_for_request`` and a gateway call
-awaiting approval (:mod:`baton.gateway.call_approval`); what wakes a waiting call is
+awaiting approval (:mod:`baton.gateway.serving.call_approval`); what wakes a waiting call is
 :mod:`baton.hitl.waiters`. Inside an MCP task the elicitation goes to the task's ``inputRequests``; in the
 2026-07-28 era the first leg answers ``InputRequiredResult`` and the client's retry waits
 (:mod:`baton.hitl.mrtr`). Either way the result is the request's :func:`outcome`: an expired request
@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from baton import clock
+from baton.boundary.toolkit import CallContext
 from baton.errors import HitlError
 from baton.hitl.broker import HitlBroker
 from baton.hitl.records import NewRequest
-from baton.toolkit import CallContext
 
 
 def outcome(view: dict[str, Any]) -> dict[str, Any]:
@@ -69,7 +69,7 @@ async def wait_for_outcome(
         elicitation_wanted,
         may_elicit,
     )
-    from baton.tracing import span
+    from baton.telemetry.tracing import span
 
     settings = broker.runtime.settings
     if ctx.task is not None:  # an MCP task (approval, input, wait, or a gateway call awaiting approval)

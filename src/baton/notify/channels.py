@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from baton.config import Settings
 from baton.errors import ArgumentError, ConfigError, NotificationError
-from baton.redaction import chat_hint, url_hint
+from baton.evidence.redaction import chat_hint, url_hint
 
 if TYPE_CHECKING:
     from baton.notify.destinations import DestinationPolicy

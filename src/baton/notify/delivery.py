@@ -19,9 +19,9 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import anyio
 
 from baton.config import Settings
+from baton.evidence.receipts import Redactor
 from baton.notify.channels import Target, WebhookPost
 from baton.notify.destinations import DestinationRefusedError
-from baton.receipts import Redactor
 
 log = logging.getLogger("baton.notify")
 

@@ -16,10 +16,10 @@ from typing import Any, Protocol
 import anyio
 
 from baton.errors import NotificationError
+from baton.evidence.redaction import chat_hint
 from baton.notify import slack_app, telegram_bot
 from baton.notify.channels import Target
 from baton.notify.delivery import LOG_FILTER, DeliveryPolicy, Outcome, install_log_filter
-from baton.redaction import chat_hint
 from baton.runtime import Runtime
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 
-from baton.addresses import is_loopback
 from baton.config import Settings
 from baton.errors import ArgumentError, ConfigError
+from baton.evidence.redaction import email_hint
+from baton.http.addresses import is_loopback
 from baton.notify.channels import (
     Readiness,
     Target,
@@ -14,7 +15,6 @@ from baton.notify.channels import (
     not_configured,
     present,
 )
-from baton.redaction import email_hint
 
 SMTP_DEFAULT_PORTS = {"ssl": 465, "starttls": 587, "none": 25}
 #: One plain address (no display name, no list): apprise would split ``a@x.org,b@y.org`` into two.

@@ -16,15 +16,15 @@ from typing import Any
 import anyio
 
 from baton.errors import ArgumentError, BatonError, NotificationError
+from baton.evidence.receipts import canonical_json, sha256_hex
 from baton.notify import channels, mail, slack_app, telegram_bot
 from baton.notify.channels import Readiness, Target
 from baton.notify.delivery import DeliveryPolicy, Outcome, deliver
 from baton.notify.destinations import DestinationRefusedError
 from baton.notify.readiness import readiness
 from baton.notify.request_text import announcement_text
-from baton.receipts import canonical_json, sha256_hex
 from baton.runtime import Runtime
-from baton.tracing import span
+from baton.telemetry.tracing import span
 
 log = logging.getLogger("baton.notify")
 

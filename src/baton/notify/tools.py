@@ -6,9 +6,9 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from baton.boundary.toolkit import CallContext, ToolArgs, ToolRegistry
 from baton.notify.mail import EMAIL_ADDRESS
 from baton.notify.service import HitlAnnouncer, Notifier
-from baton.toolkit import CallContext, ToolArgs, ToolRegistry
 
 
 class EmailArgs(ToolArgs):

@@ -83,7 +83,7 @@ TOOL_META: dict[str, ToolMeta] = {
 
 def output_schema(result: Any) -> dict[str, Any]:
     """``anyOf`` the success shape and :class:`ToolError`, as one self-contained object schema."""
-    from baton import json_schema
+    from baton.boundary import json_schema
 
     return json_schema.output_schema(result | ToolError)
 

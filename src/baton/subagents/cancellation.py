@@ -10,9 +10,9 @@ from typing import Any
 from sqlalchemy import select
 
 from baton.errors import BatonError, SubagentError
-from baton.receipts import utc_now
+from baton.evidence.receipts import utc_now
 from baton.runtime import Runtime
-from baton.schema import subagents
+from baton.store.schema import subagents
 from baton.subagents import table
 from baton.subagents.queries import hidden, not_found
 

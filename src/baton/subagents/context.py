@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from baton.errors import SubagentError
-from baton.receipts import CREDENTIAL_PATTERN
+from baton.evidence.receipts import CREDENTIAL_PATTERN
 
 ContextStrategy = Literal["minimal", "llm_generated", "full"]
 

@@ -4,10 +4,10 @@ The turn is a pydantic-ai :class:`~pydantic_ai.Agent` run (its tool loop, its ``
 two baton parts plugged in:
 
 - :class:`GovernedModel` wraps the provider's model so every request the loop makes goes through
-  :meth:`~baton.models.ModelClient.governed_call`: the subagent's budget, the daily reservation, the
+  :meth:`~baton.models.client.ModelClient.governed_call`: the subagent's budget, the daily reservation, the
   ``model_call`` receipt (linked to the spawn) and the subagent's running totals.
 - :class:`GovernedToolset` lists exactly the spawn's tools and sends every call through
-  :meth:`~baton.toolkit.ToolRegistry.call`, the path an agent's ``tools/call`` takes: the gateway's
+  :meth:`~baton.boundary.toolkit.ToolRegistry.call`, the path an agent's ``tools/call`` takes: the gateway's
   allow-list, sandboxed upstream, pinned contract, drift block and approval bound to the arguments digest,
   and one receipt per call that names the subagent, the spawn and the model call that asked. What comes
   back passes the privacy filter before the model sees it; a failure reaches the model as a tool error
@@ -28,14 +28,14 @@ from decimal import Decimal
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from baton.agents import Caller
+from baton.boundary.toolkit import CallContext, OnBehalf, ToolRegistry
 from baton.errors import SubagentError
-from baton.models import ModelClient, ModelReply
-from baton.pydantic_ai_imports import aload_pydantic_ai, load_pydantic_ai
-from baton.receipts import Receipt
-from baton.recent import RecentMap
+from baton.evidence.receipts import Receipt
+from baton.identity.agents import Caller
+from baton.models.client import ModelClient, ModelReply
+from baton.models.pydantic_ai_imports import aload_pydantic_ai, load_pydantic_ai
+from baton.store.recent import RecentMap
 from baton.subagents.context import PrivacyFilter
-from baton.toolkit import CallContext, OnBehalf, ToolRegistry
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from pydantic_ai.settings import ModelSettings
     from sqlalchemy import Connection
 
-    from baton.store import DriverTransaction
+    from baton.store.engine import DriverTransaction
 
 #: Built-in tools a subagent may be given (documented in docs/subagents.md): timers and notifications.
 #: Nothing that asks or decides for a person, nor spawns: a subagent acts, a person stays in charge.
@@ -105,7 +105,7 @@ class TurnLinks:
     parent_agent: str
     spawn_receipt: dict[str, Any]
     #: Runs in the model-call receipt's transaction (the subagent's running totals), with statements of
-    #: :mod:`baton.prepared` only.
+    #: :mod:`baton.store.prepared` only.
     record_in: Callable[[Connection | DriverTransaction, ModelReply, Receipt], None]
     #: Called before each model request (the subagent's own budget).
     before_model_call: Callable[[], None]

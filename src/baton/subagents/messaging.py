@@ -8,10 +8,10 @@ from typing import Any
 from sqlalchemy import Connection, select, update
 
 from baton.errors import SubagentError
-from baton.models import ModelClient, ModelReply
-from baton.receipts import utc_now
+from baton.evidence.receipts import utc_now
+from baton.models.client import ModelClient, ModelReply
 from baton.runtime import Runtime
-from baton.schema import subagents
+from baton.store.schema import subagents
 from baton.subagents import queries, table
 from baton.subagents.spend import check_subagent_budget, usage
 from baton.subagents.states import ACTIVE, TERMINAL

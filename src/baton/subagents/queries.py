@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from baton.errors import SubagentError
-from baton.models import ChatTurn
-from baton.rows import ListPage, RowShape, Screened, page_of, screen
+from baton.models.client import ChatTurn
 from baton.runtime import Runtime
+from baton.store.rows import ListPage, RowShape, Screened, page_of, screen
 from baton.subagents import table
 from baton.subagents.spend import cost_so_far, usage
 from baton.subagents.states import Status

@@ -1,14 +1,14 @@
 """Orphan recovery and lease renewal: a subagent whose owning process is gone is failed, and the ones a
-live process runs keep their lease (see :mod:`baton.leases`)."""
+live process runs keep their lease (see :mod:`baton.store.leases`)."""
 
 from __future__ import annotations
 
 from sqlalchemy import select, update
 
-from baton.leases import lease_until, owner_is_gone
-from baton.receipts import utc_now
+from baton.evidence.receipts import utc_now
 from baton.runtime import Runtime
-from baton.schema import subagents
+from baton.store.leases import lease_until, owner_is_gone
+from baton.store.schema import subagents
 from baton.subagents import table
 from baton.subagents.states import ACTIVE
 

@@ -16,17 +16,17 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from baton.boundary.toolkit import ToolRegistry
 from baton.errors import BatonError, SubagentError
-from baton.leases import RENEW_SECONDS, owner_is_gone
-from baton.models import ChatTurn, ModelClient, ModelReply
-from baton.recent import RecentMap
-from baton.rows import ListPage
+from baton.models.client import ChatTurn, ModelClient, ModelReply
 from baton.runtime import Runtime
+from baton.store.leases import RENEW_SECONDS, owner_is_gone
+from baton.store.recent import RecentMap
+from baton.store.rows import ListPage
 from baton.subagents import cancellation, messaging, queries, recovery, spawning, table, turns
 from baton.subagents.context import PrivacyFilter
 from baton.subagents.governed import GovernedLoop
 from baton.subagents.spawning import SpawnRequest
-from baton.toolkit import ToolRegistry
 
 #: SpawnRequest lives with the spawn's steps; callers import it from here, with the runner that takes it.
 __all__ = ["CANCEL_POLL_SECONDS", "SpawnRequest", "SubagentRunner"]
@@ -87,7 +87,7 @@ class SubagentRunner:
             return
         await asyncio.sleep(0.5)  # let the client's initialize and tools/list go first
         await asyncio.to_thread(self.models.model)
-        from baton.pricing import warm
+        from baton.models.pricing import warm
 
         await asyncio.to_thread(warm)
 
@@ -119,7 +119,7 @@ class SubagentRunner:
     ) -> dict[str, Any]:
         """Prepare the context, persist the subagent, then run its first turn now or in the background.
 
-        ``receipt_in`` (the spawning tool call's :attr:`~baton.toolkit.CallContext.receipt_in`): an async
+        ``receipt_in`` (the spawning tool call's :attr:`~baton.boundary.toolkit.CallContext.receipt_in`): an async
         spawn, whose success is this transaction, appends the call's receipt in it."""
         tools, tool_limit = spawning.check_before_storing(self.runtime, self.models, self.registry, request)
         redact = self.runtime.redactor.text

@@ -8,11 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from baton.boundary.toolkit import ToolRegistry
 from baton.errors import SubagentError
-from baton.leases import lease_until
-from baton.models import ChatTurn, ModelClient, ModelReply
-from baton.receipts import Receipt, utc_now
+from baton.evidence.receipts import Receipt, utc_now
+from baton.models.client import ChatTurn, ModelClient, ModelReply
 from baton.runtime import Runtime
+from baton.store.leases import lease_until
 from baton.subagents import table
 from baton.subagents.context import (
     PREPARATION_SYSTEM_PROMPT,
@@ -26,7 +27,6 @@ from baton.subagents.context import (
 )
 from baton.subagents.governed import check_tools
 from baton.subagents.spend import usage
-from baton.toolkit import ToolRegistry
 
 
 @dataclass(frozen=True)

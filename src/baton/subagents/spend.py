@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from baton.budgets import Limits, Spend
+from baton.models.budgets import Limits, Spend
 
 
 def check_subagent_budget(row: Any, **details: Any) -> None:

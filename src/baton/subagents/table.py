@@ -1,6 +1,6 @@
 """A subagent's rows on its hot path (spawn, start, load, answer): each statement built once.
 
-The runner calls these inside its own transactions; each is a :class:`~baton.prepared.Prepared`
+The runner calls these inside its own transactions; each is a :class:`~baton.store.prepared.Prepared`
 statement, so a fan-out of hundreds of subagents does not build, and have SQLAlchemy compile-key,
 the same few statements hundreds of times.
 """
@@ -11,11 +11,11 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, insert, or_, select, update
 
-from baton.canonical import utc_now
-from baton.models import ChatTurn, ModelReply
-from baton.prepared import Prepared
-from baton.schema import subagent_messages, subagents
-from baton.store import DriverTransaction
+from baton.evidence.canonical import utc_now
+from baton.models.client import ChatTurn, ModelReply
+from baton.store.engine import DriverTransaction
+from baton.store.prepared import Prepared
+from baton.store.schema import subagent_messages, subagents
 
 Transaction = Connection | DriverTransaction
 

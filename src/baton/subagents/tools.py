@@ -6,11 +6,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from baton.limits import DEFAULT_PAGE, MAX_PAGE
-from baton.paging import decode_cursor, encode_cursor
+from baton.boundary.limits import DEFAULT_PAGE, MAX_PAGE
+from baton.boundary.toolkit import CallContext, ToolArgs, ToolRegistry
+from baton.store.paging import decode_cursor, encode_cursor
 from baton.subagents.context import ContextStrategy
 from baton.subagents.runner import SpawnRequest, SubagentRunner
-from baton.toolkit import CallContext, ToolArgs, ToolRegistry
 
 
 class SpawnArgs(ToolArgs):
@@ -78,7 +78,7 @@ class ListArgs(ToolArgs):
 
 
 def spawning_agent(ctx: CallContext) -> str:
-    """The agent that asks, as approval requests name it (:func:`baton.agents.current_agent`)."""
+    """The agent that asks, as approval requests name it (:func:`baton.identity.agents.current_agent`)."""
     return ctx.agent.name
 
 

@@ -13,11 +13,11 @@ from typing import Any
 from sqlalchemy import select, update
 
 from baton.errors import BatonError, SubagentError
-from baton.models import ChatTurn, ModelClient, ModelReply, to_model_messages
-from baton.pydantic_ai_imports import aload_pydantic_ai
-from baton.receipts import utc_now
+from baton.evidence.receipts import utc_now
+from baton.models.client import ChatTurn, ModelClient, ModelReply, to_model_messages
+from baton.models.pydantic_ai_imports import aload_pydantic_ai
 from baton.runtime import Runtime
-from baton.schema import receipts, subagents
+from baton.store.schema import receipts, subagents
 from baton.subagents import cancellation, queries, table
 from baton.subagents.context import subagent_system_prompt
 from baton.subagents.governed import GovernedLoop, TurnLinks

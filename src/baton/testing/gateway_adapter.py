@@ -8,10 +8,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from baton.gateway import artifacts, cedar_policy, stages
-from baton.gateway.policy_files import load_policy, parse_policy, write_policy
-from baton.gateway.promotion import promote
-from baton.gateway.replay import replay
+from baton.gateway.lock import artifacts, stages
+from baton.gateway.policy import cedar_policy
+from baton.gateway.policy.policy_files import load_policy, parse_policy, write_policy
+from baton.gateway.replay.replay import replay
+from baton.gateway.serving.promotion import promote
 from baton.runtime import Runtime
 from baton.testing.mcp_stdio_server import package_files
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball

@@ -21,7 +21,7 @@ from sqlalchemy import func, select
 from baton import clock
 from baton.errors import TimerError
 from baton.runtime import Runtime
-from baton.schema import timers
+from baton.store.schema import timers
 
 SPAWN_WINDOW_SECONDS = 3600.0
 

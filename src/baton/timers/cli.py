@@ -29,7 +29,7 @@ def list_timers(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List timers in the order they were set."""
-    from baton.redaction import redact_output
+    from baton.evidence.redaction import redact_output
 
     rows = redact_output(_service().list(status))
     if as_json:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from baton.rows import RowShape, Screened, load_json, screen
+from baton.store.rows import RowShape, Screened, load_json, screen
 
 
 def present(row: Any) -> dict[str, Any]:

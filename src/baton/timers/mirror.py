@@ -21,10 +21,10 @@ from typing import Any
 from sqlalchemy import insert, select
 
 from baton.errors import TimerError
-from baton.private import private_dir
-from baton.receipts import canonical_json, sha256_hex, utc_now
+from baton.evidence.receipts import canonical_json, sha256_hex, utc_now
 from baton.runtime import Runtime
-from baton.schema import timers
+from baton.store.private import private_dir
+from baton.store.schema import timers
 from baton.timers.schedule import MIN_INTERVAL_SECONDS, format_time, parse_action, parse_time
 
 log = logging.getLogger("baton.timers")

@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy import exists, insert, select, update
 
 from baton.errors import ArgumentError, TimerError
-from baton.rows import ListPage, page_of, raw_json
 from baton.runtime import Runtime
-from baton.schema import hitl_requests, timers
+from baton.store.rows import ListPage, page_of, raw_json
+from baton.store.schema import hitl_requests, timers
 from baton.timers import mirror
 from baton.timers.actions import Outcome
 from baton.timers.caps import check_active, check_interval, minimum_interval

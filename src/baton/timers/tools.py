@@ -7,10 +7,10 @@ from typing import Any, Literal
 import anyio
 from pydantic import Field
 
-from baton.paging import decode_cursor, encode_cursor
+from baton.boundary.toolkit import CallContext, ToolArgs, ToolRegistry
+from baton.store.paging import decode_cursor, encode_cursor
 from baton.timers.scheduler import Scheduler
 from baton.timers.service import TimerRequest, TimerService
-from baton.toolkit import CallContext, ToolArgs, ToolRegistry
 
 ACTION_HELP = (
     'What to do at each firing: {"kind": "notify", "channel": "email|telegram|slack|discord|webhook", '

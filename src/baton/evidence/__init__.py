@@ -1,0 +1,1 @@
+"""Evidence: canonical bytes, the receipt hash chain, redaction and signed checkpoints."""

@@ -1,0 +1,71 @@
+"""The store's chain checked against its signed checkpoints, and exported for an independent verifier."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+
+from baton.chain_verify import ChainReport
+from baton.errors import ArgumentError, ReceiptError
+from baton.evidence.checkpoints import all_checkpoints, public_key_path, trusted_public_keys
+from baton.store.private import FILE_MODE, private_dir
+from baton.store.schema import receipt_head, receipts
+
+if TYPE_CHECKING:
+    from baton.runtime import Runtime
+
+
+def verify_store(runtime: Runtime) -> ChainReport:
+    """``baton receipts verify``: the chain, streamed, with every checkpoint of the store and the file."""
+    return runtime.receipts.verify(
+        checkpoints=all_checkpoints(runtime), public_keys=trusted_public_keys(runtime.settings)
+    )
+
+
+def export(runtime: Runtime, directory: Path) -> dict[str, int]:
+    """Write ``receipts.jsonl`` (each stored receipt, payload as stored), ``checkpoints.jsonl`` and
+    ``checkpoint.pub`` into ``directory`` (0700, files 0600: the receipts are private data)."""
+    public = public_key_path(runtime.settings)
+    if not public.is_file():
+        raise ReceiptError(
+            "checkpoint_key_unavailable",
+            f"No checkpoint public key at {public}: nothing has been checkpointed with this home's key yet.",
+        )
+    if directory.exists() and not directory.is_dir():
+        raise ArgumentError(
+            "invalid_arguments",
+            f"{directory} exists and is not a directory: export writes receipts.jsonl, checkpoints.jsonl "
+            "and checkpoint.pub into a directory.",
+        )
+    if not directory.is_dir():  # a new directory is private; an existing one (".") is not ours to chmod
+        private_dir(directory)
+    count = 0
+    with runtime.store.read() as connection:
+        head = connection.execute(select(receipt_head.c.seq).where(receipt_head.c.id == 1)).scalar()
+        columns = [receipts.c[name] for name in ("seq", "kind", "at", "payload", "prev_sha256", "sha256")]
+        query = select(*columns).where(receipts.c.seq <= (head or 0)).order_by(receipts.c.seq)
+        rows = connection.execution_options(stream_results=True, yield_per=2000).execute(query)
+        with _private_open(directory / "receipts.jsonl") as handle:
+            for seq, kind, at, payload, prev_sha256, sha256 in rows:
+                head_fields = json.dumps({"seq": seq, "kind": kind, "at": at}, ensure_ascii=False)[:-1]
+                tail_fields = json.dumps({"prev_sha256": prev_sha256, "sha256": sha256})[1:]
+                # the payload goes out byte for byte as stored, so the verifier judges the same bytes
+                handle.write(f'{head_fields},"payload":{payload},{tail_fields}\n')
+                count += 1
+    checkpoints = all_checkpoints(runtime)
+    with _private_open(directory / "checkpoints.jsonl") as handle:
+        for checkpoint in checkpoints:
+            handle.write(json.dumps(checkpoint, sort_keys=True) + "\n")
+    (directory / "checkpoint.pub").write_text(public.read_text(encoding="ascii"), encoding="ascii")
+    return {"receipts": count, "checkpoints": len(checkpoints)}
+
+
+def _private_open(path: Path) -> Any:
+    import os
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    os.fchmod(fd, FILE_MODE)
+    return os.fdopen(fd, "w", encoding="utf-8")

@@ -1,0 +1,1 @@
+"""An adapter's policy, its state in the store, its contract and its per-call Cedar policy."""

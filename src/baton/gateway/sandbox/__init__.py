@@ -1,0 +1,1 @@
+"""The sandbox a server runs in, and the host programs (interpreter, helpers) pinned for it."""

@@ -1,0 +1,1 @@
+"""Serving: live adapters behind the proxy, each call allow-listed, policed and approved."""

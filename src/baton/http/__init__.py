@@ -1,0 +1,1 @@
+"""HTTP plumbing under every route: ASGI guards, connection limits, the listening socket, OAuth."""

@@ -1,0 +1,1 @@
+"""Model calls: providers, the governed client, prices and budgets."""

@@ -1,0 +1,1 @@
+"""Operating baton: ``baton doctor``'s readiness checks and the ``/metrics`` route."""

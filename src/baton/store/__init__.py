@@ -1,0 +1,1 @@
+"""The state store: the engine, the tables, migrations, leases, paging and wake-ups."""

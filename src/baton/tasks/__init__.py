@@ -1,0 +1,1 @@
+"""The Tasks extension (``io.modelcontextprotocol/tasks``): durable task rows, status, listening."""
