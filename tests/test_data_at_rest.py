@@ -101,9 +101,7 @@ def test_a_gateway_lock_writes_private_files(baton_env: dict[str, str], tmp_path
     from baton.testing.npm_registry import NpmRegistryServer, build_tarball
 
     with NpmRegistryServer() as registry:
-        registry.publish(
-            TEST_SERVER, "1.0.0", build_tarball(package_files()), bin={TEST_SERVER: "wire/server.py"}
-        )
+        registry.publish(TEST_SERVER, "1.0.0", build_tarball(package_files()), bin={TEST_SERVER: "server.py"})
         env = {**baton_env, "BATON_NPM_REGISTRY": registry.url}
         for args in (("lock", f"npm:{TEST_SERVER}@1.0.0"), ("verify", TEST_SERVER)):
             done = run_gateway(env, *args)

@@ -36,7 +36,8 @@ def test_baton_console_serves_the_console_on_loopback_with_a_one_run_token(baton
     )
     try:
         seen = read_stderr_until(process, b"not stored anywhere): ").decode()
-        seen += read_stderr_until(process, b"\n").decode()
+        if "\n" not in seen.split("not stored anywhere): ", 1)[1]:  # the token's line may be whole already
+            seen += read_stderr_until(process, b"\n").decode()
         assert f"http://localhost:{port}/inbox/console" in seen  # a passkey's relying party is no IP
         token = seen.split("not stored anywhere): ", 1)[1].split()[0]
         base = f"http://127.0.0.1:{port}"

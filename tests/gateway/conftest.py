@@ -48,7 +48,7 @@ def policy_document(adapter_id: str, tarball: bytes, **runtime: Any) -> dict[str
 def publish_server(registry: NpmRegistryServer, tarball: bytes | None = None) -> bytes:
     """Publish the test MCP server (or other bytes under its name) and return the tarball."""
     tarball = tarball if tarball is not None else build_tarball(package_files())
-    registry.publish(TEST_SERVER, "1.0.0", tarball, bin={TEST_SERVER: "wire/server.py"})
+    registry.publish(TEST_SERVER, "1.0.0", tarball, bin={TEST_SERVER: "server.py"})
     return tarball
 
 

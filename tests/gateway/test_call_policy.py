@@ -33,9 +33,7 @@ def doc_example() -> str:
 def test_the_docs_call_policy_pins_tests_and_decides_each_call(
     registry: NpmRegistryServer, baton_env: dict[str, str], tmp_path: Path
 ) -> None:
-    registry.publish(
-        TEST_SERVER, "1.0.0", build_tarball(package_files()), bin={TEST_SERVER: "wire/server.py"}
-    )
+    registry.publish(TEST_SERVER, "1.0.0", build_tarball(package_files()), bin={TEST_SERVER: "server.py"})
     env = {**baton_env, "BATON_NPM_REGISTRY": registry.url}
 
     def baton(*args: str) -> subprocess.CompletedProcess[str]:

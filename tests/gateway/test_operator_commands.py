@@ -43,7 +43,7 @@ def baton(registry: NpmRegistryServer, baton_env: dict[str, str]) -> Baton:
 
 
 def publish(registry: NpmRegistryServer, name: str = TEST_SERVER, version: str = "1.0.0") -> None:
-    registry.publish(name, version, build_tarball(package_files(name, version)), bin={name: "wire/server.py"})
+    registry.publish(name, version, build_tarball(package_files(name, version)), bin={name: "server.py"})
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:

@@ -106,7 +106,7 @@ def test_findings_are_shown_receipted_and_promote_needs_each_accepted(
     registry: NpmRegistryServer, baton_env: dict[str, str]
 ) -> None:
     name = TEST_SERVER
-    registry.publish(name, "1.0.0", build_tarball(package_files()), bin={name: "wire/server.py"})
+    registry.publish(name, "1.0.0", build_tarball(package_files()), bin={name: "server.py"})
     env = {**baton_env, "BATON_NPM_REGISTRY": registry.url}
 
     def baton(*args: str) -> subprocess.CompletedProcess[str]:

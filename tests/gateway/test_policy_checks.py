@@ -133,7 +133,7 @@ def test_interpreter_drift_blocks_replay(runtime: Runtime, registry: NpmRegistry
 def next_version(registry: NpmRegistryServer, path: Path, tools: list[dict[str, Any]]) -> None:
     """Publish version 1.1.0 of the test server and point the policy at it, with ``tools``; unpinned."""
     tarball = build_tarball(package_files(version="1.1.0"))
-    registry.publish(TEST_SERVER, "1.1.0", tarball, bin={TEST_SERVER: "wire/server.py"})
+    registry.publish(TEST_SERVER, "1.1.0", tarball, bin={TEST_SERVER: "server.py"})
 
     def change(raw: dict[str, Any]) -> None:
         raw["artifacts"][0].update(version="1.1.0", sha512=hashlib.sha512(tarball).hexdigest())

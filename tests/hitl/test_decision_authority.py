@@ -7,6 +7,8 @@ Each test runs the self-approval sequence of an agent (ask, list, respond) again
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,6 +31,8 @@ pytestmark = pytest.mark.anyio
 
 AGENT_TOKEN = "agent-token-for-tests-0123456789"
 ADMIN_TOKEN = "admin-token-for-tests-9876543210"
+#: The OS account this test runs as: the one person `baton hitl approve` decides as, whatever LOGNAME says.
+ME = pwd.getpwuid(os.getuid()).pw_name
 
 
 async def self_approval(
@@ -231,8 +235,8 @@ async def test_an_opted_in_mcp_decision_never_counts_toward_a_quorum(baton_env: 
     env = {**baton_env, "BATON_HITL_ALLOW_MCP_DECISIONS": "1"}
     asked: dict[str, Any] = {}
 
-    def person(name: str, verb: str, request_id: str) -> None:
-        done = run_cli({**env, "LOGNAME": name, "USER": name}, "hitl", verb, request_id)
+    def person(verb: str, request_id: str) -> None:
+        done = run_cli(env, "hitl", verb, request_id)  # this OS account, the one person on the CLI
         assert done.returncode == 0, done.stderr
 
     async with stdio_session(env) as session:
@@ -248,15 +252,15 @@ async def test_an_opted_in_mcp_decision_never_counts_toward_a_quorum(baton_env: 
                 session, "mcp_respond_to_request", {"request_id": request_id, "approved": True}
             )
             assert refused["error_class"] == "hitl_decider_not_authorized"
-            await anyio.to_thread.run_sync(person, "ana", "approve", request_id)
+            await anyio.to_thread.run_sync(person, "approve", request_id)
             status = await call(session, "mcp_get_request_status", {"request_id": request_id})
-            assert (status["status"], status["approvals"]) == ("pending", ["ana"])
-            await anyio.to_thread.run_sync(person, "ben", "reject", request_id)
+            assert (status["status"], status["approvals"]) == ("pending", [ME])
+            await anyio.to_thread.run_sync(person, "reject", request_id)
     assert asked["approved"] is False and asked["decision"] == "rejected"
     partial = json.loads(
         run_cli(env, "receipts", "list", "--oldest", "--kind", "hitl_partial_approval", "--json").stdout
     )
-    assert [r["payload"]["decided_by"] for r in partial] == ["ana"]
+    assert [r["payload"]["decided_by"] for r in partial] == [ME]
 
 
 async def test_the_operators_mcp_approval_of_a_quorum_is_counted_and_answered_as_pending(
@@ -292,8 +296,6 @@ async def test_the_operators_mcp_approval_of_a_quorum_is_counted_and_answered_as
                 assert partial["approvals"] == ["operator"] and asked == {}
                 again = await structured(admin, "mcp_respond_to_request", approve)
                 assert again["error_class"] == "hitl_approval_duplicate"
-                done = await anyio.to_thread.run_sync(
-                    run_cli, {**env, "LOGNAME": "ana", "USER": "ana"}, "hitl", "approve", request_id
-                )
+                done = await anyio.to_thread.run_sync(run_cli, env, "hitl", "approve", request_id)
                 assert done.returncode == 0, done.stderr
-    assert asked["approved"] is True and asked["decided_by"] == "operator, ana"
+    assert asked["approved"] is True and asked["decided_by"] == f"operator, {ME}"

@@ -214,7 +214,7 @@ async def test_a_task_form_answered_through_a_replica_without_the_opt_in_never_d
     # same store that has no opt-in: that caller has no decision authority, so the answer must be refused
     env = {**baton_env, "BATON_HITL_ELICITATION": "true", "BATON_AGENT_NAME": "deployer"}
     options: dict[str, Any] = {"extensions": [TasksClient()], "elicitation_callback": no_back_channel}
-    tool, arguments = TOOLS["approval"]
+    tool, arguments = TOOLS["input"]  # a form never decides an approval at all: the question is the test
     async with client({**env, "BATON_HITL_ALLOW_MCP_DECISIONS": "1"}, "auto", **options) as opted:
         created = await opted.session.call_tool(tool, arguments, allow_claimed=True)
         assert isinstance(created, CreateTaskResult)
@@ -225,17 +225,17 @@ async def test_a_task_form_answered_through_a_replica_without_the_opt_in_never_d
                 await anyio.sleep(0.05)
         (key,) = state["inputRequests"]
         request_id = state["statusMessage"].split("(", 1)[1].rstrip(").")
-        reply = {"action": "accept", "content": {"approved": True}}
+        reply = {"action": "accept", "content": {"response": "red"}}
         update = {"taskId": created.task_id, "inputResponses": {key: reply}}
         async with client(env, "auto", **options) as replica:
             with pytest.raises(MCPError) as refused:
                 await task_request(replica.session, "tasks/update", update)
         pending = await status_of(opted, request_id)
-        await person_decides(env, "approval", request_id)
+        await person_decides(env, "input", request_id)
         decided = await status_of(opted, request_id)
     assert refused.value.error.data["error_class"] == "hitl_decider_not_authorized"
     assert pending["status"] == "pending", pending
-    assert decided["status"] == "rejected" and decided["decided_via"] == "cli", decided
+    assert decided["status"] == "answered" and decided["decided_via"] == "cli", decided
 
 
 async def test_a_form_answer_to_a_cancelled_task_never_decides(baton_env: dict[str, str]) -> None:
@@ -243,7 +243,7 @@ async def test_a_form_answer_to_a_cancelled_task_never_decides(baton_env: dict[s
     # is ignored (a cancelled task keeps its state), the request stays pending and a person decides
     env = {**baton_env, "BATON_HITL_ELICITATION": "true", "BATON_HITL_ALLOW_MCP_DECISIONS": "1"}
     options: dict[str, Any] = {"extensions": [TasksClient()], "elicitation_callback": no_back_channel}
-    tool, arguments = TOOLS["approval"]
+    tool, arguments = TOOLS["input"]  # a form never decides an approval at all: the question is the test
     async with client(env, "auto", **options) as connected:
         created = await connected.session.call_tool(tool, arguments, allow_claimed=True)
         assert isinstance(created, CreateTaskResult)
@@ -255,11 +255,11 @@ async def test_a_form_answer_to_a_cancelled_task_never_decides(baton_env: dict[s
         (key,) = state["inputRequests"]
         request_id = state["statusMessage"].split("(", 1)[1].rstrip(").")
         await task_request(connected.session, "tasks/cancel", {"taskId": created.task_id})
-        reply = {"action": "accept", "content": {"approved": True}}
+        reply = {"action": "accept", "content": {"response": "red"}}
         update = {"taskId": created.task_id, "inputResponses": {key: reply}}
         assert (await task_request(connected.session, "tasks/update", update))["resultType"] == "complete"
         pending = await status_of(connected, request_id)
-        await person_decides(env, "approval", request_id)
+        await person_decides(env, "input", request_id)
         decided = await status_of(connected, request_id)
     assert pending["status"] == "pending", pending
-    assert decided["status"] == "rejected" and decided["decided_via"] == "cli", decided
+    assert decided["status"] == "answered" and decided["decided_via"] == "cli", decided
