@@ -39,10 +39,8 @@ def plain(text: str) -> str:
 
 
 def terminal_title(message: str) -> str:
-    """The title a terminal shows: :func:`plain`, with every character a terminal acts on shown escaped.
-
-    The hidden characters are escaped before the markdown is read too, so a CR or a record separator
-    is shown (``\\r``) rather than folded into a space, and escaped after it, so an entity (``&#27;``)
-    cannot decode into a live ESC."""
+    """The title a terminal shows: :func:`plain`, every character a terminal acts on escaped both before
+    the markdown is read (a CR is shown, not folded into a space) and after (an entity cannot decode into a
+    live RLO)."""
     source = "".join(char if char in _LAYOUT else printable(char) for char in message)
     return printable(plain(source))
