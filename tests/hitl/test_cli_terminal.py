@@ -50,13 +50,41 @@ async def test_piped_listings_escape_the_agents_controls_and_keep_one_row_per_li
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     assert len(lines) == 2 and lines[1].startswith(request_id), listed.stdout  # the newline did not split it
-    assert "DROP DATABASE prod\\x1b[2K\\x1b[1000DRotate" in lines[1] and "\\nsecond line" in lines[1]
+    assert "DROP DATABASE prod\\x1b[2K\\x1b[1000DRotate" in lines[1]
+    assert "(routine) second line" in lines[1]  # the title: markdown's soft line break reads as a space
     shown = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "show", request_id)
     as_json = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "show", request_id, "--json")
     for output in (listed.stdout, shown.stdout, as_json.stdout):
         assert not any(char in output for char in "\x1b\x07\u202e\x9b\r"), output
     assert "[bold red]loud[/bold red]" in shown.stdout
     assert json.loads(as_json.stdout)["context"] == NOISY  # escaped, not changed
+
+
+#: An agent's markdown, and the plain title every list shows for it (issue 44).
+MARKDOWN = "**Deploy** the [release](http://x) to `prod`"
+TITLE = "Deploy the release to prod"
+
+
+async def test_lists_and_watch_show_a_markdown_message_as_its_plain_title_and_show_its_source(
+    baton_env: dict[str, str], broker: HitlBroker
+) -> None:
+    view = await broker.create(NewRequest("approval", MARKDOWN, timeout_seconds=3600))
+    request_id = str(view["request_id"])
+    listed = await anyio.to_thread.run_sync(lambda: screen_of(baton_env, "hitl", "list"))
+    watched = await anyio.to_thread.run_sync(
+        lambda: screen_of(baton_env, "hitl", "watch", until=lambda screen: "(expires" in screen)
+    )
+    piped = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "list")
+    assert piped.returncode == 0, piped.stderr
+    for output in (listed, watched, piped.stdout):
+        assert TITLE in output and "**" not in output and "](" not in output, output
+    assert f"new approval {request_id}: {TITLE} (expires" in watched, watched
+    assert piped.stdout.splitlines()[0].split()[4] == "title", piped.stdout
+    for shown in (
+        await anyio.to_thread.run_sync(lambda: screen_of(baton_env, "hitl", "show", request_id)),
+        (await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "show", request_id)).stdout,
+    ):
+        assert "message (markdown source)" in shown and MARKDOWN in shown, shown
 
 
 async def test_receipts_and_errors_never_carry_an_agents_controls(

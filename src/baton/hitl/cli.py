@@ -13,6 +13,7 @@ import typer
 from rich.markup import escape
 
 from baton.errors import BatonError
+from baton.hitl.titles import terminal_title
 from baton.terminal import err, out, print_table
 from baton.terminal import fail as _fail
 from baton.terminal import print_json as _print_json
@@ -22,6 +23,9 @@ app = typer.Typer(help="Human-in-the-loop requests: list, decide, watch.", no_ar
 
 NotesOption = Annotated[str | None, typer.Option("--notes", help="Notes returned to the agent.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+#: ``hitl show`` prints the message exactly as the agent wrote it; its label says that is markdown source
+#: (lists show the rendered title).
+SHOW_LABELS = {"message": "message (markdown source)"}
 
 
 def _broker() -> Any:
@@ -33,14 +37,14 @@ def _broker() -> Any:
 
 def _table(rows: list[dict[str, Any]]) -> None:
     print_table(
-        ("request_id", "kind", "agent", "urgent", "message", "expires_at"),
+        ("request_id", "kind", "agent", "urgent", "title", "expires_at"),
         [
             (
                 row["request_id"],
                 row["kind"],
                 row.get("agent") or "-",
                 "yes" if row["urgent"] else "",
-                row["message"],
+                terminal_title(row["message"]),
                 row["expires_at"],
             )
             for row in rows
@@ -80,7 +84,11 @@ def show(request_id: str, as_json: JsonOption = False) -> None:
         return
     print_table(
         ("field", "value"),
-        [(key, printable_value(value)) for key, value in shown.items() if value not in (None, "")],
+        [
+            (SHOW_LABELS.get(key, key), printable_value(value))
+            for key, value in shown.items()
+            if value not in (None, "")
+        ],
     )
 
 
@@ -132,7 +140,8 @@ def watch(
             for request_id, view in current.items():
                 if request_id not in seen:
                     flag = "[bold red]URGENT[/bold red] " if view["urgent"] else ""
-                    text = escape(printable(f"new {view['kind']} {request_id}: {view['message']}"))
+                    title = terminal_title(view["message"])
+                    text = escape(printable(f"new {view['kind']} {request_id}: ") + title)
                     out.print(
                         f"{flag}{text} (expires {view['expires_at']})",
                         soft_wrap=True,

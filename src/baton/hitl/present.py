@@ -16,6 +16,7 @@ from typing import Any
 from markupsafe import Markup
 
 from baton import clock
+from baton.hitl.titles import plain
 
 #: Context keys the gateway writes beside the arguments (shown as "who" and "risk", not as context).
 GATEWAY_KEYS = frozenset(
@@ -63,19 +64,6 @@ def render_markdown(text: str) -> Markup:
         link_rel="noopener noreferrer nofollow",
     )
     return Markup(clean)  # noqa: S704 - sanitized by nh3 just above
-
-
-def plain(text: str) -> str:
-    """A markdown message as one line of plain text for a list's title (``**Deploy**`` reads "Deploy");
-    a plain string, so the template escapes it like any agent text."""
-    import html
-
-    import nh3
-    from markdown_it import MarkdownIt
-
-    rendered = MarkdownIt("commonmark", {"html": False}).enable("table").enable("strikethrough").render(text)
-    spaced = re.sub(r"<(?:/p|/li|/h\d|br ?/?|/tr|/td|/th|/blockquote|hr ?/?)>", " ", rendered)
-    return " ".join(html.unescape(nh3.clean(spaced, tags=set())).split())
 
 
 def hides_text(text: str) -> bool:

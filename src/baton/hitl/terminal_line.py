@@ -1,9 +1,10 @@
 """One stderr line per new request while ``baton serve`` runs, so the person at that terminal learns that a
 request waits even when no notification channel is configured (the README's quick start).
 
-The line names the asking agent, the request's first line and where to decide it: the inbox page when the
-HTTP server's address is known, else ``baton hitl show ID``. The message comes from the agent, so control
-characters (a terminal escape sequence could rewrite the screen) are shown escaped
+The line names the asking agent, the request's title (its markdown as plain text, cut at 100 characters,
+as every list shows it: :func:`baton.hitl.titles.terminal_title`) and where to decide it: the inbox page
+when the HTTP server's address is known, else ``baton hitl show ID``. The message comes from the agent, so
+control characters (a terminal escape sequence could rewrite the screen) are shown escaped
 (:func:`baton.terminal_text.printable`, the sanitizer every CLI output shares). stdout is never
 touched: on stdio it carries JSON-RPC only. ``BATON_ANNOUNCE_ON_TERMINAL=0`` turns it off.
 """
@@ -14,6 +15,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from baton.hitl.titles import terminal_title
 from baton.runtime import Runtime
 from baton.terminal_text import printable
 
@@ -23,8 +25,7 @@ MAX_TITLE_CHARS = 100
 
 def request_line(view: dict[str, Any], base_url: str | None) -> str:
     """The line announcing ``view`` (a request as the broker returns it)."""
-    first = str(view.get("message", "")).strip().splitlines()[:1] or [""]
-    title = printable(first[0])
+    title = terminal_title(str(view.get("message", "")))
     if len(title) > MAX_TITLE_CHARS:
         title = title[: MAX_TITLE_CHARS - 1] + "…"
     request_id = view["request_id"]
