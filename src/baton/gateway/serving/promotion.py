@@ -218,6 +218,9 @@ def promote(
     accepted = _accepted_findings(candidate.policy, candidate.receipt, accept_findings)
     _check_forwardable(candidate.policy, candidate.receipt)
     from baton.gateway.serving.diff import adapter_diff, summary_lines
+    from baton.gateway.serving.names import check_promotable
+
+    check_promotable(runtime, candidate.policy)
 
     changes = adapter_diff(runtime, candidate.policy.id)
     with operator_lock(runtime, candidate.policy.id):
