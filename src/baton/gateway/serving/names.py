@@ -9,12 +9,13 @@ promotions racing, a built-in tool added since) serves neither colliding name an
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from baton.errors import GatewayError
 from baton.gateway.policy.policy import Policy
 
 if TYPE_CHECKING:
+    from baton.boundary.toolkit import DynamicTools, ToolRegistry
     from baton.runtime import Runtime
 
 SEPARATOR = "__"
@@ -54,6 +55,19 @@ def builtin_taken(name: str) -> str | None:
     return f"the built-in tool {name}" if name in builtin_names() else None
 
 
+def taken_in(registry: ToolRegistry | None, source: DynamicTools) -> Taken:
+    """``Taken`` for a running server: its built-in tools, and every tool source's but ``source``'s."""
+
+    def taken(name: str) -> str | None:
+        if registry is not None and name in registry.tools:
+            return f"the built-in tool {name}"
+        if registry is not None and any(s is not source and s.owns(name) for s in registry.dynamic):
+            return f"the tool {name} of another tool source"
+        return builtin_taken(name)
+
+    return taken
+
+
 def clashes(policy: Policy, taken: Taken, others: Iterable[Policy]) -> list[tuple[str, str]]:
     """Each name ``policy``'s adapter would serve that something else serves too, with what that is."""
     others = [other for other in others if other.id != policy.id]
@@ -79,6 +93,15 @@ def collision_error(adapter_id: str, found: list[tuple[str, str]]) -> GatewayErr
         adapter_id=adapter_id,
         collisions=[{"name": name, "with": owner} for name, owner in found],
     )
+
+
+def block_view(block: GatewayError | None) -> dict[str, Any]:
+    """``mcp_list_adapters``' block fields: a run-time block, or a collision that keeps it from serving."""
+    return {
+        "blocked": block is not None,
+        "block_error_class": block.error_class if block else None,
+        "block_reason": block.message if block else None,
+    }
 
 
 def check_promotable(runtime: Runtime, policy: Policy) -> None:

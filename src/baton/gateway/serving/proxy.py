@@ -30,7 +30,7 @@ from baton.gateway.policy import state
 from baton.gateway.policy.cedar_policy import CallDecision, check_call
 from baton.gateway.policy.snapshot import LiveAdapter
 from baton.gateway.serving import call_approval, promotion
-from baton.gateway.serving.names import SEPARATOR, Routes, builtin_taken, served_name
+from baton.gateway.serving.names import SEPARATOR, Routes, block_view, served_name, taken_in
 from baton.runtime import Runtime
 
 log = logging.getLogger("baton.gateway")
@@ -109,19 +109,10 @@ class GatewayProxy(DynamicTools):
         """The unprefixed names and the adapters refused for a collision (built on first use, when the
         registry holds every other tool)."""
         if self._routes is None:
-            self._routes = Routes(self.adapters.values(), self._taken)
+            self._routes = Routes(self.adapters.values(), taken_in(self.registry, self))
             for adapter_id, error in self._routes.refused.items():
                 log.warning("adapter %s: %s", adapter_id, error.message)
         return self._routes
-
-    def _taken(self, name: str) -> str | None:
-        """What else this server serves under ``name``: a built-in tool or another dynamic source's."""
-        registry = self.registry
-        if registry is not None and name in registry.tools:
-            return f"the built-in tool {name}"
-        if registry is not None and any(s is not self and s.owns(name) for s in registry.dynamic):
-            return f"the tool {name} of another tool source"
-        return builtin_taken(name)
 
     async def run(self) -> None:
         """The server-lifetime task group the upstreams run in; stops them all on shutdown."""
@@ -155,7 +146,8 @@ class GatewayProxy(DynamicTools):
         return split[0].id if split is not None else None
 
     def owns(self, name: str) -> bool:
-        """Every name under a live adapter's prefix, so denied names get ``tool_denied``."""
+        """Every name under a live adapter's prefix, and an unprefixed adapter's allowed and denied names,
+        so denied names get ``tool_denied``."""
         return self.split(name) is not None
 
     def knows(self, name: str) -> bool:
@@ -363,7 +355,7 @@ class GatewayProxy(DynamicTools):
             {
                 "adapter_id": adapter.id,
                 "live": True,
-                **_block_view(adapter.block or refused.get(adapter.id)),
+                **block_view(adapter.block or refused.get(adapter.id)),
                 "upstream_running": adapter.upstream.running(),
                 "upstream_starts": adapter.upstream.starts,
                 "upstream_restarts": adapter.upstream.restarts,
@@ -376,15 +368,6 @@ class GatewayProxy(DynamicTools):
             }
             for adapter in self.adapters.values()
         ]
-
-
-def _block_view(block: GatewayError | None) -> dict[str, Any]:
-    """``mcp_list_adapters``' block fields: a run-time block, or a collision that keeps it from serving."""
-    return {
-        "blocked": block is not None,
-        "block_error_class": block.error_class if block else None,
-        "block_reason": block.message if block else None,
-    }
 
 
 def envelope(adapter_id: str, tool: str, result: Any) -> dict[str, Any]:
