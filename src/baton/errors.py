@@ -113,6 +113,7 @@ ERROR_CLASSES: dict[str, str] = {
     "adapter_policy_expired": "The adapter policy is past its expires_at.",
     "adapter_isolation_weakened": "The policy asks for weaker isolation than baton allows.",
     "adapter_tool_overlap": "A tool is both allowed and denied.",
+    "adapter_tool_name_collision": "An adapter served unprefixed ([serving] unprefixed = true) would serve a tool name a built-in tool or another live adapter serves too; promotion refuses it, and a server that finds one serves neither name. Both are named.",
     "adapter_not_promoted": "The adapter is not live.",
     "adapter_blocked": "The adapter is blocked (see the reason in mcp_list_adapters).",
     "adapter_promotion_refused": "The adapter has no passing replay matching its current policy.",

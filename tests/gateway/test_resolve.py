@@ -605,6 +605,7 @@ def test_a_newer_release_is_drafted_as_the_next_version_of_an_existing_policy_wi
             "adapter": policy.adapter.model_copy(update={"owner": "ops"}),
             "runtime": policy.runtime.model_copy(update={"env": {"PROBE_MODE": "1"}}),
             "tools": policy.tools.model_copy(update={"allowed": ["probe"], "approval_required": ["probe"]}),
+            "serving": policy.serving.model_copy(update={"unprefixed": True}),
         }
     )
     write_policy(path, owned)
@@ -623,5 +624,5 @@ def test_a_newer_release_is_drafted_as_the_next_version_of_an_existing_policy_wi
     assert following.adapter.candidate == "pypi:baton-probe" and following.adapter.owner == "ops"
     assert following.runtime.env == {"PROBE_MODE": "1"} and following.contract is None
     assert (following.tools.allowed, following.tools.approval_required) == (["probe"], ["probe"])
-    assert following.resolution.constraints == ["dep-a<1.1"]
+    assert following.resolution.constraints == ["dep-a<1.1"] and following.serving.unprefixed
     assert stages.verify(pypi, "baton-probe")["status"] == "completed_verified"

@@ -209,7 +209,7 @@ class ToolRegistry:
         settled = settled and not result.get("input_required")
         if not settled and (owner is None or not owner.writes_receipts):
             await self._receipt(name, None if oversized else arguments, result, seconds, context)
-        adapter = name.split("__", 1)[0] if owner is not None else None
+        adapter = owner.adapter_of(name) if owner is not None else None
         observe_tool_call(self.metric_label(name, owner), result, seconds, adapter)
         if result.get("error_class") == "unknown_tool" and owner is None and name not in self.tools:
             raise ToolNameError("unknown_tool", result["error"])
@@ -291,6 +291,10 @@ class DynamicTools:
     def knows(self, name: str) -> bool:
         """Whether ``name`` is one of this source's pinned tools (a metric label may carry it)."""
         return False
+
+    def adapter_of(self, name: str) -> str | None:
+        """The adapter label of ``name``'s metrics: by default what precedes ``__``."""
+        return name.split("__", 1)[0]
 
     async def list_tools(self) -> list[dict[str, Any]]:
         """The tools to list: ``name``, ``description``, ``inputSchema`` and optional extras."""

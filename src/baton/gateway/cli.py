@@ -285,6 +285,24 @@ def deny(
 
 
 @app.command()
+def names(
+    adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")],
+    unprefixed: Annotated[
+        bool,
+        typer.Option(
+            "--unprefixed/--prefixed",
+            help="Serve the allowed tools under their own names (refused if one collides), or as ID__TOOL.",
+        ),
+    ],
+    as_json: JsonFlag = False,
+) -> None:
+    """Choose the names the tools are served under; a new replay --apply and promote make it count."""
+    from baton.gateway.serving.allowlist import change_naming
+
+    emit("names", run(change_naming, adapter, unprefixed=unprefixed), as_json)
+
+
+@app.command()
 def demote(
     adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")], as_json: JsonFlag = False
 ) -> None:

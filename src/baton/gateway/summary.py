@@ -41,6 +41,12 @@ def summarize(command: str, result: dict[str, Any]) -> list[str]:
             f"{len(result.get('denied') or [])} denied",
             f"next: {result.get('next')}",
         ]
+    if command == "names":
+        how = "under their own names" if result.get("unprefixed") else f"as {adapter_id}__TOOL"
+        return [
+            f"{adapter_id}: tools served {how}: {', '.join(result.get('tools') or []) or 'none allowed'}",
+            f"next: {result.get('next')}",
+        ]
     return [f"{command} {adapter_id}: done"]
 
 
@@ -86,4 +92,5 @@ def _promoted(adapter_id: str, result: dict[str, Any]) -> list[str]:
     if approval:
         lines.append(f"each call waits for a human: {', '.join(approval)}")
     lines += list(result.get("diff_lines") or [])
-    return [*lines, "next: baton serve (its tools are listed as " + f"{adapter_id}__TOOL)"]
+    named = "under their own names" if result.get("unprefixed") else f"as {adapter_id}__TOOL"
+    return [*lines, f"next: baton serve (its tools are listed {named})"]

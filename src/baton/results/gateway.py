@@ -26,7 +26,10 @@ class Adapter(Result):
     stderr_bytes: int = 0
     stderr_kept_bytes: int = 0
     stderr_truncated: bool = False
-    tools: list[str] = Field([], description="Live adapters: the tools served, as adapter__tool.")
+    tools: list[str] = Field(
+        [], description="Live adapters: the tools served, as adapter__tool (unprefixed: as tool)."
+    )
+    unprefixed: bool = Field(False, description="Its tools are served under their own names.")
     approval_required: list[str] = Field([])
     network: str = ""
     allowed_origins: list[str] = Field([])

@@ -79,9 +79,10 @@ def make_live(
     approval_timeout_seconds: int | None = None,
     allow_destructive_without_approval: list[str] | None = None,
     call_policy: str | None = None,
+    unprefixed: bool = False,
 ) -> Path:
     """Lock, verify, replay (pinning the contract), set the tools (and pin ``call_policy``, a Cedar
-    policy text, as ``adapters/<id>.cedar``), replay again and promote.
+    policy text, as ``adapters/<id>.cedar``; serve them ``unprefixed``), replay again and promote.
 
     The suite runs several copies of one test server, whose tools share names: the
     ``name_shadows_adapter_tool`` findings that causes are accepted by id (any other finding refuses).
@@ -108,7 +109,8 @@ def make_live(
     if call_policy is not None:
         cedar_policy.policy_annotations(call_policy)  # refuses a policy that does not parse, as pin does
         cedar_policy.policy_file(path).write_text(call_policy, encoding="utf-8")
-    write_policy(path, pinned.model_copy(update={"tools": tools}))
+    serving = pinned.serving.model_copy(update={"unprefixed": unprefixed})
+    write_policy(path, pinned.model_copy(update={"tools": tools, "serving": serving}))
     replayed = replay(runtime, policy.id, apply=True)
     shadowing = [
         f["id"]

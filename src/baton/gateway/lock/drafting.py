@@ -115,7 +115,7 @@ def default_adapter_id(name: str) -> str:
 
 def next_version(previous: Policy, drafted: Policy) -> Policy:
     """The drafted candidate as the next version of ``previous``: its owner, runtime settings (mounts,
-    env, network, limits), client and tool choices are kept; artifacts, entrypoint, resolution and
+    env, network, limits), client, tool and serving choices are kept; artifacts, entrypoint, resolution and
     interpreter are the new draft's, and the contract is unpinned until a replay records it."""
     runtime = previous.runtime.model_copy(
         update={"entrypoint": drafted.runtime.entrypoint, "arguments": drafted.runtime.arguments}
@@ -127,6 +127,7 @@ def next_version(previous: Policy, drafted: Policy) -> Policy:
             "runtime": runtime,
             "client": previous.client,
             "tools": previous.tools.model_copy(update={"denied": []}),
+            "serving": previous.serving,
             "contract": None,
         }
     )

@@ -141,6 +141,14 @@ class Tools(PolicyTable):
         return value
 
 
+class Serving(PolicyTable):
+    """How the proxy names the adapter's tools to baton's own clients."""
+
+    #: Serve the allowed tools under their own names, not ``{adapter_id}__{tool}``; promotion and the
+    #: proxy refuse a name that collides with a built-in tool or another live adapter's tool.
+    unprefixed: bool = False
+
+
 class Resolution(PolicyTable):
     """How lock resolved the closure (its resolver's output, hashed) and what the operator accepted."""
 
@@ -193,6 +201,7 @@ class Policy(PolicyTable):
     client: ClientSpec = Field(default_factory=ClientSpec)
     contract: Contract | None = None
     tools: Tools = Field(default_factory=Tools)
+    serving: Serving = Field(default_factory=Serving)
     resolution: Resolution = Field(default_factory=Resolution)
     interpreter: Interpreter | None = None
     host_programs: list[HostProgram] = Field(default_factory=list, max_length=32)

@@ -14,7 +14,7 @@ from baton import clock
 from baton.config import Settings
 from baton.errors import GatewayError
 from baton.evidence.receipts import canonical_json, sha256_hex
-from baton.gateway.policy.policy import ADAPTER_ID_PATTERN, Policy
+from baton.gateway.policy.policy import ADAPTER_ID_PATTERN, Policy, Serving
 
 #: Isolation settings a policy must state exactly; anything else is a weakened sandbox.
 REQUIRED_ISOLATION: dict[str, Any] = {
@@ -124,6 +124,8 @@ def dump_policy(policy: Policy) -> str:
         del data["host_programs"]
     if not data["runtime"]["host_programs"]:
         del data["runtime"]["host_programs"]
+    if data["serving"] == Serving().model_dump():  # absent by default, for the same reason
+        del data["serving"]
     return tomli_w.dumps(data)
 
 

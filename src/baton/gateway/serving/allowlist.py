@@ -97,3 +97,23 @@ def change_tools(
         "policy_checksum": checksum,
         "next": f"baton gateway replay {policy.id} --apply",
     }
+
+
+def change_naming(runtime: Runtime, adapter: str, *, unprefixed: bool) -> dict[str, Any]:
+    """Serve the adapter's tools under their own names (or prefixed again); a collision is refused at once."""
+    from baton.gateway.serving.names import check_promotable, served_name
+
+    path = policy_path(runtime.settings, adapter)
+    policy, _ = load_policy(path)
+    updated = policy.model_copy(
+        update={"serving": policy.serving.model_copy(update={"unprefixed": unprefixed})}
+    )
+    check_promotable(runtime, updated)
+    checksum = write_policy(path, updated)
+    return {
+        "adapter_id": policy.id,
+        "unprefixed": unprefixed,
+        "tools": [served_name(updated, tool) for tool in updated.tools.allowed],
+        "policy_checksum": checksum,
+        "next": f"baton gateway replay {policy.id} --apply",
+    }

@@ -183,6 +183,7 @@ def _promotion_payload(
         "call_policy_sha256": policy.tools.call_policy_sha256,
         "host_programs": [pin.model_dump() for pin in policy.host_programs],
         "serve_nothing": not policy.tools.allowed,
+        "unprefixed": policy.serving.unprefixed,
         "accepted_findings": accepted_findings,
         "tools_diff": {key: changes[key] for key in ("added", "removed", "changed")},
     }
@@ -213,8 +214,11 @@ def promote(
 
     An adapter that allows no tool would serve nothing: refused unless ``serve_nothing`` says so.
     """
+    from baton.gateway.serving.names import check_promotable
+
     candidate = _replayed_candidate(runtime, adapter)
     _check_serves_something(candidate.policy, serve_nothing)
+    check_promotable(runtime, candidate.policy)
     accepted = _accepted_findings(candidate.policy, candidate.receipt, accept_findings)
     _check_forwardable(candidate.policy, candidate.receipt)
     from baton.gateway.serving.diff import adapter_diff, summary_lines

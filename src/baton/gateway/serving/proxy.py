@@ -1,5 +1,8 @@
 """The proxy: every live adapter's allowed tools as ``{adapter_id}__{tool}``, deny by default.
 
+An adapter whose policy says ``[serving] unprefixed = true`` is served under its tools' own names while
+no other tool has one of them (:mod:`~baton.gateway.serving.names`); its prefixed names still answer.
+
 Listing reads the pinned schemas from the policy's replay receipt (no upstream starts); a call goes
 through the policy (denied → ``tool_denied``), an approval when the tool needs one
 (:mod:`~baton.gateway.serving.call_approval`), then the upstream (:class:`~baton.gateway.serving.upstream.Upstream`),
@@ -19,7 +22,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from baton.boundary.toolkit import CallContext, DynamicTools
+from baton.boundary.toolkit import CallContext, DynamicTools, ToolRegistry
 from baton.errors import BatonError, GatewayError
 from baton.evidence.receipts import canonical_json, sha256_hex
 from baton.gateway.policy import snapshot as serving
@@ -27,10 +30,10 @@ from baton.gateway.policy import state
 from baton.gateway.policy.cedar_policy import CallDecision, check_call
 from baton.gateway.policy.snapshot import LiveAdapter
 from baton.gateway.serving import call_approval, promotion
+from baton.gateway.serving.names import SEPARATOR, Routes, block_view, served_name, taken_in
 from baton.runtime import Runtime
 
 log = logging.getLogger("baton.gateway")
-SEPARATOR = "__"
 
 
 @dataclass(slots=True)
@@ -81,9 +84,11 @@ class GatewayProxy(DynamicTools):
 
     writes_receipts = True
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, registry: ToolRegistry | None = None) -> None:
         self.runtime = runtime
+        self.registry = registry
         self.adapters: dict[str, Adapter] = {}
+        self._routes: Routes | None = None
         self.group: TaskGroup | None = None
         self._ready = anyio.Event()
         self._consumed: set[str] = set()
@@ -98,6 +103,16 @@ class GatewayProxy(DynamicTools):
         self.adapters = {
             live.policy.id: Adapter(self.runtime, live, self) for live in serving.live_adapters(self.runtime)
         }
+        self._routes = None
+
+    def routes(self) -> Routes:
+        """The unprefixed names and the adapters refused for a collision (built on first use, when the
+        registry holds every other tool)."""
+        if self._routes is None:
+            self._routes = Routes(self.adapters.values(), taken_in(self.registry, self))
+            for adapter_id, error in self._routes.refused.items():
+                log.warning("adapter %s: %s", adapter_id, error.message)
+        return self._routes
 
     async def run(self) -> None:
         """The server-lifetime task group the upstreams run in; stops them all on shutdown."""
@@ -112,13 +127,27 @@ class GatewayProxy(DynamicTools):
                     await adapter.upstream.close()
 
     def split(self, name: str) -> tuple[Adapter, str] | None:
-        """``(adapter, tool)`` for a proxied name, or None when no live adapter has that prefix."""
+        """``(adapter, tool)`` for a proxied name (an unprefixed adapter's own tool name, or any name under a
+        live adapter's prefix), or None when it is neither."""
+        routes = self.routes()
+        bare = routes.allowed.get(name)
+        if bare is not None:
+            return self.adapters[bare[0].id], bare[1]
         adapter_id, sep, tool = name.partition(SEPARATOR)
         adapter = self.adapters.get(adapter_id)
-        return (adapter, tool) if sep and adapter is not None and tool else None
+        if sep and adapter is not None and tool:
+            return adapter, tool
+        denied = routes.denied.get(name)
+        return (self.adapters[denied[0].id], denied[1]) if denied is not None else None
+
+    def adapter_of(self, name: str) -> str | None:
+        """The id of the adapter that serves ``name`` (the metrics' adapter label)."""
+        split = self.split(name)
+        return split[0].id if split is not None else None
 
     def owns(self, name: str) -> bool:
-        """Every name under a live adapter's prefix, so denied names get ``tool_denied``."""
+        """Every name under a live adapter's prefix, and an unprefixed adapter's allowed and denied names,
+        so denied names get ``tool_denied``."""
         return self.split(name) is not None
 
     def knows(self, name: str) -> bool:
@@ -134,7 +163,7 @@ class GatewayProxy(DynamicTools):
         tools = []
         for adapter in list(self.adapters.values()):
             adapter, live = self.current(adapter)
-            if not live:
+            if not live or adapter.id in self.routes().refused:
                 continue
             for name, definition in sorted(adapter.definitions.items()):
                 listed = {
@@ -143,7 +172,7 @@ class GatewayProxy(DynamicTools):
                     if k in ("title", "description", "inputSchema", "outputSchema", "annotations")
                 }
                 listed.pop("outputSchema", None)  # results are wrapped in baton's envelope
-                tools.append({**listed, "name": f"{adapter.id}{SEPARATOR}{name}"})
+                tools.append({**listed, "name": served_name(adapter.policy, name)})
         return tools
 
     def block(self, adapter: Adapter, error: GatewayError, evidence: dict[str, Any]) -> None:
@@ -172,7 +201,7 @@ class GatewayProxy(DynamicTools):
                     self._consumed,
                     adapter,
                     tool,
-                    f"{adapter.id}{SEPARATOR}{tool}",
+                    served_name(adapter.policy, tool),
                     frozen,
                     context,
                     decision.approvals,
@@ -233,6 +262,7 @@ class GatewayProxy(DynamicTools):
             return adapter, False  # _admit refuses the stale one with adapter_not_promoted
         log.info("adapter %s: serving the version promoted as %s", adapter.id, served)
         self.adapters[adapter.id] = fresh
+        self._routes = None  # the new version may name its tools differently
         self._retire(adapter)
         return fresh, True
 
@@ -266,6 +296,9 @@ class GatewayProxy(DynamicTools):
             raise GatewayError(
                 adapter.block.error_class, adapter.block.message, adapter_id=adapter.id, blocked=True
             )
+        refused = self.routes().refused.get(adapter.id)
+        if refused is not None:
+            raise GatewayError(refused.error_class, refused.message, **refused.details)
 
     async def _forward(
         self, adapter: Adapter, tool: str, arguments: dict[str, Any], context: CallContext
@@ -317,18 +350,18 @@ class GatewayProxy(DynamicTools):
 
     def view(self) -> list[dict[str, Any]]:
         """What ``mcp_list_adapters`` reports for the live adapters (the rest comes from the store)."""
+        refused = self.routes().refused
         return [
             {
                 "adapter_id": adapter.id,
                 "live": True,
-                "blocked": adapter.block is not None,
-                "block_error_class": adapter.block.error_class if adapter.block else None,
-                "block_reason": adapter.block.message if adapter.block else None,
+                **block_view(adapter.block or refused.get(adapter.id)),
                 "upstream_running": adapter.upstream.running(),
                 "upstream_starts": adapter.upstream.starts,
                 "upstream_restarts": adapter.upstream.restarts,
                 **adapter.upstream.stderr,
-                "tools": sorted(f"{adapter.id}{SEPARATOR}{name}" for name in adapter.definitions),
+                "tools": sorted(served_name(adapter.policy, name) for name in adapter.definitions),
+                "unprefixed": adapter.policy.serving.unprefixed,
                 "approval_required": sorted(adapter.policy.tools.approval_required),
                 "network": adapter.policy.runtime.network,
                 "allowed_origins": list(adapter.policy.runtime.allowed_origins),

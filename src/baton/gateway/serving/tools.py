@@ -46,7 +46,7 @@ def adapters_view(proxy: GatewayProxy) -> list[dict[str, Any]]:
 
 def register(registry: ToolRegistry) -> None:
     """Add the proxy (every live adapter's allowed tools) and ``mcp_list_adapters``."""
-    proxy = GatewayProxy(registry.runtime)
+    proxy = GatewayProxy(registry.runtime, registry)
     registry.runtime.services["gateway_proxy"] = proxy
     registry.dynamic.append(proxy)
     registry.on_start(proxy.run)
