@@ -59,7 +59,7 @@ class ApprovalArgs(ToolArgs):
     )
     step_up: StrictBool = Field(
         False,
-        description="Approving needs a fresh passkey confirmation bound to this request and its context.",
+        description="Approval needs a fresh passkey check bound to this request and its context.",
     )
     escalation: str = EscalationField
 

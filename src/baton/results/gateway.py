@@ -26,10 +26,8 @@ class Adapter(Result):
     stderr_bytes: int = 0
     stderr_kept_bytes: int = 0
     stderr_truncated: bool = False
-    tools: list[str] = Field(
-        [], description="Live adapters: the tools served, as adapter__tool (unprefixed: as tool)."
-    )
-    unprefixed: bool = Field(False, description="Its tools are served under their own names.")
+    tools: list[str] = Field([], description="Live adapters: the tools served, as adapter__tool.")
+    unprefixed: bool = Field(False, description="Served as tool, not adapter__tool.")
     approval_required: list[str] = Field([])
     network: str = ""
     allowed_origins: list[str] = Field([])

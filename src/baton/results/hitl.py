@@ -63,7 +63,7 @@ class PendingList(Ok):
     truncated: bool = Field(description="True when more pages follow.")
     next_cursor: str | None = Field(description="Pass as cursor to get the next page.")
     skipped: list[SkippedRequest] = Field(
-        default_factory=list, description="Stored requests on this page that could not be read, left out."
+        default_factory=list, description="Unreadable stored requests on this page, left out."
     )
 
 
@@ -82,7 +82,7 @@ class RequestStatus(Ok):
     admin_notes: str | None
     responded_at: str | None
     decided_via: str | None = Field(
-        description="How it was decided (passkey, admin_token, cli, link, slack, telegram, elicitation, mcp…)."
+        description="Its path: passkey, admin_token, cli, link, slack, telegram, elicitation, mcp…"
     )
     waiter_gone: bool | None = Field(description="True when no call was waiting when the decision came.")
     decided_by: str | None = None

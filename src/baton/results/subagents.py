@@ -120,5 +120,5 @@ class SubagentList(Ok):
     truncated: bool = Field(description="True when more pages follow.")
     next_cursor: str | None = Field(description="Pass as cursor to get the next page.")
     skipped: list[SkippedSubagent] = Field(
-        default_factory=list, description="Stored subagents on this page that could not be read, left out."
+        default_factory=list, description="Unreadable stored subagents on this page, left out."
     )

@@ -51,5 +51,5 @@ class TimerList(Ok):
     truncated: bool = Field(description="True when more pages follow.")
     next_cursor: str | None = Field(description="Pass as cursor to get the next page.")
     skipped: list[SkippedTimer] = Field(
-        default_factory=list, description="Stored timers on this page that could not be read, left out."
+        default_factory=list, description="Unreadable stored timers on this page, left out."
     )

@@ -25,7 +25,7 @@ class SetTimerArgs(ToolArgs):
     fire_at: str | None = Field(
         None,
         max_length=64,
-        description="One-shot at this ISO 8601 date-time with a time zone (e.g. 2026-01-31T09:00:00Z).",
+        description="One-shot at this ISO 8601 time with a zone, e.g. 2026-01-31T09:00:00Z.",
     )
     delay_seconds: float | None = Field(None, description="One-shot this many seconds from now (> 0).")
     interval_seconds: float | None = Field(
