@@ -117,14 +117,15 @@ async def test_the_built_in_tool_keeps_its_name(session: Any) -> None:
     assert (await call(session, "mcp_ping"))["success"]
 
 
-def test_promotion_refuses_a_name_a_built_in_or_a_live_adapter_serves(env: dict[str, str]) -> None:
+def test_promotion_and_the_names_command_refuse_a_name_a_built_in_or_a_live_adapter_serves(
+    env: dict[str, str],
+) -> None:
     for adapter_id, named in (("clash", "the built-in tool mcp_ping"), ("twin", "adapter plain's tool echo")):
         done = run_gateway(env, "promote", adapter_id)
         assert done.returncode == 1
         assert "adapter_tool_name_collision" in done.stderr and named in done.stderr, done.stderr
-
-
-def test_the_names_command_refuses_a_collision_and_serves_prefixed_again(env: dict[str, str]) -> None:
+    # the names command, after promotion's refusals: serving twin prefixed changes its policy, after which
+    # promote would refuse it for needing a replay instead (one test, so no test order can swap the two)
     refused = run_gateway(env, "names", "twin", "--unprefixed")
     assert refused.returncode == 1 and "adapter plain's tool echo" in refused.stderr
     done = run_gateway(env, "names", "twin", "--prefixed", "--json")
