@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from baton.http.addresses import is_loopback
 from baton.http.asgi import ASGIApp, Scope
 
 #: Default of ``BATON_MAX_MESSAGE_BYTES`` (``/mcp`` and any route without its own limit).
@@ -306,13 +307,6 @@ class Throttle(Protocol):
     def succeeded(self, address: str) -> None: ...
 
 
-def _loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
-
-
 class AuthThrottle:
     """Failed authentication on ``/inbox*``, ``/mcp``, ``/metrics`` or ``/chat`` counts toward a lockout of
     that address on that route family only (guesses at ``/metrics`` never lock the inbox); a loopback
@@ -338,7 +332,7 @@ class AuthThrottle:
             return
         client = scope.get("client")
         address = str(client[0]) if client else "unknown"
-        if _loopback(address):  # the operator at the machine is never locked out (a proxy is listed in
+        if is_loopback(address):  # the operator at the machine is never locked out (a proxy is listed in
             await self.app(scope, receive, send)  # BATON_TRUSTED_PROXIES, so its clients have their own)
             return
         address = f"{address} {next(prefix for prefix in AUTH_PREFIXES if path.startswith(prefix))}"
@@ -377,7 +371,6 @@ def guarded(app: ASGIApp, settings: Any, host: str, port: int, throttle: Throttl
     """``app`` behind the body limit, the loopback host check, the trusted-proxy scheme and, with
     ``throttle``, the failed-authentication throttle (outermost first); the body deadline is the
     protocol's (:mod:`baton.http.limits`)."""
-    from baton.http.addresses import is_loopback
 
     if throttle is not None:
         app = AuthThrottle(app, throttle)  # inside TrustedProxy: it counts the real client's address
