@@ -192,11 +192,30 @@ def report(result: Path = RESULT, data: Path = DATA) -> str:
 
     rows = json.loads(result.read_text(encoding="utf-8"))["servers"]
     done = [r for r in rows if r["status"] == "replayed"]
+    for row in done:
+        alone = scan(row["tool_definitions"], adapter_id=row["adapter_id"])
+        assert [f["id"] for f in alone] == [f["id"] for f in row["findings"]], row["adapter_id"]
+    missing = [
+        {"candidate": r["candidate"], "status": r["status"]} for r in rows if r["status"] != "replayed"
+    ]
+    return _write_and_table(done, missing, data)
+
+
+def rescan(data: Path = DATA) -> str:
+    """Scan the recorded definitions again with the current checks (no replay), rewrite their findings in
+    the test data, and return the table: what a change to the checks does to the 36 real servers."""
+    recorded = json.loads(data.read_text(encoding="utf-8"))
+    return _write_and_table(recorded["servers"], recorded["not_surveyed"], data)
+
+
+def _write_and_table(done: list[dict[str, Any]], missing: list[dict[str, Any]], data: Path) -> str:
+    sys.path.insert(0, str(ROOT / "src"))
+    from baton.gateway.replay.poisoning import scan
+
     servers = []
     for row in done:
         definitions = row["tool_definitions"]
         alone = scan(definitions, adapter_id=row["adapter_id"])
-        assert [f["id"] for f in alone] == [f["id"] for f in row["findings"]], row["adapter_id"]
         everyone = {d["name"]: r["adapter_id"] for r in done if r is not row for d in r["tool_definitions"]}
         together = scan(definitions, adapter_id=row["adapter_id"], other_tools=everyone)
         servers.append(
@@ -209,9 +228,6 @@ def report(result: Path = RESULT, data: Path = DATA) -> str:
                 "findings_with_all_live": together,
             }
         )
-    missing = [
-        {"candidate": r["candidate"], "status": r["status"]} for r in rows if r["status"] != "replayed"
-    ]
     data.write_text(
         json.dumps({"servers": servers, "not_surveyed": missing}, indent=1, ensure_ascii=False) + "\n",
         encoding="utf-8",
@@ -246,9 +262,12 @@ def main() -> int:
     parser.add_argument("--again", action="store_true", help="survey servers already surveyed again")
     parser.add_argument("--home", help="BATON_HOME to use (default: a fresh temporary one)")
     parser.add_argument("--report", action="store_true", help="only write the test data and print the table")
+    parser.add_argument(
+        "--rescan", action="store_true", help="re-scan the recorded test data, print the table"
+    )
     options = parser.parse_args()
-    if options.report:
-        print(report())
+    if options.report or options.rescan:
+        print(rescan() if options.rescan else report())
         return 0
     home = Path(options.home or tempfile.mkdtemp(prefix="baton-survey-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("BATON_")}

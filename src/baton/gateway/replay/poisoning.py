@@ -4,7 +4,7 @@ A pinned contract stops a server from changing after review (a rug pull); it doe
 poisoned from its first version. Every tool's name, title, description and every string in its schemas
 is scanned. Each finding is typed (``kind``), has a stable ``id`` (the same text gives the same id at
 every replay) and is receipted; ``promote`` refuses (``mcp_tool_poisoning_suspected``) until each one is
-accepted by id. The pattern set below is maintained here and listed in docs/gateway.md.
+accepted by id. The pattern set is maintained in ``poisoning_rules`` and listed in docs/gateway.md.
 """
 
 from __future__ import annotations
@@ -15,41 +15,16 @@ import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
-#: Characters a reader does not see: Unicode tags, zero-width characters, bidirectional controls.
-HIDDEN_CHARACTERS = re.compile(
-    "[\U000e0000-\U000e007f\u200b\u200c\u200d\u2060\ufeff\u180e\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]"
+from baton.gateway.replay.poisoning_rules import (
+    AUTHORITY_BANNER,
+    HIDDEN_CHARACTERS,
+    MODEL_INSTRUCTION_PATTERNS,
+    PREFERENCE_PATTERNS,
+    name_core,
 )
 
-#: Instructions aimed at the model (case-insensitive). Each is (name, pattern).
-MODEL_INSTRUCTION_PATTERNS: tuple[tuple[str, str], ...] = (
-    (
-        "ignore_previous",
-        r"\b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|above|earlier|other)\s+(?:instructions|messages|rules|prompts?)",
-    ),
-    (
-        "hide_from_user",
-        r"\b(?:do\s+not|don'?t|never)\s+(?:tell|inform|mention|reveal|show|notify)\b[^.]{0,40}\buser\b",
-    ),
-    (
-        "before_any_other_tool",
-        r"\bbefore\s+(?:using|calling|invoking|running)\s+(?:any|every|each|the)\s+other\s+tools?\b",
-    ),
-    ("instead_of_other_tool", r"\binstead\s+of\s+(?:using|calling)\s+(?:any|the)\s+other\s+tools?\b"),
-    (
-        "hidden_markup",
-        r"<\s*/?\s*(?:important|system|instructions?|secret|hidden)\s*>|\[\s*(?:system|important)\s*\]",
-    ),
-    ("system_prompt", r"\b(?:system\s+prompt|developer\s+message|your\s+instructions)\b"),
-    (
-        "secret_material",
-        r"(?:~/\.ssh|id_rsa|\.env\b|/etc/passwd|\.aws/credentials|\bapi[_ ]?keys?\b[^.]{0,30}\b(?:send|include|pass|add)\b)",
-    ),
-    (
-        "must_call",
-        r"\byou\s+(?:must|should|have\s+to)\s+(?:always\s+)?(?:first\s+)?(?:call|invoke|run|use)\s+(?:the\s+)?[a-z0-9_]+__",
-    ),
-)
 _INSTRUCTIONS = [(name, re.compile(pattern, re.IGNORECASE)) for name, pattern in MODEL_INSTRUCTION_PATTERNS]
+_PREFERENCES = [(name, re.compile(pattern, re.IGNORECASE)) for name, pattern in PREFERENCE_PATTERNS]
 
 #: A description (or title) longer than this is a finding: room for a prompt the user never reads.
 MAX_DESCRIPTION_CHARS = 4096
@@ -121,6 +96,7 @@ def scan(
     for definition in definitions:
         name = str(definition.get("name"))
         findings += _name_findings(name, builtin, other_tools)
+        findings += _imitation_findings(definition, definitions, other_tools)
         findings += _size_findings(name, definition)
         for where, text in _texts({k: v for k, v in definition.items() if k != "annotations"}, name):
             findings += _text_findings(name, where, text, other_tools, own)
@@ -138,6 +114,21 @@ def _name_findings(
         yield _finding(
             "name_shadows_adapter_tool", name, "name", f"the live adapter {other_tools[name]} has {name}"
         )
+
+
+def _imitation_findings(
+    definition: dict[str, Any], definitions: list[dict[str, Any]], other_tools: dict[str, str]
+) -> Iterator[dict[str, Any]]:
+    """A tool named like another once case, decoration ("best_", "_advanced") and verb synonyms are set
+    aside: function overlapping, a lookalike the model may pick instead."""
+    name = str(definition.get("name"))
+    core = name_core(name)
+    others = {str(d.get("name")): "this server" for d in definitions} | {
+        n: f"the live adapter {a}" for n, a in other_tools.items()
+    }
+    for other, where in sorted(others.items()):
+        if other != name and core and name_core(other) == core:
+            yield _finding("imitates_tool", name, "name", f"named like {other} of {where}")
 
 
 def _size_findings(name: str, definition: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -160,6 +151,13 @@ def _text_findings(
         match = pattern.search(visible)
         if match:
             yield _finding("model_instruction", name, where, f"{pattern_name}: {match.group(0)[:80]}")
+    banner = AUTHORITY_BANNER.search(visible)
+    if banner:
+        yield _finding("model_instruction", name, where, f"authority_banner: {banner.group(0)[:80]}")
+    for pattern_name, pattern in _PREFERENCES:
+        match = pattern.search(visible)
+        if match:
+            yield _finding("preference_manipulation", name, where, f"{pattern_name}: {match.group(0)[:80]}")
     if where.endswith("#key") or where == f"{name}.name":
         return
     yield from _reference_findings(name, where, visible, other_tools, own)
