@@ -24,7 +24,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "poisoning"
-SETS = ("mcp-safetybench", "cisco-mcp-scanner")
+SETS = ("mcp-safetybench", "cisco-mcp-scanner", "msb")
 REAL = ROOT / "tests" / "gateway" / "data" / "coverage-tool-definitions.json"
 SCORE = DATA / "score.json"
 #: Attack types whose payload is not in any tool definition (Cisco's are in the server's code): a scan of
@@ -65,6 +65,12 @@ def attack_results(recorded: dict[str, Any]) -> Iterator[tuple[str, str, str, bo
         server = attack["server"]
         if attack["mode"] == "alone":
             definitions, others = attack["definitions"], {}
+        elif attack["mode"] in (
+            "beside",
+            "instead",
+        ):  # a server of its own beside the set's, or one's stand-in
+            definitions = attack["definitions"]
+            others = _live(servers, attack["benign_server"] if attack["mode"] == "instead" else "")
         else:
             kept = [t for t in servers[server] if attack["mode"] == "add" or t["name"] not in names]
             definitions, others = kept + attack["definitions"], _live(servers, server)

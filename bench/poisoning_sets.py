@@ -1,10 +1,11 @@
 """Record public tool-poisoning sets as tool definitions (tests/data/poisoning/, its README says which).
 
-``python -m bench.poisoning_sets --safetybench CLONE --cisco CLONE`` reads two git clones at the pinned
-commits below (``git show``, nothing is executed: tools are read from the Python source with ``ast``) and
+``python -m bench.poisoning_sets --safetybench CLONE --cisco CLONE --msb CLONE`` reads git clones at the
+pinned commits below (``git show``, nothing is executed: tools are read from the Python source with ``ast``) and
 writes one JSON file per set. Each file holds the set's benign servers (``servers``: name → definitions)
 and its attacks (``attacks``), each with its type, the server it sits on and how it gets there
-(``mode``: ``replace`` a tool of that server, ``add`` a tool to it, or ``alone``: a server of its own).
+(``mode``: ``replace`` a tool of that server, ``add`` a tool to it, ``alone``: a server of its own,
+``beside``: a server of its own beside the set's, ``instead``: one standing in for ``benign_server``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,19 @@ CISCO = {
     "name": "Cisco AI Defense mcp-scanner evaluations",
     "repository": "github.com/cisco-ai-defense/mcp-scanner",
     "commit": "893327c54d223ea07296f68f32d8294f5c045f4a",
+}
+MSB = {
+    "name": "MSB (MCP Security Bench)",
+    "repository": "github.com/dongsenzhang/MSB",
+    "commit": "c1d6a70171e4d2c44c87a2ae909d13df00c6aa8d",
+}
+#: MSB's attacks that sit in a definition, and whether the attacking server stands beside the benign one
+#: ("beside") or in its place ("instead"), as its ``metrics.py`` (``ATTACK_WO_BENIGN_TOOL``) says.
+MSB_SIGNATURE_ATTACKS = {
+    "name_overlap": "beside",
+    "preference_manipulation": "beside",
+    "preference_manipulation-out_of_scope_parameter": "beside",
+    "out_of_scope_parameter": "instead",
 }
 #: The server each MCP-SafetyBench domain's attacks land on (its runner adds a tool to the first server).
 SAFETYBENCH_DOMAINS = {
@@ -170,6 +184,59 @@ def cisco(clone: Path) -> dict[str, Any]:
     return {"source": CISCO, "servers": servers, "attacks": attacks}
 
 
+def msb(clone: Path) -> dict[str, Any]:
+    """MSB: its six benign servers, their signature attacks (name collision, preference manipulation,
+    out-of-scope parameter; each a server standing beside or instead of the benign one) and its prompt
+    injection, which its agent appends to the tool list's end."""
+    commit, root = MSB["commit"], "data/tools/attack_tools"
+    files = [p for p in git(clone, "ls-tree", "-r", "--name-only", commit, root).split() if p.count("/") == 5]
+    servers, variants = {}, []
+    for path in sorted(p for p in files if p.endswith(".py")):
+        kind = Path(path).stem.partition("-")[2]
+        definitions = tools_in_source(git(clone, "show", f"{commit}:{path}"))
+        if definitions and not kind:
+            servers[path.split("/")[4]] = definitions
+        elif kind in MSB_SIGNATURE_ATTACKS:
+            variants.append((path, kind, definitions))
+    attacks = [
+        {"id": case_id("msb", path), "attack_type": kind, "server": f"{path.split('/')[4]}-{kind}",
+         "mode": MSB_SIGNATURE_ATTACKS[kind], "benign_server": path.split("/")[4], "source": path,
+         "definitions": definitions}
+        for path, kind, definitions in variants
+    ]  # fmt: skip
+    return {"source": MSB, "servers": servers, "attacks": attacks + _msb_injections(clone, servers)}
+
+
+def _msb_injections(clone: Path, servers: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """MSB's prompt injection: its template with each attack task's goal, after each server's last tool."""
+    commit = MSB["commit"]
+    module = ast.parse(git(clone, "show", f"{commit}:data/prompt_template.py"))
+    template = next(
+        node.value.value
+        for node in module.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "PROMPT_INJECTION_TEMPLATE"
+        and isinstance(node.value, ast.Constant)
+    )  # fmt: skip
+    tasks = [
+        json.loads(line)
+        for line in git(clone, "show", f"{commit}:data/attack_task.jsonl").splitlines()
+        if line
+    ]
+    attacks = []
+    for server, definitions in servers.items():
+        last = definitions[-1]
+        for task in tasks:
+            poisoned = {
+                **last,
+                "description": last["description"] + str(template).replace("{goal}", task["implementation"]),
+            }
+            attacks.append(
+                {"id": case_id("msb", server, task["attack_task"]), "attack_type": "prompt_injection", "server": server,
+                 "mode": "replace", "source": "data/prompt_template.py", "definitions": [poisoned]}
+            )  # fmt: skip
+    return attacks
+
+
 def write(name: str, recorded: dict[str, Any], licence: str) -> None:
     """One set's file, its licence beside the source."""
     recorded["source"] = {**recorded["source"], "licence": licence}
@@ -183,6 +250,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--safetybench", type=Path, help="a clone of MCP-SafetyBench")
     parser.add_argument("--cisco", type=Path, help="a clone of cisco-ai-defense/mcp-scanner")
+    parser.add_argument("--msb", type=Path, help="a clone of dongsenzhang/MSB")
     options = parser.parse_args()
     if options.safetybench:
         write(
@@ -192,6 +260,8 @@ def main() -> int:
         )
     if options.cisco:
         write("cisco-mcp-scanner", cisco(options.cisco), "Apache-2.0")
+    if options.msb:
+        write("msb", msb(options.msb), "MIT")
     return 0
 
 

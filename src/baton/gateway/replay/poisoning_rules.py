@@ -38,7 +38,8 @@ MODEL_INSTRUCTION_PATTERNS: tuple[tuple[str, str], ...] = (
     ("instead_of_other_tool", r"\binstead\s+of\s+(?:using|calling)\s+(?:any|the)\s+other\s+tools?\b"),
     (
         "hidden_markup",
-        r"<\s*/?\s*(?:important|system|instructions?|secret|hidden)\s*>|\[\s*(?:system|important)\s*\]",
+        r"<\s*/?\s*(?:important|system|instructions?|secret|hidden|information|admin|override)\s*>|"
+        r"\[\s*(?:system|important)\s*\]",
     ),
     (
         "system_prompt",
@@ -82,6 +83,16 @@ MODEL_INSTRUCTION_PATTERNS: tuple[tuple[str, str], ...] = (
         r"\$\([a-z]+\)|\bbase64\s+-d\b",
     ),
     (
+        "poses_as_user",
+        r"\bmessage\s+from\s+(?:the\s+|your\s+)?user\b|\bsigned,?\s+(?:by\s+)?the\s+user\b|\bI\s+am\s+the\s+user\b|"
+        r"\bthe\s+task\s+(?:that\s+)?I\s+gave\s+you\b|\bnew\s+user\s+(?:query|request|instruction)\s*:",
+    ),
+    (
+        "asks_for_caller",
+        r"\b(?:name|version|identity)\s+of\s+(?:the\s+|your\s+)?(?:llm|ai|language\s+model|model|assistant|agent)\b"
+        r"[^.]{0,30}\b(?:that|which|who)\s+(?:calls|is\s+calling|uses|invokes)\s+this\s+tool|\bllm_(?:model_)?(?:name|id)\b",
+    ),
+    (
         "jailbreak",
         r"\bjailbreak|\bbypass\s+(?:all\s+)?(?:safety|security|content|validation|access)|"
         r"\bdisable\s+(?:all\s+)?(?:safety|content\s+filter|security|sanitization|validation)|"
@@ -99,7 +110,7 @@ AUTHORITY_BANNER = re.compile(
 PREFERENCE_PATTERNS: tuple[tuple[str, str], ...] = (
     (
         "superlative_claim",
-        r"\bworld'?s\s+(?:best|leading|most)\b|\bindustry[- ](?:standard|leading)\b|\baward[- ]winning\b|"
+        r"\bworld'?s\s+(?:best|leading|most)\b|\bbest\s+(?:\w+\s+){0,2}in\s+the\s+(?:world|market|industry)\b|\bindustry[- ](?:standard|leading)\b|\baward[- ]winning\b|"
         r"\bpinnacle\b|\bunmatched\b|\bcutting[- ]edge\b|\bthe\s+best\s+and\s+most\b|\bmost\s+reliable\b|"
         r"\b(?:premium|ultimate|professional|advanced|enhanced|superior)\s+version\b|"
         r"\bsuperior\s+(?:\w+\s+)?(?:performance|functionality|capabilities)\b",
@@ -116,7 +127,7 @@ PREFERENCE_PATTERNS: tuple[tuple[str, str], ...] = (
 DECORATION = frozenset(
     {
         "best", "premium", "ultimate", "enhanced", "advanced", "pro", "professional", "new", "improved",
-        "secure", "official", "v2", "v3", "plus", "super", "optimized", "updated", "latest", "tool", "for",
+        "secure", "official", "plus", "super", "optimized", "updated", "latest", "tool", "for",
         "the", "fast", "smart", "better",
     }
 )  # fmt: skip
@@ -128,4 +139,4 @@ def name_core(name: str) -> str:
     """A tool name without case, separators, decoration or verb synonyms: what it claims to do."""
     spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name)
     words = [w.lower() for w in re.split(r"[^A-Za-z0-9]+", spaced) if w]
-    return " ".join(SAME_ACT.get(w, w) for w in words if w not in DECORATION)
+    return " ".join(SAME_ACT.get(w, w) for w in words if w not in DECORATION and not re.fullmatch(r"v\d+", w))
