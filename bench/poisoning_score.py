@@ -15,10 +15,11 @@ id: the checks were tuned on the ``tuning`` side only, and the ``held-out`` side
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +46,19 @@ def side(case_id: str) -> str:
     return "held-out" if int(hashlib.sha256(case_id.encode()).hexdigest()[:8], 16) % 10 < 3 else "tuning"
 
 
-def _flagged(definitions: list[dict[str, Any]], server: str, others: dict[str, str]) -> set[str]:
-    """The names of the tools the scan finds something on."""
-    sys.path.insert(0, str(ROOT / "src"))
+@functools.cache
+def _scan() -> Callable[..., list[dict[str, Any]]]:
+    """The checks of this checkout (its src/ first, as the other benchmarks import it)."""
+    if str(ROOT / "src") not in sys.path:
+        sys.path.insert(0, str(ROOT / "src"))
     from baton.gateway.replay.poisoning import scan
 
-    return {f["tool"] for f in scan(definitions, adapter_id=server, other_tools=others)}
+    return scan
+
+
+def _flagged(definitions: list[dict[str, Any]], server: str, others: dict[str, str]) -> set[str]:
+    """The names of the tools the scan finds something on."""
+    return {f["tool"] for f in _scan()(definitions, adapter_id=server, other_tools=others)}
 
 
 def _live(servers: dict[str, list[dict[str, Any]]], but: str) -> dict[str, str]:

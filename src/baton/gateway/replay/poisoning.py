@@ -92,11 +92,12 @@ def scan(
     other_tools = {n: a for n, a in (other_tools or {}).items() if a != adapter_id}
     builtin = BUILTIN_TOOLS | {name.removeprefix("mcp_") for name in BUILTIN_TOOLS}
     own = {str(d.get("name")) for d in definitions}
+    alike = _by_core(own, other_tools)
     findings: list[dict[str, Any]] = []
     for definition in definitions:
         name = str(definition.get("name"))
         findings += _name_findings(name, builtin, other_tools)
-        findings += _imitation_findings(definition, definitions, other_tools)
+        findings += _imitation_findings(name, alike)
         findings += _size_findings(name, definition)
         for where, text in _texts({k: v for k, v in definition.items() if k != "annotations"}, name):
             findings += _text_findings(name, where, text, other_tools, own)
@@ -116,18 +117,21 @@ def _name_findings(
         )
 
 
-def _imitation_findings(
-    definition: dict[str, Any], definitions: list[dict[str, Any]], other_tools: dict[str, str]
-) -> Iterator[dict[str, Any]]:
+def _by_core(own: set[str], other_tools: dict[str, str]) -> dict[str, dict[str, str]]:
+    """Every tool name in view, grouped by what it claims to do (``name_core``), with where it is."""
+    where = {n: f"the live adapter {a}" for n, a in other_tools.items()} | dict.fromkeys(own, "this server")
+    groups: dict[str, dict[str, str]] = {}
+    for name, place in where.items():
+        groups.setdefault(name_core(name), {})[name] = place
+    return groups
+
+
+def _imitation_findings(name: str, alike: dict[str, dict[str, str]]) -> Iterator[dict[str, Any]]:
     """A tool named like another once case, decoration ("best_", "_advanced") and verb synonyms are set
     aside: function overlapping, a lookalike the model may pick instead."""
-    name = str(definition.get("name"))
     core = name_core(name)
-    others = {str(d.get("name")): "this server" for d in definitions} | {
-        n: f"the live adapter {a}" for n, a in other_tools.items()
-    }
-    for other, where in sorted(others.items()):
-        if other != name and core and name_core(other) == core:
+    for other, where in sorted(alike.get(core, {}).items()):
+        if other != name and core:
             yield _finding("imitates_tool", name, "name", f"named like {other} of {where}")
 
 
