@@ -77,16 +77,21 @@ def _annotation_type(node: ast.expr | None) -> str | None:
 
 
 def _schema(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any]:
-    arguments = function.args.args
-    first_default = len(arguments) - len(function.args.defaults)
+    """The arguments FastMCP would list: all but the ``Context`` it injects."""
+    first_default = len(function.args.args) - len(function.args.defaults)
+    arguments = [
+        (index, arg)
+        for index, arg in enumerate(function.args.args)
+        if not (isinstance(arg.annotation, ast.Name) and arg.annotation.id == "Context")
+    ]
     properties: dict[str, Any] = {}
-    for arg in arguments:
+    for _, arg in arguments:
         json_type = _annotation_type(arg.annotation)
         properties[arg.arg] = {
             "title": arg.arg.replace("_", " ").title(),
             **({"type": json_type} if json_type else {}),
         }
-    required = [arg.arg for index, arg in enumerate(arguments) if index < first_default]
+    required = [arg.arg for index, arg in arguments if index < first_default]
     return {"type": "object", "properties": properties, "required": required}
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bench.poisoning_score import SCORE, SIDES, score
+from bench.poisoning_score import SCORE, SETS, SIDES, load, score
+from bench.poisoning_sets import tools_in_source
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "gateway.md"
@@ -68,3 +69,36 @@ def test_the_held_out_cases_pass_mcpproxys_gate(now: dict[str, Any]) -> None:
     assert now["headline"]["recall"]["held-out"]["rate"] >= 0.90
     assert now["headline"]["false_positives"]["held-out"]["rate"] <= 0.05
     assert now["headline"]["false_positives"]["all"]["rate"] <= 0.05
+
+
+def test_a_sets_tools_are_read_from_its_source_without_running_it() -> None:
+    source = (
+        'raise SystemExit("never run")\n'
+        "@mcp.tool()\n"
+        "async def find(query: str, ctx: Context, limit: Optional[int] = 5) -> str:\n"
+        '    """Finds things.\n\n    Args:\n        query: what to find\n    """\n'
+        "def helper() -> None:\n"
+        '    """Not a tool."""\n'
+    )
+    assert tools_in_source(source) == [
+        {
+            "name": "find",
+            "description": "Finds things.\n\nArgs:\n    query: what to find",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "query": {"title": "Query", "type": "string"},
+                    "limit": {"title": "Limit", "type": "integer"},
+                },
+                "required": ["query"],
+            },
+        }
+    ]
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_each_recorded_set_names_its_source_and_licence_and_its_cases_are_distinct(name: str) -> None:
+    recorded = load(name)
+    assert recorded["source"]["commit"] and recorded["source"]["licence"]
+    ids = [attack["id"] for attack in recorded["attacks"]]
+    assert len(ids) == len(set(ids)) and all(attack["definitions"] for attack in recorded["attacks"])

@@ -79,7 +79,7 @@ MODEL_INSTRUCTION_PATTERNS: tuple[tuple[str, str], ...] = (
     (
         "shell_payload",
         r"\b(?:execute|run)\s+the\s+following\s+(?:[\w-]+\s+){0,3}command|\bsudo\s+\S|\brm\s+-[rRf]{1,3}\s|"
-        r"\bwget\s+-|\bcurl\s+(?:-\S+\s+)*https?://|\|\s*(?:ba|z)?sh\b|\bwhoami\b|\bnc\s+-[el]|"
+        r"\bwget\s+-|\bcurl\s+(?:-\S+\s+)*https?://|\|\s*(?:ba|z)?sh\b|\bnc\s+-[el]|"
         r"\$\([a-z]+\)|\bbase64\s+-d\b",
     ),
     (
