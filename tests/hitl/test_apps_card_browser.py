@@ -186,9 +186,14 @@ async def log_in_person(browser: Any, env: dict[str, str], public: str) -> tuple
     return context, page
 
 
-async def ask(session: ClientSession, into: dict[str, Any]) -> None:
-    """The agent's approval call, through the host, as the chat would make it."""
-    into["result"] = wire(await session.call_tool("mcp_request_admin_approval", ASK))
+async def ask(
+    session: ClientSession,
+    into: dict[str, Any],
+    tool: str = "mcp_request_admin_approval",
+    arguments: Any = None,
+) -> None:
+    """The agent's asking call, through the host, as the chat would make it."""
+    into["result"] = wire(await session.call_tool(tool, ASK if arguments is None else arguments))
 
 
 async def settled(into: dict[str, Any]) -> dict[str, Any]:
@@ -375,3 +380,51 @@ async def test_no_message_from_the_cards_host_decides_only_the_person_at_batons_
         assert stored(served["env"], request_id) == ("approved", ["hitl_decided"])
         await person.close()
         await browser.close()
+
+
+async def test_an_input_card_shows_the_options_and_then_the_answer_a_person_gave_at_baton(
+    served: dict[str, Any], tmp_path: Path
+) -> None:
+    from playwright.async_api import async_playwright
+
+    question = {
+        "question": "Which region should the replay run in?",
+        "options": ["eu-west-1", "us-east-1", "ap-southeast-1"],
+        "context": {"reason": "The last replay in us-east-1 was throttled."},
+        "timeout_seconds": 900,
+    }
+    shots = tmp_path / "shots"
+    shots.mkdir()
+    async with host_session(served["mcp"]) as session, async_playwright() as playwright:
+        tool = {t.name: t for t in (await session.list_tools()).tools}["mcp_request_admin_input"]
+        browser = await playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        person, person_page = await log_in_person(browser, served["env"], served["public"])
+        host = await Host.open(browser, session, served["host"], "390")
+        outcome: dict[str, Any] = {}
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask, session, outcome, "mcp_request_admin_input", question)
+            await host.mount(tool, question)
+            await host.card().locator("#countdown").wait_for()
+            assert await host.text("#kind") == "Question"
+            assert await host.text("#message") == question["question"]
+            assert await host.card().locator("#options li").all_text_contents() == question["options"]
+            assert await host.text("#open-decision") == "Answer at baton"
+            await host.shoot(shots, "card-question-pending-390")
+            await host.card().locator("#open-decision").click()
+            with anyio.fail_after(60):  # only stops a hang
+                await host.linked.wait()
+            await person_page.goto(host.links[0])
+            await person_page.check("input[value='eu-west-1']")
+            await person_page.click("button.approve")
+            await person_page.wait_for_selector("#status.answered")
+            result = await settled(outcome)
+            await host.page.evaluate("(r) => window.sendToolResult(r)", result)
+            await host.card().locator("#outcome-status.answered").wait_for()
+        assert await host.text("#answer") == "eu-west-1"
+        assert "by ada via passkey" in await host.text("#outcome-by")
+        await host.shoot(shots, "card-question-answered-390")
+        await person.close()
+        await browser.close()
+    publish(shots)

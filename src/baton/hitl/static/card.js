@@ -127,6 +127,7 @@
       list.append(item);
     });
     show("options", !!(options && options.length));
+    show("options-title", !!(options && options.length));
     var digest = state.view && state.view.arguments_sha256;
     setText("digest", digest || "");
     show("digest-line", !!digest);
