@@ -77,3 +77,18 @@ async def test_a_client_that_does_not_declare_it_sees_no_card_and_no_meta(baton_
     assert not any(tool.meta for tool in tools)
     assert CARD_URI not in {str(resource.uri) for resource in resources}
     assert card.mime_type == MIME_TYPE  # readable by URI all the same: it holds nothing of any request
+
+
+async def test_in_the_2026_07_28_era_the_request_carries_the_declaration_and_baton_declares_it_too(
+    baton_env: dict[str, str],
+) -> None:
+    from mcp import Client
+    from mcp.client.extension import advertise
+
+    declared = advertise(EXTENSION_ID, DECLARED[EXTENSION_ID])
+    async with Client(server_parameters(baton_env), extensions=[declared]) as client:
+        assert client.protocol_version == "2026-07-28"
+        tools = (await client.list_tools()).tools
+        server = client.server_capabilities.extensions or {}
+    assert {tool.name for tool in tools if tool.meta} == CARD_TOOLS
+    assert EXTENSION_ID in server

@@ -155,6 +155,10 @@
     var id = state.requestId, button = $("open-decision");
     button.textContent = kindOf() === "input" ? "Answer at baton" : "Decide at baton";
     button.disabled = !(id && config.decide_base && state.host.openLinks);
+    if (id && config.decide_base && !state.host.openLinks) {  // a host that opens no links: the address to copy
+      setText("decision-url", config.decide_base + "/inbox/requests/" + encodeURIComponent(id));
+      show("link-fallback", true);
+    }
     show("decide-cli", !!id && !config.decide_base);
     if (id && !config.decide_base) {
       var verb = kindOf() === "input" ? "answer " + id + " TEXT" : "approve " + id;
