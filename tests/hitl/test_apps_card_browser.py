@@ -49,12 +49,12 @@ HANG_GUARD_SECONDS = 600
 
 @pytest.fixture(scope="module")
 def host_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The test host, built: the pinned npm packages installed (no install scripts), ``host.mjs`` bundled."""
+    """The test host, built: the locked npm packages (npm ci, no install scripts), ``host.mjs`` bundled."""
     target = tmp_path_factory.mktemp("mcp-apps-host")
     for source in HOST_SOURCES.iterdir():
         shutil.copy(source, target / source.name)
     for command in (
-        ["npm", "install", "--no-audit", "--no-fund", "--ignore-scripts"],
+        ["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
         ["npx", "--no-install", "esbuild", "host.mjs", "--bundle", "--format=esm", "--outfile=host.js"],
     ):
         done = subprocess.run(
