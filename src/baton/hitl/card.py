@@ -10,6 +10,7 @@ baton's own origin, where a person logs in with a passkey and decides.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 
 from baton import __version__
@@ -19,6 +20,7 @@ _HERE = Path(__file__).parent
 POLL_MILLISECONDS = 3000
 
 
+@lru_cache(maxsize=4)
 def card_html(decide_base: str | None) -> str:
     """The card, told where baton's request pages are (``None``: no HTTP server, decide on the CLI)."""
     config = {

@@ -41,6 +41,11 @@ def client_declares(ctx: Any) -> bool:
     return isinstance(mime_types, list) and MIME_TYPE in mime_types
 
 
+def listing_for(ctx: Any, tools: list[types.Tool]) -> list[types.Tool]:
+    """The listing as this client sees it: with the card when it declared the extension, else unchanged."""
+    return with_card(tools) if client_declares(ctx) else tools
+
+
 def with_card(tools: list[types.Tool]) -> list[types.Tool]:
     """The listing with the card named on the asking tools (a copy; the cached definitions stay bare)."""
     return [

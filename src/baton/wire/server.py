@@ -197,9 +197,7 @@ def _tool_lister(
         cached = loader.cached_tools()
         if cached is not None:
             tools = [types.Tool.model_validate(tool) for tool in cached]
-            answer = types.ListToolsResult(
-                tools=apps.with_card(tools) if apps.client_declares(ctx) else tools
-            )
+            answer = types.ListToolsResult(tools=apps.listing_for(ctx, tools))
             loader.listed_from_cache()
             return answer
         registry = await loader.get()
@@ -207,7 +205,7 @@ def _tool_lister(
         for source in registry.dynamic:
             for listed in await source.list_tools():
                 tools.append(types.Tool.model_validate(listed))
-        return types.ListToolsResult(tools=apps.with_card(tools) if apps.client_declares(ctx) else tools)
+        return types.ListToolsResult(tools=apps.listing_for(ctx, tools))
 
     return list_tools
 
