@@ -74,6 +74,15 @@ class Host:
         self.links: list[str] = []
         self.seen: list[str] = []
         self.linked = anyio.Event()
+        #: Console errors and uncaught exceptions (a CSP violation is one), and requests the card's frame made.
+        self.errors: list[str] = []
+        self.card_requests: list[str] = []
+        page.on("console", lambda message: message.type == "error" and self.errors.append(message.text))
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
+        page.on(
+            "request",
+            lambda request: request.frame != page.main_frame and self.card_requests.append(request.url),
+        )
 
     async def call_tool(self, params: dict[str, Any]) -> Any:
         """The card's ``tools/call``, proxied to baton on the host's (the agent's) connection."""

@@ -134,11 +134,10 @@ async def test_the_card_shows_the_request_in_a_real_apps_host_and_the_outcome_a_
                 assert await host.card().locator("#decision").is_hidden()
                 await host.shoot(shots, f"card-approved-{size}")
         assert result["structuredContent"]["approved"] is True
-        for host in hosts.values():  # the card itself only ever read, through the host
-            assert {call["name"] for call in host.calls} <= {
-                "mcp_list_pending_requests",
-                "mcp_get_request_status",
-            }
+        reads = {"mcp_list_pending_requests", "mcp_get_request_status"}
+        for host in hosts.values():  # the card itself only ever read, through the host, and fetched nothing
+            assert {call["name"] for call in host.calls} <= reads
+            assert (host.errors, host.card_requests) == ([], [])
         await person.close()
         await browser.close()
     publish(shots)
