@@ -36,6 +36,7 @@ from tests.hitl.apps_host import (
     publish,
     settled,
     stored,
+    wire,
 )
 from tests.hitl.test_inbox_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.servers import free_port, http_server, uvicorn_in_thread
@@ -234,3 +235,24 @@ async def test_an_input_card_shows_the_options_and_then_the_answer_a_person_gave
         await person.close()
         await browser.close()
     publish(shots)
+
+
+async def test_a_call_that_made_no_request_ends_its_card_with_the_reason(served: dict[str, Any]) -> None:
+    from playwright.async_api import async_playwright
+
+    bad = {"request_message": "Deploy?", "timeout_seconds": 0}
+    async with host_session(served["mcp"]) as session, async_playwright() as playwright:
+        tool = {t.name: t for t in (await session.list_tools()).tools}["mcp_request_admin_approval"]
+        browser = await playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        host = await Host.open(browser, session, served["host"], "390")
+        await host.mount(tool, bad)
+        await host.card().locator("#message").filter(has_text="Deploy?").wait_for()
+        refused = wire(await session.call_tool("mcp_request_admin_approval", bad))
+        assert refused["structuredContent"]["error_class"] == "invalid_arguments"
+        await host.page.evaluate("(r) => window.sendToolResult(r)", refused)
+        await host.card().locator("#outcome-status.failed").wait_for()
+        assert (await host.text("#outcome-by")).startswith("the call made no request: ")
+        assert await host.card().locator("#decision").is_hidden()
+        await browser.close()

@@ -56,6 +56,7 @@
   function statusOf() {
     if (state.view) { return state.view.status; }
     if (state.result && state.result.status) { return state.result.status; }
+    if (state.result && !state.requestId) { return "failed"; }
     return state.cancelled ? "cancelled" : "pending";
   }
 
@@ -134,7 +135,7 @@
   }
   function renderOutcome() {
     var status = statusOf(), view = state.view || state.result || {};
-    var final = !!FINAL[status] || status === "cancelled";
+    var final = !!FINAL[status] || status === "cancelled" || status === "failed";
     show("outcome", final);
     show("decision", !final);
     if (!final) { return; }
@@ -145,6 +146,7 @@
     if (view.responded_at) { by += (by ? " at " : "at ") + when(view.responded_at); }
     if (status === "expired") { by = "nobody decided in time; nothing was approved"; }
     if (status === "cancelled") { by = "the host cancelled the call; the request may still be pending at baton"; }
+    if (status === "failed") { by = "the call made no request: " + (view.error || "no reason given"); }
     setText("outcome-by", by);
     setText("answer", view.response || "");
     show("outcome-answer", !!view.response);
@@ -195,9 +197,9 @@
     return row.context_truncated || canonical(row.context) === canonical(contextOf());
   }
   function locate() {
-    if (state.requestId || !state.args || !state.host.serverTools) { return; }
+    if (state.requestId || state.result || !state.args || !state.host.serverTools) { return; }
     callTool("mcp_list_pending_requests", { limit: 100 }).then(function (page) {
-      if (state.requestId) { return; }
+      if (state.requestId || state.result) { return; }
       var found = (page.requests || []).filter(matches).sort(function (a, b) {
         return a.created_at < b.created_at ? 1 : -1;
       });
@@ -252,6 +254,7 @@
       var result = params.structuredContent || {};
       state.result = result;
       if (result.request_id && !state.requestId) { follow(result.request_id); return; }
+      window.clearTimeout(locateTimer);
       render();
       refresh();
     },
