@@ -46,6 +46,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.needs("chromium", "node", "npm-regi
 HOST_SOURCES = Path(__file__).parent / "mcp_apps_host"
 #: Only stops a hang (npm fetches five packages once; its cache keeps them).
 HANG_GUARD_SECONDS = 600
+#: Nothing in the card, agent text included, is wider than the frame the host gave it.
+NO_SIDEWAYS_SCROLL = "() => document.documentElement.scrollWidth <= document.documentElement.clientWidth"
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +119,7 @@ async def test_the_card_shows_the_request_in_a_real_apps_host_and_the_outcome_a_
                 assert await host.card().locator("#chip-urgent").is_visible()
                 assert await host.text("#state") == "waiting for a person"
                 assert await host.card().locator("#context-json *").count() == 0  # "<b>" stayed text
+                assert await host.page.main_frame.child_frames[0].evaluate(NO_SIDEWAYS_SCROLL), size
                 await host.shoot(shots, f"card-pending-{size}")
             request_id = await hosts["390"].text("#request-id")
             phone = hosts["390"]

@@ -174,7 +174,6 @@
     setText("state", status === "pending" ? "waiting for a person" : status);
     $("state").className = "rq-status card-state " + status;
     setText("message", messageOf());
-    setText("context-title", "Context");
     renderChips();
     renderAsked();
     renderContext();
