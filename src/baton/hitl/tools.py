@@ -177,8 +177,8 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
 
         Only an explicit approval yields approved=true; a timeout gives timeout=true, approved=false. A
         cut-off call's request stays open: its request_id (hr_…) is in the first progress notification
-        (with a progress token) and in mcp_list_pending_requests; resume with
-        mcp_wait_for_request(request_id). A call run as an MCP task is followed by its task id."""
+        and in mcp_list_pending_requests; resume with mcp_wait_for_request. An MCP task call is followed
+        by its task id."""
         new = NewRequest(
             "approval",
             args.request_message,
@@ -198,8 +198,8 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
         """Ask a human administrator a question and wait for the answer.
 
         The answer is one of options, when given. On timeout: success=false, timeout=true. Resume a
-        cut-off call with mcp_wait_for_request(request_id): the id is in the first progress notification
-        and in mcp_list_pending_requests while it is pending."""
+        cut-off call with mcp_wait_for_request: the id is in the first progress notification and in
+        mcp_list_pending_requests."""
         new = NewRequest(
             "input",
             args.question,
@@ -232,8 +232,8 @@ def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
 
         Urgent ones come first, then the soonest to expire; total says how many are pending (up to 1000)
         and next_cursor fetches the next page. A context larger than 8 KiB is left out (context: null,
-        context_truncated: true); mcp_get_request_status has it. A stored request that cannot be read
-        is left out and named in skipped ({request_id, reason})."""
+        context_truncated: true); mcp_get_request_status has it. Unreadable stored requests are named
+        in skipped."""
         if args.limit <= DEFAULT_PAGE:  # a bounded page on an index: well under a millisecond
             page = broker.page_pending(args.limit, args.cursor, ctx.agent.read_scope)
         else:

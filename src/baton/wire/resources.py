@@ -126,6 +126,7 @@ def listed_own(runtime: Runtime, caller: Any) -> list[types.Resource]:
 def install(server: Any, loader: RegistryLoader) -> None:
     """The prompts and resources handlers, on the registry's runtime."""
     from baton.identity.agents import current_agent
+    from baton.wire import apps
 
     async def runtime_and_caller(ctx: Any) -> tuple[Runtime, Any]:
         runtime = (await loader.get()).runtime
@@ -148,6 +149,8 @@ def install(server: Any, loader: RegistryLoader) -> None:
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         runtime, caller = await runtime_and_caller(ctx)
         own = await _in_thread(lambda: listed_own(runtime, caller))
+        if apps.client_declares(ctx):
+            own.append(apps.card_resource())
         return types.ListResourcesResult(resources=own + [r for s in sources(runtime) for r in s.resources()])
 
     async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
@@ -164,6 +167,8 @@ def install(server: Any, loader: RegistryLoader) -> None:
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         runtime, caller = await runtime_and_caller(ctx)
         uri = str(params.uri)
+        if uri == apps.CARD_URI:
+            return apps.read_card(runtime)
         found: types.ReadResourceResult | None = await _in_thread(lambda: read_own(runtime, uri, caller))
         for source in sources(runtime):
             found = found or source.read(uri)

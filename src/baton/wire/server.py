@@ -19,7 +19,7 @@ from baton.boundary.mcp_results import tool_result
 from baton.errors import BatonError, ToolNameError
 from baton.identity.agents import client_name, current_agent
 from baton.identity.callers import decision_authority
-from baton.wire import heap, tool_cache
+from baton.wire import apps, heap, tool_cache
 
 if TYPE_CHECKING:
     from baton.boundary.toolkit import CallContext, ToolRegistry, ToolSpec
@@ -196,7 +196,8 @@ def _tool_lister(
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         cached = loader.cached_tools()
         if cached is not None:
-            answer = types.ListToolsResult(tools=[types.Tool.model_validate(tool) for tool in cached])
+            tools = [types.Tool.model_validate(tool) for tool in cached]
+            answer = types.ListToolsResult(tools=apps.listing_for(ctx, tools))
             loader.listed_from_cache()
             return answer
         registry = await loader.get()
@@ -204,7 +205,7 @@ def _tool_lister(
         for source in registry.dynamic:
             for listed in await source.list_tools():
                 tools.append(types.Tool.model_validate(listed))
-        return types.ListToolsResult(tools=tools)
+        return types.ListToolsResult(tools=apps.listing_for(ctx, tools))
 
     return list_tools
 
@@ -282,6 +283,7 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
     from baton.wire import resources
 
     resources.install(server, loader)
+    server.extensions[apps.EXTENSION_ID] = {}  # MCP Apps: the request card (docs/apps.md)
     if loader.current_settings().baton_conformance_fixtures:
         from baton.wire.conformance.catalog import install_methods
 
