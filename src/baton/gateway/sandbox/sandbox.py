@@ -18,7 +18,8 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 from baton.errors import GatewayError
 from baton.gateway.sandbox import cgroups, scratch, seccomp
 from baton.gateway.sandbox.bwrap_command import HOST_PATH, Prepared, prepare
-from baton.gateway.sandbox.sandbox_spec import SANDBOX_GID, SANDBOX_UID, SandboxSpec
+from baton.gateway.sandbox.sandbox_spec import SandboxSpec
+from baton.gateway.sandbox.sandbox_spec import as_nobody as as_nobody  # re-exported: its home before landlock
 
 if TYPE_CHECKING:
     from baton.gateway.policy.policy import Policy
@@ -40,13 +41,6 @@ class Sandbox(Protocol):
 
     def cleanup(self, process: subprocess.Popen[bytes]) -> bool:
         """Remove what the sandbox left behind; True when nothing remains."""
-
-
-def as_nobody() -> tuple[int | None, int | None, list[int] | None]:
-    """(user, group, extra_groups) for Popen: 65534 when we are root; an unprivileged caller stays itself."""
-    if os.geteuid() == 0:
-        return SANDBOX_UID, SANDBOX_GID, []
-    return None, None, None
 
 
 APPARMOR_USERNS = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
@@ -207,9 +201,18 @@ def sandbox_report() -> tuple[bool, str]:
 
 
 def sandbox_for(name: str) -> Sandbox:
-    """The sandbox a policy names."""
+    """The sandbox a policy names; for the default bubblewrap, Landlock when bubblewrap cannot start here
+    and Landlock can (the replay receipt records which ran, ``baton doctor`` says which will)."""
     if name == "docker":
         from baton.gateway.sandbox.docker import DockerSandbox
 
         return DockerSandbox()
-    return BubblewrapSandbox()
+    from baton.gateway.sandbox.landlock import LandlockSandbox
+
+    if name == "landlock":
+        return LandlockSandbox()
+    bubblewrap = BubblewrapSandbox()
+    if bubblewrap.unavailable_reason() is None:
+        return bubblewrap
+    landlock = LandlockSandbox()
+    return landlock if landlock.unavailable_reason() is None else bubblewrap
