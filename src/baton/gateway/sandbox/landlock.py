@@ -30,7 +30,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from baton.errors import GatewayError
 from baton.gateway.sandbox import landlock_exec, scratch, seccomp
@@ -44,6 +44,14 @@ SYSTEM_READ = (
     "/proc", "/dev/urandom", "/dev/random",
 )  # fmt: skip
 DEVICES = ("/dev/null", "/dev/zero")
+#: What the Landlock sandbox leaves shared with the host (doctor and the replay receipt say so).
+NOT_ISOLATED = (
+    "no PID namespace (/proc lists the host's processes)",
+    "no mount namespace (mounts only at their own paths)",
+    "no cgroup (memory per process, processes per uid, cpu_limit refused)",
+    "no /tmp size cap (per-file RLIMIT_FSIZE only)",
+    "AF_UNIX sockets the uid may open",
+)
 #: euids for which a probe sandbox has started in this process.
 _VERIFIED: set[int] = set()
 
@@ -203,3 +211,34 @@ class LandlockSandbox:
         prepared = self.prepared.pop(process.pid, None)
         removed = prepared.cleanup() if prepared is not None else True
         return process.poll() is not None and removed
+
+
+def enforcement(policy: Any) -> dict[str, Any]:
+    """What the Landlock sandbox enforced for ``policy`` (a :class:`~baton.gateway.policy.policy.Policy`)."""
+    runtime = policy.runtime
+    return {
+        "landlock_abi": abi(),
+        "seccomp_denied_syscalls": len(seccomp.DENIED),
+        "socket_families": "AF_UNIX only",
+        "tcp_denied_by_landlock": abi() >= 4,
+        "tmp_noexec": True,
+        "pids_limit": runtime.pids_limit,
+        "pids_limit_scope": "host_uid",
+        "memory_limit": runtime.memory_limit,
+        "memory_limit_scope": "process",
+        "cpu_seconds_per_process": runtime.cpu_seconds,
+        "not_isolated": list(NOT_ISOLATED),
+    }
+
+
+def report() -> str:
+    """``baton doctor``'s account of the Landlock sandbox: what it enforces here and what it does not."""
+    version = abi()
+    net = "seccomp refuses every socket but AF_UNIX" + (", Landlock denies TCP" if version >= 4 else "")
+    scope = ", abstract unix sockets and signals scoped" if version >= 6 else ""
+    user = "host uid 65534" if os.geteuid() == 0 else f"the calling user (uid {os.geteuid()})"
+    return (
+        f"Landlock ABI {version}, started as {user}: filesystem rules (read-only system and tree, "
+        f"writes only in a private noexec temporary directory); {net}{scope}; seccomp filter of "
+        f"{len(seccomp.DENIED)} denied calls; rlimits. Not isolated: {'; '.join(NOT_ISOLATED)}"
+    )

@@ -179,7 +179,7 @@ def sandbox_report() -> tuple[bool, str]:
     reason = sandbox.unavailable_reason()
     restricted = userns_restriction()
     if reason is not None:
-        return False, reason
+        return _fallback_report(reason)
     user = "host uid 65534" if os.geteuid() == 0 else f"the calling user (uid {os.geteuid()})"
     notes = [
         f"bubblewrap at {sandbox.bwrap}, started as {user}",
@@ -216,3 +216,13 @@ def sandbox_for(name: str) -> Sandbox:
         return bubblewrap
     landlock = LandlockSandbox()
     return landlock if landlock.unavailable_reason() is None else bubblewrap
+
+
+def _fallback_report(bubblewrap: str) -> tuple[bool, str]:
+    """``baton doctor``'s line when bubblewrap cannot start: the Landlock sandbox used instead, or both reasons."""
+    from baton.gateway.sandbox import landlock
+
+    reason = landlock.LandlockSandbox().unavailable_reason()
+    if reason is not None:
+        return False, f"{bubblewrap}; the Landlock fallback cannot run either: {reason}"
+    return True, f"landlock, because bubblewrap cannot start here ({bubblewrap}); {landlock.report()}"
