@@ -130,3 +130,26 @@ def test_without_bubblewrap_doctor_names_landlock_and_a_default_policy_replays_u
         done = run_gateway(without, *step)
         assert done.returncode == 0, (step, done.stdout + done.stderr)
     assert last_replay(env, "plain")["sandbox"] == "landlock"
+
+
+@pytest.mark.needs("node")
+def test_node_starts_under_landlock(tmp_path: Path) -> None:
+    """node reads /etc/ssl/openssl.cnf before anything else, and exits 13 where it may not."""
+    import subprocess
+
+    from baton.gateway.sandbox import scratch
+    from baton.gateway.sandbox.landlock import LandlockSandbox
+    from baton.gateway.sandbox.sandbox_spec import SandboxSpec
+
+    tree = scratch.make("replay")
+    tree.chmod(0o755)
+    try:
+        sandbox = LandlockSandbox()
+        argv = ["node", "-e", "console.log(require('crypto').createHash('sha256').update('x').digest('hex'))"]
+        process = sandbox.start(SandboxSpec(workdir=tree, argv=argv), stderr=subprocess.PIPE)
+        out, err = process.communicate(timeout=60)
+        sandbox.cleanup(process)
+    finally:
+        scratch.remove(tree)
+    assert process.returncode == 0, err
+    assert out.decode().strip() == "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"

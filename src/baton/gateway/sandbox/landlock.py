@@ -41,7 +41,7 @@ LAUNCHER = Path(landlock_exec.__file__)
 SYSTEM_EXEC = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
 SYSTEM_READ = (
     "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/ssl/certs",
-    "/proc", "/dev/urandom", "/dev/random",
+    "/etc/ssl/openssl.cnf", "/etc/localtime", "/proc", "/dev/urandom", "/dev/random",
 )  # fmt: skip
 DEVICES = ("/dev/null", "/dev/zero")
 #: What the Landlock sandbox leaves shared with the host (doctor and the replay receipt say so).
