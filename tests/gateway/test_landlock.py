@@ -153,3 +153,32 @@ def test_node_starts_under_landlock(tmp_path: Path) -> None:
         scratch.remove(tree)
     assert process.returncode == 0, err
     assert out.decode().strip() == "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"
+
+
+def test_a_wheel_server_runs_under_landlock(tmp_path: Path) -> None:
+    """No /work without a mount namespace: baton's boot finds the bundle's site-packages beside itself."""
+    from baton.gateway.lock import artifacts, stages
+    from baton.gateway.policy.policy_files import load_policy, write_policy
+    from baton.gateway.replay.replay import replay
+    from baton.testing import mcp_stdio_server
+    from baton.testing.npm_registry import build_python_wheel
+
+    server = Path(mcp_stdio_server.__file__).read_text(encoding="utf-8")
+    modules = {"ll_probe/__init__.py": "", "ll_probe/__main__.py": server}
+    with NpmRegistryServer() as registry:
+        filename, wheel = build_python_wheel("ll-probe", "1.0.0", modules)
+        registry.publish_wheel("ll-probe", "1.0.0", filename, wheel)
+        urls = {"BATON_PYPI_URL": registry.url, "BATON_NPM_REGISTRY": registry.url}
+        runtime = Runtime.open(load_settings({"BATON_HOME": str(tmp_path / "home"), **urls}))
+        try:
+            path = Path(artifacts.lock(runtime, "pypi:ll-probe", adapter_id="llpy")["policy_path"])
+            policy, _ = load_policy(path)
+            forced = policy.runtime.model_copy(update={"sandbox": "landlock"})
+            write_policy(path, policy.model_copy(update={"runtime": forced}))
+            artifacts.lock(runtime, "llpy")
+            stages.verify(runtime, "llpy")
+            observed = replay(runtime, "llpy", apply=True, record=True)
+        finally:
+            runtime.close()
+    assert observed["receipt"]["sandbox"] == "landlock"
+    assert observed["protocol_observation"]["server_name"] == "baton-test-mcp"
