@@ -123,6 +123,19 @@ def test_a_server_needing_a_newer_node_is_refused_with_the_flag_that_runs_it_in_
     pinned, _ = load_policy(Path(json.loads(locked.stdout)["policy_path"]))
     assert pinned.contract is not None and "echo" in pinned.tools.denied  # the server answered in the sandbox
 
+    again = run_gateway(env, "lock", TEST_SERVER)  # the same runtime, fetched and pinned again
+    assert again.returncode == 0, again.stdout + again.stderr
+    relocked, _ = load_policy(Path(json.loads(locked.stdout)["policy_path"]))
+    assert relocked.interpreter == pin
+    moved = run_gateway(env, "lock", TEST_SERVER, "--node", "24")
+    assert moved.returncode != 0 and "--replace --node" in moved.stdout + moved.stderr
+    candidate = f"npm:{TEST_SERVER}"
+    replaced = run_gateway(env, "lock", candidate, "--id", TEST_SERVER, "--replace", "--node", "24")
+    assert replaced.returncode == 0, replaced.stdout + replaced.stderr
+    newer, _ = load_policy(Path(json.loads(locked.stdout)["policy_path"]))
+    assert newer.interpreter is not None and newer.interpreter.version == "24.0.0"
+    assert newer.runtime.entrypoint[0] == node_runtime.COMMAND
+
 
 @pytest.mark.needs("node")
 def test_a_node_version_the_engines_refuse_is_named_and_host_runs_the_host_node_anyway(
