@@ -123,6 +123,7 @@ def prepare(spec: SandboxSpec) -> Prepared:
             "argv": [_in_tree(arg, tree) for arg in spec.argv],
             "env": {k: ":".join(_in_tree(p, tree) for p in v.split(":")) for k, v in env.items()},
             "cwd": str(tree),
+            "parent": os.getpid(),  # the launcher dies with baton; it refuses to start if baton is gone
             "rlimits": _rlimits(spec),
             "rules": _rules(spec, tmp),
             "seccomp": str(stage / "seccomp.bpf"),

@@ -2,7 +2,7 @@
 
 Run as ``python -I -S landlock_exec.py CONFIG`` (standard library only, so it needs no import path) by
 :class:`baton.gateway.sandbox.landlock.LandlockSandbox`. ``CONFIG`` is a JSON file the parent wrote:
-``argv``, ``env``, ``cwd``, ``rlimits`` (name to value), ``rules`` (``[path, access]``: what may be done
+``argv``, ``env``, ``cwd``, ``parent`` (baton's pid), ``rlimits`` (name to value), ``rules`` (``[path, access]``: what may be done
 beneath each path), ``seccomp`` (a classic BPF program's file). In order: the rlimits, ``no_new_privs``,
 a Landlock ruleset that handles every right this kernel knows (filesystem, TCP bind/connect from ABI 4,
 abstract unix sockets and signals from ABI 6) and grants only the rules, the seccomp filter, exec. A step
@@ -139,7 +139,7 @@ def launch(config: dict[str, object]) -> None:
         program = handle.read()
     os.chdir(str(config["cwd"]))
     os.setsid()  # its own session and process group: no terminal to inject into, killed as one group
-    if _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() == 1:
+    if _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != config["parent"]:
         raise LaunchError("the launcher could not tie its life to baton's")
     if _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise LaunchError("no_new_privs could not be set")
