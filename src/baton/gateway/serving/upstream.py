@@ -249,7 +249,7 @@ class Upstream:
                 self._egress = EgressProxy(self.policy.runtime.allowed_origins, self.policy.id)
                 await self._egress.open(group)
             spec = bridged_argv(spec, self._egress, self.policy.runtime.browser)
-        sandbox = sandbox_for(self.policy.runtime.sandbox)
+        sandbox = await anyio.to_thread.run_sync(sandbox_for, self.policy.runtime.sandbox)  # may probe
         reason = await anyio.to_thread.run_sync(sandbox.unavailable_reason)
         if reason:
             raise GatewayError("sandbox_unavailable", f"The sandbox is unavailable: {reason}.")
