@@ -160,7 +160,7 @@ ERROR_CLASSES: dict[str, str] = {
     "artifact_resolver_unavailable": "The ecosystem's resolver (npm, uv) is not installed.",
     "artifact_install_failed": "The pinned wheels could not be installed with hashes required.",
     "adapter_runtime_drift": "The interpreter running the server differs from the one lock pinned, or a declared host program (`runtime.host_programs`) is unpinned, gone or differs from the one replay pinned.",
-    "adapter_runtime_unavailable": "The interpreter the entrypoint names, or a declared host program being pinned, is not installed or does not run.",
+    "adapter_runtime_unavailable": "The interpreter the entrypoint names, or a declared host program being pinned, is not installed or does not run, or the node is one the package's `engines.node` refuses (`lock --node VERSION` bundles one).",
     "entrypoint_not_allowlisted": "The entrypoint is not an interpreter running a file of a pinned package.",
     "arguments_not_allowlisted": "An argument is too long, holds control characters or names a path outside the sandbox.",
     "adapter_destructive_tool_unapproved": "A destructive tool is allowed without approval_required and without an explicit exemption.",

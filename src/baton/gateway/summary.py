@@ -56,6 +56,11 @@ def _locked(adapter_id: str, result: dict[str, Any]) -> list[str]:
     skipped = result.get("without_install_scripts") or []
     lines = [f"locked {adapter_id}: {len(packages)} package(s) pinned, bundle at {result.get('bundle')}"]
     lines.append(f"policy: {result.get('policy_path')}")
+    pin = result.get("interpreter") or {}
+    if pin.get("package"):
+        lines.append(
+            f"runs on node {pin.get('version')} from the registry ({pin.get('package')}, in the bundle)"
+        )
     if skipped:
         lines.append(f"runs without the install scripts of: {', '.join(skipped)}")
     return [*lines, f"next: baton gateway verify {adapter_id}"]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from baton.errors import GatewayError
+from baton.gateway.lock import node_runtime
 from baton.gateway.lock.bundle_writer import resolution_contents, swap_bundle, write_bundle
 from baton.gateway.lock.candidates import parse_candidate, registries_for, resolve_candidate
 from baton.gateway.lock.closure import Closure
@@ -75,6 +76,7 @@ class _Draft(NamedTuple):
     path: Path
     constraints: list[str]
     previous: Policy | None
+    node: str | None = None
 
 
 def lock(
@@ -87,6 +89,7 @@ def lock(
     constraints: list[str] | None = None,
     replace: bool = False,
     options: LockOptions | None = None,
+    node: str | None = None,
 ) -> dict[str, Any]:
     """Lock an adapter (policy id or path), or draft and lock a package spec such as ``npm:NAME@VER``.
 
@@ -95,12 +98,14 @@ def lock(
     existing policy ``adapter_id`` (see :func:`baton.gateway.lock.drafting.next_version`); a live adapter
     keeps serving meanwhile.
     ``options`` (mounts, environment, entrypoint from the command line) are written into the policy.
+    ``node`` (drafts only) bundles a node runtime from the registry; see :mod:`baton.gateway.lock.node_runtime`.
     """
     from baton.gateway.policy.bookkeeping import fail_closed, identify
 
     allowed = list(allow_without_install_scripts or [])
     if target.startswith(("npm:", "pypi:")):
         draft = _plan_draft(runtime, target, adapter_id, constraints, replace)
+        draft = draft._replace(node=node)
         with operator_lock(runtime, draft.adapter_id):  # outside fail_closed: a busy refusal records nothing
             return fail_closed(
                 runtime,
@@ -110,6 +115,12 @@ def lock(
                 lambda run_id: _lock_draft(runtime, target, draft, arguments or [], allowed, run_id, options),
             )
     _refuse_constraints(constraints)
+    if node is not None:
+        raise GatewayError(
+            "adapter_candidate_invalid",
+            "--node applies when a candidate is drafted: lock npm:NAME --id ID --replace --node VERSION "
+            "(an existing policy is locked again exactly as it was pinned).",
+        )
     path = policy_path(runtime.settings, target)
     known_id, checksum = identify(path)
     # A live adapter keeps serving its promoted snapshot while this lock (and its verify and replay) run;
@@ -174,14 +185,14 @@ def _lock_draft(
     run_id: str,
     options: LockOptions | None = None,
 ) -> dict[str, Any]:
-    adapter_id, path, constraints, previous = draft
+    adapter_id, path, constraints, previous, node = draft
     if previous is not None:  # unless given anew, the next version keeps what the owner accepted
         allow_without_scripts = allow_without_scripts or list(
             previous.resolution.allow_without_install_scripts
         )
         constraints = constraints or list(previous.resolution.constraints)
         arguments = arguments or list(previous.runtime.arguments)
-    resolved, pin = resolve_candidate(runtime, target, allow_without_scripts, constraints)
+    resolved, pin = resolve_candidate(runtime, target, allow_without_scripts, constraints, node)
     policy = draft_policy(adapter_id, target, resolved, arguments, pin, allow_without_scripts, constraints)
     given = options is not None and bool(options.entrypoint)
     if previous is not None:
@@ -194,6 +205,10 @@ def _lock_draft(
                 }
             )
     policy = apply_options(policy, options or LockOptions())
+    entrypoint = node_runtime.entrypoint_for(policy.runtime.entrypoint, pin)
+    policy = policy.model_copy(
+        update={"runtime": policy.runtime.model_copy(update={"entrypoint": entrypoint})}
+    )
     if not given:
         check_runnable_entry(resolved.root, policy.runtime.entrypoint)
     command = policy.runtime.entrypoint[0]
@@ -279,9 +294,13 @@ def _lock_policy(
             fetched = fetch_pinned(registries, policy)
             resolved = Closure(ecosystem=fetched[0].ecosystem, root=fetched[0], fetched=fetched)
     pin = None
-    if policy.runtime.sandbox != "docker":
+    if policy.interpreter is not None and policy.interpreter.bundled:
+        pin = node_runtime.bundled_pin(resolved)  # the runtime the pinned closure carries
+    elif policy.runtime.sandbox != "docker":
         pin = interpreter.observe(policy.runtime.entrypoint[0])
-    if pin is not None and (policy.interpreter is None or policy.interpreter.model_dump() != pin):
+    if pin is not None and (
+        policy.interpreter is None or policy.interpreter.model_dump(exclude_none=True) != pin
+    ):
         policy = policy.model_copy(update={"interpreter": Interpreter.model_validate(pin)})
         return _record_lock(runtime, policy, path, resolved, run_id, write=True)
     return _record_lock(runtime, policy, path, resolved, run_id, write=given)
@@ -293,7 +312,7 @@ def _record_lock(
     """Stage the bundle, then (only when all of it succeeded) write the policy, swap the bundle, record."""
     bundle = state.adapter_dir(runtime, policy.id) / "bundle"
     private_tree(bundle.parent, runtime.settings.home)  # BATON_HOME/gateway/<id>: 0700
-    pin = policy.interpreter.model_dump() if policy.interpreter else None
+    pin = policy.interpreter.model_dump(exclude_none=True) if policy.interpreter else None
     resolution = _resolution(resolved, pin)
     receipt = write_bundle(
         bundle, policy.id, resolved.fetched, run_id, policy.artifact_set_sha256(), resolution

@@ -4,9 +4,10 @@ checked closure its ecosystem's resolver makes of it, with the interpreter that 
 from __future__ import annotations
 
 from contextlib import closing
+from functools import partial
 
 from baton.errors import GatewayError
-from baton.gateway.lock import npm_resolve
+from baton.gateway.lock import node_runtime, npm_resolve
 from baton.gateway.lock.closure import Closure
 from baton.gateway.lock.npm_closure import resolve_npm
 from baton.gateway.lock.pypi_closure import PYPI_NAME, PYPI_VERSION, resolve_pypi
@@ -57,14 +58,28 @@ def registries_for(runtime: Runtime) -> Registries:
 
 
 def resolve_candidate(
-    runtime: Runtime, target: str, allow_without_scripts: list[str], constraints: list[str] | None = None
+    runtime: Runtime,
+    target: str,
+    allow_without_scripts: list[str],
+    constraints: list[str] | None = None,
+    node: str | None = None,
 ) -> tuple[Closure, dict[str, str] | None]:
-    """The candidate's checked closure and the pin of the interpreter that will run it."""
+    """The candidate's checked closure and the pin of the interpreter that will run it.
+
+    ``node`` (``lock --node``): a node runtime from the registry to bundle, or ``host``; see
+    :mod:`baton.gateway.lock.node_runtime`.
+    """
     ecosystem, name, spec = parse_candidate(target)
+    node_runtime.check_request(node, ecosystem)
     with closing(registries_for(runtime)) as registries:
         if ecosystem == "npm":
-            resolved = resolve_npm(registries, name, spec or "latest", allow_without_scripts, constraints)
-            pin = interpreter.observe("node")
+            host = None if node_runtime.wanted(node) else interpreter.observe("node")
+            resolved = resolve_npm(
+                registries, name, spec or "latest", allow_without_scripts, constraints,
+                extra=node_runtime.dependencies(node),
+                before_fetch=partial(node_runtime.check_engines, name, node, host),
+            )  # fmt: skip
+            pin = node_runtime.bundled_pin(resolved) if node_runtime.wanted(node) else host
         else:
             pin = interpreter.observe("python3")
             assert pin is not None

@@ -8,6 +8,7 @@ from typing import Any
 
 from baton import clock
 from baton.evidence.receipts import sha256_hex
+from baton.gateway.lock import node_runtime
 from baton.gateway.lock.bundle_writer import resolution_contents
 from baton.gateway.lock.closure import Closure
 from baton.gateway.lock.registries import Fetched
@@ -79,7 +80,7 @@ def draft_policy(
     """A draft policy: closure pinned, interpreter pinned, runtime locked down, contract still to observe."""
     root = resolved.root
     if root.ecosystem == "npm":
-        entrypoint = ["node", _npm_entry(root)]
+        entrypoint = node_runtime.entrypoint_for(["node", _npm_entry(root)], pin)
     else:
         entrypoint = ["python3", "-I", "-S", "baton_boot.py", _wheel_entry(root)]
     files = resolution_contents(resolved)

@@ -6,6 +6,7 @@ and the registry's integrity; install scripts, which never run here, are refused
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from baton.errors import GatewayError
@@ -137,9 +138,14 @@ def resolve_npm(
     spec: str,
     allow_without_scripts: list[str],
     constraints: list[str] | None = None,
+    extra: dict[str, str] | None = None,
+    before_fetch: Callable[[bytes], None] | None = None,
 ) -> Closure:
-    """npm resolves ``name@spec``; baton fetches and checks the closure."""
+    """npm resolves ``name@spec`` (and ``extra``); ``before_fetch`` may refuse its lockfile before any
+    download; baton fetches and checks the closure."""
     overrides = npm_overrides(constraints or [])
     progress.phase(f"resolving {name}@{spec} with npm")
-    lockfile = npm_resolve.npm_lockfile(name, spec, registries.npm_url, overrides)
+    lockfile = npm_resolve.npm_lockfile(name, spec, registries.npm_url, overrides, extra)
+    if before_fetch is not None:
+        before_fetch(lockfile)
     return npm_closure(registries, lockfile, name, allow_without_scripts)

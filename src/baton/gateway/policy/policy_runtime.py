@@ -86,7 +86,7 @@ def _drop_all() -> list[Literal["ALL"]]:
 class RuntimeSpec(PolicyTable):
     """How the server starts and what it may use; the isolation fields admit only one value."""
 
-    sandbox: Literal["bubblewrap", "docker"] = "bubblewrap"
+    sandbox: Literal["bubblewrap", "docker", "landlock"] = "bubblewrap"
     entrypoint: list[str] = Field(min_length=1)
     arguments: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)

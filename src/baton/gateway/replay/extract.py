@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from baton.errors import GatewayError
+from baton.gateway.lock import node_runtime
 from baton.gateway.lock.tarballs import checked_bytes, extract_package
 from baton.gateway.lock.wheels import BOOT, extract_wheel, install_wheels, write_console_launchers
 from baton.gateway.policy.policy import Artifact, Policy
@@ -69,6 +70,8 @@ def materialize(policy: Policy, bundle: Path, root: Path) -> Extracted:
             path = checked_bytes(bundle, artifact)
             count, unpacked = extract_wheel(path, root / "site-packages", artifact)
             files, size = files + count, size + unpacked
+    if policy.interpreter is not None and policy.interpreter.bundled:
+        node_runtime.check_binary(policy.interpreter, root)
     if wheels:
         (root / "baton_boot.py").write_text(BOOT, encoding="utf-8")
         write_console_launchers(root, policy.runtime.entrypoint[0])

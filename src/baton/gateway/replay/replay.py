@@ -24,6 +24,7 @@ from baton.gateway.policy.policy_files import load_policy, policy_path, write_po
 from baton.gateway.replay.extract import Extracted
 from baton.gateway.replay.observation import Observation, run_in_sandbox
 from baton.gateway.replay.protocol import Session
+from baton.gateway.sandbox import landlock
 from baton.gateway.sandbox.host_programs import check_host_programs, pin_new
 from baton.gateway.sandbox.interpreter import check_interpreter_pin
 from baton.gateway.sandbox.mounts import host_mounts
@@ -85,6 +86,7 @@ def _stage_receipts(
             "host_uid": host_uid,
             "tool_call_allowed": False,
             **({"enforced": enforcement(policy)} if observation.sandbox == "bubblewrap" else {}),
+            **({"enforced": landlock.enforcement(policy)} if observation.sandbox == "landlock" else {}),
         },
         "check_mode": {
             "status": "passed",

@@ -98,6 +98,9 @@ def check_interpreter_pin(policy: Any) -> None:
     pin = getattr(policy, "interpreter", None)
     if pin is None or policy.runtime.sandbox == "docker":
         return
+    if pin.package is not None:
+        _check_bundled_pin(policy, pin)
+        return
     try:
         now = observe(pin.command)
     except GatewayError as exc:
@@ -117,4 +120,24 @@ def check_interpreter_pin(policy: Any) -> None:
             f"{pin.path} {pin.version}, found {now['path'] if now else '?'} {now['version'] if now else '?'}; "
             "lock, verify and replay again to accept it.",
             drifted=drifted,
+        )
+
+
+def _check_bundled_pin(policy: Any, pin: Any) -> None:
+    """A runtime from the bundle: the entrypoint runs it and the policy pins its package's exact tarball.
+
+    Its bytes are checked where they are laid out (the tarball against its sha512, then ``bin/node``
+    against the pinned sha256, in :func:`baton.gateway.replay.extract.materialize`).
+    """
+    if policy.runtime.entrypoint[0] != pin.command:
+        raise GatewayError(
+            "adapter_runtime_drift",
+            f"The entrypoint runs {policy.runtime.entrypoint[0]!r}; lock pinned the bundled {pin.command!r}.",
+        )
+    pinned = {(a.name, a.version, a.sha512) for a in policy.artifacts if a.ecosystem == "npm"}
+    if (pin.package, pin.version, pin.tarball_sha512) not in pinned:
+        raise GatewayError(
+            "adapter_runtime_drift",
+            f"The bundled runtime {pin.package}@{pin.version} is not among the policy's pinned artifacts; "
+            "lock, verify and replay again.",
         )

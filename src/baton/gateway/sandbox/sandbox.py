@@ -18,7 +18,8 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 from baton.errors import GatewayError
 from baton.gateway.sandbox import cgroups, scratch, seccomp
 from baton.gateway.sandbox.bwrap_command import HOST_PATH, Prepared, prepare
-from baton.gateway.sandbox.sandbox_spec import SANDBOX_GID, SANDBOX_UID, SandboxSpec
+from baton.gateway.sandbox.sandbox_spec import SandboxSpec
+from baton.gateway.sandbox.sandbox_spec import as_nobody as as_nobody  # re-exported: its home before landlock
 
 if TYPE_CHECKING:
     from baton.gateway.policy.policy import Policy
@@ -40,13 +41,6 @@ class Sandbox(Protocol):
 
     def cleanup(self, process: subprocess.Popen[bytes]) -> bool:
         """Remove what the sandbox left behind; True when nothing remains."""
-
-
-def as_nobody() -> tuple[int | None, int | None, list[int] | None]:
-    """(user, group, extra_groups) for Popen: 65534 when we are root; an unprivileged caller stays itself."""
-    if os.geteuid() == 0:
-        return SANDBOX_UID, SANDBOX_GID, []
-    return None, None, None
 
 
 APPARMOR_USERNS = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
@@ -185,7 +179,7 @@ def sandbox_report() -> tuple[bool, str]:
     reason = sandbox.unavailable_reason()
     restricted = userns_restriction()
     if reason is not None:
-        return False, reason
+        return _fallback_report(reason)
     user = "host uid 65534" if os.geteuid() == 0 else f"the calling user (uid {os.geteuid()})"
     notes = [
         f"bubblewrap at {sandbox.bwrap}, started as {user}",
@@ -203,13 +197,36 @@ def sandbox_report() -> tuple[bool, str]:
     ]
     if restricted:
         notes.append(f"note: {restricted}")
+    from baton.gateway.sandbox.landlock import abi
+
+    version = abi()
+    notes.append(f"Landlock ABI {version} as fallback" if version else "no Landlock fallback")
     return True, "; ".join(notes)
 
 
 def sandbox_for(name: str) -> Sandbox:
-    """The sandbox a policy names."""
+    """The sandbox a policy names; for the default bubblewrap, Landlock when bubblewrap cannot start here
+    and Landlock can (the replay receipt records which ran, ``baton doctor`` says which will)."""
     if name == "docker":
         from baton.gateway.sandbox.docker import DockerSandbox
 
         return DockerSandbox()
-    return BubblewrapSandbox()
+    from baton.gateway.sandbox.landlock import LandlockSandbox
+
+    if name == "landlock":
+        return LandlockSandbox()
+    bubblewrap = BubblewrapSandbox()
+    if bubblewrap.unavailable_reason() is None:
+        return bubblewrap
+    landlock = LandlockSandbox()
+    return landlock if landlock.unavailable_reason() is None else bubblewrap
+
+
+def _fallback_report(bubblewrap: str) -> tuple[bool, str]:
+    """``baton doctor``'s line when bubblewrap cannot start: the Landlock sandbox used instead, or both reasons."""
+    from baton.gateway.sandbox import landlock
+
+    reason = landlock.LandlockSandbox().unavailable_reason()
+    if reason is not None:
+        return False, f"{bubblewrap}; the Landlock fallback cannot run either: {reason}"
+    return True, f"landlock, because bubblewrap cannot start here ({bubblewrap}); {landlock.report()}"

@@ -6,6 +6,7 @@ the Docker sandbox needs nothing of the bubblewrap module and imports run one wa
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,3 +69,10 @@ class SandboxSpec:
         _, _, options = self.tmpfs.partition(":")
         wanted = [o for o in options.split(",") if o and o not in ("rw", "nosuid", "nodev")]
         return ",".join(["nosuid", "nodev", "mode=1777", *wanted])
+
+
+def as_nobody() -> tuple[int | None, int | None, list[int] | None]:
+    """(user, group, extra_groups) for Popen: 65534 when we are root; an unprivileged caller stays itself."""
+    if os.geteuid() == 0:
+        return SANDBOX_UID, SANDBOX_GID, []
+    return None, None, None

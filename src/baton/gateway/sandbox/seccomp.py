@@ -55,9 +55,17 @@ def _binding() -> Any:
     return pyseccomp
 
 
-@lru_cache(maxsize=1)
-def filter_bpf() -> bytes:
-    """The compiled BPF program (cached: it depends on nothing but this module)."""
+#: ``socket(2)`` families the Landlock sandbox still allows: AF_UNIX (a server's own socketpairs, local IPC).
+AF_UNIX = 1
+
+
+@lru_cache(maxsize=2)
+def filter_bpf(*, no_network: bool = False) -> bytes:
+    """The compiled BPF program (cached: it depends on nothing but this module and the flag).
+
+    ``no_network`` (the Landlock sandbox, which has no network namespace) also refuses ``socket`` for
+    every family but AF_UNIX with EACCES: no IPv4, IPv6, netlink or packet socket.
+    """
     s = _binding()
     try:
         rules = s.SyscallFilter(s.ALLOW)
@@ -68,6 +76,8 @@ def filter_bpf() -> bytes:
             rules.add_rule(deny, "clone", s.Arg(0, s.MASKED_EQ, flag, flag))
         rules.add_rule(s.ERRNO(errno.ENOSYS), "clone3")
         rules.add_rule(deny, "personality", s.Arg(0, s.GT, MAX_PERSONALITY))
+        if no_network:
+            rules.add_rule(s.ERRNO(errno.EACCES), "socket", s.Arg(0, s.NE, AF_UNIX))
         with tempfile.TemporaryFile() as out:
             rules.export_bpf(out)
             out.seek(0)

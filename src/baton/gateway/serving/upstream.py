@@ -24,11 +24,12 @@ from baton.gateway.policy.policy import Policy
 from baton.gateway.replay.extract import materialize
 from baton.gateway.replay.observation import sandbox_spec
 from baton.gateway.replay.protocol import initialize_params
-from baton.gateway.sandbox import scratch
+from baton.gateway.sandbox import landlock, scratch
 from baton.gateway.sandbox.bwrap_command import Prepared, prepare
 from baton.gateway.sandbox.docker import DockerSandbox
 from baton.gateway.sandbox.host_programs import check_host_programs
 from baton.gateway.sandbox.interpreter import check_interpreter_pin
+from baton.gateway.sandbox.landlock import LandlockSandbox
 from baton.gateway.sandbox.mounts import host_mounts
 from baton.gateway.sandbox.network import EgressProxy, bridged_argv
 from baton.gateway.sandbox.sandbox import BubblewrapSandbox, sandbox_for
@@ -248,12 +249,20 @@ class Upstream:
                 self._egress = EgressProxy(self.policy.runtime.allowed_origins, self.policy.id)
                 await self._egress.open(group)
             spec = bridged_argv(spec, self._egress, self.policy.runtime.browser)
-        sandbox = sandbox_for(self.policy.runtime.sandbox)
+        sandbox = await anyio.to_thread.run_sync(sandbox_for, self.policy.runtime.sandbox)  # may probe
         reason = await anyio.to_thread.run_sync(sandbox.unavailable_reason)
         if reason:
             raise GatewayError("sandbox_unavailable", f"The sandbox is unavailable: {reason}.")
         if isinstance(sandbox, BubblewrapSandbox):
             prepared = await anyio.to_thread.run_sync(prepare, sandbox.bwrap, spec)
+            return prepared.argv, prepared
+        if isinstance(sandbox, LandlockSandbox):
+            if self.policy.runtime.network == "allowlist":
+                raise GatewayError(
+                    "sandbox_unavailable",
+                    "The Landlock sandbox has no network at all; network = 'allowlist' needs bubblewrap.",
+                )
+            prepared = await anyio.to_thread.run_sync(landlock.prepare, spec)
             return prepared.argv, prepared
         assert isinstance(sandbox, DockerSandbox)
         return sandbox.command(spec), None
