@@ -180,6 +180,8 @@ hitl_requests = Table(
     Column("provenance", JSON),
     # a decided request's notes, each with who wrote it: a quorum's approvers, then the decider
     Column("notes", JSON),
+    # the paths that told someone it waits (baton.hitl.reach): url_elicitation, progress, chat, ...
+    Column("reached_via", JSON),
     # the pending list's order (urgent first, soonest to expire, then id), and the expiry sweep
     Index(
         "ix_hitl_requests_pending_order",

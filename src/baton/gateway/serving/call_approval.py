@@ -125,8 +125,9 @@ async def _wait_for_decision(
 ) -> dict[str, Any]:
     """Wait for the humans' outcome (a timeout raises ``hitl_timeout``), telling a subagent which request
     it waits on and when it stops; a subagent's wait that raises withdraws the request."""
-    from baton.hitl.waiting import wait_for_outcome
+    from baton.hitl.waiting import classic_elicitation, reached, wait_for_outcome
 
+    view = reached(broker, view, context, classic_elicitation(broker, view, context), resumable=False)
     on_behalf = context.on_behalf
     if on_behalf is not None and on_behalf.waiting is not None:
         on_behalf.waiting(view["request_id"])
