@@ -27,6 +27,12 @@ ERAS = {"2025-11-25": "legacy", "2026-07-28": "auto"}
 ASK = {"request_message": "Deploy the release?", "timeout_seconds": 3600}
 
 
+@pytest.fixture
+def baton_env(baton_env: dict[str, str]) -> dict[str, str]:
+    """The suite's environment with the default kept: a request that reached nobody fails its call at once."""
+    return {k: v for k, v in baton_env.items() if k != "BATON_HITL_UNREACHED"}
+
+
 def structured(result: Any) -> dict[str, Any]:
     """A tool result's structured content (the text block carries the same JSON)."""
     if isinstance(result.structured_content, dict):
