@@ -235,6 +235,32 @@ hitl_approvals = Table(
     Column("admin_notes", Text),
 )
 
+#: Standing approvals a person gave (baton.hitl.grants): an agent may call an adapter's tool under a Cedar
+#: condition, ``max_uses`` times until ``expires_epoch``, unless revoked.
+hitl_grants = Table(
+    "hitl_grants",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("agent", String(128), nullable=False),
+    Column("adapter_id", String(128), nullable=False),
+    Column("tool", String(256), nullable=False),
+    Column("condition", Text),
+    Column("policy", Text, nullable=False),
+    Column("policy_sha256", String(64), nullable=False),
+    Column("max_uses", Integer, nullable=False),
+    Column("uses", Integer, nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("expires_at", String(40), nullable=False),
+    Column("expires_epoch", Float, nullable=False),
+    Column("granted_by", String(512), nullable=False),
+    Column("granted_via", String(32), nullable=False),
+    Column("request_id", String(40), nullable=False),
+    Column("step_up", Boolean, nullable=False),
+    Column("revoked_at", String(40)),
+    Column("revoked_by", String(512)),
+    Index("ix_hitl_grants_lookup", "agent", "adapter_id", "tool"),
+)
+
 # people: who may decide (docs/hitl.md, "People and passkeys") ---------------------------------------
 
 #: A person who decides; ``enroll_nonce`` is the one open enrollment link (cleared when it is used).
