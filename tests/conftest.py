@@ -25,6 +25,15 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 BLANKED = list(ENVIRONMENT_VARIABLES)
 
 FAKE_MOONSHOT_KEY = "sk-test-moonshot-0123456789abcdef"
+#: What every baton process a test starts is set to beyond its own home: a request that reached nobody
+#: keeps its call waiting (most tests decide from the CLI or the store while a call waits, with no client
+#: path); ``tests/hitl/test_reach.py`` removes it to test the default, which answers ``hitl_unreachable``.
+SUITE_SETTINGS = {"BATON_HITL_UNREACHED": "wait"}
+
+
+def isolated_environ() -> dict[str, str]:
+    """The process environment without any baton setting of the developer's, plus :data:`SUITE_SETTINGS`."""
+    return {**{k: v for k, v in os.environ.items() if k not in BLANKED}, **SUITE_SETTINGS}
 
 
 @pytest.hookimpl(tryfirst=True)  # before the fixtures (module-scoped ones build whole gateways)
@@ -56,7 +65,7 @@ def manual_clock() -> Iterator[ManualClock]:
 @pytest.fixture
 def baton_env(tmp_path: Path) -> dict[str, str]:
     """An environment for a baton subprocess: its own BATON_HOME, nothing configured."""
-    env = {k: v for k, v in os.environ.items() if k not in BLANKED}
+    env = isolated_environ()
     env["BATON_HOME"] = str(tmp_path / "home")
     env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
     return env

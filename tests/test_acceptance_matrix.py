@@ -30,7 +30,7 @@ from baton.config import load_settings
 from baton.hitl.broker import get_broker
 from baton.runtime import Runtime
 from tests.cli_process import run_cli
-from tests.conftest import BLANKED, SRC
+from tests.conftest import SRC, isolated_environ
 from tests.hitl.helpers import HttpServer
 
 pytestmark = pytest.mark.anyio
@@ -51,7 +51,7 @@ def anyio_backend() -> str:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The shared store's environment and the four HTTP servers."""
     root = tmp_path_factory.mktemp("matrix")
-    env = {k: v for k, v in os.environ.items() if k not in BLANKED}
+    env = isolated_environ()
     env.update(
         BATON_HOME=str(root / "home"),
         PYTHONPATH=str(SRC) + os.pathsep + env.get("PYTHONPATH", ""),

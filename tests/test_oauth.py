@@ -17,7 +17,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from baton.testing.clock import ManualClock
-from tests.conftest import BLANKED, SRC
+from tests.conftest import SRC, isolated_environ
 from tests.oauth_issuer import Issuer, ec_key, rsa_key
 from tests.raw_stdio import HANDSHAKE
 from tests.servers import free_port, http_server
@@ -42,7 +42,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with Issuer() as issuer:
-        env = {k: v for k, v in os.environ.items() if k not in BLANKED}
+        env = isolated_environ()
         env.update(
             BATON_HOME=str(tmp / "home"),
             PYTHONPATH=str(SRC) + os.pathsep + env.get("PYTHONPATH", ""),

@@ -21,7 +21,7 @@ from baton.store.schema import receipts
 from baton.testing import Behavior, FakeLLMServer, ToolCall
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
-from tests.conftest import BLANKED, FAKE_MOONSHOT_KEY, SRC, call, stdio_session
+from tests.conftest import FAKE_MOONSHOT_KEY, SRC, call, isolated_environ, stdio_session
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap")]
 
@@ -71,7 +71,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def env(home: str, llm: FakeLLMServer) -> dict[str, str]:
-    environment = {k: v for k, v in os.environ.items() if k not in BLANKED}
+    environment = isolated_environ()
     environment.update(
         BATON_HOME=home,
         PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""),

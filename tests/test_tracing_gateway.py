@@ -16,7 +16,7 @@ from baton.config import load_settings
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
-from tests.conftest import BLANKED, SRC
+from tests.conftest import SRC, isolated_environ
 from tests.otlp_receiver import OTLPReceiver
 from tests.servers import free_port, http_server
 
@@ -39,7 +39,7 @@ async def test_the_upstream_call_is_a_child_span_and_carries_the_trace_context_i
     trace_id, parent_id = secrets.token_hex(16), secrets.token_hex(8)
     port = free_port()
     with OTLPReceiver() as receiver:
-        env = {k: v for k, v in os.environ.items() if k not in BLANKED}
+        env = isolated_environ()
         env.update(
             BATON_HOME=str(home),
             PYTHONPATH=str(SRC) + os.pathsep + env.get("PYTHONPATH", ""),

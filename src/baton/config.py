@@ -10,7 +10,7 @@ import os
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -105,6 +105,8 @@ class Settings(BaseModel):
     baton_public_url: str | None = None
     baton_hitl_allow_mcp_decisions: bool = False
     baton_announce_on_terminal: bool = True
+    # a request that reached nobody: fail the asking call at once (refuse) or wait anyway (docs/hitl.md)
+    baton_hitl_unreached: Literal["refuse", "wait"] = "refuse"
     baton_admin_token: str | None = None
     # agents (docs/hitl.md, "Agents"): names and the per-agent cap on open requests
     baton_agent_name: str | None = None

@@ -83,6 +83,7 @@ ERROR_CLASSES: dict[str, str] = {
     "hitl_response_invalid": "A decision was malformed (for example approved missing on an approval).",
     "hitl_link_invalid": "An inbox link is forged, expired, already used or bound to another request.",
     "hitl_unauthorized": "The inbox was reached without a valid bearer token or signed link.",
+    "hitl_unreachable": "Nothing told anyone that the request waits (no progress, elicitation, task, card, channel, terminal or console); nothing is approved, and it says what to set up.",
     "hitl_still_pending": "The wait ended before anyone decided; the request is still pending (wait again by id).",
     "mcp_request_state_invalid": "A multi-round-trip retry carried a requestState that was already used or is malformed; call the tool again without it.",
     "hitl_csrf_invalid": "An inbox form was posted without its valid per-form token.",

@@ -23,7 +23,7 @@ from baton.gateway.replay.replay import replay
 from baton.gateway.sandbox.sandbox import BubblewrapSandbox
 from baton.gateway.serving.promotion import promote
 from baton.runtime import Runtime
-from tests.conftest import BLANKED, SRC, call, stdio_session
+from tests.conftest import SRC, call, isolated_environ, stdio_session
 
 pytestmark = [
     pytest.mark.slow,
@@ -75,7 +75,7 @@ async def test_a_real_server_is_locked_replayed_promoted_and_called_through_bato
         promote(runtime, adapter_id)
     finally:
         runtime.close()
-    env = {k: v for k, v in os.environ.items() if k not in BLANKED}
+    env = isolated_environ()
     env.update(BATON_HOME=str(home), PYTHONPATH=str(SRC) + os.pathsep + env.get("PYTHONPATH", ""))
     async with stdio_session(env) as session:
         result = await call(session, f"{adapter_id}__{tool}", arguments)
@@ -85,7 +85,7 @@ async def test_a_real_server_is_locked_replayed_promoted_and_called_through_bato
 
 def _live_home(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     home = tmp_path / "home"
-    env = {k: v for k, v in os.environ.items() if k not in BLANKED}
+    env = isolated_environ()
     env.update(BATON_HOME=str(home), PYTHONPATH=str(SRC) + os.pathsep + env.get("PYTHONPATH", ""))
     return home, env
 

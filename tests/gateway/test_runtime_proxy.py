@@ -26,7 +26,7 @@ from baton.runtime import Runtime
 from baton.testing import FakeLLMServer
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
-from tests.conftest import BLANKED, FAKE_MOONSHOT_KEY, SRC, call, stdio_session
+from tests.conftest import FAKE_MOONSHOT_KEY, SRC, call, isolated_environ, stdio_session
 
 BREAKERS = Path(__file__).parents[1] / "campaign_breakers.py"
 
@@ -90,7 +90,7 @@ def env(
     runs behind baton's egress proxy): ``drifty`` (one more tool), ``defdrift`` (a changed description)
     and ``initdrift`` (another server version)."""
     home = tmp_path_factory.mktemp("runtime") / "home"
-    environment = {k: v for k, v in os.environ.items() if k not in BLANKED}
+    environment = isolated_environ()
     environment.update(BATON_HOME=str(home), HITL_TIMEOUT_SECONDS="3600", BATON_HITL_PROGRESS_SECONDS="1")
     environment["BATON_HITL_ALLOW_MCP_DECISIONS"] = "1"  # the tests play the operator through MCP
     environment["PYTHONPATH"] = str(SRC) + os.pathsep + environment.get("PYTHONPATH", "")

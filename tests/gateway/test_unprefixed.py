@@ -20,7 +20,7 @@ from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.cli_process import run_gateway
-from tests.conftest import BLANKED, SRC, call, stdio_session
+from tests.conftest import SRC, call, isolated_environ, stdio_session
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap")]
 
@@ -40,7 +40,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     (mcp_ping) replayed, unprefixed, not promoted; ``fixture`` live and unprefixed with a tool named as a
     conformance fixture's, which a server with the fixtures on must refuse at start."""
     home = tmp_path_factory.mktemp("unprefixed") / "home"
-    environment = {k: v for k, v in os.environ.items() if k not in BLANKED}
+    environment = isolated_environ()
     environment.update(BATON_HOME=str(home))
     environment["PYTHONPATH"] = str(SRC) + os.pathsep + environment.get("PYTHONPATH", "")
     with NpmRegistryServer() as registry:

@@ -21,9 +21,9 @@ pytestmark = pytest.mark.anyio
 
 async def test_watch_answer_and_link(baton_env: dict[str, str], broker: HitlBroker, runtime: Runtime) -> None:
     question = await broker.create(
-        NewRequest("input", "Which colour?", timeout_seconds=60, options=["red", "blue"])
+        NewRequest("input", "Which colour?", timeout_seconds=3600, options=["red", "blue"])
     )
-    approval = await broker.create(NewRequest("approval", "Go?", timeout_seconds=60, urgent=True))
+    approval = await broker.create(NewRequest("approval", "Go?", timeout_seconds=3600, urgent=True))
     watched = await anyio.to_thread.run_sync(
         run_cli, baton_env, "hitl", "watch", "--max-seconds", "0.5", "--interval", "0.1"
     )

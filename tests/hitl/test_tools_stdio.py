@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import random
+import re
 from typing import Any
 
 import anyio
@@ -278,7 +279,7 @@ async def test_a_cut_off_approval_call_names_its_request_where_the_description_s
             with anyio.fail_after(300):
                 await first.wait()
             group.cancel_scope.cancel()  # the client cuts the call
-        request_id = messages[0].rsplit(" ", 1)[-1]
+        request_id = re.findall(r"hr_[0-9a-f]+", messages[0])[0]
         listed = [row["request_id"] for row in await pending_requests(session)]
         decided = await anyio.to_thread.run_sync(run_cli, baton_env, "hitl", "approve", request_id)
         assert decided.returncode == 0, decided.stderr

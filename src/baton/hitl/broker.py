@@ -227,7 +227,10 @@ class HitlBroker:
         link = self.signed_link(view["request_id"], view["expires_epoch"])
         # the channels also learn whether one press may decide it (chat buttons: docs/notifications.md)
         rules = {"required_approvals": view["required_approvals"], "step_up": view["step_up"]}
-        await announce_safely(self.runtime, {**public_view(view), **rules}, link)
+        deliveries = await announce_safely(self.runtime, {**public_view(view), **rules}, link)
+        from baton.hitl.reach import settle
+
+        settle(self.runtime, view["request_id"], deliveries)
 
     def signed_link(self, request_id: str, expires_epoch: float) -> str | None:
         """A signed single-use inbox link, when the HTTP server's base URL is known."""

@@ -1,4 +1,4 @@
-"""``baton hitl list|show|approve|reject|answer|watch|link``: decide requests from a shell, against the same store.
+"""``baton hitl list|show|approve|reject|answer|watch|link|grants``: decide requests from a shell, against the same store.
 
 A server in another process notices a decision made here within its store poll (a fraction of a
 second) and wakes the waiting tool call.
@@ -19,7 +19,9 @@ from baton.terminal import fail as _fail
 from baton.terminal import print_json as _print_json
 from baton.terminal_text import printable, printable_value
 
-app = typer.Typer(help="Human-in-the-loop requests: list, decide, watch.", no_args_is_help=True)
+app = typer.Typer(
+    help="Human-in-the-loop requests: list, decide, watch; standing grants.", no_args_is_help=True
+)
 
 NotesOption = Annotated[str | None, typer.Option("--notes", help="Notes returned to the agent.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
@@ -92,23 +94,56 @@ def show(request_id: str, as_json: JsonOption = False) -> None:
     )
 
 
-def _decide(request_id: str, **decision: Any) -> None:
+def _decide(request_id: str, quiet: bool = False, **decision: Any) -> dict[str, Any] | None:
     from baton.hitl.broker import Decision
     from baton.identity.os_accounts import current_account
 
     account = current_account()  # the real uid, never LOGNAME/USER
     try:
-        view = _broker().respond(request_id, Decision(**decision, via="cli", os_uid=account.uid))
+        view: dict[str, Any] = _broker().respond(
+            request_id, Decision(**decision, via="cli", os_uid=account.uid)
+        )
     except BatonError as exc:
         _fail(exc)
-        return
-    _print_json({key: value for key, value in view.items() if key != "expires_epoch"})
+        return None
+    if not quiet:
+        _print_json({key: value for key, value in view.items() if key != "expires_epoch"})
+    return view
 
 
 @app.command("approve")
-def approve(request_id: str, notes: NotesOption = None) -> None:
-    """Approve a pending approval request."""
-    _decide(request_id, approved=True, admin_notes=notes)
+def approve(
+    request_id: str,
+    notes: NotesOption = None,
+    grant_for: Annotated[
+        str | None,
+        typer.Option("--for", help="Also let the agent call this tool again for this long (30m, 2h)."),
+    ] = None,
+    uses: Annotated[int, typer.Option("--uses", help="With --for: at most this many calls.")] = 10,
+    when: Annotated[
+        str | None,
+        typer.Option("--when", help="With --for: only calls whose arguments match this Cedar condition."),
+    ] = None,
+) -> None:
+    """Approve a pending approval request (with --for, a standing grant for the same agent and tool)."""
+    from baton.hitl.grants_cli import check_grant, grant_after_approval
+
+    if grant_for is not None:
+        try:
+            check_grant(_broker().get(request_id), grant_for, uses, when)
+        except BatonError as exc:
+            _fail(exc)
+    view = _decide(request_id, approved=True, admin_notes=notes, quiet=grant_for is not None)
+    if grant_for is None or view is None:
+        return
+
+    try:
+        grant = grant_after_approval(view, grant_for, uses, when)
+    except BatonError as exc:
+        _fail(exc)
+        return
+    shown = {key: value for key, value in view.items() if key != "expires_epoch"}
+    _print_json({**shown, "grant": grant})
 
 
 @app.command("reject")
@@ -209,3 +244,12 @@ def link(
             "no `baton serve --http` has run on this home yet: the link is signed with this shell's tokens"
         )
     out.print(signer.link(base, request_id, view["expires_epoch"]), soft_wrap=True)
+
+
+def _add_grants() -> None:
+    from baton.hitl.grants_cli import app as grants_app
+
+    app.add_typer(grants_app, name="grants")
+
+
+_add_grants()

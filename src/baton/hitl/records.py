@@ -118,7 +118,17 @@ def row_view(row: Any) -> dict[str, Any]:
         "waiter_gone": row.waiter_gone,
         "agent": row.agent,
         "provenance": _provenance(getattr(row, "provenance", None)),
+        "reached_via": row_paths(getattr(row, "reached_via", None)),
     }
+
+
+def row_paths(value: Any) -> list[str]:
+    """The stored paths a request went out on; a damaged value reads as none."""
+    try:
+        loaded = load_json(value, "reached_via")
+    except RowProblemError:
+        return []
+    return [p for p in loaded if isinstance(p, str)] if isinstance(loaded, list) else []
 
 
 def _notes(value: Any) -> list[dict[str, str]]:

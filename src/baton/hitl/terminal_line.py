@@ -46,6 +46,14 @@ class TerminalAnnouncer:
         self.runtime = runtime
         self.stream = stream
 
+    def reaches_a_person(self) -> bool:
+        """Whether the line lands on a terminal (on stdio, stderr is the client's log file: nobody reads it)."""
+        stream = self.stream or sys.stderr
+        try:
+            return bool(stream.isatty())
+        except (OSError, ValueError):
+            return False
+
     def announce(self, view: dict[str, Any]) -> None:
         """Write the line; a closed or broken stream never breaks the request."""
         base = self.runtime.settings.baton_public_url or self.runtime.services.get("http_base_url")

@@ -16,6 +16,7 @@ from baton.errors import HitlError
 from baton.escalation_steps import MAX_TEXT as STEPS_MAX_TEXT
 from baton.hitl.broker import HitlBroker, get_broker
 from baton.hitl.provenance import asked_from
+from baton.hitl.reach import where_people_decide
 from baton.hitl.records import MAX_TEXT, MAX_TIMEOUT_SECONDS, Decision, NewRequest, public_view
 from baton.hitl.waiting import ask_and_wait, wait_for_outcome
 
@@ -139,14 +140,6 @@ def listed(row: dict[str, Any]) -> dict[str, Any]:
     """A pending request as listed: a large context is left out and flagged, so a list stays small."""
     truncated = row.get("context") is not None and not fits(row["context"], LIST_CONTEXT_BYTES)
     return {**row, "context": None if truncated else row.get("context"), "context_truncated": truncated}
-
-
-def where_people_decide(runtime: Any, request_id: str) -> str:
-    """Where a person decides a request: its inbox page when the HTTP server runs, else the CLI."""
-    base = runtime.settings.baton_public_url or runtime.services.get("http_base_url")
-    if base:
-        return f"in the baton inbox at {str(base).rstrip('/')}/inbox/requests/{request_id}"
-    return f"with `baton hitl approve|reject|answer {request_id}` on the server's host"
 
 
 def not_authorized(runtime: Any, request_id: str) -> HitlError:

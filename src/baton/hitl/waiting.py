@@ -16,7 +16,18 @@ from baton import clock
 from baton.boundary.toolkit import CallContext
 from baton.errors import HitlError
 from baton.hitl.broker import HitlBroker
+from baton.hitl.reach import (
+    client_paths,
+    operator_paths,
+    record,
+    refuses_unreached,
+    unreached,
+    waiting_message,
+)
 from baton.hitl.records import NewRequest
+
+#: ``notifications/message`` levels, least severe first (RFC 5424 as MCP names them).
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
 def outcome(view: dict[str, Any]) -> dict[str, Any]:
@@ -28,6 +39,7 @@ def outcome(view: dict[str, Any]) -> dict[str, Any]:
         "admin_notes": view["admin_notes"],
         "responded_at": view["responded_at"],
         "waited_seconds": _waited(view),
+        "reached_via": view.get("reached_via", []),
     }
     if view["kind"] == "approval":
         common["approved"] = view["approved"] is True
@@ -75,13 +87,14 @@ async def wait_for_outcome(
     if ctx.task is not None:  # an MCP task (approval, input, wait, or a gateway call awaiting approval)
         ctx.task.waiting_for(view["request_id"])
     total = view["expires_epoch"] - started
-    message = f"Waiting for a human decision on {view['request_id']}"
+    message = waiting_message(broker.runtime, view)
 
     async def tick(waited: float, window_total: float) -> None:
         """One progress notification: seconds waited of the window's total."""
         await ctx.progress(round(waited, 1), round(window_total, 1), message)
 
     await ctx.progress(0.0, round(total if window is None else min(window, total), 1), message)
+    await tell_client(ctx, message)
     elicited: list[str] = []
     async with anyio.create_task_group() as group:
         if elicitation_wanted(settings, ctx) and may_elicit(view, ctx, elicitation_mode(settings, ctx)):
@@ -120,6 +133,7 @@ async def ask_and_wait(broker: HitlBroker, new: NewRequest, ctx: CallContext) ->
     if not may_elicit(view, ctx, mode):
         mode = None
     elicit = elicit_request(broker, view, mode) if mode is not None else None
+    view = reached(broker, view, ctx, mode if elicit is not None else classic_elicitation(broker, view, ctx))
     if mode is not None and elicit is not None:
         import mcp_types as types
 
@@ -133,6 +147,7 @@ async def ask_and_wait(broker: HitlBroker, new: NewRequest, ctx: CallContext) ->
             "success": True,
             "request_id": view["request_id"],
             "input_required": mode,
+            "reached_via": view["reached_via"],
             "mcp_input_required": interim.model_dump(by_alias=True, exclude_none=True, mode="json"),
         }
     return await wait_for_outcome(broker, view, ctx, None, started)
@@ -153,6 +168,7 @@ async def wait_as_task(
     if (mode == "form" and ctx.decider is None) or not may_elicit(view, ctx, mode):
         mode = None
     elicit = elicit_request(broker, view, mode) if mode is not None else None
+    view = reached(broker, view, ctx, mode if elicit is not None else None)
     if elicit is not None:
         key = f"{INPUT_KEY}-{view['request_id']}"
         ctx.task.needs_input({key: elicit.model_dump(by_alias=True, exclude_none=True, mode="json")})
@@ -181,3 +197,46 @@ async def resume_round(broker: HitlBroker, ctx: CallContext, started: float) -> 
         return await wait_for_outcome(broker, view, ctx, None, started)
     finally:
         broker.waiters.leave(state.request_id, slot)
+
+
+def classic_elicitation(broker: HitlBroker, view: dict[str, Any], ctx: CallContext) -> str | None:
+    """The back-channel elicitation :func:`wait_for_outcome` will open for this call (2025-11-25 era)."""
+    from baton.hitl.elicit import elicitation_mode, elicitation_wanted, may_elicit
+
+    settings = broker.runtime.settings
+    mode = elicitation_mode(settings, ctx)
+    return mode if elicitation_wanted(settings, ctx) and may_elicit(view, ctx, mode) else None
+
+
+def reached(
+    broker: HitlBroker, view: dict[str, Any], ctx: CallContext, elicited: str | None, resumable: bool = True
+) -> dict[str, Any]:
+    """Record the paths a new request went out on; one that reached nobody fails the call at once, unless
+    the operator chose to wait anyway: an agent's question stays pending for a person at the host, a
+    gateway call's request (``resumable`` false) is withdrawn, since its call is not made."""
+    runtime = broker.runtime
+    paths = record(runtime, view["request_id"], client_paths(ctx, elicited) + operator_paths(runtime))
+    if not paths and refuses_unreached(runtime):
+        if not resumable:
+            broker.withdraw(view["request_id"], "it reached nobody")
+        raise unreached(runtime, view, resumable)
+    return {**view, "reached_via": paths}
+
+
+async def tell_client(ctx: CallContext, message: str) -> None:
+    """The where-to-decide line as a ``notice`` log notification on the call's stream, unless the session
+    asked for fewer; a client gone away never fails the wait."""
+    import warnings
+
+    session = ctx.session
+    wanted = getattr(session, "baton_log_level", "info") if session is not None else None
+    if wanted not in LOG_LEVELS or LOG_LEVELS.index(wanted) > LOG_LEVELS.index("notice"):
+        return
+    try:
+        with warnings.catch_warnings():  # the logging capability is deprecated in 2026-07-28, still served
+            warnings.simplefilter("ignore")
+            await session.send_log_message(
+                "notice", message, logger="baton.hitl", related_request_id="hitl-wait"
+            )
+    except Exception:  # a client gone away must not fail the wait
+        return

@@ -235,30 +235,44 @@ class HitlAnnouncer:
         redact = self.notifier.runtime.redactor.value
         return [redact(r) for r in sorted(results, key=lambda r: order.get(str(r.get("channel")), 99))]
 
+    def planned_channels(self) -> list[str]:
+        """The channels a new request goes out on, in order (what ``reached_via`` names before delivery)."""
+        settings = self.notifier.runtime.settings
+        ready = {r.channel: r for r in self.notifier.channels()}
+        planned: list[str] = []
+        if ready["email"].ready and settings.hitl_admin_email:
+            planned.append("email")
+        if telegram_bot.buttons_enabled(settings) or ready["telegram"].ready:
+            planned.append("telegram")
+        if slack_app.app_configured(settings) or ready["slack"].ready:
+            planned.append("slack")
+        planned += [name for name in ("discord", "webhook") if ready[name].ready]
+        return planned
+
     def _sends(self, request: dict[str, Any], link: str | None) -> list[tuple[str, Any]]:
         from baton.notify import interactive
 
         settings = self.notifier.runtime.settings
-        ready = {r.channel: r for r in self.notifier.channels()}
         title, text = announcement_text(request, link)
         n = self.notifier
         sends: list[tuple[str, Any]] = []
-        if ready["email"].ready and settings.hitl_admin_email:
-            admin = settings.hitl_admin_email
+        planned = self.planned_channels()
+        if "email" in planned:
+            admin = str(settings.hitl_admin_email)
             sends.append(("email", lambda: n.send_email(admin, title, text, purpose="hitl_announcement")))
         if telegram_bot.buttons_enabled(settings):  # the Bot API itself: an inline keyboard
             sends.append(("telegram", lambda: interactive.announce_telegram(n, request, title, text)))
-        elif ready["telegram"].ready:
+        elif "telegram" in planned:
             chat = f"{title}\n\n{text}"[:TELEGRAM_MAX_CHARS]
             sends.append(("telegram", lambda: n.send_telegram(chat, purpose="hitl_announcement")))
         if slack_app.app_configured(settings):  # the Slack app: Block Kit with Approve/Reject
             sends.append(("slack", lambda: interactive.announce_slack(n, request, title, text)))
-        elif ready["slack"].ready:
+        elif "slack" in planned:
             sends.append(("slack", lambda: n.send_slack(f"*{title}*\n{text}", purpose="hitl_announcement")))
-        if ready["discord"].ready:
+        if "discord" in planned:
             short = f"**{title}**\n{text}"[:DISCORD_MAX_CHARS]
             sends.append(("discord", lambda: n.send_discord(short, purpose="hitl_announcement")))
-        if ready["webhook"].ready:
+        if "webhook" in planned:
             payload = {"event": "hitl_request", "request": request, "link": link}
             sends.append(("webhook", lambda: n.send_webhook(payload, purpose="hitl_announcement")))
         return sends

@@ -24,6 +24,9 @@ class _Decided(Ok):
     waited_seconds: float = Field(description="Seconds from creation to decision.")
     decided_by: str | None = None  # a person's name, operator, the OS user (docs/hitl.md, "Who decided")
     decided_via: str | None = None  # passkey, admin_token, cli, link, slack, telegram, …
+    reached_via: list[str] = Field(
+        default_factory=list
+    )  # the paths that told someone: progress, chat, console, … (docs/hitl.md)
 
 
 class ApprovalDecided(_Decided):
@@ -52,7 +55,7 @@ class SkippedRequest(Result):
     """A stored request left out of a list because a value in its row is corrupted."""
 
     request_id: str
-    reason: str = Field(description="Which field could not be read (never its value).")
+    reason: str = Field(description="The unreadable field (never its value).")
 
 
 class PendingList(Ok):
@@ -61,7 +64,7 @@ class PendingList(Ok):
     total: int = Field(description="How many are pending in all, counted up to 1000.")
     total_exact: bool = Field(description="False past 1000 pending (total is then 1000).")
     truncated: bool = Field(description="True when more pages follow.")
-    next_cursor: str | None = Field(description="Pass as cursor to get the next page.")
+    next_cursor: str | None = Field(description="The next page's cursor.")
     skipped: list[SkippedRequest] = Field(
         default_factory=list, description="Unreadable stored requests on this page, left out."
     )
@@ -93,6 +96,7 @@ class RequestStatus(Ok):
     decided: bool
     timeout: bool = Field(description="True once the request expired undecided.")
     agent: str | None = None
+    reached_via: list[str] = Field(default_factory=list)
 
 
 class Responded(RequestStatus):

@@ -111,14 +111,14 @@ class SkippedSubagent(Result):
     """A stored subagent left out of a list because a value in its row is corrupted."""
 
     subagent_id: str
-    reason: str = Field(description="Which field could not be read (never its value).")
+    reason: str = Field(description="The unreadable field (never its value).")
 
 
 class SubagentList(Ok):
     subagents: list[SubagentRow]
     count: int
     truncated: bool = Field(description="True when more pages follow.")
-    next_cursor: str | None = Field(description="Pass as cursor to get the next page.")
+    next_cursor: str | None = Field(description="The next page's cursor.")
     skipped: list[SkippedSubagent] = Field(
         default_factory=list, description="Unreadable stored subagents on this page, left out."
     )

@@ -23,7 +23,7 @@ class Timer(Result):
     name: str
     schedule: Literal["once", "interval"]
     interval_seconds: float | None
-    action: dict[str, Any] = Field(description="The action as set (kind notify, spawn_subagent or record).")
+    action: dict[str, Any] = Field(description="The action as set.")
     status: Literal["active", "completed", "cancelled"]
     next_fire_at: str | None
     first_fire_at: str
@@ -42,14 +42,12 @@ class SkippedTimer(Result):
     """A stored timer left out of a list because a value in its row is corrupted."""
 
     timer_id: str
-    reason: str = Field(description="Which field could not be read (never its value).")
+    reason: str = Field(description="The unreadable field (never its value).")
 
 
 class TimerList(Ok):
     timers: list[Timer]
     count: int
     truncated: bool = Field(description="True when more pages follow.")
-    next_cursor: str | None = Field(description="Pass as cursor to get the next page.")
-    skipped: list[SkippedTimer] = Field(
-        default_factory=list, description="Unreadable stored timers on this page, left out."
-    )
+    next_cursor: str | None = Field(description="The next page's cursor.")
+    skipped: list[SkippedTimer] = Field(default_factory=list, description="Unreadable timers, left out.")

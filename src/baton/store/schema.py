@@ -180,6 +180,8 @@ hitl_requests = Table(
     Column("provenance", JSON),
     # a decided request's notes, each with who wrote it: a quorum's approvers, then the decider
     Column("notes", JSON),
+    # the paths that told someone it waits (baton.hitl.reach): url_elicitation, progress, chat, ...
+    Column("reached_via", JSON),
     # the pending list's order (urgent first, soonest to expire, then id), and the expiry sweep
     Index(
         "ix_hitl_requests_pending_order",
@@ -231,6 +233,32 @@ hitl_approvals = Table(
     # the OS account (real uid) behind a CLI approval: one uid counts once, whatever name it decides under
     Column("os_uid", Integer),
     Column("admin_notes", Text),
+)
+
+#: Standing approvals a person gave (baton.hitl.grants): an agent may call an adapter's tool under a Cedar
+#: condition, ``max_uses`` times until ``expires_epoch``, unless revoked.
+hitl_grants = Table(
+    "hitl_grants",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("agent", String(128), nullable=False),
+    Column("adapter_id", String(128), nullable=False),
+    Column("tool", String(256), nullable=False),
+    Column("condition", Text),
+    Column("policy", Text, nullable=False),
+    Column("policy_sha256", String(64), nullable=False),
+    Column("max_uses", Integer, nullable=False),
+    Column("uses", Integer, nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("expires_at", String(40), nullable=False),
+    Column("expires_epoch", Float, nullable=False),
+    Column("granted_by", String(512), nullable=False),
+    Column("granted_via", String(32), nullable=False),
+    Column("request_id", String(40), nullable=False),
+    Column("step_up", Boolean, nullable=False),
+    Column("revoked_at", String(40)),
+    Column("revoked_by", String(512)),
+    Index("ix_hitl_grants_lookup", "agent", "adapter_id", "tool"),
 )
 
 # people: who may decide (docs/hitl.md, "People and passkeys") ---------------------------------------

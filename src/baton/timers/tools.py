@@ -73,9 +73,8 @@ def register(registry: ToolRegistry) -> None:
     async def list_timers(args: ListTimersArgs, ctx: CallContext) -> dict[str, Any]:
         """List your timers in the order they were set.
 
-        Each shows its status, next_fire_at and its last firing; when more remain than limit, truncated is
-        true and next_cursor continues the list. A stored timer that cannot be read is left out and named in
-        skipped ({timer_id, reason})."""
+        Each shows its status, next_fire_at and last firing; next_cursor continues a truncated list;
+        unreadable ones are named in skipped."""
         after = decode_cursor(args.cursor)
         scope = ctx.agent.read_scope
         page = await anyio.to_thread.run_sync(lambda: service.page(args.status, args.limit, after, scope))

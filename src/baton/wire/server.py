@@ -232,6 +232,14 @@ def _call_context(
     )
 
 
+async def _set_log_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+    """``logging/setLevel``: the least severe ``notifications/message`` this session wants (a waiting call's
+    where-to-decide line is ``notice``: :func:`baton.hitl.waiting.tell_client`)."""
+    with contextlib.suppress(AttributeError):
+        ctx.session.baton_log_level = params.level
+    return types.EmptyResult()
+
+
 def build_server(loader: RegistryLoader) -> Server[Any]:
     """The low-level MCP server whose list and call handlers go through the registry."""
 
@@ -267,6 +275,7 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
     # registered as a request handler, whose public contract (``HandlerResult``) takes the result's wire
     # dict, which the SDK validates once as it serializes it (see :func:`baton.boundary.mcp_results.tool_result`)
     server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_log_level)
     from baton.telemetry.tracing import HeaderTraceContext
 
     server.middleware.insert(0, HeaderTraceContext())  # before the SDK's span: HTTP traceparent as parent

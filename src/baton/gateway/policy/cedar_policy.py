@@ -87,6 +87,16 @@ def read_pinned(path: Path, pinned: str | None) -> str | None:
     return text
 
 
+def cedar_request(adapter_id: str, tool: str, arguments: dict[str, Any], principal: str) -> dict[str, Any]:
+    """The Cedar request of one call, as the call policy and every standing grant see it."""
+    return {
+        "principal": f'Agent::"{json.dumps(principal)[1:-1]}"',
+        "action": f'Action::"{json.dumps(tool)[1:-1]}"',
+        "resource": f'Adapter::"{adapter_id}"',
+        "context": {"arguments": arguments},
+    }
+
+
 def decide(
     text: str, adapter_id: str, tool: str, arguments: dict[str, Any], principal: str = DEFAULT_PRINCIPAL
 ) -> CallDecision:
@@ -94,12 +104,7 @@ def decide(
     import cedarpy
 
     marks = policy_annotations(text)
-    request = {
-        "principal": f'Agent::"{json.dumps(principal)[1:-1]}"',
-        "action": f'Action::"{json.dumps(tool)[1:-1]}"',
-        "resource": f'Adapter::"{adapter_id}"',
-        "context": {"arguments": arguments},
-    }
+    request = cedar_request(adapter_id, tool, arguments, principal)
     sha = sha256_of(text)
     try:
         result = cedarpy.is_authorized(request, text, [])

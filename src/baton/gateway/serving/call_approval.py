@@ -56,6 +56,20 @@ async def approve(
     return _granted_or_refused(runtime, request_id, digest, decided, proxied_name)
 
 
+def granted(
+    runtime: Runtime, adapter: Adapter, tool: str, arguments: dict[str, Any], context: CallContext, asked: int
+) -> dict[str, Any] | None:
+    """The standing grant that covers this call (:mod:`baton.gateway.policy.grant_check`), when one person's
+    approval would do: a call that needs a quorum always asks its people, and a subagent's call always asks
+    (it names the subagent, whose authority a grant to its parent does not carry)."""
+    from baton.gateway.policy.grant_check import covering
+
+    if context.on_behalf is not None or (required_approvals(runtime, adapter, tool, asked) or 1) > 1:
+        return None
+    step_up = needs_step_up(runtime.settings.baton_hitl_step_up_risk, adapter.policy, tool)
+    return covering(runtime, context.agent.name, adapter.id, tool, arguments, step_up)
+
+
 def _approval_request(
     runtime: Runtime,
     adapter: Adapter,
@@ -125,8 +139,9 @@ async def _wait_for_decision(
 ) -> dict[str, Any]:
     """Wait for the humans' outcome (a timeout raises ``hitl_timeout``), telling a subagent which request
     it waits on and when it stops; a subagent's wait that raises withdraws the request."""
-    from baton.hitl.waiting import wait_for_outcome
+    from baton.hitl.waiting import classic_elicitation, reached, wait_for_outcome
 
+    view = reached(broker, view, context, classic_elicitation(broker, view, context), resumable=False)
     on_behalf = context.on_behalf
     if on_behalf is not None and on_behalf.waiting is not None:
         on_behalf.waiting(view["request_id"])

@@ -196,17 +196,7 @@ class GatewayProxy(DynamicTools):
             self._admit(adapter, tool, live)
             decision = self._decide(adapter, tool, frozen, context, trail)
             if tool in adapter.policy.tools.approval_required or decision.effect == "approval":
-                trail.approval = await call_approval.approve(
-                    self.runtime,
-                    self._consumed,
-                    adapter,
-                    tool,
-                    served_name(adapter.policy, tool),
-                    frozen,
-                    context,
-                    decision.approvals,
-                )
-                call_approval.still_valid(self.runtime, trail.approval, frozen, context)
+                trail.approval = await self._approval(adapter, tool, frozen, context, decision)
             result = await self._forward(adapter, tool, frozen, context)
             trail.outcome = {"success": result["success"], "error_class": result.get("error_class")}
             return {**result, **({"approval": trail.approval} if trail.approval else {})}
@@ -220,6 +210,31 @@ class GatewayProxy(DynamicTools):
         finally:
             seconds = time.perf_counter() - started
             self._receipt(adapter, tool, frozen, sha256_hex(serialized), seconds, trail, context)
+
+    async def _approval(
+        self,
+        adapter: Adapter,
+        tool: str,
+        frozen: dict[str, Any],
+        context: CallContext,
+        decision: CallDecision,
+    ) -> dict[str, Any]:
+        """A person's standing grant that covers the call, else a person's approval of this one call."""
+        grant = call_approval.granted(self.runtime, adapter, tool, frozen, context, decision.approvals)
+        if grant is not None:
+            return grant
+        approval = await call_approval.approve(
+            self.runtime,
+            self._consumed,
+            adapter,
+            tool,
+            served_name(adapter.policy, tool),
+            frozen,
+            context,
+            decision.approvals,
+        )
+        call_approval.still_valid(self.runtime, approval, frozen, context)
+        return approval
 
     @staticmethod
     def _decide(

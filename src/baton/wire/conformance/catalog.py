@@ -1,5 +1,5 @@
 """The suite's reference prompts, resources and completions, and the 2025-11-25 methods only its
-scenarios need (``logging/setLevel``, resource subscriptions): served beside baton's own
+scenarios need (completions, resource subscriptions): served beside baton's own
 (:mod:`baton.wire.resources`) while the fixtures are on."""
 
 from __future__ import annotations
@@ -130,18 +130,15 @@ class FixtureCatalog(ContentSource):
 
 
 def install_methods(server: Any) -> None:
-    """``completion/complete`` (no suggestions), ``logging/setLevel`` and resource (un)subscription."""
+    """``completion/complete`` (no suggestions) and resource (un)subscription (``logging/setLevel`` is
+    baton's own: :func:`baton.wire.server.build_server`)."""
 
     async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
         return types.CompleteResult(completion=types.Completion(values=[], total=0, has_more=False))
-
-    async def set_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
-        return types.EmptyResult()
 
     async def subscription(ctx: Any, params: Any) -> types.EmptyResult:
         return types.EmptyResult()
 
     server.add_request_handler("completion/complete", types.CompleteRequestParams, complete)
-    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
     server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscription)
     server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, subscription)
