@@ -101,6 +101,8 @@ class CallContext:
     task: Any = None
     #: The agent behind the call (:func:`baton.identity.agents.current_agent`); what it may see and act on.
     agent: Caller = field(default_factory=lambda: Caller(STDIO_FALLBACK))
+    #: Whether the client declared MCP Apps, so an asking tool's result renders the request card in the chat.
+    apps_card: bool = False
     #: The MCP client's ``clientInfo.name`` (:func:`baton.identity.agents.client_name`), shown to whoever decides.
     client: str | None = None
     #: When a subagent's model asked for the call (its receipts link to the spawn and the model call).

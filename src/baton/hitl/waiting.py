@@ -215,7 +215,8 @@ def reached(
     the operator chose to wait anyway: an agent's question stays pending for a person at the host, a
     gateway call's request (``resumable`` false) is withdrawn, since its call is not made."""
     runtime = broker.runtime
-    paths = record(runtime, view["request_id"], client_paths(ctx, elicited) + operator_paths(runtime))
+    paths = client_paths(ctx, elicited, card=ctx.apps_card and resumable) + operator_paths(runtime)
+    paths = record(runtime, view["request_id"], paths)
     if not paths and refuses_unreached(runtime):
         if not resumable:
             broker.withdraw(view["request_id"], "it reached nobody")

@@ -229,6 +229,7 @@ def _call_context(
         task=task,
         agent=current_agent(ctx, settings),
         client=client_name(ctx),
+        apps_card=apps.client_declares(ctx) if params.name in apps.CARD_TOOLS else False,
     )
 
 
