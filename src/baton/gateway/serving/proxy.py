@@ -28,6 +28,7 @@ from baton.evidence.receipts import canonical_json, sha256_hex
 from baton.gateway.policy import snapshot as serving
 from baton.gateway.policy import state
 from baton.gateway.policy.cedar_policy import CallDecision, check_call
+from baton.gateway.policy.paths import canonical_arguments
 from baton.gateway.policy.snapshot import LiveAdapter
 from baton.gateway.serving import call_approval, promotion
 from baton.gateway.serving.names import SEPARATOR, Routes, block_view, served_name, taken_in
@@ -194,7 +195,9 @@ class GatewayProxy(DynamicTools):
         trail = _Trail()
         try:
             self._admit(adapter, tool, live)
-            decision = self._decide(adapter, tool, frozen, context, trail)
+            judged = canonical_arguments(frozen, adapter.policy.runtime.mounts)  # judged is what is sent
+            frozen, serialized = judged.arguments, canonical_json(judged.arguments)
+            decision = self._decide(adapter, tool, frozen, context, trail, judged.path_escapes)
             if tool in adapter.policy.tools.approval_required or decision.effect == "approval":
                 trail.approval = await call_approval.approve(
                     self.runtime,
@@ -223,12 +226,19 @@ class GatewayProxy(DynamicTools):
 
     @staticmethod
     def _decide(
-        adapter: Adapter, tool: str, arguments: dict[str, Any], context: CallContext, trail: _Trail
+        adapter: Adapter,
+        tool: str,
+        arguments: dict[str, Any],
+        context: CallContext,
+        trail: _Trail,
+        path_escapes: bool,
     ) -> CallDecision:
         """The adapter's call policy on this call; its verdict goes on the trail (a forbid or an error
         too, before it is raised) when the adapter pins a policy."""
         try:
-            decision = check_call(adapter.policy, adapter.bundle_root, tool, arguments, context.agent.name)
+            decision = check_call(
+                adapter.policy, adapter.bundle_root, tool, arguments, context.agent.name, path_escapes
+            )
         except GatewayError as exc:
             effect = "forbid" if exc.error_class == "gateway_policy_forbidden" else "error"
             trail.verdict = {
