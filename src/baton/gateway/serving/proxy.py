@@ -90,6 +90,7 @@ class GatewayProxy(DynamicTools):
         self.registry = registry
         self.adapters: dict[str, Adapter] = {}
         self._routes: Routes | None = None
+        self._suspects: dict[str, GatewayError] | None = None
         self.group: TaskGroup | None = None
         self._ready = anyio.Event()
         self._consumed: set[str] = set()
@@ -104,7 +105,16 @@ class GatewayProxy(DynamicTools):
         self.adapters = {
             live.policy.id: Adapter(self.runtime, live, self) for live in serving.live_adapters(self.runtime)
         }
-        self._routes = None
+        self._routes = self._suspects = None
+
+    def suspects(self) -> dict[str, GatewayError]:
+        """The live adapters refused for a shadowing finding nobody accepted (checked on first use after
+        each start, :mod:`~baton.gateway.serving.shadowing`)."""
+        if self._suspects is None:
+            from baton.gateway.serving.shadowing import refused_at_start
+
+            self._suspects = refused_at_start(self.runtime, self.adapters.values())
+        return self._suspects
 
     def routes(self) -> Routes:
         """The unprefixed names and the adapters refused for a collision (built on first use, when the
@@ -164,7 +174,7 @@ class GatewayProxy(DynamicTools):
         tools = []
         for adapter in list(self.adapters.values()):
             adapter, live = self.current(adapter)
-            if not live or adapter.id in self.routes().refused:
+            if not live or adapter.id in self.routes().refused or adapter.id in self.suspects():
                 continue
             for name, definition in sorted(adapter.definitions.items()):
                 listed = {
@@ -272,7 +282,7 @@ class GatewayProxy(DynamicTools):
             return adapter, False  # _admit refuses the stale one with adapter_not_promoted
         log.info("adapter %s: serving the version promoted as %s", adapter.id, served)
         self.adapters[adapter.id] = fresh
-        self._routes = None  # the new version may name its tools differently
+        self._routes = self._suspects = None  # the new version may name its tools differently
         self._retire(adapter)
         return fresh, True
 
@@ -306,7 +316,7 @@ class GatewayProxy(DynamicTools):
             raise GatewayError(
                 adapter.block.error_class, adapter.block.message, adapter_id=adapter.id, blocked=True
             )
-        refused = self.routes().refused.get(adapter.id)
+        refused = self.routes().refused.get(adapter.id) or self.suspects().get(adapter.id)
         if refused is not None:
             raise GatewayError(refused.error_class, refused.message, **refused.details)
 
@@ -360,7 +370,7 @@ class GatewayProxy(DynamicTools):
 
     def view(self) -> list[dict[str, Any]]:
         """What ``mcp_list_adapters`` reports for the live adapters (the rest comes from the store)."""
-        refused = self.routes().refused
+        refused = {**self.suspects(), **self.routes().refused}
         return [
             {
                 "adapter_id": adapter.id,
