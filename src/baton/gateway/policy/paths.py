@@ -10,7 +10,8 @@ An argument is a path when it is a string (at any depth, or an item of a list) a
 - its property's last word (split at ``_``, ``-`` and camelCase) is a path word (:data:`PATH_WORDS`:
   ``path``, ``filePath``, ``paths``, ``dir``, ``source``, ``destination``…) and it holds no line break
   (a multi-line ``source`` is content, not a path); or
-- it starts with ``/`` and holds no whitespace (an absolute path under any name).
+- it starts with one ``/`` (not ``//``, a scheme-relative URL) and holds no whitespace and no glob
+  character (``*?[]{}``): an absolute path under any name.
 
 Canonical means: Unicode NFC; ``.``, empty segments (``//``) and a trailing ``/`` dropped; ``..``
 applied lexically; and, for a path under one of the adapter's mounts, symlinks resolved on the host
@@ -40,6 +41,8 @@ PATH_WORDS = frozenset(
         *("source", "sources", "destination", "destinations", "src", "dest", "dst"),
     }
 )
+#: Characters that make a string under another name a pattern rather than a path.
+GLOB = frozenset("*?[]{}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
@@ -63,7 +66,8 @@ def is_path_name(name: str | None) -> bool:
 def _is_path(name: str | None, value: str) -> bool:
     if is_path_name(name):
         return "\n" not in value and "\r" not in value
-    return value.startswith("/") and not any(ch.isspace() for ch in value)
+    unnamed = value.startswith("/") and not value.startswith("//")  # not a scheme-relative URL
+    return unnamed and not any(ch.isspace() or ch in GLOB for ch in value)
 
 
 def _lexical(value: str, mounts: Sequence[Mount]) -> tuple[str, bool, Mount | None]:
