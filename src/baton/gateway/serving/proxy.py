@@ -131,6 +131,7 @@ class GatewayProxy(DynamicTools):
             async with anyio.create_task_group() as group:
                 self.group = group
                 self._ready.set()
+                self.suspects()  # the shadowing check of this start: reported before any call asks
                 await anyio.sleep_forever()
         finally:
             with anyio.CancelScope(shield=True):
