@@ -90,6 +90,8 @@ def test_the_docs_call_policy_pins_tests_and_decides_each_call(
         {"tool": "query", "arguments": {"sql": "DROP TABLE t"}},
         {"tool": "query", "arguments": {}},
         {"tool": "delete_file", "arguments": {"path": "/data/out/old.txt"}},
+        {"tool": "write_file", "arguments": {"path": "/data/out/../escape.txt", "text": "x"}},
+        {"tool": "write_file", "arguments": {"path": "/data/out//./report.txt/", "text": "x"}},
     ]
     calls.write_text("".join(json.dumps(c) + "\n" for c in recorded))
     result = json.loads(ok("policy", "test", "db", str(calls), "--json"))
@@ -101,6 +103,8 @@ def test_the_docs_call_policy_pins_tests_and_decides_each_call(
         ("forbid", "gateway_policy_forbidden"),  # explicitly forbidden
         ("error", "gateway_policy_error"),  # the policy cannot evaluate it: refused, never permitted
         ("approval", None),
+        ("forbid", "gateway_policy_forbidden"),  # judged as /data/escape.txt, its canonical form
+        ("permit", None),  # judged as /data/out/report.txt
     ]
     assert result["calls"][5]["approvals"] == 1
     human = ok("policy", "test", "db", str(calls))

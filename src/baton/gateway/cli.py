@@ -251,6 +251,28 @@ def policy_test(
 
 
 @app.command()
+def export(
+    adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")],
+    directory: Annotated[str, typer.Argument(help="The directory the files go to.")],
+    fmt: Annotated[
+        str,
+        typer.Option("--format", help="replay-controller: the reference replay controller's four inputs."),
+    ] = "replay-controller",
+    as_json: JsonFlag = False,
+) -> None:
+    """Write a replayed adapter's lock, verify and replay evidence as another tool's inputs."""
+    from baton.gateway.replay.controller_export import export as export_adapter
+
+    result = run(export_adapter, adapter, fmt, directory)
+    if as_json:
+        print_result(result)
+        return
+    for path in result["files"].values():
+        typer.echo(f"wrote {path}")
+    typer.echo("next: python3 " + " ".join(result["check_command"]))
+
+
+@app.command()
 def diff(
     adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")], as_json: JsonFlag = False
 ) -> None:

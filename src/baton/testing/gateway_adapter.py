@@ -69,7 +69,24 @@ def document(adapter_id: str, tarball: bytes, tools: list[dict[str, Any]], **run
     return policy_document(adapter_id, tarball, env=env, **runtime)
 
 
-def make_live(
+def make_live(runtime: Runtime, draft: dict[str, Any], *, allowed: list[str], **options: Any) -> Path:
+    """Lock, verify, replay (pinning the contract), set the tools (and pin ``call_policy``, a Cedar
+    policy text, as ``adapters/<id>.cedar``; serve them ``unprefixed``), replay again and promote.
+
+    The suite runs several copies of one test server, whose tools share names: the
+    ``name_shadows_adapter_tool`` findings that causes are accepted by id (any other finding refuses).
+    """
+    path, replayed = make_replayed(runtime, draft, allowed=allowed, **options)
+    shadowing = [
+        f["id"]
+        for f in replayed.get("poisoning_findings") or []
+        if f.get("kind") == "name_shadows_adapter_tool"
+    ]
+    promote(runtime, replayed["adapter_id"], accept_findings=shadowing)
+    return path
+
+
+def make_replayed(
     runtime: Runtime,
     draft: dict[str, Any],
     *,
@@ -80,13 +97,8 @@ def make_live(
     allow_destructive_without_approval: list[str] | None = None,
     call_policy: str | None = None,
     unprefixed: bool = False,
-) -> Path:
-    """Lock, verify, replay (pinning the contract), set the tools (and pin ``call_policy``, a Cedar
-    policy text, as ``adapters/<id>.cedar``; serve them ``unprefixed``), replay again and promote.
-
-    The suite runs several copies of one test server, whose tools share names: the
-    ``name_shadows_adapter_tool`` findings that causes are accepted by id (any other finding refuses).
-    """
+) -> tuple[Path, dict[str, Any]]:
+    """:func:`make_live` up to its last replay (nothing promoted): the policy's path and that replay."""
     policy = parse_policy(draft)
     path = runtime.settings.home / "adapters" / f"{policy.id}.toml"
     write_policy(path, policy)
@@ -111,11 +123,4 @@ def make_live(
         cedar_policy.policy_file(path).write_text(call_policy, encoding="utf-8")
     serving = pinned.serving.model_copy(update={"unprefixed": unprefixed})
     write_policy(path, pinned.model_copy(update={"tools": tools, "serving": serving}))
-    replayed = replay(runtime, policy.id, apply=True)
-    shadowing = [
-        f["id"]
-        for f in replayed.get("poisoning_findings") or []
-        if f.get("kind") == "name_shadows_adapter_tool"
-    ]
-    promote(runtime, policy.id, accept_findings=shadowing)
-    return path
+    return path, replay(runtime, policy.id, apply=True)

@@ -3,7 +3,9 @@
 The request is principal ``Agent::"<name>"`` (the calling agent, :func:`baton.identity.agents.current_agent`: a named
 agent over HTTP; over stdio ``BATON_AGENT_NAME``, else the client's claim ``stdio:<clientInfo.name>``, which
 is never a registered agent's name; ``client`` when none is known), action ``Action::"<tool>"``,
-resource ``Adapter::"<adapter id>"`` and context ``{"arguments": {...}}``. The answer is permit, forbid,
+resource ``Adapter::"<adapter id>"`` and context ``{"arguments": {...}, "path_escapes": bool}``: the
+arguments with every path canonical (:mod:`~baton.gateway.policy.paths`, what the server then receives)
+and whether a path left its root. The answer is permit, forbid,
 or permit with approval (a permitting policy annotated ``@approvals("N")``: the proxy's human request
 needs N distinct people). A policy's ``@id("…")`` names it in reasons and errors. When an adapter has a
 policy, anything not permitted is forbidden (Cedar's default deny); an evaluation error or a policy
@@ -16,11 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from baton.errors import GatewayError
+from baton.gateway.policy.paths import canonical_arguments
+from baton.gateway.policy.policy_runtime import Mount
 
 SNAPSHOT_NAME = "call-policy.cedar"
 DEFAULT_PRINCIPAL = "client"
@@ -87,24 +92,32 @@ def read_pinned(path: Path, pinned: str | None) -> str | None:
     return text
 
 
-def cedar_request(adapter_id: str, tool: str, arguments: dict[str, Any], principal: str) -> dict[str, Any]:
-    """The Cedar request of one call, as the call policy and every standing grant see it."""
+def cedar_request(
+    adapter_id: str, tool: str, arguments: dict[str, Any], principal: str, path_escapes: bool = False
+) -> dict[str, Any]:
+    """The Cedar request of one call (canonical path arguments, whether one leaves its root), as the call
+    policy and every standing grant see it."""
     return {
         "principal": f'Agent::"{json.dumps(principal)[1:-1]}"',
         "action": f'Action::"{json.dumps(tool)[1:-1]}"',
         "resource": f'Adapter::"{adapter_id}"',
-        "context": {"arguments": arguments},
+        "context": {"arguments": arguments, "path_escapes": path_escapes},
     }
 
 
 def decide(
-    text: str, adapter_id: str, tool: str, arguments: dict[str, Any], principal: str = DEFAULT_PRINCIPAL
+    text: str,
+    adapter_id: str,
+    tool: str,
+    arguments: dict[str, Any],
+    principal: str = DEFAULT_PRINCIPAL,
+    path_escapes: bool = False,
 ) -> CallDecision:
     """Evaluate one call; forbid (``gateway_policy_forbidden``) or an error (``gateway_policy_error``) raise."""
     import cedarpy
 
     marks = policy_annotations(text)
-    request = cedar_request(adapter_id, tool, arguments, principal)
+    request = cedar_request(adapter_id, tool, arguments, principal, path_escapes)
     sha = sha256_of(text)
     try:
         result = cedarpy.is_authorized(request, text, [])
@@ -134,8 +147,10 @@ def decide(
     return CallDecision("approval" if approvals else "permit", approvals, reasons, sha)
 
 
-def dry_run(text: str, adapter_id: str, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``policy test``: each recorded call's decision, nothing sent anywhere."""
+def dry_run(
+    text: str, adapter_id: str, calls: list[dict[str, Any]], mounts: Sequence[Mount] = ()
+) -> list[dict[str, Any]]:
+    """``policy test``: each recorded call's decision on its canonical paths, nothing sent anywhere."""
     rows = []
     for index, call in enumerate(calls, start=1):
         tool, arguments = call.get("tool"), call.get("arguments", {})
@@ -151,7 +166,8 @@ def dry_run(text: str, adapter_id: str, calls: list[dict[str, Any]]) -> list[dic
             )
             continue
         try:
-            decision = decide(text, adapter_id, tool, arguments, principal)
+            judged = canonical_arguments(arguments, mounts)
+            decision = decide(text, adapter_id, tool, judged.arguments, principal, judged.path_escapes)
         except GatewayError as exc:
             effect = "forbid" if exc.error_class == "gateway_policy_forbidden" else "error"
             rows.append(
@@ -177,16 +193,21 @@ def dry_run(text: str, adapter_id: str, calls: list[dict[str, Any]]) -> list[dic
 
 
 def check_call(
-    policy: Any, snapshot: Path, tool: str, arguments: dict[str, Any], principal: str | None = None
+    policy: Any,
+    snapshot: Path,
+    tool: str,
+    arguments: dict[str, Any],
+    principal: str | None = None,
+    path_escapes: bool = False,
 ) -> CallDecision:
     """The served adapter's call policy on one call by ``principal`` (the calling agent's name; permit when
-    the adapter pins no policy); forbids and errors raise."""
+    the adapter pins no policy), its ``arguments`` already canonical; forbids and errors raise."""
     if policy.tools.call_policy_sha256 is None:  # before any path is built: the common case, every call
         return CallDecision("permit")
     text = read_pinned(snapshot / SNAPSHOT_NAME, policy.tools.call_policy_sha256)
     if text is None:
         return CallDecision("permit")
-    return decide(text, policy.id, tool, arguments, principal or DEFAULT_PRINCIPAL)
+    return decide(text, policy.id, tool, arguments, principal or DEFAULT_PRINCIPAL, path_escapes)
 
 
 def pin(runtime: Any, adapter: str, source: str | None = None) -> dict[str, Any]:
@@ -247,5 +268,5 @@ def test_calls(runtime: Any, adapter: str, calls_file: str) -> dict[str, Any]:
     return {
         "adapter_id": policy.id,
         "call_policy_sha256": sha256_of(text),
-        "calls": dry_run(text, policy.id, calls),
+        "calls": dry_run(text, policy.id, calls, policy.runtime.mounts),
     }

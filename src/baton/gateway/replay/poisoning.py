@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from baton.gateway.replay.poisoning_rules import (
@@ -82,44 +82,85 @@ def _hidden(text: str) -> str | None:
     return ", ".join(found[:8]) if found else None
 
 
+#: Other live adapters' tools: ``(adapter id, tool)`` pairs, or (as the survey data has it) tool → adapter.
+OtherTools = Mapping[str, str] | Iterable[tuple[str, str]]
+
+
+def _owners(other_tools: OtherTools | None, adapter_id: str) -> list[tuple[str, str]]:
+    """The ``(adapter, tool)`` pairs of every adapter but ``adapter_id``."""
+    pairs = (
+        [(a, n) for n, a in other_tools.items()] if isinstance(other_tools, Mapping) else other_tools or []
+    )
+    return [(a, n) for a, n in pairs if a != adapter_id]
+
+
+def _by_name(owners: list[tuple[str, str]]) -> dict[str, str]:
+    """Each tool name of the other adapters → the adapters that have it, named in one string."""
+    found: dict[str, set[str]] = {}
+    for other, name in owners:
+        found.setdefault(name, set()).add(other)
+    return {name: ", ".join(sorted(adapters)) for name, adapters in found.items()}
+
+
+def name_findings(
+    definitions: list[dict[str, Any]], *, adapter_id: str, other_tools: OtherTools | None = None
+) -> list[dict[str, Any]]:
+    """Only the shadowing findings (a tool named like baton's own or another live adapter's): what can
+    change after replay, when another adapter goes live; checked again at promote and at every start."""
+    builtin = BUILTIN_TOOLS | {name.removeprefix("mcp_") for name in BUILTIN_TOOLS}
+    owners = _owners(other_tools, adapter_id)
+    found = [f for d in definitions for f in _name_findings(str(d.get("name")), builtin, owners)]
+    return sorted({f["id"]: f for f in found}.values(), key=lambda f: (f["tool"], f["kind"], f["where"]))
+
+
+def shadow_finding_id(tool: str, other_adapter: str) -> str:
+    """The id of the finding "``tool`` shadows the live adapter ``other_adapter``'s ``tool``"."""
+    return str(_shadow_finding(tool, other_adapter)["id"])
+
+
 def scan(
     definitions: list[dict[str, Any]],
     *,
     adapter_id: str,
-    other_tools: dict[str, str] | None = None,
+    other_tools: OtherTools | None = None,
 ) -> list[dict[str, Any]]:
-    """The findings over one server's tool definitions. ``other_tools``: live tool name → its adapter."""
-    other_tools = {n: a for n, a in (other_tools or {}).items() if a != adapter_id}
+    """The findings over one server's tool definitions, against the other live adapters' tools, keyed by
+    adapter and tool (two live adapters with one tool name are two findings, never one overwriting the other)."""
+    owners = _owners(other_tools, adapter_id)
+    by_name = _by_name(owners)
     builtin = BUILTIN_TOOLS | {name.removeprefix("mcp_") for name in BUILTIN_TOOLS}
     own = {str(d.get("name")) for d in definitions}
-    alike = _by_core(own, other_tools)
+    alike = _by_core(own, by_name)
     findings: list[dict[str, Any]] = []
     for definition in definitions:
         name = str(definition.get("name"))
-        findings += _name_findings(name, builtin, other_tools)
+        findings += _name_findings(name, builtin, owners)
         findings += _imitation_findings(name, alike)
         findings += _size_findings(name, definition)
         for where, text in _texts({k: v for k, v in definition.items() if k != "annotations"}, name):
-            findings += _text_findings(name, where, text, other_tools, own)
+            findings += _text_findings(name, where, text, by_name, own)
     unique = {f["id"]: f for f in findings}
     return sorted(unique.values(), key=lambda f: (f["tool"], f["kind"], f["where"]))
 
 
+def _shadow_finding(name: str, other_adapter: str) -> dict[str, Any]:
+    return _finding("name_shadows_adapter_tool", name, "name", f"the live adapter {other_adapter} has {name}")
+
+
 def _name_findings(
-    name: str, builtin: frozenset[str], other_tools: dict[str, str]
+    name: str, builtin: frozenset[str], owners: list[tuple[str, str]]
 ) -> Iterator[dict[str, Any]]:
-    """A tool named like baton's own or like another live adapter's shadows it."""
+    """A tool named like baton's own or like another live adapter's shadows it (one finding per adapter)."""
     if name in builtin or name.startswith("mcp_"):
         yield _finding("name_shadows_builtin", name, "name", f"{name} looks like baton's own tool")
-    if name in other_tools:
-        yield _finding(
-            "name_shadows_adapter_tool", name, "name", f"the live adapter {other_tools[name]} has {name}"
-        )
+    for other in sorted({a for a, n in owners if n == name}):
+        yield _shadow_finding(name, other)
 
 
-def _by_core(own: set[str], other_tools: dict[str, str]) -> dict[str, dict[str, str]]:
-    """Every tool name in view, grouped by what it claims to do (``name_core``), with where it is."""
-    where = {n: f"the live adapter {a}" for n, a in other_tools.items()} | dict.fromkeys(own, "this server")
+def _by_core(own: set[str], by_name: dict[str, str]) -> dict[str, dict[str, str]]:
+    """Every tool name in view, grouped by what it claims to do (``name_core``), with where it is
+    (``by_name``: each other live adapter's tool name → the adapters that have it)."""
+    where = {n: f"the live adapter {a}" for n, a in by_name.items()} | dict.fromkeys(own, "this server")
     groups: dict[str, dict[str, str]] = {}
     for name, place in where.items():
         groups.setdefault(name_core(name), {})[name] = place

@@ -259,7 +259,7 @@ def poisoning_findings(
     from baton.gateway.policy.snapshot import live_adapters
     from baton.gateway.replay.poisoning import scan
 
-    others = {tool: live.policy.id for live in live_adapters(runtime) for tool in live.policy.tools.allowed}
+    others = [(live.policy.id, tool) for live in live_adapters(runtime) for tool in live.policy.tools.allowed]
     return scan(definitions, adapter_id=adapter_id, other_tools=others)
 
 

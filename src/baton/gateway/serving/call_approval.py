@@ -57,14 +57,23 @@ async def approve(
 
 
 def granted(
-    runtime: Runtime, adapter: Adapter, tool: str, arguments: dict[str, Any], context: CallContext, asked: int
+    runtime: Runtime,
+    adapter: Adapter,
+    tool: str,
+    arguments: dict[str, Any],
+    context: CallContext,
+    asked: int,
+    path_escapes: bool = False,
 ) -> dict[str, Any] | None:
     """The standing grant that covers this call (:mod:`baton.gateway.policy.grant_check`), when one person's
-    approval would do: a call that needs a quorum always asks its people, and a subagent's call always asks
-    (it names the subagent, whose authority a grant to its parent does not carry)."""
+    approval would do: a call that needs a quorum always asks its people, a subagent's call always asks (it
+    names the subagent, whose authority a grant to its parent does not carry), and so does a call whose
+    path leaves its root (:mod:`baton.gateway.policy.paths`)."""
     from baton.gateway.policy.grant_check import covering
 
-    if context.on_behalf is not None or (required_approvals(runtime, adapter, tool, asked) or 1) > 1:
+    if context.on_behalf is not None or path_escapes:
+        return None
+    if (required_approvals(runtime, adapter, tool, asked) or 1) > 1:
         return None
     step_up = needs_step_up(runtime.settings.baton_hitl_step_up_risk, adapter.policy, tool)
     return covering(runtime, context.agent.name, adapter.id, tool, arguments, step_up)

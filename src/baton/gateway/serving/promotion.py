@@ -125,15 +125,16 @@ def _check_serves_something(policy: Policy, serve_nothing: bool) -> None:
 
 
 def _accepted_findings(
-    policy: Policy, receipt: dict[str, Any], accept_findings: list[str] | None
+    policy: Policy, findings: list[dict[str, Any]], accept_findings: list[str] | None
 ) -> list[dict[str, Any]]:
-    """The replay's tool-poisoning findings the operator accepted; refused while any other stays open."""
-    findings: list[dict[str, Any]] = receipt.get("poisoning_findings") or []
+    """The tool-poisoning findings (the replay's, and the shadowing ones against the adapters live now)
+    the operator accepted; refused while any other stays open."""
     accepted = set(accept_findings or [])
     unknown = sorted(accepted - {f.get("id") for f in findings})
     if unknown:
         raise _refuse(
-            policy.id, f"--accept-finding names no finding of its last replay: {', '.join(unknown)}."
+            policy.id,
+            f"--accept-finding names no finding of its last replay or the adapters live now: {', '.join(unknown)}.",
         )
     open_findings = [f for f in findings if f.get("id") not in accepted]
     if open_findings:
@@ -219,7 +220,10 @@ def promote(
     candidate = _replayed_candidate(runtime, adapter)
     _check_serves_something(candidate.policy, serve_nothing)
     check_promotable(runtime, candidate.policy)
-    accepted = _accepted_findings(candidate.policy, candidate.receipt, accept_findings)
+    from baton.gateway.serving.shadowing import findings_at_promote
+
+    findings = findings_at_promote(runtime, candidate.policy, candidate.receipt)
+    accepted = _accepted_findings(candidate.policy, findings, accept_findings)
     _check_forwardable(candidate.policy, candidate.receipt)
     from baton.gateway.serving.diff import adapter_diff, summary_lines
 

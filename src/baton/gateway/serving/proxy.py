@@ -28,6 +28,7 @@ from baton.evidence.receipts import canonical_json, sha256_hex
 from baton.gateway.policy import snapshot as serving
 from baton.gateway.policy import state
 from baton.gateway.policy.cedar_policy import CallDecision, check_call
+from baton.gateway.policy.paths import canonical_arguments
 from baton.gateway.policy.snapshot import LiveAdapter
 from baton.gateway.serving import call_approval, promotion
 from baton.gateway.serving.names import SEPARATOR, Routes, block_view, served_name, taken_in
@@ -89,6 +90,7 @@ class GatewayProxy(DynamicTools):
         self.registry = registry
         self.adapters: dict[str, Adapter] = {}
         self._routes: Routes | None = None
+        self._suspects: dict[str, GatewayError] | None = None
         self.group: TaskGroup | None = None
         self._ready = anyio.Event()
         self._consumed: set[str] = set()
@@ -103,7 +105,16 @@ class GatewayProxy(DynamicTools):
         self.adapters = {
             live.policy.id: Adapter(self.runtime, live, self) for live in serving.live_adapters(self.runtime)
         }
-        self._routes = None
+        self._routes = self._suspects = None
+
+    def suspects(self) -> dict[str, GatewayError]:
+        """The live adapters refused for a shadowing finding nobody accepted (checked on first use after
+        each start, :mod:`~baton.gateway.serving.shadowing`)."""
+        if self._suspects is None:
+            from baton.gateway.serving.shadowing import refused_at_start
+
+            self._suspects = refused_at_start(self.runtime, self.adapters.values())
+        return self._suspects
 
     def routes(self) -> Routes:
         """The unprefixed names and the adapters refused for a collision (built on first use, when the
@@ -120,6 +131,7 @@ class GatewayProxy(DynamicTools):
             async with anyio.create_task_group() as group:
                 self.group = group
                 self._ready.set()
+                self.suspects()  # the shadowing check of this start: reported before any call asks
                 await anyio.sleep_forever()
         finally:
             with anyio.CancelScope(shield=True):
@@ -163,7 +175,7 @@ class GatewayProxy(DynamicTools):
         tools = []
         for adapter in list(self.adapters.values()):
             adapter, live = self.current(adapter)
-            if not live or adapter.id in self.routes().refused:
+            if not live or adapter.id in self.routes().refused or adapter.id in self.suspects():
                 continue
             for name, definition in sorted(adapter.definitions.items()):
                 listed = {
@@ -194,9 +206,12 @@ class GatewayProxy(DynamicTools):
         trail = _Trail()
         try:
             self._admit(adapter, tool, live)
-            decision = self._decide(adapter, tool, frozen, context, trail)
+            judged = canonical_arguments(frozen, adapter.policy.runtime.mounts)  # judged is what is sent
+            frozen, serialized = judged.arguments, canonical_json(judged.arguments)
+            decision = self._decide(adapter, tool, frozen, context, trail, judged.path_escapes)
             if tool in adapter.policy.tools.approval_required or decision.effect == "approval":
-                trail.approval = await self._approval(adapter, tool, frozen, context, decision)
+                escapes = judged.path_escapes
+                trail.approval = await self._approval(adapter, tool, frozen, context, decision, escapes)
             result = await self._forward(adapter, tool, frozen, context)
             trail.outcome = {"success": result["success"], "error_class": result.get("error_class")}
             return {**result, **({"approval": trail.approval} if trail.approval else {})}
@@ -238,12 +253,19 @@ class GatewayProxy(DynamicTools):
 
     @staticmethod
     def _decide(
-        adapter: Adapter, tool: str, arguments: dict[str, Any], context: CallContext, trail: _Trail
+        adapter: Adapter,
+        tool: str,
+        arguments: dict[str, Any],
+        context: CallContext,
+        trail: _Trail,
+        path_escapes: bool,
     ) -> CallDecision:
         """The adapter's call policy on this call; its verdict goes on the trail (a forbid or an error
         too, before it is raised) when the adapter pins a policy."""
         try:
-            decision = check_call(adapter.policy, adapter.bundle_root, tool, arguments, context.agent.name)
+            decision = check_call(
+                adapter.policy, adapter.bundle_root, tool, arguments, context.agent.name, path_escapes
+            )
         except GatewayError as exc:
             effect = "forbid" if exc.error_class == "gateway_policy_forbidden" else "error"
             trail.verdict = {
@@ -277,7 +299,7 @@ class GatewayProxy(DynamicTools):
             return adapter, False  # _admit refuses the stale one with adapter_not_promoted
         log.info("adapter %s: serving the version promoted as %s", adapter.id, served)
         self.adapters[adapter.id] = fresh
-        self._routes = None  # the new version may name its tools differently
+        self._routes = self._suspects = None  # the new version may name its tools differently
         self._retire(adapter)
         return fresh, True
 
@@ -311,7 +333,7 @@ class GatewayProxy(DynamicTools):
             raise GatewayError(
                 adapter.block.error_class, adapter.block.message, adapter_id=adapter.id, blocked=True
             )
-        refused = self.routes().refused.get(adapter.id)
+        refused = self.routes().refused.get(adapter.id) or self.suspects().get(adapter.id)
         if refused is not None:
             raise GatewayError(refused.error_class, refused.message, **refused.details)
 
@@ -365,7 +387,7 @@ class GatewayProxy(DynamicTools):
 
     def view(self) -> list[dict[str, Any]]:
         """What ``mcp_list_adapters`` reports for the live adapters (the rest comes from the store)."""
-        refused = self.routes().refused
+        refused = {**self.suspects(), **self.routes().refused}
         return [
             {
                 "adapter_id": adapter.id,
