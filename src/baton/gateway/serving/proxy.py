@@ -233,9 +233,12 @@ class GatewayProxy(DynamicTools):
         frozen: dict[str, Any],
         context: CallContext,
         decision: CallDecision,
+        path_escapes: bool,
     ) -> dict[str, Any]:
         """A person's standing grant that covers the call, else a person's approval of this one call."""
-        grant = call_approval.granted(self.runtime, adapter, tool, frozen, context, decision.approvals)
+        grant = call_approval.granted(
+            self.runtime, adapter, tool, frozen, context, decision.approvals, path_escapes
+        )
         if grant is not None:
             return grant
         approval = await call_approval.approve(
