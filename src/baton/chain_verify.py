@@ -7,7 +7,10 @@ an exported chain checked by someone who holds nothing but the public key::
 
 Ed25519 signatures are checked with ``cryptography`` when it is importable, else with the pure-Python
 verifier of RFC 8032 below (slower, same answers), so the module never needs more than the standard
-library. Canonical JSON is the one of SPEC.md section 4, restated here so the file stands alone.
+library. Canonical JSON is the one of SPEC.md section 4, restated here so the file stands alone. A
+receipt that carries a subagent's delegation chain has that chain checked too: each link hashed, linked to
+the one before and a subset of it (:mod:`baton.delegation`, standard library only as well); a widening
+chain fails as ``receipt_delegation_widens``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from baton.delegation import DELEGATION_WIDENS, chain_of, chain_problem
 
 GENESIS_SHA256 = "0" * 64
 #: What a checkpoint signature covers (with seq, sha256, at and key_id), so it can mean nothing else.
@@ -254,6 +259,9 @@ class _Walk:
         digest = hashlib.sha256(body.encode("utf-8")).hexdigest()
         if digest != sha256:
             return _fail(count, prev, seq, "sha256 does not match the receipt's content")
+        widens = _delegation_problem(text)
+        if widens is not None:
+            return _fail(count, prev, seq, widens, DELEGATION_WIDENS)
         anchored = self.anchors.get(seq)
         if anchored is not None and anchored != digest:
             reason = "the chain differs from the signed checkpoint at this seq (rewritten history)"
@@ -270,6 +278,14 @@ class _Walk:
         if head is not None and (head[1] != prev or head[0] != count):
             return _fail(count, prev, None, "the chain head does not match the last receipt")
         return ChainReport(True, count, prev, checkpoints=len(anchors), anchored_seq=max(anchors, default=0))
+
+
+def _delegation_problem(text: str) -> str | None:
+    """Why the delegation chain a receipt carries does not hold (a link widens its parent's), or None."""
+    if '"delegation":' not in text:  # most receipts: no parse
+        return None
+    chain = chain_of(json.loads(text))
+    return None if chain is None else chain_problem(chain)
 
 
 @dataclass(frozen=True)

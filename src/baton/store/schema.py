@@ -85,6 +85,8 @@ subagents = Table(
     # governed subagents: the tools it may call (None: none), its tool-call limit, the request it waits on
     Column("tools", JSON),
     Column("tool_limit", Integer),
+    # its delegation chain and argument predicates ({"chain": [...], "policies": {sha256: cedar}})
+    Column("delegation", JSON),
     Column("waiting_request_id", String(40)),
 )
 

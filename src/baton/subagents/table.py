@@ -48,6 +48,7 @@ SPAWN_COLUMNS = (
     "updated_at",
     "started_at",
     "agent",
+    "delegation",
 )
 
 #: Parameter names differ from column names (SQLAlchemy reserves those in an INSERT or UPDATE).
@@ -72,6 +73,7 @@ _PRE_CALL = Prepared(
         _row.cost_usd,
         _row.max_total_tokens,
         _row.max_cost_usd,
+        _row.delegation,
     ).where(_row.id == bindparam("subagent_id"))
 )
 _MESSAGES = Prepared(
@@ -139,7 +141,8 @@ def count_active(connection: Transaction, agent: str | None) -> int:
 
 
 def insert_subagent(connection: Transaction, **values: Any) -> None:
-    """The subagent's row, with every column of :data:`SPAWN_COLUMNS`."""
+    """The subagent's row, with every column of :data:`SPAWN_COLUMNS` (no ``delegation``: none kept)."""
+    values.setdefault("delegation", None)
     _INSERT.rowcount(connection, **{f"new_{name}": value for name, value in values.items()})
 
 

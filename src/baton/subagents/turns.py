@@ -20,6 +20,7 @@ from baton.runtime import Runtime
 from baton.store.schema import receipts, subagents
 from baton.subagents import cancellation, queries, table
 from baton.subagents.context import subagent_system_prompt
+from baton.subagents.delegating import Delegation
 from baton.subagents.governed import GovernedLoop, TurnLinks
 from baton.subagents.spend import check_subagent_budget
 from baton.subagents.states import ACTIVE, Status
@@ -169,9 +170,12 @@ def governed_links(
     parent_agent: str,
     spawn_receipt: dict[str, Any],
     waiting: Callable[[str | None], None],
+    delegation: Any = None,
 ) -> TurnLinks:
-    """What a governed turn's receipts link to; each model call is checked against the stored subagent
-    before it is made and added to its totals in its receipt's transaction."""
+    """What a governed turn's receipts link to (its delegation chain among them); each model call is
+    checked against the stored subagent before it is made and added to its totals in its receipt's
+    transaction."""
+    held = Delegation.from_stored(delegation)
 
     def record_in(connection: table.Transaction, reply: ModelReply, _written: Any) -> None:
         table.add_spend(connection, subagent_id, reply)
@@ -183,6 +187,8 @@ def governed_links(
         record_in=record_in,
         before_model_call=lambda: _check_before_model_call(runtime, subagent_id),
         waiting=waiting,
+        delegation=held.chain if held else [],
+        policies=held.policies if held else {},
     )
 
 

@@ -88,9 +88,15 @@ def read_pinned(path: Path, pinned: str | None) -> str | None:
 
 
 def decide(
-    text: str, adapter_id: str, tool: str, arguments: dict[str, Any], principal: str = DEFAULT_PRINCIPAL
+    text: str,
+    adapter_id: str,
+    tool: str,
+    arguments: dict[str, Any],
+    principal: str = DEFAULT_PRINCIPAL,
+    entities: list[dict[str, Any]] | None = None,
 ) -> CallDecision:
-    """Evaluate one call; forbid (``gateway_policy_forbidden``) or an error (``gateway_policy_error``) raise."""
+    """Evaluate one call (``entities``: what the principal's attributes are, e.g. a subagent's
+    ``delegated_by``); forbid (``gateway_policy_forbidden``) or an error (``gateway_policy_error``) raise."""
     import cedarpy
 
     marks = policy_annotations(text)
@@ -102,7 +108,7 @@ def decide(
     }
     sha = sha256_of(text)
     try:
-        result = cedarpy.is_authorized(request, text, [])
+        result = cedarpy.is_authorized(request, text, entities or [])
     except Exception as exc:  # an argument Cedar cannot represent (a float), a malformed request
         raise _error(
             f"The Cedar policy could not evaluate this call: {str(exc)[:300]}", policy_sha256=sha

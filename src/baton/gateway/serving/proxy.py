@@ -29,7 +29,7 @@ from baton.gateway.policy import snapshot as serving
 from baton.gateway.policy import state
 from baton.gateway.policy.cedar_policy import CallDecision, check_call
 from baton.gateway.policy.snapshot import LiveAdapter
-from baton.gateway.serving import call_approval, promotion
+from baton.gateway.serving import call_approval, delegated, promotion
 from baton.gateway.serving.names import SEPARATOR, Routes, block_view, served_name, taken_in
 from baton.runtime import Runtime
 
@@ -194,6 +194,7 @@ class GatewayProxy(DynamicTools):
         trail = _Trail()
         try:
             self._admit(adapter, tool, live)
+            delegated.check(adapter.id, adapter.definitions[tool], tool, frozen, context.on_behalf)
             decision = self._decide(adapter, tool, frozen, context, trail)
             if tool in adapter.policy.tools.approval_required or decision.effect == "approval":
                 trail.approval = await call_approval.approve(

@@ -1,0 +1,29 @@
+"""subagent delegation: the chain of authority each subagent holds
+
+``subagents.delegation`` holds the subagent's delegation chain (agent -> subagent -> ..., each link the
+tools, adapters, read_only, argument predicates, budgets and deadline in force, hashed) and the Cedar text
+of each argument predicate by sha256: its turns enforce it and its receipts carry it.
+
+Revision ID: 0021
+Revises: 0020
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0021"
+down_revision = "0020"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("subagents") as batch:
+        batch.add_column(sa.Column("delegation", sa.JSON(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("subagents") as batch:
+        batch.drop_column("delegation")
