@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from baton.config import load_settings
-from baton.delegation import link_sha256
+from baton.delegation import chain_of, link_sha256
 from baton.evidence.receipts import receipt_digest
 from baton.runtime import Runtime
 from baton.testing import Behavior, FakeLLMServer, ToolCall
@@ -145,9 +145,10 @@ async def test_a_read_only_subagent_cannot_write_through_any_adapter_even_when_i
 async def test_a_nested_spawn_cannot_regain_a_tool_its_parent_lost(
     session: Any, llm: FakeLLMServer, home: str
 ) -> None:
-    regain = {"task": "NEST-CHILD-A: write", "tools": ["books__echo", "books__write", "mcp_spawn_subagent"]}
+    regain = {"task": "NEST-CHILD-A: write", "tools": ["books__echo", "books__write"]}
+    deeper = {"task": "NEST-CHILD-C: spawn more", "tools": ["mcp_spawn_subagent"]}  # past the depth cap
     narrower = {"task": "NEST-CHILD-B: echo", "tools": ["books__echo"], "max_total_tokens": 10**9}
-    parent_script = [[ToolCall("mcp_spawn_subagent", regain)], [ToolCall("mcp_spawn_subagent", narrower)]]
+    parent_script = [[ToolCall("mcp_spawn_subagent", args)] for args in (regain, deeper, narrower)]
     llm.when("NEST-PARENT", Behavior(tool_rounds=parent_script, after_tools="parent: {tool_results}"))
     llm.when(
         "NEST-CHILD-B",
@@ -168,7 +169,8 @@ async def test_a_nested_spawn_cannot_regain_a_tool_its_parent_lost(
     spawn_calls = [
         r["payload"] for r in of_subagent(rows, spawned["subagent_id"]) if r["kind"] == "tool_call"
     ]
-    assert [c["error_class"] for c in spawn_calls] == ["subagent_tool_not_allowed", None], spawn_calls
+    refused = "subagent_tool_not_allowed"
+    assert [c["error_class"] for c in spawn_calls] == [refused, refused, None], spawn_calls
     child_spawn = next(
         r
         for r in rows
@@ -258,33 +260,39 @@ def verify(env: dict[str, str], directory: Path) -> subprocess.CompletedProcess[
 async def test_the_verifier_rejects_an_exported_chain_whose_delegation_widens(
     session: Any, llm: FakeLLMServer, env: dict[str, str], tmp_path: Path
 ) -> None:
-    llm.when("WIDEN-TASK", Behavior.calling("books__echo", {"text": "w"}, then="{tool_results}"))
+    child = {"task": "WIDEN-CHILD: echo", "tools": ["books__echo"]}
+    llm.when("WIDEN-PARENT", Behavior.calling("mcp_spawn_subagent", child, then="{tool_results}"))
+    llm.when("WIDEN-CHILD", Behavior.calling("books__echo", {"text": "w"}, then="{tool_results}"))
     spawned = await call(
         session,
         "mcp_spawn_subagent",
-        {"task": "WIDEN-TASK: echo", "tools": ["books__echo"], "read_only": True},
+        {"task": "WIDEN-PARENT: delegate", "tools": ["books__echo", "mcp_spawn_subagent"], "read_only": True},
     )
     assert spawned["success"] is True, spawned
     directory = tmp_path / "export"
     rows = export_chain(env, directory)
     assert verify(env, directory).returncode == 0  # the chain as baton wrote it verifies
 
-    index = next(
-        i
-        for i, r in enumerate(rows)
-        if r["kind"] == "gateway_call"
-        and (r["payload"].get("subagent") or {}).get("subagent_id") == spawned["subagent_id"]
-    )
-    link = rows[index]["payload"]["subagent"]["delegation"][-1]
-    link["tools"] = [*link["tools"], "books__write"]  # the subagent claims a tool it was never given
-    link["read_only"] = False
-    link["sha256"] = link_sha256(link)  # each link's hash recomputed ...
-    prev = rows[index]["prev_sha256"]
-    for row in rows[index:]:  # ... and every receipt's from there on, so only the subset check can tell
+    def childs_chain(row: dict[str, Any]) -> list[dict[str, Any]] | None:
+        carried = chain_of(row["payload"])
+        deep = carried is not None and len(carried) == 3 and carried[1]["principal"] == spawned["subagent_id"]
+        return carried if deep else None
+
+    edited = [i for i, row in enumerate(rows) if childs_chain(row)]
+    kinds = {rows[i]["kind"] for i in edited}
+    assert {"subagent_spawned", "model_call", "gateway_call"} <= kinds, kinds
+    for i in edited:  # the child claims, in every receipt of it, a tool and a write its parent never had
+        link = childs_chain(rows[i])[-1]  # type: ignore[index]
+        link["tools"] = [*link["tools"], "books__write"]
+        link["read_only"] = False
+        link["sha256"] = link_sha256(link)  # each link's hash recomputed ...
+    prev = rows[edited[0]]["prev_sha256"]
+    for row in rows[edited[0] :]:  # ... and every receipt's from there on: only the subset check can tell
         row["prev_sha256"] = prev
         row["sha256"] = prev = receipt_digest(row["seq"], row["kind"], row["at"], row["payload"], prev)
     (directory / "receipts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     done = verify(env, directory)
     assert done.returncode == 1, done.stdout
-    assert "receipt_delegation_widens" in done.stderr and f"at seq {rows[index]['seq']}" in done.stderr
+    assert f"receipt_delegation_widens: at seq {rows[edited[0]]['seq']}" in done.stderr, done.stderr
+    assert "its tools are not a subset of its parent's" in done.stderr
     assert "Traceback" not in done.stderr

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from baton.delegation import DELEGATION_WIDENS, chain_of, chain_problem
+from baton.delegation import DELEGATION_WIDENS, Ledger
 
 GENESIS_SHA256 = "0" * 64
 #: What a checkpoint signature covers (with seq, sha256, at and key_id), so it can mean nothing else.
@@ -238,6 +238,8 @@ class _Walk:
         self.anchors = anchors
         self.prev: str = GENESIS_SHA256
         self.count: Any = 0
+        #: Each subagent's link as spawned (most receipts carry no delegation: they are not parsed).
+        self.delegations = Ledger()
 
     def step(self, row: Row) -> ChainReport | None:
         """Check one receipt's seq, payload, link, digest and anchor, and move past it; the failure if any."""
@@ -259,7 +261,7 @@ class _Walk:
         digest = hashlib.sha256(body.encode("utf-8")).hexdigest()
         if digest != sha256:
             return _fail(count, prev, seq, "sha256 does not match the receipt's content")
-        widens = _delegation_problem(text)
+        widens = self.delegations.check(kind, json.loads(text)) if '"delegation":' in text else None
         if widens is not None:
             return _fail(count, prev, seq, widens, DELEGATION_WIDENS)
         anchored = self.anchors.get(seq)
@@ -278,14 +280,6 @@ class _Walk:
         if head is not None and (head[1] != prev or head[0] != count):
             return _fail(count, prev, None, "the chain head does not match the last receipt")
         return ChainReport(True, count, prev, checkpoints=len(anchors), anchored_seq=max(anchors, default=0))
-
-
-def _delegation_problem(text: str) -> str | None:
-    """Why the delegation chain a receipt carries does not hold (a link widens its parent's), or None."""
-    if '"delegation":' not in text:  # most receipts: no parse
-        return None
-    chain = chain_of(json.loads(text))
-    return None if chain is None else chain_problem(chain)
 
 
 @dataclass(frozen=True)

@@ -129,3 +129,28 @@ def chain_of(payload: Any) -> Any:
     if isinstance(subagent, Mapping) and "delegation" in subagent:
         return subagent["delegation"]
     return None
+
+
+class Ledger:
+    """The link each subagent was spawned with (its ``subagent_spawned`` receipt), so every later receipt
+    of it, and of its subagents, must carry that very link: a chain cannot be swapped for a wider one."""
+
+    def __init__(self) -> None:
+        self.links: dict[str, str] = {}
+
+    def check(self, kind: Any, payload: Any) -> str | None:
+        """Why the chain a receipt carries does not hold, or None (a receipt without one holds)."""
+        chain = chain_of(payload)
+        if chain is None:
+            return None
+        problem = chain_problem(chain)
+        if problem is not None:
+            return problem
+        spawned = kind == "subagent_spawned"
+        for link in chain[1:-1] if spawned else chain[1:]:
+            known = self.links.get(str(link.get("principal")))
+            if known is not None and known != link["sha256"]:
+                return f"the delegation link of {link.get('principal')} is not the one it was spawned with"
+        if spawned:
+            self.links.setdefault(str(chain[-1].get("principal")), str(chain[-1]["sha256"]))
+        return None
