@@ -39,6 +39,12 @@ TOOLS = [
     tool("transfer", to="string", amount="integer"),
 ]
 
+#: The ``drift`` adapter: its echo is read-only until a later version's pinned contract says otherwise.
+DRIFT_TOOLS = [
+    {**tool("echo", text="string"), "annotations": READ_ONLY},
+    {**tool("calls"), "annotations": READ_ONLY},
+]
+
 
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:
@@ -53,7 +59,8 @@ def llm() -> Iterator[FakeLLMServer]:
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A BATON_HOME with the ``books`` adapter live: echo and calls read-only, write and transfer not."""
+    """A BATON_HOME with the ``books`` adapter live (echo and calls read-only, write and transfer not) and
+    the ``drift`` adapter (echo and calls read-only)."""
     path = tmp_path_factory.mktemp("delegation") / "home"
     with NpmRegistryServer() as registry:
         runtime = Runtime.open(load_settings({"BATON_HOME": str(path), "BATON_NPM_REGISTRY": registry.url}))
@@ -64,6 +71,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> str:
                 allowed=["echo", "calls", "write", "transfer"],
                 allow_destructive_without_approval=["write", "transfer"],
             )
+            make_live(runtime, document("drift", publish(registry), DRIFT_TOOLS), allowed=["echo", "calls"])
         finally:
             runtime.close()
     return str(path)
@@ -296,3 +304,39 @@ async def test_the_verifier_rejects_an_exported_chain_whose_delegation_widens(
     assert f"receipt_delegation_widens: at seq {rows[edited[0]]['seq']}" in done.stderr, done.stderr
     assert "its tools are not a subset of its parent's" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_a_tool_whose_new_pinned_contract_drops_read_only_is_refused_to_a_read_only_subagent(
+    session: Any, llm: FakeLLMServer, home: str, env: dict[str, str]
+) -> None:
+    """The spawn saw echo read-only; the version promoted since does not say so: the gateway checks the
+    annotations of the version it serves, at the call."""
+    llm.when("DRIFT-FIRST", Behavior(reply="ready"))
+    spawned = await call(
+        session,
+        "mcp_spawn_subagent",
+        {"task": "DRIFT-FIRST: wait", "tools": ["drift__echo"], "read_only": True},
+    )
+    assert spawned["success"] is True, spawned
+    with NpmRegistryServer() as registry:
+        runtime = Runtime.open(load_settings({**env, "BATON_NPM_REGISTRY": registry.url}))
+        try:
+            unmarked = [tool("echo", text="string"), DRIFT_TOOLS[1]]
+            make_live(runtime, document("drift", publish(registry), unmarked), allowed=["echo", "calls"])
+        finally:
+            runtime.close()
+    second = Behavior.calling("drift__echo", {"text": "now"}, then="{tool_results}")
+    llm.rules.insert(0, ("DRIFT-SECOND", second))  # ahead of DRIFT-FIRST, which the history still holds
+    answered = await call(
+        session,
+        "mcp_send_message_to_subagent",
+        {"subagent_id": spawned["subagent_id"], "message": "DRIFT-SECOND: echo"},
+    )
+    assert answered["success"] is True, answered
+    mine = [
+        r["payload"] for r in of_subagent(chain(home), spawned["subagent_id"]) if r["kind"] == "gateway_call"
+    ]
+    assert [(c["tool"], c["error_class"]) for c in mine] == [("echo", "subagent_tool_not_allowed")]
+    assert "echo" not in json.loads(
+        (await call(session, "drift__calls"))["text"]
+    )  # the upstream never ran it
