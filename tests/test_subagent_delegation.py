@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from baton.config import load_settings
 from baton.delegation import chain_of, link_sha256
 from baton.evidence.receipts import receipt_digest
 from baton.runtime import Runtime
+from baton.store.schema import subagents
 from baton.testing import Behavior, FakeLLMServer, ToolCall
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
@@ -102,6 +104,17 @@ async def upstream_calls(session: Any) -> dict[str, int]:
     """How often the sandboxed upstream ran each tool."""
     counts: dict[str, int] = json.loads((await call(session, "books__calls"))["text"])
     return counts
+
+
+def delegated_tokens(home: str, subagent_id: str) -> int:
+    """What the subagent's own subagents spent, as its row counts it against its budget."""
+    runtime = Runtime.open(load_settings({"BATON_HOME": home}))
+    try:
+        with runtime.store.read() as connection:
+            query = select(subagents.c.delegated_tokens).where(subagents.c.id == subagent_id)
+            return int(connection.execute(query).scalar_one())
+    finally:
+        runtime.close()
 
 
 def spawned_link(home: str, subagent_id: str) -> dict[str, Any]:
@@ -195,6 +208,13 @@ async def test_a_nested_spawn_cannot_regain_a_tool_its_parent_lost(
     child_id = child_spawn["payload"]["subagent_id"]
     echo = next(r for r in of_subagent(rows, child_id) if r["kind"] == "gateway_call")
     assert echo["payload"]["subagent"]["delegation"] == [root, parent, child]
+    # what the child spent counts in its parent's budget
+    child_tokens = sum(
+        r["payload"]["usage"]["total_tokens"]
+        for r in of_subagent(rows, child_id)
+        if r["kind"] == "model_call"
+    )
+    assert child_tokens > 0 and delegated_tokens(home, spawned["subagent_id"]) == child_tokens
     assert (await upstream_calls(session)).get("write", 0) == writes_before
 
 

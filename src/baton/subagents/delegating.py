@@ -38,6 +38,11 @@ class Delegation:
     chain: list[dict[str, Any]]
     policies: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def ancestors(self) -> list[str]:
+        """The subagents above this one (whose budgets its spend counts in), nearest last."""
+        return [str(link["principal"]) for link in self.chain[1:-1]]
+
     def stored(self) -> dict[str, Any]:
         """The ``subagents.delegation`` value."""
         return {"chain": self.chain, "policies": self.policies}
@@ -248,9 +253,9 @@ def _parent_left(runtime: Runtime, before: dict[str, Any]) -> tuple[int | None, 
     with runtime.store.read_prepared() as connection:
         spent = table.pre_call(connection, str(before["principal"]))
     if spent is not None and left_tokens is not None:
-        left_tokens -= int(spent.input_tokens) + int(spent.output_tokens)
+        left_tokens -= int(spent.input_tokens) + int(spent.output_tokens) + int(spent.delegated_tokens)
     if spent is not None and left_cost is not None:
-        left_cost -= float(spent.cost_usd)
+        left_cost -= float(spent.cost_usd) + float(spent.delegated_cost_usd)
     return left_tokens, left_cost
 
 

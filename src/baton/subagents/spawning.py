@@ -231,6 +231,8 @@ def store(runtime: Runtime, spawn: Spawn, receipt_in: Callable[[table.Transactio
             agent=request.agent,
             delegation=spawn.delegation.stored() if spawn.delegation else None,
         )
+        if prep is not None and spawn.delegation is not None:
+            table.add_delegated(connection, spawn.delegation.ancestors, prep)
         table.add_message(connection, spawn.subagent_id, 0, "user", request.task)
         if request.mode == "async" and receipt_in is not None:
             receipt_in(connection)

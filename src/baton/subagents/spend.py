@@ -11,9 +11,13 @@ from baton.models.budgets import Limits, Spend
 
 
 def check_subagent_budget(row: Any, **details: Any) -> None:
-    """Refuse (``budget_exceeded``) the next model call of a subagent whose own budget is spent, or whose
-    delegation's wall time is over."""
-    spent = Spend(int(row.input_tokens), int(row.output_tokens), float(row.cost_usd))
+    """Refuse (``budget_exceeded``) the next model call of a subagent whose own budget is spent (what its
+    subagents spent counts, as output), or whose delegation's wall time is over."""
+    delegated = int(getattr(row, "delegated_tokens", 0) or 0)
+    delegated_cost = float(getattr(row, "delegated_cost_usd", 0.0) or 0.0)
+    spent = Spend(
+        int(row.input_tokens), int(row.output_tokens) + delegated, float(row.cost_usd) + delegated_cost
+    )
     Limits(row.max_total_tokens, row.max_cost_usd).check(spent, budget="subagent", **details)
     check_deadline(getattr(row, "delegation", None))
 
