@@ -21,6 +21,7 @@ from baton.delegation import make_link
 from baton.errors import ArgumentError, BudgetError, SubagentError
 from baton.evidence.canonical import sha256_hex
 from baton.subagents import table
+from baton.subagents.governed import SUBAGENT_BUILTINS
 
 if TYPE_CHECKING:
     from baton.boundary.toolkit import OnBehalf, ToolRegistry
@@ -131,9 +132,10 @@ def narrow(
 
 
 def read_only_tools(registry: ToolRegistry) -> set[str]:
-    """The tools a read-only subagent may be given: built-ins marked read-only, and each live adapter's
-    allowed tools whose pinned annotations say ``readOnlyHint: true`` (no pinned annotation: not read-only)."""
-    names = {name for name, spec in registry.tools.items() if spec.read_only}
+    """The tools a read-only subagent may be given: the subagent built-ins marked read-only, and each live
+    adapter's allowed tools whose pinned annotations say ``readOnlyHint: true`` (no pinned annotation: not
+    read-only)."""
+    names = {name for name in SUBAGENT_BUILTINS if name in registry.tools and registry.tools[name].read_only}
     proxy = registry.runtime.services.get("gateway_proxy")
     if proxy is not None:
         for adapter in list(proxy.adapters.values()):
