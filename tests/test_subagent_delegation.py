@@ -360,3 +360,24 @@ async def test_a_tool_whose_new_pinned_contract_drops_read_only_is_refused_to_a_
     assert "echo" not in json.loads(
         (await call(session, "drift__calls"))["text"]
     )  # the upstream never ran it
+
+
+@pytest.mark.parametrize(
+    "constraints",
+    [
+        {"books__transfer": "true }; permit(principal, action, resource) when { true"},  # a policy of its own
+        {"books__transfer": "context.arguments.amount <"},  # not a condition
+        {"books__echo": "true"},  # not one of the spawn's tools
+    ],
+)
+async def test_a_constraint_that_is_not_one_cedar_condition_on_a_spawned_tool_is_refused_at_spawn(
+    session: Any, constraints: dict[str, str]
+) -> None:
+    before = (await call(session, "mcp_list_subagents"))["count"]
+    refused = await call(
+        session,
+        "mcp_spawn_subagent",
+        {"task": "BAD-CONSTRAINT: pay", "tools": ["books__transfer"], "constraints": constraints},
+    )
+    assert refused["success"] is False and refused["error_class"] == "invalid_arguments", refused
+    assert (await call(session, "mcp_list_subagents"))["count"] == before  # nothing stored
