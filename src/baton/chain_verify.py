@@ -7,7 +7,10 @@ an exported chain checked by someone who holds nothing but the public key::
 
 Ed25519 signatures are checked with ``cryptography`` when it is importable, else with the pure-Python
 verifier of RFC 8032 below (slower, same answers), so the module never needs more than the standard
-library. Canonical JSON is the one of SPEC.md section 4, restated here so the file stands alone.
+library. Canonical JSON is the one of SPEC.md section 4, restated here so the file stands alone. A
+receipt that carries a subagent's delegation chain has that chain checked too: each link hashed, linked to
+the one before and a subset of it (:mod:`baton.delegation`, standard library only as well); a widening
+chain fails as ``receipt_delegation_widens``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from baton.delegation import DELEGATION_WIDENS, Ledger
 
 GENESIS_SHA256 = "0" * 64
 #: What a checkpoint signature covers (with seq, sha256, at and key_id), so it can mean nothing else.
@@ -233,6 +238,8 @@ class _Walk:
         self.anchors = anchors
         self.prev: str = GENESIS_SHA256
         self.count: Any = 0
+        #: Each subagent's link as spawned (most receipts carry no delegation: they are not parsed).
+        self.delegations = Ledger()
 
     def step(self, row: Row) -> ChainReport | None:
         """Check one receipt's seq, payload, link, digest and anchor, and move past it; the failure if any."""
@@ -254,6 +261,9 @@ class _Walk:
         digest = hashlib.sha256(body.encode("utf-8")).hexdigest()
         if digest != sha256:
             return _fail(count, prev, seq, "sha256 does not match the receipt's content")
+        widens = self.delegations.check(kind, json.loads(text)) if '"delegation":' in text else None
+        if widens is not None:
+            return _fail(count, prev, seq, widens, DELEGATION_WIDENS)
         anchored = self.anchors.get(seq)
         if anchored is not None and anchored != digest:
             reason = "the chain differs from the signed checkpoint at this seq (rewritten history)"

@@ -94,6 +94,8 @@ class Settings(BaseModel):
     baton_subagent_max_concurrent: int | None = None
     baton_subagent_tool_limit: int = 20
     baton_subagent_approval_wait_seconds: float = 30.0
+    # how deep subagents may nest (1: a subagent cannot spawn; docs/subagents.md, delegation)
+    baton_subagent_max_depth: Annotated[int, Field(ge=1, le=10)] = 2
     # human in the loop
     hitl_timeout_seconds: int = 300
     hitl_admin_email: str | None = None

@@ -52,6 +52,7 @@ ERROR_CLASSES: dict[str, str] = {
     ),
     # receipts
     "receipt_chain_broken": "A receipt's hash or link to its predecessor does not verify.",
+    "receipt_delegation_widens": "A subagent's receipt carries a delegation chain in which a link is not hashed, not linked to the one before, or holds more authority than it (tools, adapters, read_only, argument predicates, budgets, deadline).",
     "receipt_contains_secret": "A write was refused because it would still contain a credential.",
     "receipt_checkpoint_invalid": "A signed checkpoint of the receipt chain is malformed, its signature does not verify, or its key is not trusted.",
     "receipt_checkpoint_mismatch": "The receipt chain no longer holds a signed checkpoint's head at its seq: receipts were removed, rewound or rewritten (and the server will not sign it).",

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from baton.boundary.limits import check_arguments, check_tool_name
 from baton.boundary.observe import observe_tool_call
-from baton.errors import ArgumentError, BatonError, ToolNameError
+from baton.errors import ArgumentError, BatonError, SubagentError, ToolNameError
 from baton.evidence.canonical import canonical_json, sha256_hex
 from baton.identity.agents import STDIO_FALLBACK, Caller
 
@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("baton.tools")
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
+
+#: Built-ins that only hand on a narrower delegation (a read-only subagent may still spawn: its subagents
+#: inherit read_only).
+DELEGATING = ("mcp_spawn_subagent",)
 
 
 class ToolArgs(BaseModel):
@@ -70,15 +74,41 @@ class OnBehalf:
     model_call_receipt: dict[str, Any]
     #: Called with a human request's id when the call starts waiting on it (None: not waiting any more).
     waiting: Callable[[str | None], None] | None = None
+    #: The subagent's delegation chain (:mod:`baton.delegation`), agent first, and the Cedar text of each
+    #: argument predicate it holds, by sha256 (empty: a subagent stored before delegations were kept).
+    delegation: list[dict[str, Any]] = field(default_factory=list)
+    policies: dict[str, str] = field(default_factory=dict)
 
     def link(self) -> dict[str, Any]:
         """The ``subagent`` field of the call's receipt."""
-        return {
+        linked = {
             "subagent_id": self.subagent_id,
             "parent_agent": self.parent_agent,
             "spawn_receipt": self.spawn_receipt,
             "model_call_receipt": self.model_call_receipt,
         }
+        return {**linked, "delegation": self.delegation} if self.delegation else linked
+
+    def refusal(self, name: str, spec: ToolSpec[Any] | None) -> BatonError | None:
+        """Why the subagent's delegation does not cover calling ``name`` (a built-in's ``spec``, None for an
+        adapter's tool, whose annotations the gateway checks), or None: enforced here, not by the prompt."""
+        if not self.delegation:
+            return None
+        last = self.delegation[-1]
+        if last.get("tools") is not None and name not in last["tools"]:
+            return SubagentError(
+                "subagent_tool_not_allowed",
+                f"Subagent {self.subagent_id} was not delegated {name}.",
+                tool=name,
+            )
+        if last.get("read_only") and spec is not None and not (spec.read_only or name in DELEGATING):
+            return SubagentError(
+                "subagent_tool_not_allowed",
+                f"Subagent {self.subagent_id} is read-only and {name} is not a read-only tool.",
+                tool=name,
+                read_only=True,
+            )
+        return None
 
 
 @dataclass
@@ -230,6 +260,9 @@ class ToolRegistry:
         self, name: str, owner: DynamicTools | None, arguments: dict[str, Any], context: CallContext
     ) -> dict[str, Any]:
         spec = self.tools.get(name)
+        refused = context.on_behalf.refusal(name, spec) if context.on_behalf is not None else None
+        if refused is not None:
+            return refused.to_result()
         if spec is None:
             if owner is not None:
                 return await _guarded(lambda: owner.call(name, arguments, context))

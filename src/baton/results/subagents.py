@@ -31,13 +31,13 @@ class SpawnResult(Ok):
     mode: Literal["sync", "async"]
     context_strategy: Strategy
     role: str
-    prepared_context: str = Field(description="The exact context text the subagent was given.")
-    prep_tokens: int = Field(description="Tokens of the context-preparation call; 0 when none.")
+    prepared_context: str = Field(description="The exact context it was given.")
+    prep_tokens: int = Field(description="Tokens of the preparation call.")
     filtered_fields: list[str] = Field(description="Keys removed by the privacy filter.")
-    result: str | None = Field(description="The subagent's answer (sync mode, when completed).")
+    result: str | None = Field(description="Its answer (sync, when completed).")
     usage: Usage
     cost_usd: float | None = Field(description="USD spent so far; null for an unpriced model.")
-    unpriced_calls: int = Field(0, description="Sync mode: model calls without a known price.")
+    unpriced_calls: int = Field(0, description="Sync: model calls without a price.")
     tools: list[str] | None = None
     subagent_tool_limit: int | None = None
     spawn_receipt: ReceiptLink | None = None
@@ -47,7 +47,7 @@ class SpawnResult(Ok):
 class MessageResult(Ok):
     subagent_id: str
     response: str | None = None
-    turn: int = Field(description="Assistant turns so far, this one included.")
+    turn: int = Field(description="Assistant turns so far.")
     status: TurnState
     usage: Usage | None = Field(None, description="Tokens of this turn.")
     cost_usd: float | None = Field(None, description="USD of this turn; null for an unpriced model.")

@@ -85,6 +85,11 @@ subagents = Table(
     # governed subagents: the tools it may call (None: none), its tool-call limit, the request it waits on
     Column("tools", JSON),
     Column("tool_limit", Integer),
+    # its delegation chain and argument predicates ({"chain": [...], "policies": {sha256: cedar}})
+    Column("delegation", JSON),
+    # what its own subagents (at any depth) spent: its budget covers what it delegated
+    Column("delegated_tokens", Integer, nullable=False, default=0, server_default="0"),
+    Column("delegated_cost_usd", Float, nullable=False, default=0.0, server_default="0"),
     Column("waiting_request_id", String(40)),
 )
 

@@ -45,9 +45,11 @@ if TYPE_CHECKING:
 
     from baton.store.engine import DriverTransaction
 
-#: Built-in tools a subagent may be given (documented in docs/subagents.md): timers and notifications.
-#: Nothing that asks or decides for a person, nor spawns: a subagent acts, a person stays in charge.
+#: Built-in tools a subagent may be given (documented in docs/subagents.md): timers, notifications and
+#: spawning (a narrower delegation, up to BATON_SUBAGENT_MAX_DEPTH). Nothing that asks or decides for a
+#: person: a subagent acts, a person stays in charge.
 SUBAGENT_BUILTINS: tuple[str, ...] = (
+    "mcp_spawn_subagent",
     "mcp_set_timer",
     "mcp_list_timers",
     "mcp_cancel_timer",
@@ -110,6 +112,9 @@ class TurnLinks:
     #: Called before each model request (the subagent's own budget).
     before_model_call: Callable[[], None]
     waiting: Callable[[str | None], None] | None = None
+    #: The subagent's delegation chain and its predicates' Cedar texts (``subagents.delegation``).
+    delegation: list[dict[str, Any]] = field(default_factory=list)
+    policies: dict[str, str] = field(default_factory=dict)
     model_calls: int = 0
     last_model_call: dict[str, Any] = field(default_factory=dict)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
@@ -127,6 +132,8 @@ class TurnLinks:
             spawn_receipt=self.spawn_receipt,
             model_call_receipt=dict(self.last_model_call),
             waiting=self.waiting,
+            delegation=self.delegation,
+            policies=self.policies,
         )
 
 
@@ -320,7 +327,11 @@ def governed_model_class() -> type[Any]:
                 prompt_chars=chars,
                 purpose="subagent_turn",
                 subagent_id=links.subagent_id,
-                links={"spawn_receipt": links.spawn_receipt, "model_call_index": links.model_calls},
+                links={
+                    "spawn_receipt": links.spawn_receipt,
+                    "model_call_index": links.model_calls,
+                    **({"delegation": links.delegation} if links.delegation else {}),
+                },
                 record_in=record,
             )
             if reply.cost_usd is not None and response.usage.cost is None:

@@ -121,12 +121,14 @@ class SubagentRunner:
 
         ``receipt_in`` (the spawning tool call's :attr:`~baton.boundary.toolkit.CallContext.receipt_in`): an async
         spawn, whose success is this transaction, appends the call's receipt in it."""
-        tools, tool_limit = spawning.check_before_storing(self.runtime, self.models, self.registry, request)
+        checked = spawning.check_before_storing(self.runtime, self.models, self.registry, request)
+        tools, tool_limit, narrowed = checked
         redact = self.runtime.redactor.text
-        request, filtered = spawning.screened(request, redact, self.privacy)
+        request, filtered = spawning.screened(spawning.within(request, narrowed), redact, self.privacy)
         subagent_id = f"sa_{uuid.uuid4().hex[:20]}"  # before the preparation, whose receipt names it
         context = await spawning.prepare_context(self.models, request, filtered, subagent_id, redact)
-        spawn = spawning.Spawn(subagent_id, request, context, tools, tool_limit)
+        delegation = narrowed.for_subagent(subagent_id)
+        spawn = spawning.Spawn(subagent_id, request, context, tools, tool_limit, delegation)
         spawned = spawning.store(self.runtime, spawn, receipt_in)
         self._parents[subagent_id] = request.parent_agent
         if tools:
@@ -199,6 +201,7 @@ class SubagentRunner:
             parent_agent=row.agent or self._parents.get(subagent_id, "agent"),
             spawn_receipt=turns.spawn_receipt(self.runtime, self._spawned, subagent_id),
             waiting=lambda request_id: self._set_waiting(subagent_id, request_id),
+            delegation=row.delegation,
         )
         return await turns.run_governed(self.runtime, self.governed, row, conversation, system, links)
 

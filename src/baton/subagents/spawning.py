@@ -25,6 +25,7 @@ from baton.subagents.context import (
     render_context,
     select_slice,
 )
+from baton.subagents.delegating import Asked, Delegation, Narrowed, narrow
 from baton.subagents.governed import check_tools
 from baton.subagents.spend import usage
 
@@ -50,6 +51,13 @@ class SpawnRequest:
     parent_agent: str = "agent"
     #: The agent that spawns it (directly, or through a timer it set); None for the operator.
     agent: str | None = None
+    #: Structural constraints the boundary enforces (docs/subagents.md, delegation): read-only tools only,
+    #: a Cedar condition per adapter tool, a wall time.
+    read_only: bool = False
+    constraints: dict[str, str] | None = None
+    max_seconds: int | None = None
+    #: The delegation of the subagent that spawns (None: an agent spawns).
+    parent: Delegation | None = None
 
 
 @dataclass(frozen=True)
@@ -78,22 +86,43 @@ class Spawn:
     tools: list[str] | None
     #: Most tool calls per turn; None when the subagent has no tools.
     tool_limit: int | None
+    delegation: Delegation | None = None
 
 
 def check_before_storing(
     runtime: Runtime, models: ModelClient, registry: ToolRegistry | None, request: SpawnRequest
-) -> tuple[list[str] | None, int | None]:
+) -> tuple[list[str] | None, int | None, Narrowed]:
     """Refuse a spawn that cannot go ahead before anything is stored or sent; returns its tools and their
-    per-turn limit (both None without tools)."""
+    per-turn limit (both None without tools), and its delegation narrowed from its parent's."""
     models.config()  # provider_not_configured before anything is stored
     models.daily.check()  # budget_exceeded before anything is stored or sent
     tools = check_tools(registry, request.tools, request.parent_agent) if request.tools else None
+    narrowed = narrow(runtime, registry, models.daily, asked(request, tools), request.parent)
     tool_limit = request.subagent_tool_limit or runtime.settings.baton_subagent_tool_limit
     if runtime.settings.baton_subagent_max_concurrent is not None:
         # before a preparation call spends anything (checked again in the spawn's transaction)
         with runtime.store.read_prepared() as connection:
             check_concurrency(runtime, connection, request.agent)
-    return tools, tool_limit if tools else None
+    return tools, tool_limit if tools else None, narrowed
+
+
+def asked(request: SpawnRequest, tools: list[str] | None) -> Asked:
+    """What the spawn asks for, of what its delegation bounds."""
+    return Asked(
+        agent=request.agent or request.parent_agent,
+        tools=tools or [],
+        read_only=request.read_only,
+        constraints=request.constraints,
+        max_total_tokens=request.max_total_tokens,
+        max_cost_usd=request.max_cost_usd,
+        max_seconds=request.max_seconds,
+    )
+
+
+def within(request: SpawnRequest, narrowed: Narrowed) -> SpawnRequest:
+    """The request with the budgets its delegation allows (at most what it asked)."""
+    fields = narrowed.fields
+    return replace(request, max_total_tokens=fields["max_total_tokens"], max_cost_usd=fields["max_cost_usd"])
 
 
 def check_concurrency(runtime: Runtime, connection: table.Transaction, agent: str | None) -> None:
@@ -200,7 +229,10 @@ def store(runtime: Runtime, spawn: Spawn, receipt_in: Callable[[table.Transactio
             updated_at=now,
             started_at=now,
             agent=request.agent,
+            delegation=spawn.delegation.stored() if spawn.delegation else None,
         )
+        if prep is not None and spawn.delegation is not None:
+            table.add_delegated(connection, spawn.delegation.ancestors, prep)
         table.add_message(connection, spawn.subagent_id, 0, "user", request.task)
         if request.mode == "async" and receipt_in is not None:
             receipt_in(connection)
@@ -219,7 +251,13 @@ def _spawned_payload(spawn: Spawn) -> dict[str, Any]:
         "subagent_tool_limit": spawn.tool_limit,
         "parent_agent": spawn.request.parent_agent,
         "agent": spawn.request.agent,
+        **(_delegation_payload(spawn.delegation) if spawn.delegation else {}),
     }
+
+
+def _delegation_payload(delegation: Delegation) -> dict[str, Any]:
+    """The spawn receipt's delegation: the chain, and the Cedar text of each argument predicate in force."""
+    return {"delegation": delegation.chain, "argument_predicates": delegation.policies}
 
 
 def answer_base(spawn: Spawn, spawned: Receipt) -> dict[str, Any]:

@@ -48,6 +48,9 @@ SPAWN_COLUMNS = (
     "updated_at",
     "started_at",
     "agent",
+    "delegation",
+    "delegated_tokens",
+    "delegated_cost_usd",
 )
 
 #: Parameter names differ from column names (SQLAlchemy reserves those in an INSERT or UPDATE).
@@ -72,6 +75,9 @@ _PRE_CALL = Prepared(
         _row.cost_usd,
         _row.max_total_tokens,
         _row.max_cost_usd,
+        _row.delegation,
+        _row.delegated_tokens,
+        _row.delegated_cost_usd,
     ).where(_row.id == bindparam("subagent_id"))
 )
 _MESSAGES = Prepared(
@@ -131,6 +137,30 @@ def add_spend(connection: Transaction, subagent_id: str, spend: ModelReply) -> N
     )
 
 
+#: One model call of a subagent added to an ancestor's delegated spend.
+_ADD_DELEGATED = Prepared(
+    update(subagents)
+    .where(_row.id == bindparam("subagent_id"))
+    .values(
+        {
+            "delegated_tokens": _row.delegated_tokens + bindparam("add_tokens"),
+            "delegated_cost_usd": _row.delegated_cost_usd + bindparam("add_cost_usd"),
+        }
+    )
+)
+
+
+def add_delegated(connection: Transaction, ancestors: list[str], spend: ModelReply) -> None:
+    """Add a subagent's model call to each ancestor subagent's delegated spend (its budget covers it)."""
+    for ancestor in ancestors:
+        _ADD_DELEGATED.rowcount(
+            connection,
+            subagent_id=ancestor,
+            add_tokens=spend.input_tokens + spend.output_tokens,
+            add_cost_usd=spend.cost_usd or 0.0,
+        )
+
+
 def count_active(connection: Transaction, agent: str | None) -> int:
     """How many subagents of ``agent`` (None: the operator's) are queued or running."""
     if agent is None:
@@ -139,7 +169,10 @@ def count_active(connection: Transaction, agent: str | None) -> int:
 
 
 def insert_subagent(connection: Transaction, **values: Any) -> None:
-    """The subagent's row, with every column of :data:`SPAWN_COLUMNS`."""
+    """The subagent's row, with every column of :data:`SPAWN_COLUMNS` (no ``delegation``: none kept)."""
+    values.setdefault("delegation", None)
+    values.setdefault("delegated_tokens", 0)
+    values.setdefault("delegated_cost_usd", 0.0)
     _INSERT.rowcount(connection, **{f"new_{name}": value for name, value in values.items()})
 
 

@@ -10,6 +10,7 @@ from baton.boundary.limits import DEFAULT_PAGE, MAX_PAGE
 from baton.boundary.toolkit import CallContext, ToolArgs, ToolRegistry
 from baton.store.paging import decode_cursor, encode_cursor
 from baton.subagents.context import ContextStrategy
+from baton.subagents.delegating import Delegation
 from baton.subagents.runner import SpawnRequest, SubagentRunner
 
 
@@ -21,36 +22,33 @@ class SpawnArgs(ToolArgs):
         "assistant",
         min_length=1,
         max_length=200,
-        description="The subagent's role, e.g. 'refund policy specialist'.",
+        description="Its role, e.g. 'refund specialist'.",
     )
     mode: Literal["sync", "async"] = Field(
         "sync", description="sync waits for the first answer; async returns at once."
     )
     context_strategy: ContextStrategy = Field(
         "minimal",
-        description="minimal: only minimal_slice; llm_generated: distilled by a model under "
-        "business_rules; full: the whole filtered context.",
+        description="minimal: minimal_slice only; llm_generated: distilled under business_rules; full: all.",
     )
-    parent_context: dict[str, Any] | None = Field(None, description="The parent's context, a JSON object.")
+    parent_context: dict[str, Any] | None = Field(None, description="The parent's context (JSON).")
     minimal_slice: list[Annotated[str, Field(max_length=200)]] | None = Field(
-        None, max_length=200, description="Dotted key paths kept by the minimal strategy."
+        None, max_length=200, description="Dotted key paths minimal keeps."
     )
-    business_rules: str | None = Field(None, description="Rules the llm_generated preparation must follow.")
-    max_total_tokens: int | None = Field(
-        None, ge=1, description="Token budget of the whole subagent (preparation + every turn)."
-    )
-    max_cost_usd: float | None = Field(
-        None, gt=0, description="Cost budget of the whole subagent in US dollars."
-    )
+    business_rules: str | None = Field(None, description="Rules for llm_generated.")
+    max_total_tokens: int | None = Field(None, ge=1, description="Token budget of the whole subagent.")
+    max_cost_usd: float | None = Field(None, gt=0, description="Cost budget in US dollars.")
     tools: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
         None,
         max_length=100,
-        description="Tools the subagent may call: promoted adapter tools ({adapter_id}__{tool}) or the "
-        "built-ins in docs/subagents.md (timers, notifications). Each call takes the gateway's path.",
+        description="Tools it may call: {adapter_id}__{tool} or built-ins (docs/subagents.md).",
     )
-    subagent_tool_limit: int | None = Field(
-        None, ge=1, le=1000, description="Most tool calls per turn (default BATON_SUBAGENT_TOOL_LIMIT)."
+    subagent_tool_limit: int | None = Field(None, ge=1, le=1000, description="Most tool calls per turn.")
+    read_only: bool = Field(False, description="Only read-only tools, for it and its subagents.")
+    constraints: dict[str, str] | None = Field(
+        None, max_length=100, description="Per tool, a Cedar condition on context.arguments."
     )
+    max_seconds: int | None = Field(None, ge=1, description="Its wall time.")
 
 
 class SubagentIdArgs(ToolArgs):
@@ -98,12 +96,17 @@ def register(registry: ToolRegistry) -> None:
 
     @registry.tool("mcp_spawn_subagent", SpawnArgs)
     async def spawn(args: SpawnArgs, ctx: CallContext) -> dict[str, Any]:
-        """Delegate a task to a subagent model.
+        """Delegate a task to a subagent model, with at most your authority.
 
-        The context is privacy-filtered, then prepared by the chosen strategy; sync returns the first
-        answer, async returns an id to poll with mcp_get_subagent_status."""
+        Its context is privacy-filtered, then prepared; sync returns the first answer, async an id for
+        mcp_get_subagent_status."""
         return await runner.spawn(
-            SpawnRequest(**args.model_dump(), agent=ctx.agent.name, parent_agent=spawning_agent(ctx)),
+            SpawnRequest(
+                **args.model_dump(),
+                agent=ctx.agent.name,
+                parent_agent=spawning_agent(ctx),
+                parent=Delegation.of_caller(ctx.on_behalf),
+            ),
             ctx.receipt_in,
         )
 
@@ -127,15 +130,15 @@ def register(registry: ToolRegistry) -> None:
     async def cancel(args: SubagentIdArgs, ctx: CallContext) -> dict[str, Any]:
         """Cancel a queued or running subagent.
 
-        Its in-flight model call and tool call are cancelled too; nothing of it runs after the cancel."""
+        Its in-flight model and tool calls are cancelled; nothing of it runs after."""
         return await runner.cancel_and_wait(args.subagent_id, ctx.agent.write_scope)
 
     @registry.tool("mcp_list_subagents", ListArgs, read_only=True)
     async def list_subagents(args: ListArgs, ctx: CallContext) -> dict[str, Any]:
-        """List your subagents, newest first, optionally filtered by status.
+        """List your subagents, newest first, optionally by status.
 
-        One page at a time: when more remain, truncated is true and next_cursor continues the list. A stored
-        subagent that cannot be read is left out and named in skipped ({subagent_id, reason})."""
+        One page at a time: truncated and next_cursor continue the list. A stored subagent that cannot be
+        read is left out and named in skipped."""
         after = decode_cursor(args.cursor)
         scope = ctx.agent.read_scope
         if args.limit <= DEFAULT_PAGE:  # a bounded page on an index, prepared: read where it is asked

@@ -20,6 +20,7 @@ from baton.runtime import Runtime
 from baton.store.schema import receipts, subagents
 from baton.subagents import cancellation, queries, table
 from baton.subagents.context import subagent_system_prompt
+from baton.subagents.delegating import Delegation
 from baton.subagents.governed import GovernedLoop, TurnLinks
 from baton.subagents.spend import check_subagent_budget
 from baton.subagents.states import ACTIVE, Status
@@ -53,7 +54,8 @@ async def run(
     """
     row, conversation = loaded or queries.load(runtime, subagent_id)
     system = subagent_system_prompt(row.role, row.prepared_context)
-    answer = _TurnAnswer(runtime, subagent_id, len(conversation))
+    held = Delegation.from_stored(getattr(row, "delegation", None))
+    answer = _TurnAnswer(runtime, subagent_id, len(conversation), held.ancestors if held else [])
     try:
         reply = await _ask(models, row, conversation, system, answer, governed_turn)
     except asyncio.CancelledError:
@@ -89,6 +91,8 @@ class _TurnAnswer:
     subagent_id: str
     #: The answer's position in the conversation.
     position: int
+    #: The subagents above it, whose budgets its spend counts in.
+    ancestors: list[str] = field(default_factory=list)
     #: Whether each recording changed the subagent (the first counts; empty: not recorded yet).
     recorded: list[bool] = field(default_factory=list)
 
@@ -96,6 +100,8 @@ class _TurnAnswer:
         """Complete the subagent with ``reply`` (adding its spend unless already ``counted``) and store it."""
         text = self.runtime.redactor.text(reply.text)  # an echoed credential is stored redacted
         spend = None if counted else reply
+        if spend is not None:
+            table.add_delegated(connection, self.ancestors, spend)
         if table.complete(connection, self.subagent_id, text, utc_now(), spend):
             latency = reply.receipt["latency_seconds"]
             table.add_message(connection, self.subagent_id, self.position, "assistant", text, latency)
@@ -169,12 +175,16 @@ def governed_links(
     parent_agent: str,
     spawn_receipt: dict[str, Any],
     waiting: Callable[[str | None], None],
+    delegation: Any = None,
 ) -> TurnLinks:
-    """What a governed turn's receipts link to; each model call is checked against the stored subagent
-    before it is made and added to its totals in its receipt's transaction."""
+    """What a governed turn's receipts link to (its delegation chain among them); each model call is
+    checked against the stored subagent before it is made and added to its totals in its receipt's
+    transaction."""
+    held = Delegation.from_stored(delegation)
 
     def record_in(connection: table.Transaction, reply: ModelReply, _written: Any) -> None:
         table.add_spend(connection, subagent_id, reply)
+        table.add_delegated(connection, held.ancestors if held else [], reply)
 
     return TurnLinks(
         subagent_id=subagent_id,
@@ -183,6 +193,8 @@ def governed_links(
         record_in=record_in,
         before_model_call=lambda: _check_before_model_call(runtime, subagent_id),
         waiting=waiting,
+        delegation=held.chain if held else [],
+        policies=held.policies if held else {},
     )
 
 

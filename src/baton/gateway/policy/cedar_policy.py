@@ -112,15 +112,17 @@ def decide(
     arguments: dict[str, Any],
     principal: str = DEFAULT_PRINCIPAL,
     path_escapes: bool = False,
+    entities: list[dict[str, Any]] | None = None,
 ) -> CallDecision:
-    """Evaluate one call; forbid (``gateway_policy_forbidden``) or an error (``gateway_policy_error``) raise."""
+    """Evaluate one call (``entities``: what the principal's attributes are, e.g. a subagent's
+    ``delegated_by``); forbid (``gateway_policy_forbidden``) or an error (``gateway_policy_error``) raise."""
     import cedarpy
 
     marks = policy_annotations(text)
     request = cedar_request(adapter_id, tool, arguments, principal, path_escapes)
     sha = sha256_of(text)
     try:
-        result = cedarpy.is_authorized(request, text, [])
+        result = cedarpy.is_authorized(request, text, entities or [])
     except Exception as exc:  # an argument Cedar cannot represent (a float), a malformed request
         raise _error(
             f"The Cedar policy could not evaluate this call: {str(exc)[:300]}", policy_sha256=sha

@@ -30,7 +30,7 @@ from baton.gateway.policy import state
 from baton.gateway.policy.cedar_policy import CallDecision, check_call
 from baton.gateway.policy.paths import canonical_arguments
 from baton.gateway.policy.snapshot import LiveAdapter
-from baton.gateway.serving import call_approval, promotion
+from baton.gateway.serving import call_approval, delegated, promotion
 from baton.gateway.serving.names import SEPARATOR, Routes, block_view, served_name, taken_in
 from baton.runtime import Runtime
 
@@ -208,6 +208,8 @@ class GatewayProxy(DynamicTools):
             self._admit(adapter, tool, live)
             judged = canonical_arguments(frozen, adapter.policy.runtime.mounts)  # judged is what is sent
             frozen, serialized = judged.arguments, canonical_json(judged.arguments)
+            definition = adapter.definitions[tool]
+            delegated.check(adapter.id, definition, tool, frozen, context.on_behalf, judged.path_escapes)
             decision = self._decide(adapter, tool, frozen, context, trail, judged.path_escapes)
             if tool in adapter.policy.tools.approval_required or decision.effect == "approval":
                 escapes = judged.path_escapes
