@@ -68,6 +68,15 @@ Entrypoint = Annotated[
         "--entrypoint", help="The command that starts the server, e.g. 'node node_modules/x/cli.js'."
     ),
 ]
+MaxWheelMb = Annotated[
+    int | None,
+    typer.Option(
+        "--max-wheel-mb",
+        min=1,
+        max=8192,
+        help="The per-wheel unpacked size cap in MiB (default 256); recorded in the policy.",
+    ),
+]
 HostPrograms = Annotated[
     list[str] | None,
     typer.Option(
@@ -109,13 +118,17 @@ def lock(
     as_json: JsonFlag = False,
     entrypoint: Entrypoint = None,
     host_program: HostPrograms = None,
+    max_wheel_mb: MaxWheelMb = None,
 ) -> None:
     """Resolve the whole closure, fetch and check every package, write the bundle and the lock receipt."""
+    from baton.gateway.cli_run import advised
     from baton.gateway.lock.artifacts import lock as lock_adapter
+    from baton.gateway.summary import lock_advice
 
+    given = {k: v for k, v in locals().items() if k not in ("as_json", "lock_adapter", "advised")}
     options = _sandbox_options(mount, env, entrypoint, host_program)
     result = run(
-        lock_adapter,
+        advised(lock_adapter, lambda exc: lock_advice(exc, given)),
         target,
         adapter_id=adapter_id,
         arguments=list(argument or []),
@@ -123,6 +136,7 @@ def lock(
         constraints=list(constraint or []),
         replace=replace,
         options=options,
+        max_wheel_mb=max_wheel_mb,
     )
     emit("lock", result, as_json)
 

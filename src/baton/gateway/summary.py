@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
+
+from baton.errors import BatonError
 
 
 def _contract_step(adapter_id: str, pinned: bool) -> str:
@@ -94,3 +97,43 @@ def _promoted(adapter_id: str, result: dict[str, Any]) -> list[str]:
     lines += list(result.get("diff_lines") or [])
     named = "under their own names" if result.get("unprefixed") else f"as {adapter_id}__TOOL"
     return [*lines, f"next: baton serve (its tools are listed {named})"]
+
+
+#: ``lock``'s parameters in the order its flags are printed, with the flag each one is.
+FLAGS = (
+    ("adapter_id", "--id"),
+    ("argument", "--argument"),
+    ("constraint", "--constraint"),
+    ("mount", "--mount"),
+    ("env", "--env"),
+    ("entrypoint", "--entrypoint"),
+    ("host_program", "--host-program"),
+    ("allow_without_install_scripts", "--allow-without-install-scripts"),
+    ("max_wheel_mb", "--max-wheel-mb"),
+)
+
+
+def lock_command(given: dict[str, Any]) -> str:
+    """``baton gateway lock …`` with exactly the parameters in ``given``, quoted for a POSIX shell."""
+    words = ["baton", "gateway", "lock", str(given["target"])]
+    for key, flag in FLAGS:
+        value = given.get(key)
+        values = value if isinstance(value, list) else [] if value is None else [value]
+        for item in values:
+            words += [flag, str(item)]
+    if given.get("replace"):
+        words.append("--replace")
+    return shlex.join(words)
+
+
+def lock_advice(exc: BatonError, given: dict[str, Any]) -> str | None:
+    """The lock command that passes ``exc``'s check, or None when no flag of lock can."""
+    details = exc.details
+    if exc.error_class == "artifact_no_entrypoint" and details.get("entrypoints"):
+        return lock_command({**given, "entrypoint": details["entrypoints"][0]})
+    if exc.error_class == "artifact_install_script_refused" and details.get("accept"):
+        accepted = [*(given.get("allow_without_install_scripts") or []), str(details["accept"])]
+        return lock_command({**given, "allow_without_install_scripts": accepted})
+    if exc.error_class == "artifact_archive_limits_exceeded" and details.get("max_wheel_mb"):
+        return lock_command({**given, "max_wheel_mb": details["max_wheel_mb"]})
+    return None

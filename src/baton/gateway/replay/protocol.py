@@ -22,6 +22,9 @@ from baton.gateway.policy.policy import ClientSpec
 
 MAX_PROTOCOL_LINE_BYTES = 2 * 1024 * 1024
 MAX_INTERLEAVED_MESSAGES = 64
+#: Non-JSON lines tolerated before the first JSON-RPC message (a banner), and how much of each is kept.
+MAX_NOISE_LINES = 32
+NOISE_LINE_CHARS = 200
 #: The one client identity baton shows external servers, in the replay and at run time alike.
 CLIENT_NAME = "baton-gateway"
 
@@ -49,6 +52,20 @@ class Session:
     exit_code: int | None = None
     stderr_tail: str = ""
     stderr: dict[str, Any] = field(default_factory=dict)
+    #: Non-JSON lines the server wrote before its first JSON-RPC message (a banner), capped.
+    stdout_noise: list[str] = field(default_factory=list)
+    #: The stdout line a failure was about (capped), when one was.
+    stdout_line: str | None = None
+    #: The error line of the server's stderr (see :func:`baton.gateway.sandbox.stderr.headline`).
+    stderr_headline: str | None = None
+    #: Whether any JSON-RPC message arrived yet: after the first one, a non-JSON line is refused.
+    spoken: bool = False
+
+
+def shown_line(line: bytes, limit: int = NOISE_LINE_CHARS) -> str:
+    """A server's stdout line as text for receipts and the terminal: decoded, cut at ``limit`` characters."""
+    text = line.decode("utf-8", errors="replace").rstrip("\r")
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 class JsonRpcPipe:
@@ -106,21 +123,34 @@ class JsonRpcPipe:
         )
         self.send({"jsonrpc": "2.0", "id": request["id"], **reply})
 
+    def _message(self, line: bytes) -> dict[str, Any] | None:
+        """One JSON-RPC message; None for a banner line before the first message (kept as noise)."""
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if isinstance(message, dict) and message.get("jsonrpc") == "2.0":
+            self.session.spoken = True
+            return message
+        if not self.session.spoken and len(self.session.stdout_noise) < MAX_NOISE_LINES:
+            self.session.stdout_noise.append(shown_line(line))
+            return None
+        self.session.stdout_line = shown_line(line)
+        what = "a message that is not JSON-RPC 2.0" if message is not None else "a line that is not JSON"
+        raise GatewayError(
+            "mcp_protocol_response_invalid",
+            f"The server wrote {what} to stdout, where only JSON-RPC may go.",
+            stdout_line=self.session.stdout_line,
+        )
+
     def request(self, request_id: int, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send a request and return its result, answering server requests that arrive first."""
         self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         deadline = time.monotonic() + timeout
-        for _ in range(MAX_INTERLEAVED_MESSAGES):
-            try:
-                message = json.loads(self._line(deadline))
-            except ValueError:
-                raise GatewayError(
-                    "mcp_protocol_response_invalid", "The server wrote a line that is not JSON."
-                ) from None
-            if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-                raise GatewayError(
-                    "mcp_protocol_response_invalid", "The server wrote a message that is not JSON-RPC 2.0."
-                )
+        for _ in range(MAX_INTERLEAVED_MESSAGES + MAX_NOISE_LINES):
+            message = self._message(self._line(deadline))
+            if message is None:
+                continue
             if "method" in message:
                 if "id" in message:
                     self._answer(message)

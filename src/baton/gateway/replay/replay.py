@@ -140,6 +140,7 @@ def build_receipt(
             "adapter_denied_tool_count": len(policy.tools.denied),
             "process_exit_code": session.exit_code,
             "shutdown_mode": session.shutdown_mode,
+            **({"stdout_noise": session.stdout_noise} if session.stdout_noise else {}),
             **session.stderr,
         },
         "client": {
@@ -300,6 +301,9 @@ def replay(runtime: Runtime, adapter: str, *, apply: bool = False, record: bool 
             "process_exit_code": session.exit_code,
             "server_requests": session.server_requests,
             "stderr_tail": session.stderr_tail,
+            "stderr_headline": session.stderr_headline,
+            "stdout_line": session.stdout_line,
+            "stdout_noise": session.stdout_noise,
             **session.stderr,
         }
 
