@@ -52,6 +52,12 @@ def explain(exc: BatonError) -> list[str]:
 
     details = exc.details
     lines = []
+    noise = details.get("stdout_noise") or []
+    if noise:
+        lines.append(
+            f"the server wrote {len(noise)} non-JSON line(s) to stdout before its first JSON-RPC message "
+            f"(tolerated), the first: {redact_output(noise[0])}"
+        )
     if details.get("stdout_line") is not None:
         lines.append(f"the line on stdout: {redact_output(details['stdout_line'])}")
     reason = exit_reason(details)

@@ -60,6 +60,8 @@ class Session:
     stderr_headline: str | None = None
     #: Whether any JSON-RPC message arrived yet: after the first one, a non-JSON line is refused.
     spoken: bool = False
+    #: Whether the server closed its stdout (it is exiting on its own: its exit status is waited for).
+    stdout_closed: bool = False
 
 
 def shown_line(line: bytes, limit: int = NOISE_LINE_CHARS) -> str:
@@ -98,6 +100,7 @@ class JsonRpcPipe:
                 raise GatewayError("mcp_protocol_response_timeout", "The server did not answer in time.")
             chunk = os.read(self.fd, 1 << 16)
             if not chunk:
+                self.session.stdout_closed = True
                 raise GatewayError(
                     "mcp_protocol_response_invalid", "The server closed stdout without answering."
                 )
@@ -214,7 +217,13 @@ def shut_down(process: subprocess.Popen[bytes], session: Session, timeout: float
 
 
 def stop(process: subprocess.Popen[bytes], session: Session, timeout: float) -> None:
-    """After a failure: terminate, then kill, recording which it took."""
+    """After a failure: terminate, then kill, recording which it took.
+
+    A server that closed its stdout is exiting by itself: its own exit status is waited for first, so a
+    crash reads as the crash (``exit status: 1``), not as baton's SIGTERM."""
+    if session.stdout_closed:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=timeout)
     if process.poll() is not None:
         if session.shutdown_mode == "not_started":
             session.shutdown_mode = "exited_before_shutdown"

@@ -183,10 +183,32 @@ def _checked_contract(policy: Policy, observation: Observation) -> Contract:
     """The pinned contract, once the observation matches it, the tool partition and the policy's rules."""
     if policy.contract is None:
         raise GatewayError("adapter_contract_unpinned", f"Adapter {policy.id} pins no contract yet.")
-    compare(policy.contract, observation.server, observation.tools)
+    try:
+        compare(policy.contract, observation.server, observation.tools)
+    except GatewayError as exc:
+        exc.details.setdefault("next", redraft_step(policy))
+        raise
     check_partition(policy.tools, observation.tools)
     check_policy_rules(policy, observation.definitions)
     return policy.contract
+
+
+def redraft_step(policy: Policy) -> str:
+    """The command that re-pins a drifted contract: the locked version drafted again with the contract
+    unpinned (``--replace`` keeps the allowed tools), then verify and ``replay --apply --record-contract``."""
+    import shlex
+
+    from baton.gateway.lock.candidates import parse_candidate
+
+    candidate = policy.adapter.candidate
+    try:
+        ecosystem, name, _ = parse_candidate(candidate)
+    except GatewayError:
+        return f"baton gateway diff {policy.id}"
+    version = next((a.version for a in policy.artifacts if a.name == name), None)
+    if version is not None:
+        candidate = f"npm:{name}@{version}" if ecosystem == "npm" else f"pypi:{name}=={version}"
+    return shlex.join(["baton", "gateway", "lock", candidate, "--id", policy.id, "--replace"])
 
 
 def _replay_receipt(
