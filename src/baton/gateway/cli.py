@@ -329,27 +329,26 @@ def demote(
 @app.command("list")
 def list_adapters(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Every adapter with its state (drafted, locked, verified, replayed, promoted, blocked)."""
+    import shutil
+
     from baton.gateway.policy.bookkeeping import list_view
-    from baton.terminal import print_table
+    from baton.gateway.summary import WIDE_LIST_COLUMNS, list_cells, narrow_list
+    from baton.terminal import out, print_table
 
     rows = run(list_view)
     if as_json:
         print_result(rows)
         return
-    cells = []
-    for row in rows:
-        blocked = "blocked" in (row["state"], row.get("next_version_state"))
-        reason = f"{row['error_class']}: {row['block_reason']}" if blocked else ""
-        mounts = "; ".join(
-            f"{m.get('host')} -> {m.get('sandbox')} ({m.get('mode', 'ro')})"
-            for m in row.get("mounts") or []
-            if isinstance(m, dict)
-        )
-        pinned = "pinned" if row["contract_pinned"] else "unpinned"
-        constraints = ", ".join(str(c) for c in row.get("constraints") or [])
-        shown = row["state"] + (
-            f" (next: {row['next_version_state']})" if row.get("next_version_state") else ""
-        )
-        findings = ", ".join(f"{f.get('id')}" for f in row.get("poisoning_findings") or [])
-        cells.append((row["adapter_id"], shown, pinned, mounts, constraints, findings, reason))
-    print_table(("adapter", "state", "contract", "mounts", "constraints", "findings", "reason"), cells)
+    cells = [list_cells(row) for row in rows]
+    # a pipe is as wide as COLUMNS says (80 when unset): the layout is for a person's screen either way
+    width = out.width if out.is_terminal else shutil.get_terminal_size((80, 24)).columns
+    if width >= WIDE_LIST_COLUMNS:
+        columns = ("adapter", "state", "contract", "mounts", "constraints", "findings", "reason")
+        print_table(columns, [[c[name] for name in columns] for c in cells])
+        return
+    from baton.evidence.redaction import redact_output
+    from baton.terminal_text import printable
+
+    safe = [{k: printable(redact_output(v)) for k, v in c.items()} for c in cells]
+    for line in narrow_list(safe, width):
+        typer.echo(line)

@@ -137,3 +137,54 @@ def lock_advice(exc: BatonError, given: dict[str, Any]) -> str | None:
     if exc.error_class == "artifact_archive_limits_exceeded" and details.get("max_wheel_mb"):
         return lock_command({**given, "max_wheel_mb": details["max_wheel_mb"]})
     return None
+
+
+#: Below this width ``gateway list`` prints one line per adapter with its details indented under it.
+WIDE_LIST_COLUMNS = 140
+
+
+def list_cells(row: dict[str, Any]) -> dict[str, str]:
+    """One adapter of ``gateway list`` as the texts it shows: id, state, contract and the details."""
+    blocked = "blocked" in (row["state"], row.get("next_version_state"))
+    mounts = "; ".join(
+        f"{m.get('host')} -> {m.get('sandbox')} ({m.get('mode', 'ro')})"
+        for m in row.get("mounts") or []
+        if isinstance(m, dict)
+    )
+    shown = row["state"] + (f" (next: {row['next_version_state']})" if row.get("next_version_state") else "")
+    return {
+        "adapter": str(row["adapter_id"]),
+        "state": shown,
+        "contract": "pinned" if row["contract_pinned"] else "unpinned",
+        "mounts": mounts,
+        "constraints": ", ".join(str(c) for c in row.get("constraints") or []),
+        "findings": ", ".join(f"{f.get('id')}" for f in row.get("poisoning_findings") or []),
+        "reason": f"{row['error_class']}: {row['block_reason']}" if blocked else "",
+    }
+
+
+def narrow_list(rows: list[dict[str, str]], width: int) -> list[str]:
+    """``gateway list`` for a narrow screen: one line per adapter (its id whole), then its non-empty details,
+    each indented and wrapped between words, so twelve plain adapters take thirteen lines."""
+    import textwrap
+
+    id_width = max(len("adapter"), *(len(r["adapter"]) for r in rows))
+    state_width = max(len("state"), *(len(r["state"]) for r in rows))
+    lines = [f"{'adapter':<{id_width}}  {'state':<{state_width}}  contract"]
+    for row in rows:
+        line = f"{row['adapter']:<{id_width}}  {row['state']:<{state_width}}  {row['contract']}"
+        if len(line) > width:  # a long id keeps its own line; the rest goes under it
+            lines += [row["adapter"], f"  {row['state']}, contract {row['contract']}"]
+        else:
+            lines.append(line)
+        for key in ("reason", "findings", "mounts", "constraints"):
+            if row[key]:
+                lines += textwrap.wrap(
+                    f"{key}: {row[key]}",
+                    width=max(width, 20),
+                    initial_indent="  ",
+                    subsequent_indent="    ",
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
+    return lines
