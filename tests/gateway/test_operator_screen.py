@@ -3,14 +3,23 @@ one line per plain adapter; ``promote`` prints a summary with the detail behind 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from baton.gateway.policy.policy_files import parse_policy, write_policy
 from baton.testing.gateway_adapter import policy_document
+from baton.testing.mcp_stdio_server import package_files
+from baton.testing.npm_registry import NpmRegistryServer, build_tarball
 from tests.cli_process import run_gateway
 from tests.pty_screen import screen_of
+
+from .conftest import TEST_SERVER
+
+pytestmark = pytest.mark.timeout(1800)
+
+ENTRY = f"python3 node_modules/{TEST_SERVER}/server.py"
 
 #: Twelve adapters with ids as long as real ones (``modelcontextprotocol-server-…``), two with details.
 IDS = [f"modelcontextprotocol-server-filesystem-{n:02d}" for n in range(12)]
@@ -37,7 +46,9 @@ def check_layout(text: str) -> None:
     words = {word for line in lines for word in line.split()}
     assert set(IDS) <= words, "every id is shown whole, on one line"
     assert len(lines) <= 1 + len(IDS) + 2, lines  # a header, one line each, two detail lines
-    assert any(line.startswith("  mounts: /srv/notes/a-rather-long-directory-name -> /data") for line in lines)
+    assert any(
+        line.startswith("  mounts: /srv/notes/a-rather-long-directory-name -> /data") for line in lines
+    )
     assert any(line.startswith("  constraints: content-type@^1, mime-types@^2") for line in lines)
 
 
@@ -50,3 +61,41 @@ def test_gateway_list_fits_80_columns_on_a_pipe(home: Path, baton_env: dict[str,
 def test_gateway_list_fits_80_columns_on_a_terminal(home: Path, baton_env: dict[str, str]) -> None:
     screen = screen_of(baton_env, "gateway", "list", columns=80, rows=60)
     check_layout(screen)
+
+
+@pytest.mark.needs("bwrap")
+def test_a_first_promote_prints_a_summary_and_the_full_detail_only_with_json(
+    registry: NpmRegistryServer, baton_env: dict[str, str]
+) -> None:
+    registry.publish(TEST_SERVER, "1.0.0", build_tarball(package_files()), bin={TEST_SERVER: "server.py"})
+    schema = {"type": "object", "properties": {f"field_{n}": {"type": "string"} for n in range(8)}}
+    tools = [{"name": f"read_{n:02d}", "description": "Reads.", "inputSchema": schema} for n in range(60)]
+    tools.append({"name": "delete_file", "description": "Deletes.", "inputSchema": schema})
+    env = {**baton_env, "BATON_NPM_REGISTRY": registry.url}
+    for args in (
+        ("lock", f"npm:{TEST_SERVER}", "--id", "big", "--entrypoint", ENTRY,
+         "--env", f"BATON_TEST_MCP_TOOLS={json.dumps(tools)}"),
+        ("verify", "big"),
+        ("replay", "big", "--apply", "--record-contract"),
+        ("allow", "big", "read_00", "read_01"),
+        ("allow", "big", "delete_file", "--approval"),
+        ("replay", "big", "--apply"),
+    ):  # fmt: skip
+        done = run_gateway(env, *args)
+        assert done.returncode == 0, done.stderr
+    promoted = run_gateway(env, "promote", "big")
+    assert promoted.returncode == 0, promoted.stderr
+    lines = promoted.stdout.splitlines()
+    assert len(lines) <= 8, lines
+    assert lines[0] == "promoted big: serving 3 tool(s), 58 denied: delete_file, read_00, read_01"
+    assert "each call waits for a human: delete_file" in lines
+    assert "risky: delete_file (its name says 'delete'; each call approved by a human)" in lines
+    assert any(line.startswith("tools added: ") and "… and 51 more" in line for line in lines)
+    assert lines[-1] == "next: baton serve (its tools are listed as big__TOOL)"
+    detail = json.loads(run_gateway(env, "demote", "big", "--json").stdout or "{}")
+    assert detail.get("state") == "replayed"
+    again = json.loads(run_gateway(env, "promote", "big", "--json").stdout)
+    assert again["risky_tools"] == [
+        {"tool": "delete_file", "reason": "its name says 'delete'", "approval": True}
+    ]
+    assert again["denied_count"] == 58

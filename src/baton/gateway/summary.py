@@ -87,14 +87,35 @@ def _replayed(adapter_id: str, result: dict[str, Any]) -> list[str]:
     return [*lines, f"next: {nxt}"]
 
 
+def _names(names: list[str], limit: int = 10) -> str:
+    """At most ``limit`` names, then how many more."""
+    shown = ", ".join(names[:limit])
+    return shown + (f" … and {len(names) - limit} more" if len(names) > limit else "")
+
+
 def _promoted(adapter_id: str, result: dict[str, Any]) -> list[str]:
-    """What is served now, which calls wait for a human, and how the policy changed."""
+    """Counts, the risky tools, the findings accepted and the names that changed; ``--json`` has the rest."""
     tools = list(result.get("allowed_tools") or [])
     approval = list(result.get("approval_required") or [])
-    lines = [f"promoted {adapter_id}: serving {', '.join(tools) or 'nothing'}"]
+    denied = int(result.get("denied_count") or 0)
+    lines = [
+        f"promoted {adapter_id}: serving {len(tools)} tool(s), {denied} denied: {_names(tools) or 'nothing'}"
+    ]
     if approval:
-        lines.append(f"each call waits for a human: {', '.join(approval)}")
-    lines += list(result.get("diff_lines") or [])
+        lines.append(f"each call waits for a human: {_names(approval)}")
+    for risky in result.get("risky_tools") or []:
+        how = "each call approved by a human" if risky.get("approval") else "exempted from approval"
+        lines.append(f"risky: {risky.get('tool')} ({risky.get('reason')}; {how})")
+    for finding in result.get("accepted_findings") or []:
+        lines.append(f"finding accepted: {finding.get('id')} ({finding.get('tool')}: {finding.get('kind')})")
+    changes = result.get("tools_diff") or {}
+    changed = [f"{n} ({', '.join(f)})" for n, f in (changes.get("changed") or {}).items()]
+    if changes.get("added") or changes.get("removed") or changed:
+        lines.append(
+            f"tools added: {_names(list(changes.get('added') or [])) or 'none'}; "
+            f"removed: {_names(list(changes.get('removed') or [])) or 'none'}; changed: {_names(changed) or 'none'}"
+        )
+        lines.append("(the full diff of the definitions: --json, diff_unified)")
     named = "under their own names" if result.get("unprefixed") else f"as {adapter_id}__TOOL"
     return [*lines, f"next: baton serve (its tools are listed {named})"]
 
