@@ -4,6 +4,7 @@ one line per plain adapter; ``promote`` prints a summary with the detail behind 
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,56 @@ def test_a_first_promote_prints_a_summary_and_the_full_detail_only_with_json(
         {"tool": "delete_file", "reason": "its name says 'delete'", "approval": True}
     ]
     assert again["denied_count"] == 58
+
+
+@pytest.mark.needs("bwrap")
+def test_the_network_allowlist_and_the_destructive_exemption_are_flags_checked_at_once(
+    registry: NpmRegistryServer, baton_env: dict[str, str]
+) -> None:
+    registry.publish(TEST_SERVER, "1.0.0", build_tarball(package_files()), bin={TEST_SERVER: "server.py"})
+    tools = [
+        {"name": "read_note", "inputSchema": {"type": "object"}},
+        {"name": "delete_file", "inputSchema": {"type": "object"}},
+    ]
+    env = {**baton_env, "BATON_NPM_REGISTRY": registry.url}
+    policy_file = Path(baton_env["BATON_HOME"]) / "adapters" / "net.toml"
+
+    def baton(*args: str, code: int = 0) -> str:
+        done = run_gateway(env, *args)
+        assert done.returncode == code, done.stderr
+        return done.stdout if code == 0 else done.stderr
+
+    baton("lock", f"npm:{TEST_SERVER}", "--id", "net", "--entrypoint", ENTRY,
+          "--env", f"BATON_TEST_MCP_TOOLS={json.dumps(tools)}")  # fmt: skip
+    baton("verify", "net")
+    baton("replay", "net", "--apply", "--record-contract")
+
+    refused = baton("allow", "net", "delete_file", code=1)
+    assert refused.startswith("adapter_destructive_tool_unapproved:") and "--without-approval" in refused
+    assert "next: baton gateway allow net delete_file --approval" in refused
+    assert baton("allow", "net", "read_note", "--without-approval", code=1).startswith(
+        "adapter_policy_invalid:"
+    )
+    both = baton("allow", "net", "delete_file", "--approval", "--without-approval", code=1)
+    assert both.startswith("invalid_arguments:")
+    shown = baton("allow", "net", "delete_file", "--without-approval")
+    assert "destructive without approval (the owner's choice): delete_file" in shown
+    policy = tomllib.loads(policy_file.read_text())
+    assert policy["tools"]["allow_destructive_without_approval"] == ["delete_file"]
+    assert policy["tools"].get("approval_required", []) == []
+
+    assert baton("policy", "network", "net", "ftp://example.org", code=1).startswith(
+        "adapter_policy_invalid:"
+    )
+    assert baton("policy", "network", "net", code=1).startswith("invalid_arguments:")
+    granted = baton("policy", "network", "net", "https://example.org", "http://127.0.0.1:8080/")
+    assert "network at run time: allowlist: https://example.org, http://127.0.0.1:8080" in granted
+    runtime = tomllib.loads(policy_file.read_text())["runtime"]
+    assert (runtime["network"], runtime["allowed_origins"]) == (
+        "allowlist",
+        ["https://example.org", "http://127.0.0.1:8080"],
+    )
+    assert baton("replay", "net", "--apply").splitlines()[-1] == "next: baton gateway promote net"
+    baton("policy", "network", "net", "--none")
+    runtime = tomllib.loads(policy_file.read_text())["runtime"]
+    assert runtime["network"] == "none" and runtime.get("allowed_origins", []) == []

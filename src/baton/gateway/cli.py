@@ -253,6 +253,24 @@ def policy_test(
         )
 
 
+@policy_app.command("network")
+def policy_network(
+    adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")],
+    origins: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Origins the server may reach at run time: scheme://host[:port] (http or https)."
+        ),
+    ] = None,
+    none: Annotated[bool, typer.Option("--none", help="No network at all (the default).")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Set the run-time network allowlist (network = "allowlist", allowed_origins); replay --apply next."""
+    from baton.gateway.serving.allowlist import change_network
+
+    emit("network", run(change_network, adapter, list(origins or []), none=none), as_json)
+
+
 @app.command()
 def diff(
     adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")], as_json: JsonFlag = False
@@ -278,12 +296,22 @@ def allow(
     approval: Annotated[
         bool, typer.Option("--approval", help="Each call of these tools waits for a human approval.")
     ] = False,
+    without_approval: Annotated[
+        bool,
+        typer.Option(
+            "--without-approval",
+            help="Destructive tools allowed with no approval, by the owner's explicit choice (kept in the policy).",
+        ),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Allow tools (checked at once against the pinned contract); a new replay --apply makes it count."""
     from baton.gateway.serving.allowlist import change_tools
 
-    emit("allow", run(change_tools, adapter, list(tools), allow=True, approval=approval), as_json)
+    result = run(
+        change_tools, adapter, list(tools), allow=True, approval=approval, without_approval=without_approval
+    )
+    emit("allow", result, as_json)
 
 
 @app.command()

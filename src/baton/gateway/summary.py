@@ -38,12 +38,18 @@ def summarize(command: str, result: dict[str, Any]) -> list[str]:
             f"next: baton gateway promote {adapter_id}",
         ]
     if command in ("allow", "deny"):
+        exempt = result.get("allow_destructive_without_approval") or []
         return [
             f"{adapter_id}: allowed {', '.join(result.get('allowed') or []) or 'nothing'}; "
             f"approval required for {', '.join(result.get('approval_required') or []) or 'none'}; "
             f"{len(result.get('denied') or [])} denied",
+            *([f"destructive without approval (the owner's choice): {', '.join(exempt)}"] if exempt else []),
             f"next: {result.get('next')}",
         ]
+    if command == "network":
+        origins = ", ".join(result.get("allowed_origins") or [])
+        shown = f"allowlist: {origins}" if result.get("network") == "allowlist" else "none"
+        return [f"{adapter_id}: network at run time: {shown}", f"next: {result.get('next')}"]
     if command == "names":
         how = "under their own names" if result.get("unprefixed") else f"as {adapter_id}__TOOL"
         return [
