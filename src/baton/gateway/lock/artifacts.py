@@ -29,7 +29,7 @@ from baton.gateway.policy import checks, state
 from baton.gateway.policy.operator_lock import operator_lock
 from baton.gateway.policy.policy import Interpreter, Policy
 from baton.gateway.policy.policy_files import load_policy, policy_path, write_policy
-from baton.gateway.sandbox import host_programs, interpreter
+from baton.gateway.sandbox import host_programs, interpreter, scratch
 from baton.runtime import Runtime
 from baton.store.private import private_tree
 
@@ -101,6 +101,7 @@ def lock(
     so is ``max_wheel_mb`` (the per-wheel unpacked size cap, ``resolution.max_wheel_mb``).
     """
     options = _with_wheel_cap(options, max_wheel_mb)
+    scratch.sweep()  # what killed baton processes left in the temp dir (an interrupted npm cache: megabytes)
     from baton.gateway.policy.bookkeeping import fail_closed, identify
 
     allowed = list(allow_without_install_scripts or [])

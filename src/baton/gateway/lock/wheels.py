@@ -115,9 +115,9 @@ def check_wheel_sizes(fetched: list[Fetched], cap_mb: int) -> None:
 def install_wheels(policy: Policy, bundle: Path, root: Path, wheels: list[Artifact]) -> tuple[int, int]:
     """``uv pip install --require-hashes --no-deps --offline`` of the checked wheels into ``site-packages``."""
     import subprocess
-    import tempfile
 
     from baton.gateway.lock.pypi_closure import uv_binary, uv_env
+    from baton.gateway.sandbox.scratch import directory as scratch_dir
 
     for artifact in wheels:
         path = checked_bytes(bundle, artifact)
@@ -129,7 +129,7 @@ def install_wheels(policy: Policy, bundle: Path, root: Path, wheels: list[Artifa
                 "artifact_tarball_invalid", f"{path.name} is not a readable wheel: {exc}."
             ) from None
     python = policy.interpreter.path if policy.interpreter else "python3"
-    with tempfile.TemporaryDirectory(prefix="baton-wheels-") as scratch:
+    with scratch_dir("wheels") as scratch:
         requirements = Path(scratch) / "requirements.txt"
         requirements.write_text(
             "".join(f"{a.name}=={a.version} --hash=sha256:{a.sha256}\n" for a in wheels), encoding="utf-8"
@@ -142,7 +142,7 @@ def install_wheels(policy: Policy, bundle: Path, root: Path, wheels: list[Artifa
         ]  # fmt: skip
         try:
             done = subprocess.run(
-                argv, capture_output=True, env=uv_env(scratch), cwd=scratch, timeout=300, check=False
+                argv, capture_output=True, env=uv_env(str(scratch)), cwd=scratch, timeout=300, check=False
             )
         except subprocess.TimeoutExpired:
             raise GatewayError("artifact_install_failed", "uv did not install the wheels in time.") from None
