@@ -121,11 +121,11 @@ def lock(
     max_wheel_mb: MaxWheelMb = None,
 ) -> None:
     """Resolve the whole closure, fetch and check every package, write the bundle and the lock receipt."""
+    given = dict(locals())  # the command line as typed: a refusal's next: repeats it with one flag changed
     from baton.gateway.cli_run import advised
     from baton.gateway.lock.artifacts import lock as lock_adapter
     from baton.gateway.summary import lock_advice
 
-    given = {k: v for k, v in locals().items() if k not in ("as_json", "lock_adapter", "advised")}
     options = _sandbox_options(mount, env, entrypoint, host_program)
     result = run(
         advised(lock_adapter, lambda exc: lock_advice(exc, given)),

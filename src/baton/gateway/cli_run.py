@@ -76,7 +76,7 @@ def explain(exc: BatonError) -> list[str]:
     if details.get("failure_receipt_path"):
         lines.append(f"receipt: {details['failure_receipt_path']}")
     if details.get("next"):
-        lines.append(f"next: {details['next']}")
+        lines.append(f"next: {redact_output(details['next'])}")
     return lines
 
 
