@@ -86,3 +86,26 @@ def test_the_error_line_of_a_long_node_stack_is_shown_beside_the_tail(
     assert receipt_of(done)["stderr_headline"] == (
         "Error: Cannot find module '/work/node_modules/crashy/dist/missing.js'"
     )
+
+
+@pytest.mark.anyio
+async def test_a_server_with_a_banner_is_served_through_baton_serve(
+    registry: NpmRegistryServer, baton_env: dict[str, str]
+) -> None:
+    """What the replay tolerates works at run time too: the proxy's session skips the banner line."""
+    from baton.config import load_settings
+    from baton.runtime import Runtime
+    from baton.testing.gateway_adapter import document, make_live, publish, tool
+    from tests.conftest import call, stdio_session
+
+    runtime = Runtime.open(load_settings({**baton_env, "BATON_NPM_REGISTRY": registry.url}))
+    try:
+        draft = document(
+            "banner", publish(registry), [tool("echo", text="string")], env={"BATON_TEST_MCP_MODE": "banner"}
+        )
+        make_live(runtime, draft, allowed=["echo"])
+    finally:
+        runtime.close()
+    async with stdio_session({**baton_env, "BATON_NPM_REGISTRY": registry.url}) as session:
+        echoed = await call(session, "banner__echo", {"text": "through the banner"})
+    assert echoed["success"] is True and "through the banner" in echoed["text"]
