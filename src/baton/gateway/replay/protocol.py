@@ -81,6 +81,8 @@ class JsonRpcPipe:
         self.session = session
         self.fd = process.stdout.fileno()
         self.buffer = bytearray()
+        # one process's stdout: a retried start (an older protocol pinned) may print its banner again
+        session.spoken, session.stdout_closed, session.stdout_noise = False, False, []
 
     def send(self, message: dict[str, Any]) -> None:
         """Write one message; a closed pipe is a protocol failure."""
