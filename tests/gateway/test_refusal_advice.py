@@ -12,6 +12,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -200,3 +201,38 @@ def test_a_wheel_over_the_cap_is_refused_at_lock_naming_the_flag_that_admits_it(
     assert "max_wheel_mb = 3" in policy
     shown = json.loads(ok(run_gateway(env, "lock", "big-server", "--json")).stdout)
     assert shown["max_wheel_mb"] == 3, "a later lock keeps the recorded cap"
+
+
+@pytest.mark.needs("bwrap")
+def test_a_server_built_for_mcp_1_resolved_against_mcp_2_is_advised_to_constrain_it(
+    registry: NpmRegistryServer, env: dict[str, str]
+) -> None:
+    from baton.testing import mcp_stdio_server
+
+    server = Path(mcp_stdio_server.__file__).read_text(encoding="utf-8")
+    serve = "def main():\n    from mcp.server.fastmcp import main as serve\n    serve()\n"
+    filename, wheel = build_python_wheel(
+        "ocr-like", "1.0.0", {"ocr_like/__init__.py": serve}, requires=["mcp"],
+        console_scripts={"ocr-like": "ocr_like:main"},
+    )  # fmt: skip
+    registry.publish_wheel("ocr-like", "1.0.0", filename, wheel)
+    for version, modules in (
+        ("1.9.0", {"mcp/__init__.py": "", "mcp/server/__init__.py": "", "mcp/server/fastmcp.py": server}),
+        ("2.0.0", {"mcp/__init__.py": "", "mcp/server/__init__.py": ""}),  # FastMCP is gone in 2.x
+    ):
+        filename, wheel = build_python_wheel("mcp", version, modules)
+        registry.publish_wheel("mcp", version, filename, wheel)
+    ok(run_gateway(env, "lock", "pypi:ocr-like"))
+    ok(run_gateway(env, "verify", "ocr-like"))
+    replay = [sys.executable, "-m", "baton", "gateway", "replay", "ocr-like", "--apply", "--record-contract"]
+    # not run_gateway: the server's own Traceback is in the stderr tail shown, on purpose
+    failed = subprocess.run(replay, env=env, capture_output=True, text=True, timeout=600, check=False)
+    refusal = refused(failed, "mcp_protocol_response_invalid")
+    assert "the server's error: ModuleNotFoundError: No module named 'mcp.server.fastmcp'" in refusal.stderr
+    assert next_step(refusal) == [
+        "baton", "gateway", "lock", "pypi:ocr-like==1.0.0", "--id", "ocr-like", "--replace", "--constraint", "mcp<2"
+    ]  # fmt: skip
+    drafted = ok(follow(env, refusal))
+    verified = ok(follow(env, drafted))
+    replayed = ok(follow(env, verified))
+    assert "replayed ocr-like" in replayed.stdout

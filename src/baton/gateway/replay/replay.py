@@ -332,4 +332,25 @@ def replay(runtime: Runtime, adapter: str, *, apply: bool = False, record: bool 
     # --apply writes what a promote reads: it takes the adapter's operator lock, outside fail_closed, so a
     # busy refusal records nothing
     with operator_lock(runtime, adapter_id) if apply else nullcontext():
-        return fail_closed(runtime, adapter_id, path, "replay", stage, policy_checksum=checksum, extra=extra)
+        try:
+            return fail_closed(
+                runtime, adapter_id, path, "replay", stage, policy_checksum=checksum, extra=extra
+            )
+        except GatewayError as exc:
+            if MCP_2X in str(exc.details.get("stderr_headline") or "") and not exc.details.get("next"):
+                exc.details["next"] = _pin_mcp_1(path)
+            raise
+
+
+#: What the ``mcp`` package 2.x says when a server written for 1.x imports ``mcp.server.fastmcp``.
+MCP_2X = "No module named 'mcp.server.fastmcp'"
+
+
+def _pin_mcp_1(path: Path) -> str | None:
+    """A server built on the mcp 1.x SDK resolved against 2.x: its candidate drafted again with mcp<2."""
+    try:
+        policy, _ = load_policy(path, check_expiry=False)
+    except GatewayError:
+        return None
+    step = redraft_step(policy)
+    return f"{step} --constraint 'mcp<2'" if step.startswith("baton gateway lock pypi:") else None
