@@ -176,6 +176,10 @@ def test_an_entrypoint_the_package_does_not_ship_is_refused_at_lock_with_the_one
     locked = ok(follow(env, refusal))
     assert next_step(locked) == ["baton", "gateway", "verify", "e"]
     ok(follow(env, locked))
+    # drafting over an existing policy: the advice drafts it as its next version
+    exists = refused(run_gateway(env, "lock", f"npm:{TEST_SERVER}", "--id", "e"), "adapter_policy_exists")
+    assert next_step(exists) == ["baton", "gateway", "lock", f"npm:{TEST_SERVER}", "--id", "e", "--replace"]
+    assert next_step(ok(follow(env, exists))) == ["baton", "gateway", "verify", "e"]
     # an existing policy locked again with a wrong --entrypoint is refused the same way, nothing written
     again = refused(run_gateway(env, "lock", "e", "--entrypoint", wrong), "artifact_no_entrypoint")
     assert next_step(again) == ["baton", "gateway", "lock", "e", "--entrypoint", ENTRY]
