@@ -223,6 +223,12 @@ def private_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     shutil.rmtree(directory, ignore_errors=True)
 
 
+def leftovers(directory: Path) -> list[Path]:
+    """What baton left in the temp dir: anything but its own (empty) ``baton-UID`` directory."""
+    own = directory / f"baton-{os.geteuid()}"
+    return [p for p in directory.rglob("*") if p != own]
+
+
 def unsafe_tarball() -> bytes:
     import tarfile
 
@@ -258,10 +264,10 @@ def test_no_temp_tree_survives_a_failure(
             document["runtime"]["shutdown_timeout_seconds"] = 1
 
     edit_policy(path, mutate)
-    assert list(private_tmp.iterdir()) == []
+    assert leftovers(private_tmp) == []
     before = sandbox_cgroups()
     fails_with(runtime, error_class, record=True)
-    assert list(private_tmp.iterdir()) == []
+    assert leftovers(private_tmp) == []
     assert sandbox_cgroups() <= before
 
 
@@ -273,7 +279,7 @@ def test_a_mount_that_does_not_exist_fails_before_anything_is_made(
         path, lambda d: d["runtime"].update(mounts=[{"host": "/srv/baton-missing", "sandbox": "/data"}])
     )
     fails_with(runtime, "adapter_mount_invalid", record=True)
-    assert list(private_tmp.iterdir()) == []
+    assert leftovers(private_tmp) == []
 
 
 def unprivileged_python() -> list[str] | None:
@@ -370,7 +376,7 @@ async def test_a_failed_upstream_start_leaves_no_tree(
             await upstream.ensure(group)
         await upstream.close()
     assert info.value.error_class == "artifact_tarball_checksum_mismatch"
-    assert list(private_tmp.iterdir()) == []
+    assert leftovers(private_tmp) == []
 
 
 def test_the_leftovers_of_a_killed_baton_are_swept_and_a_live_ones_are_kept(private_tmp: Path) -> None:

@@ -68,6 +68,15 @@ Entrypoint = Annotated[
         "--entrypoint", help="The command that starts the server, e.g. 'node node_modules/x/cli.js'."
     ),
 ]
+MaxWheelMb = Annotated[
+    int | None,
+    typer.Option(
+        "--max-wheel-mb",
+        min=1,
+        max=8192,
+        help="The per-wheel unpacked size cap in MiB (default 256); recorded in the policy.",
+    ),
+]
 HostPrograms = Annotated[
     list[str] | None,
     typer.Option(
@@ -119,13 +128,17 @@ def lock(
     entrypoint: Entrypoint = None,
     host_program: HostPrograms = None,
     node: NodeVersion = None,
+    max_wheel_mb: MaxWheelMb = None,
 ) -> None:
     """Resolve the whole closure, fetch and check every package, write the bundle and the lock receipt."""
+    given = dict(locals())  # the command line as typed: a refusal's next: repeats it with one flag changed
+    from baton.gateway.cli_run import advised
     from baton.gateway.lock.artifacts import lock as lock_adapter
+    from baton.gateway.summary import lock_advice
 
     options = _sandbox_options(mount, env, entrypoint, host_program)
     result = run(
-        lock_adapter,
+        advised(lock_adapter, lambda exc: lock_advice(exc, given)),
         target,
         adapter_id=adapter_id,
         arguments=list(argument or []),
@@ -134,6 +147,7 @@ def lock(
         replace=replace,
         options=options,
         node=node,
+        max_wheel_mb=max_wheel_mb,
     )
     emit("lock", result, as_json)
 
@@ -250,6 +264,24 @@ def policy_test(
         )
 
 
+@policy_app.command("network")
+def policy_network(
+    adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")],
+    origins: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Origins the server may reach at run time: scheme://host[:port] (http or https)."
+        ),
+    ] = None,
+    none: Annotated[bool, typer.Option("--none", help="No network at all (the default).")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Set the run-time network allowlist (network = "allowlist", allowed_origins); replay --apply next."""
+    from baton.gateway.serving.allowlist import change_network
+
+    emit("network", run(change_network, adapter, list(origins or []), none=none), as_json)
+
+
 @app.command()
 def export(
     adapter: Annotated[str, typer.Argument(help="Adapter id or policy path.")],
@@ -297,12 +329,22 @@ def allow(
     approval: Annotated[
         bool, typer.Option("--approval", help="Each call of these tools waits for a human approval.")
     ] = False,
+    without_approval: Annotated[
+        bool,
+        typer.Option(
+            "--without-approval",
+            help="Destructive tools allowed with no approval, by the owner's explicit choice (kept in the policy).",
+        ),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Allow tools (checked at once against the pinned contract); a new replay --apply makes it count."""
     from baton.gateway.serving.allowlist import change_tools
 
-    emit("allow", run(change_tools, adapter, list(tools), allow=True, approval=approval), as_json)
+    result = run(
+        change_tools, adapter, list(tools), allow=True, approval=approval, without_approval=without_approval
+    )
+    emit("allow", result, as_json)
 
 
 @app.command()
@@ -348,27 +390,26 @@ def demote(
 @app.command("list")
 def list_adapters(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Every adapter with its state (drafted, locked, verified, replayed, promoted, blocked)."""
+    import shutil
+
     from baton.gateway.policy.bookkeeping import list_view
-    from baton.terminal import print_table
+    from baton.gateway.summary import WIDE_LIST_COLUMNS, list_cells, narrow_list
+    from baton.terminal import out, print_table
 
     rows = run(list_view)
     if as_json:
         print_result(rows)
         return
-    cells = []
-    for row in rows:
-        blocked = "blocked" in (row["state"], row.get("next_version_state"))
-        reason = f"{row['error_class']}: {row['block_reason']}" if blocked else ""
-        mounts = "; ".join(
-            f"{m.get('host')} -> {m.get('sandbox')} ({m.get('mode', 'ro')})"
-            for m in row.get("mounts") or []
-            if isinstance(m, dict)
-        )
-        pinned = "pinned" if row["contract_pinned"] else "unpinned"
-        constraints = ", ".join(str(c) for c in row.get("constraints") or [])
-        shown = row["state"] + (
-            f" (next: {row['next_version_state']})" if row.get("next_version_state") else ""
-        )
-        findings = ", ".join(f"{f.get('id')}" for f in row.get("poisoning_findings") or [])
-        cells.append((row["adapter_id"], shown, pinned, mounts, constraints, findings, reason))
-    print_table(("adapter", "state", "contract", "mounts", "constraints", "findings", "reason"), cells)
+    cells = [list_cells(row) for row in rows]
+    # a pipe is as wide as COLUMNS says (80 when unset): the layout is for a person's screen either way
+    width = out.width if out.is_terminal else shutil.get_terminal_size((80, 24)).columns
+    if width >= WIDE_LIST_COLUMNS:
+        columns = ("adapter", "state", "contract", "mounts", "constraints", "findings", "reason")
+        print_table(columns, [[c[name] for name in columns] for c in cells])
+        return
+    from baton.evidence.redaction import redact_output
+    from baton.terminal_text import printable
+
+    safe = [{k: printable(redact_output(v)) for k, v in c.items()} for c in cells]
+    for line in narrow_list(safe, width):
+        typer.echo(line)

@@ -7,7 +7,7 @@ Every command of :mod:`baton.gateway.cli` goes through :func:`run` and prints wi
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
@@ -20,14 +20,51 @@ STDERR_LINES_SHOWN = 12
 STDERR_LINE_CHARS = 200
 
 
+#: How the replay ended when baton stopped the server itself (its exit status is then baton's signal).
+KILLED_BY_BATON = {
+    "terminated_after_replay_error": "killed by baton (SIGTERM)",
+    "killed_after_replay_error": "killed by baton (SIGKILL)",
+}
+
+
+def exit_reason(details: dict[str, Any]) -> str | None:
+    """Why the server's process ended, in words: its own exit status, or baton's kill and what caused it."""
+    code = details.get("process_exit_code")
+    killed = KILLED_BY_BATON.get(str(details.get("shutdown_mode")))
+    if killed is not None:
+        cause = (
+            "the server wrote a non-JSON line to stdout"
+            if details.get("stdout_line") is not None
+            else "the replay failed"
+        )
+        return f"exit: {killed} after {cause}"
+    if code is None:
+        return None
+    if isinstance(code, int) and code < 0:
+        return f"exit: the server was killed by signal {-code}"
+    return f"exit status: {code}"
+
+
 def explain(exc: BatonError) -> list[str]:
-    """The lines under a stage failure: the server's exit status, its last stderr lines, the receipt."""
+    """The lines under a stage failure: the offending stdout line, why the server ended, its error line
+    and last stderr lines, the receipt, and the next step that works."""
     from baton.evidence.redaction import redact_output
 
     details = exc.details
     lines = []
-    if details.get("process_exit_code") is not None:
-        lines.append(f"exit status: {details['process_exit_code']}")
+    noise = details.get("stdout_noise") or []
+    if noise:
+        lines.append(
+            f"the server wrote {len(noise)} non-JSON line(s) to stdout before its first JSON-RPC message "
+            f"(tolerated), the first: {redact_output(noise[0])}"
+        )
+    if details.get("stdout_line") is not None:
+        lines.append(f"the line on stdout: {redact_output(details['stdout_line'])}")
+    reason = exit_reason(details)
+    if reason is not None:
+        lines.append(reason)
+    if details.get("stderr_headline"):
+        lines.append(f"the server's error: {redact_output(details['stderr_headline'])}")
     tail = str(redact_output(details.get("stderr_tail") or "")).rstrip("\n")
     if tail.strip():
         shown = tail.splitlines()[-STDERR_LINES_SHOWN:]
@@ -38,6 +75,8 @@ def explain(exc: BatonError) -> list[str]:
         ]
     if details.get("failure_receipt_path"):
         lines.append(f"receipt: {details['failure_receipt_path']}")
+    if details.get("next"):
+        lines.append(f"next: {redact_output(details['next'])}")
     return lines
 
 
@@ -109,6 +148,22 @@ def run(fn: Any, *args: Any, **kwargs: Any) -> Any:
         fail(BatonError("internal_error", f"The command failed unexpectedly ({type(exc).__name__})."))
     finally:
         runtime.close()
+
+
+def advised(fn: Any, advise: Callable[[BatonError], str | None]) -> Any:
+    """``fn`` whose failures carry the command that fixes them (``next``), unless they name one already."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except BatonError as exc:
+            step = None if exc.details.get("next") else advise(exc)
+            if step:
+                exc.details["next"] = step
+            raise
+
+    call.__name__ = fn.__name__
+    return call
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the full result as JSON.")]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
+
+from baton.errors import BatonError
 
 
 def _contract_step(adapter_id: str, pinned: bool) -> str:
@@ -35,12 +38,18 @@ def summarize(command: str, result: dict[str, Any]) -> list[str]:
             f"next: baton gateway promote {adapter_id}",
         ]
     if command in ("allow", "deny"):
+        exempt = result.get("allow_destructive_without_approval") or []
         return [
             f"{adapter_id}: allowed {', '.join(result.get('allowed') or []) or 'nothing'}; "
             f"approval required for {', '.join(result.get('approval_required') or []) or 'none'}; "
             f"{len(result.get('denied') or [])} denied",
+            *([f"destructive without approval (the owner's choice): {', '.join(exempt)}"] if exempt else []),
             f"next: {result.get('next')}",
         ]
+    if command == "network":
+        origins = ", ".join(result.get("allowed_origins") or [])
+        shown = f"allowlist: {origins}" if result.get("network") == "allowlist" else "none"
+        return [f"{adapter_id}: network at run time: {shown}", f"next: {result.get('next')}"]
     if command == "names":
         how = "under their own names" if result.get("unprefixed") else f"as {adapter_id}__TOOL"
         return [
@@ -89,13 +98,127 @@ def _replayed(adapter_id: str, result: dict[str, Any]) -> list[str]:
     return [*lines, f"next: {nxt}"]
 
 
+def _names(names: list[str], limit: int = 10) -> str:
+    """At most ``limit`` names, then how many more."""
+    shown = ", ".join(names[:limit])
+    return shown + (f" … and {len(names) - limit} more" if len(names) > limit else "")
+
+
 def _promoted(adapter_id: str, result: dict[str, Any]) -> list[str]:
-    """What is served now, which calls wait for a human, and how the policy changed."""
+    """Counts, the risky tools, the findings accepted and the names that changed; ``--json`` has the rest."""
     tools = list(result.get("allowed_tools") or [])
     approval = list(result.get("approval_required") or [])
-    lines = [f"promoted {adapter_id}: serving {', '.join(tools) or 'nothing'}"]
+    denied = int(result.get("denied_count") or 0)
+    lines = [
+        f"promoted {adapter_id}: serving {len(tools)} tool(s), {denied} denied: {_names(tools) or 'nothing'}"
+    ]
     if approval:
-        lines.append(f"each call waits for a human: {', '.join(approval)}")
-    lines += list(result.get("diff_lines") or [])
+        lines.append(f"each call waits for a human: {_names(approval)}")
+    for risky in result.get("risky_tools") or []:
+        how = "each call approved by a human" if risky.get("approval") else "exempted from approval"
+        lines.append(f"risky: {risky.get('tool')} ({risky.get('reason')}; {how})")
+    for finding in result.get("accepted_findings") or []:
+        lines.append(f"finding accepted: {finding.get('id')} ({finding.get('tool')}: {finding.get('kind')})")
+    changes = result.get("tools_diff") or {}
+    changed = [f"{n} ({', '.join(f)})" for n, f in (changes.get("changed") or {}).items()]
+    if changes.get("added") or changes.get("removed") or changed:
+        lines.append(
+            f"tools added: {_names(list(changes.get('added') or [])) or 'none'}; "
+            f"removed: {_names(list(changes.get('removed') or [])) or 'none'}; changed: {_names(changed) or 'none'}"
+        )
+        lines.append("(the full diff of the definitions: --json, diff_unified)")
     named = "under their own names" if result.get("unprefixed") else f"as {adapter_id}__TOOL"
     return [*lines, f"next: baton serve (its tools are listed {named})"]
+
+
+#: ``lock``'s parameters in the order its flags are printed, with the flag each one is.
+FLAGS = (
+    ("adapter_id", "--id"),
+    ("argument", "--argument"),
+    ("constraint", "--constraint"),
+    ("mount", "--mount"),
+    ("env", "--env"),
+    ("entrypoint", "--entrypoint"),
+    ("host_program", "--host-program"),
+    ("allow_without_install_scripts", "--allow-without-install-scripts"),
+    ("max_wheel_mb", "--max-wheel-mb"),
+)
+
+
+def lock_command(given: dict[str, Any]) -> str:
+    """``baton gateway lock …`` with exactly the parameters in ``given``, quoted for a POSIX shell."""
+    words = ["baton", "gateway", "lock", str(given["target"])]
+    for key, flag in FLAGS:
+        value = given.get(key)
+        values = value if isinstance(value, list) else [] if value is None else [value]
+        for item in values:
+            words += [flag, str(item)]
+    if given.get("replace"):
+        words.append("--replace")
+    return shlex.join(words)
+
+
+def lock_advice(exc: BatonError, given: dict[str, Any]) -> str | None:
+    """The lock command that passes ``exc``'s check, or None when no flag of lock can."""
+    details = exc.details
+    if exc.error_class == "artifact_no_entrypoint" and details.get("entrypoints"):
+        return lock_command({**given, "entrypoint": details["entrypoints"][0]})
+    if exc.error_class == "artifact_install_script_refused" and details.get("accept"):
+        accepted = [*(given.get("allow_without_install_scripts") or []), str(details["accept"])]
+        return lock_command({**given, "allow_without_install_scripts": accepted})
+    if exc.error_class == "artifact_archive_limits_exceeded" and details.get("max_wheel_mb"):
+        return lock_command({**given, "max_wheel_mb": details["max_wheel_mb"]})
+    if exc.error_class == "adapter_policy_exists":
+        return lock_command({**given, "replace": True})
+    return None
+
+
+#: Below this width ``gateway list`` prints one line per adapter with its details indented under it.
+WIDE_LIST_COLUMNS = 140
+
+
+def list_cells(row: dict[str, Any]) -> dict[str, str]:
+    """One adapter of ``gateway list`` as the texts it shows: id, state, contract and the details."""
+    blocked = "blocked" in (row["state"], row.get("next_version_state"))
+    mounts = "; ".join(
+        f"{m.get('host')} -> {m.get('sandbox')} ({m.get('mode', 'ro')})"
+        for m in row.get("mounts") or []
+        if isinstance(m, dict)
+    )
+    shown = row["state"] + (f" (next: {row['next_version_state']})" if row.get("next_version_state") else "")
+    return {
+        "adapter": str(row["adapter_id"]),
+        "state": shown,
+        "contract": "pinned" if row["contract_pinned"] else "unpinned",
+        "mounts": mounts,
+        "constraints": ", ".join(str(c) for c in row.get("constraints") or []),
+        "findings": ", ".join(f"{f.get('id')}" for f in row.get("poisoning_findings") or []),
+        "reason": f"{row['error_class']}: {row['block_reason']}" if blocked else "",
+    }
+
+
+def narrow_list(rows: list[dict[str, str]], width: int) -> list[str]:
+    """``gateway list`` for a narrow screen: one line per adapter (its id whole), then its non-empty details,
+    each indented and wrapped between words, so twelve plain adapters take thirteen lines."""
+    import textwrap
+
+    id_width = max(len("adapter"), *(len(r["adapter"]) for r in rows))
+    state_width = max(len("state"), *(len(r["state"]) for r in rows))
+    lines = [f"{'adapter':<{id_width}}  {'state':<{state_width}}  contract"]
+    for row in rows:
+        line = f"{row['adapter']:<{id_width}}  {row['state']:<{state_width}}  {row['contract']}"
+        if len(line) > width:  # a long id keeps its own line; the rest goes under it
+            lines += [row["adapter"], f"  {row['state']}, contract {row['contract']}"]
+        else:
+            lines.append(line)
+        for key in ("reason", "findings", "mounts", "constraints"):
+            if row[key]:
+                lines += textwrap.wrap(
+                    f"{key}: {row[key]}",
+                    width=max(width, 20),
+                    initial_indent="  ",
+                    subsequent_indent="    ",
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
+    return lines

@@ -7,7 +7,9 @@ It runs under any ``python3`` (inside a sandbox too) and is packaged as an npm-s
 - ``BATON_TEST_MCP_PROTOCOL``: answer initialize with this protocol version (an older server).
 - ``BATON_TEST_MCP_MODE``: ``normal`` (default), ``silent`` (never answers), ``huge_line`` (answers
   initialize with a ``BATON_TEST_MCP_LINE_MB`` (default 3) MiB line), ``stderr_flood`` (writes
-  ``BATON_TEST_MCP_FLOOD_MB`` (default 100) MiB to stderr before answering initialize), ``ignore_eof`` (keeps running after stdin closes), ``non_json``,
+  ``BATON_TEST_MCP_FLOOD_MB`` (default 100) MiB to stderr before answering initialize), ``ignore_eof`` (keeps running after stdin closes), ``non_json``
+  (answers tools/list with a line that is not JSON), ``banner`` (prints :data:`BANNER` on stdout before
+  anything else, as @agent-infra/mcp-server-filesystem does),
   ``wrong_id``, ``error``, ``roots_first`` (asks ``roots/list`` and announces ``tools/list_changed``
   before answering tools/list; lists one more tool when the client granted roots), ``proxy_drift``
   (lists one more tool when ``HTTP_PROXY`` is set: the contract differs at run time from the replay),
@@ -36,6 +38,8 @@ from typing import Any
 
 SERVER_NAME = "baton-test-mcp"
 SERVER_VERSION = "1.0.0"
+#: What ``banner`` mode prints on stdout before the first JSON-RPC message.
+BANNER = "Secure MCP Filesystem Server running on stdio"
 DEFAULT_TOOLS: list[dict[str, Any]] = [
     {
         "name": "echo",
@@ -189,10 +193,6 @@ def answer(request: dict[str, Any], mode: str, state: dict[str, Any]) -> None:
             )
         if mode == "stderr_flood":
             flood(int(os.environ.get("BATON_TEST_MCP_FLOOD_MB", "100")))
-        if mode == "non_json":
-            sys.stdout.write("this is not json\n")
-            sys.stdout.flush()
-            return
         response: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "result": result}
         if mode == "wrong_id":
             response["id"] = 999
@@ -204,6 +204,10 @@ def answer(request: dict[str, Any], mode: str, state: dict[str, Any]) -> None:
     elif method == "notifications/cancelled":
         state.setdefault("cancelled", set()).add(request.get("params", {}).get("requestId"))
     elif method == "tools/list":
+        if mode == "non_json":
+            sys.stdout.write("this is not json\n")
+            sys.stdout.flush()
+            return
         listed = tools()
         if mode == "proxy_drift" and os.environ.get("HTTP_PROXY"):
             listed = [*listed, {"name": "surprise", "inputSchema": {"type": "object"}}]
@@ -226,6 +230,9 @@ def main() -> None:
     """Serve until stdin closes (or, in ``ignore_eof`` mode, forever)."""
     mode = os.environ.get("BATON_TEST_MCP_MODE", "normal")
     state: dict[str, Any] = {}
+    if mode == "banner":
+        sys.stdout.write(BANNER + "\n")
+        sys.stdout.flush()
     for line in sys.stdin:
         if mode == "silent" or not line.strip():
             continue

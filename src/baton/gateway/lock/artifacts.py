@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 from contextlib import closing
+from dataclasses import replace as replace_fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -19,16 +20,17 @@ from baton.gateway.lock.candidates import parse_candidate, registries_for, resol
 from baton.gateway.lock.closure import Closure
 from baton.gateway.lock.constraints import normalize as normalize_constraints
 from baton.gateway.lock.drafting import default_adapter_id, draft_policy, next_version
-from baton.gateway.lock.entry import check_runnable_entry
+from baton.gateway.lock.entry import check_given_entry, check_runnable_entry
 from baton.gateway.lock.lock_options import LockOptions, apply_options
 from baton.gateway.lock.npm_closure import npm_closure
 from baton.gateway.lock.pypi_closure import fetch_wheel
 from baton.gateway.lock.registries import Fetched, Registries
+from baton.gateway.lock.wheels import check_wheel_sizes, wheel_cap_mb
 from baton.gateway.policy import checks, state
 from baton.gateway.policy.operator_lock import operator_lock
 from baton.gateway.policy.policy import Interpreter, Policy
 from baton.gateway.policy.policy_files import load_policy, policy_path, write_policy
-from baton.gateway.sandbox import interpreter
+from baton.gateway.sandbox import host_programs, interpreter, scratch
 from baton.runtime import Runtime
 from baton.store.private import private_tree
 
@@ -90,6 +92,7 @@ def lock(
     replace: bool = False,
     options: LockOptions | None = None,
     node: str | None = None,
+    max_wheel_mb: int | None = None,
 ) -> dict[str, Any]:
     """Lock an adapter (policy id or path), or draft and lock a package spec such as ``npm:NAME@VER``.
 
@@ -97,9 +100,12 @@ def lock(
     :mod:`baton.gateway.lock.constraints`. ``replace`` drafts the candidate as the next version of the
     existing policy ``adapter_id`` (see :func:`baton.gateway.lock.drafting.next_version`); a live adapter
     keeps serving meanwhile.
-    ``options`` (mounts, environment, entrypoint from the command line) are written into the policy.
+    ``options`` (mounts, environment, entrypoint from the command line) are written into the policy, and
+    so is ``max_wheel_mb`` (the per-wheel unpacked size cap, ``resolution.max_wheel_mb``).
     ``node`` (drafts only) bundles a node runtime from the registry; see :mod:`baton.gateway.lock.node_runtime`.
     """
+    options = _with_wheel_cap(options, max_wheel_mb)
+    scratch.sweep()  # what killed baton processes left in the temp dir (an interrupted npm cache: megabytes)
     from baton.gateway.policy.bookkeeping import fail_closed, identify
 
     allowed = list(allow_without_install_scripts or [])
@@ -134,6 +140,13 @@ def lock(
             lambda run_id: _lock_policy(runtime, path, run_id, options),
             policy_checksum=checksum,
         )
+
+
+def _with_wheel_cap(options: LockOptions | None, max_wheel_mb: int | None) -> LockOptions | None:
+    """The lock options carrying the wheel cap (the policy records it, so later locks and replays keep it)."""
+    if max_wheel_mb is None:
+        return options
+    return replace_fields(options or LockOptions(), max_wheel_mb=max_wheel_mb)
 
 
 def _plan_draft(
@@ -197,6 +210,9 @@ def _lock_draft(
     given = options is not None and bool(options.entrypoint)
     if previous is not None:
         policy = next_version(previous, policy)
+        if previous.resolution.max_wheel_mb is not None:  # the owner's cap holds for the next version too
+            cap = {"max_wheel_mb": previous.resolution.max_wheel_mb}
+            policy = policy.model_copy(update={"resolution": policy.resolution.model_copy(update=cap)})
         if not given and _still_runnable(resolved.root, previous.runtime.entrypoint):
             # the owner's entrypoint is kept while the new version still ships what it runs
             policy = policy.model_copy(
@@ -205,6 +221,8 @@ def _lock_draft(
                 }
             )
     policy = apply_options(policy, options or LockOptions())
+    if given:  # the operator's entrypoint, before a bundled node takes the place of the host's
+        check_given_entry(resolved.root, resolved.fetched, policy.runtime.entrypoint)
     entrypoint = node_runtime.entrypoint_for(policy.runtime.entrypoint, pin)
     policy = policy.model_copy(
         update={"runtime": policy.runtime.model_copy(update={"entrypoint": entrypoint})}
@@ -293,6 +311,8 @@ def _lock_policy(
         else:
             fetched = fetch_pinned(registries, policy)
             resolved = Closure(ecosystem=fetched[0].ecosystem, root=fetched[0], fetched=fetched)
+    if policy.runtime.sandbox != "docker":
+        check_given_entry(resolved.root, resolved.fetched, policy.runtime.entrypoint)
     pin = None
     if policy.interpreter is not None and policy.interpreter.bundled:
         pin = node_runtime.bundled_pin(resolved)  # the runtime the pinned closure carries
@@ -302,7 +322,10 @@ def _lock_policy(
         policy.interpreter is None or policy.interpreter.model_dump(exclude_none=True) != pin
     ):
         policy = policy.model_copy(update={"interpreter": Interpreter.model_validate(pin)})
-        return _record_lock(runtime, policy, path, resolved, run_id, write=True)
+        given = True
+    repinned = host_programs.repin(policy)  # locking again accepts the host programs as they are now
+    if repinned.host_programs != policy.host_programs:
+        policy, given = repinned, True
     return _record_lock(runtime, policy, path, resolved, run_id, write=given)
 
 
@@ -310,6 +333,7 @@ def _record_lock(
     runtime: Runtime, policy: Policy, path: Path, resolved: Closure, run_id: str, *, write: bool
 ) -> dict[str, Any]:
     """Stage the bundle, then (only when all of it succeeded) write the policy, swap the bundle, record."""
+    check_wheel_sizes(resolved.fetched, wheel_cap_mb(policy))
     bundle = state.adapter_dir(runtime, policy.id) / "bundle"
     private_tree(bundle.parent, runtime.settings.home)  # BATON_HOME/gateway/<id>: 0700
     pin = policy.interpreter.model_dump(exclude_none=True) if policy.interpreter else None
@@ -318,7 +342,10 @@ def _record_lock(
         bundle, policy.id, resolved.fetched, run_id, policy.artifact_set_sha256(), resolution
     )
     checksum = _install(policy, path, receipt.pop("staging"), bundle, write=write)
-    payload = _lock_payload(run_id, checksum, receipt, resolved, pin)
+    payload = {
+        **_lock_payload(run_id, checksum, receipt, resolved, pin),
+        "max_wheel_mb": wheel_cap_mb(policy),
+    }
     stored = state.record(
         runtime,
         policy.id,

@@ -33,29 +33,33 @@ def artifact_rows(fetched: list[Fetched]) -> list[dict[str, Any]]:
     return rows
 
 
-def _wheel_entry(root: Fetched) -> str:
-    """``module:function`` of the root wheel's console script (its own name first), else its module."""
+def wheel_targets(root: Fetched) -> list[str]:
+    """``module:function`` of each of the root wheel's console scripts (its own name first)."""
     import configparser
     import io
     import zipfile
 
-    module = root.name.replace("-", "_")
     try:
         with zipfile.ZipFile(io.BytesIO(root.content)) as wheel:
             names = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
             text = wheel.read(names[0]).decode("utf-8", "replace") if names else ""
     except (zipfile.BadZipFile, OSError, KeyError):
-        return module
+        return []
     parser = configparser.ConfigParser(interpolation=None, delimiters=("=",))
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     try:
         parser.read_string(text)
     except configparser.Error:
-        return module
+        return []
     scripts = dict(parser["console_scripts"]) if parser.has_section("console_scripts") else {}
-    target = scripts.get(root.name) or next(iter(scripts.values()), module)
-    target = target.split("[", 1)[0].strip()
-    return target if checks.MODULE_TARGET.fullmatch(target) else module
+    ordered = [scripts[root.name]] if root.name in scripts else []
+    targets = [t.split("[", 1)[0].strip() for t in [*ordered, *scripts.values()]]
+    return list(dict.fromkeys(t for t in targets if checks.MODULE_TARGET.fullmatch(t)))
+
+
+def _wheel_entry(root: Fetched) -> str:
+    """The root wheel's console script (its own name first), else its module."""
+    return next(iter(wheel_targets(root)), root.name.replace("-", "_"))
 
 
 def _npm_entry(root: Fetched) -> str:

@@ -37,10 +37,13 @@ class LockOptions:
     env_from_host: dict[str, str] = field(default_factory=dict)
     entrypoint: list[str] | None = None
     host_programs: list[str] = field(default_factory=list)
+    #: The per-wheel unpacked size cap in MiB (``--max-wheel-mb``), recorded as ``resolution.max_wheel_mb``.
+    max_wheel_mb: int | None = None
 
     def empty(self) -> bool:
         """Whether nothing was given."""
-        return not (self.mounts or self.env or self.env_from_host or self.entrypoint or self.host_programs)
+        runtime = self.mounts or self.env or self.env_from_host or self.entrypoint or self.host_programs
+        return not (runtime or self.max_wheel_mb is not None)
 
 
 def parse_mount(text: str) -> Mount:
@@ -133,4 +136,7 @@ def apply_options(policy: Policy, options: LockOptions) -> Policy:
         runtime = RuntimeSpec.model_validate({**current, **update})
     except ValidationError as exc:
         raise validation_failure(exc, "The policy", at="runtime.") from None
-    return policy.model_copy(update={"runtime": runtime})
+    resolution = policy.resolution
+    if options.max_wheel_mb is not None:
+        resolution = resolution.model_copy(update={"max_wheel_mb": options.max_wheel_mb})
+    return policy.model_copy(update={"runtime": runtime, "resolution": resolution})

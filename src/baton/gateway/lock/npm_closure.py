@@ -61,6 +61,7 @@ def install_scripts_refused(keys: list[str]) -> GatewayError:
         "Accept running them without it with one flag: --allow-without-install-scripts "
         f"{','.join(names)} (or resolution.allow_without_install_scripts in the policy).",
         packages=keys,
+        accept=",".join(names),
     )
 
 

@@ -20,13 +20,12 @@ import re
 import shutil
 import subprocess
 import tarfile
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from baton.errors import GatewayError
+from baton.gateway.sandbox.scratch import directory as scratch_dir
 
 #: A version, a range or a dist-tag; never a URL, a path, a git spec or an alias.
 NPM_SPEC = re.compile(r"^[0-9A-Za-z.*^~<>=|+ xX-]{1,128}$")
@@ -179,8 +178,8 @@ def npm_lockfile(
     npm = shutil.which("npm")
     if npm is None:
         raise GatewayError("artifact_resolver_unavailable", "npm is needed to resolve npm candidates.")
-    with tempfile.TemporaryDirectory(prefix="baton-npm-lock-") as scratch:
-        work = Path(scratch)
+    with scratch_dir("npm-lock") as work:
+        scratch = str(work)
         manifest: dict[str, Any] = {
             "name": "baton-lock", "version": "0.0.0", "private": True, "dependencies": {**(extra or {}), name: spec},
         }  # fmt: skip

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urljoin
@@ -19,6 +18,7 @@ from baton.errors import GatewayError
 from baton.gateway import progress
 from baton.gateway.lock.closure import Closure
 from baton.gateway.lock.registries import Fetched, Registries
+from baton.gateway.sandbox.scratch import directory as scratch_dir
 
 PYPI_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$")
 PYPI_VERSION = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}$")
@@ -75,7 +75,7 @@ def uv_compile(
     requirement: str, index_url: str, python: str, constraints: list[str] | None = None
 ) -> dict[str, tuple[str, set[str]]]:
     """``uv pip compile --generate-hashes`` of one requirement under constraints; {name: (version, sha256s)}."""
-    with tempfile.TemporaryDirectory(prefix="baton-uv-lock-") as scratch:
+    with scratch_dir("uv-lock") as scratch:
         argv = [
             uv_binary(), "pip", "compile", "-", "--generate-hashes", "--only-binary", ":all:",
             "--python", python, "--index-url", index_url, "--no-header", "--no-annotate",
@@ -90,7 +90,7 @@ def uv_compile(
                 argv,
                 input=requirement.encode("utf-8") + b"\n",
                 capture_output=True,
-                env=uv_env(scratch),
+                env=uv_env(str(scratch)),
                 cwd=scratch,
                 timeout=UV_TIMEOUT_SECONDS,
                 check=False,

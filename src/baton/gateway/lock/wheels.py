@@ -6,17 +6,23 @@ scripts become launchers that start the same isolated interpreter as the server.
 
 from __future__ import annotations
 
+import io
 import re
 import stat
 import zipfile
 from pathlib import Path, PurePosixPath
 
 from baton.errors import GatewayError
+from baton.gateway.lock.registries import Fetched
 from baton.gateway.lock.tarballs import MAX_PACKAGE_FILES, MAX_PACKAGE_UNPACKED_BYTES, checked_bytes
 from baton.gateway.policy.policy import Artifact, Policy
 
-#: Wheels of compiled libraries (numpy, lxml ...) unpack much larger than npm packages.
-MAX_WHEEL_UNPACKED_BYTES = 256 * 1024 * 1024
+MIB = 1024 * 1024
+
+#: Wheels of compiled libraries (numpy, lxml ...) unpack much larger than npm packages; an adapter whose
+#: wheel is larger still (opencv: 301 MB) raises its own cap (``lock --max-wheel-mb``).
+DEFAULT_MAX_WHEEL_MB = 256
+MAX_WHEEL_UNPACKED_BYTES = DEFAULT_MAX_WHEEL_MB * 1024 * 1024
 MAX_WHEEL_FILES = 16_384
 
 #: The isolated interpreter's boot (``python3 -I -S baton_boot.py TARGET``): no host site-packages,
@@ -78,24 +84,53 @@ def write_console_launchers(root: Path, python: str) -> list[str]:
     return sorted(launchers)
 
 
+def wheel_cap_mb(policy: Policy) -> int:
+    """The policy's per-wheel unpacked size cap in MiB."""
+    return policy.resolution.max_wheel_mb or DEFAULT_MAX_WHEEL_MB
+
+
+def check_wheel_sizes(fetched: list[Fetched], cap_mb: int) -> None:
+    """Refuse at lock a wheel that unpacks past the cap, naming the flag and the size that admits it."""
+    for item in fetched:
+        if item.ecosystem != "pypi":
+            continue
+        try:
+            with zipfile.ZipFile(io.BytesIO(item.content)) as archive:
+                size = sum(info.file_size for info in archive.infolist())
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise GatewayError(
+                "artifact_tarball_invalid", f"{item.filename} is not a readable wheel: {exc}."
+            ) from None
+        if size > cap_mb * MIB:
+            needed = -(-size // MIB)
+            raise GatewayError(
+                "artifact_archive_limits_exceeded",
+                f"{item.filename} unpacks to {needed} MiB, over the per-wheel cap of {cap_mb} MiB. Raise this "
+                f"adapter's cap with --max-wheel-mb {needed} (recorded as resolution.max_wheel_mb).",
+                package=item.key,
+                unpacked_bytes=size,
+                max_wheel_mb=needed,
+            )
+
+
 def install_wheels(policy: Policy, bundle: Path, root: Path, wheels: list[Artifact]) -> tuple[int, int]:
     """``uv pip install --require-hashes --no-deps --offline`` of the checked wheels into ``site-packages``."""
     import subprocess
-    import tempfile
 
     from baton.gateway.lock.pypi_closure import uv_binary, uv_env
+    from baton.gateway.sandbox.scratch import directory as scratch_dir
 
     for artifact in wheels:
         path = checked_bytes(bundle, artifact)
         try:
             with zipfile.ZipFile(path) as archive:
-                _wheel_members(archive, path.name, MAX_WHEEL_FILES, MAX_WHEEL_UNPACKED_BYTES)
+                _wheel_members(archive, path.name, MAX_WHEEL_FILES, wheel_cap_mb(policy) * MIB)
         except (zipfile.BadZipFile, OSError) as exc:
             raise GatewayError(
                 "artifact_tarball_invalid", f"{path.name} is not a readable wheel: {exc}."
             ) from None
     python = policy.interpreter.path if policy.interpreter else "python3"
-    with tempfile.TemporaryDirectory(prefix="baton-wheels-") as scratch:
+    with scratch_dir("wheels") as scratch:
         requirements = Path(scratch) / "requirements.txt"
         requirements.write_text(
             "".join(f"{a.name}=={a.version} --hash=sha256:{a.sha256}\n" for a in wheels), encoding="utf-8"
@@ -108,7 +143,7 @@ def install_wheels(policy: Policy, bundle: Path, root: Path, wheels: list[Artifa
         ]  # fmt: skip
         try:
             done = subprocess.run(
-                argv, capture_output=True, env=uv_env(scratch), cwd=scratch, timeout=300, check=False
+                argv, capture_output=True, env=uv_env(str(scratch)), cwd=scratch, timeout=300, check=False
             )
         except subprocess.TimeoutExpired:
             raise GatewayError("artifact_install_failed", "uv did not install the wheels in time.") from None

@@ -102,7 +102,14 @@ def fail_closed(
             "failure_receipt_path",
             str(state.adapter_dir(runtime, adapter_id) / "receipts" / f"{stage}-failure-{run_id}.json"),
         )
-        for key in ("process_exit_code", "stderr_tail"):
+        for key in (
+            "process_exit_code",
+            "shutdown_mode",
+            "stderr_tail",
+            "stderr_headline",
+            "stdout_line",
+            "stdout_noise",
+        ):
             if receipt.get(key) is not None:
                 exc.details.setdefault(key, receipt[key])
         raise

@@ -164,6 +164,8 @@ class Resolution(PolicyTable):
     pypi_requirements_sha256: str | None = Field(default=None, pattern=SHA256_PATTERN)
     #: Optional packages of the lockfile that do not install on this platform (npm skips them too).
     skipped_optional: list[str] = Field(default_factory=list, max_length=4096)
+    #: The per-wheel unpacked size cap in MiB (``lock --max-wheel-mb``); absent means 256.
+    max_wheel_mb: int | None = Field(default=None, ge=1, le=8192)
 
     @field_validator("allow_without_install_scripts")
     @classmethod

@@ -15,7 +15,14 @@ from typing import Any
 from baton.errors import GatewayError
 from baton.gateway.lock import node_runtime
 from baton.gateway.lock.tarballs import checked_bytes, extract_package
-from baton.gateway.lock.wheels import BOOT, extract_wheel, install_wheels, write_console_launchers
+from baton.gateway.lock.wheels import (
+    BOOT,
+    MIB,
+    extract_wheel,
+    install_wheels,
+    wheel_cap_mb,
+    write_console_launchers,
+)
 from baton.gateway.policy.policy import Artifact, Policy
 
 
@@ -68,7 +75,8 @@ def materialize(policy: Policy, bundle: Path, root: Path) -> Extracted:
     else:
         for artifact in wheels:
             path = checked_bytes(bundle, artifact)
-            count, unpacked = extract_wheel(path, root / "site-packages", artifact)
+            cap = wheel_cap_mb(policy) * MIB
+            count, unpacked = extract_wheel(path, root / "site-packages", artifact, max_bytes=cap)
             files, size = files + count, size + unpacked
     if policy.interpreter is not None and policy.interpreter.bundled:
         node_runtime.check_binary(policy.interpreter, root)

@@ -19,7 +19,7 @@ from baton.gateway.replay.protocol import JsonRpcPipe, Session, exchange, shut_d
 from baton.gateway.sandbox import scratch
 from baton.gateway.sandbox.sandbox import Sandbox, sandbox_for
 from baton.gateway.sandbox.sandbox_spec import HostMount, SandboxSpec
-from baton.gateway.sandbox.stderr import StderrTail, drain_in_thread
+from baton.gateway.sandbox.stderr import HEADLINE_SCAN_BYTES, StderrTail, drain_in_thread, headline
 
 STDERR_TAIL_BYTES = 2048
 
@@ -100,6 +100,7 @@ def observe(policy: Policy, sandbox: Sandbox, spec: SandboxSpec, session: Sessio
         drainer.join(timeout=policy.runtime.shutdown_timeout_seconds)
         session.stderr_tail = tail.tail(STDERR_TAIL_BYTES).decode("utf-8", errors="replace")
         session.stderr = tail.summary()
+        session.stderr_headline = headline(tail.tail(HEADLINE_SCAN_BYTES).decode("utf-8", errors="replace"))
         for stream in (process.stdin, process.stdout, process.stderr):
             if stream is not None and not stream.closed:
                 stream.close()

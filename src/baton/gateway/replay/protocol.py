@@ -22,6 +22,9 @@ from baton.gateway.policy.policy import ClientSpec
 
 MAX_PROTOCOL_LINE_BYTES = 2 * 1024 * 1024
 MAX_INTERLEAVED_MESSAGES = 64
+#: Non-JSON lines tolerated before the first JSON-RPC message (a banner), and how much of each is kept.
+MAX_NOISE_LINES = 32
+NOISE_LINE_CHARS = 200
 #: The one client identity baton shows external servers, in the replay and at run time alike.
 CLIENT_NAME = "baton-gateway"
 
@@ -49,6 +52,22 @@ class Session:
     exit_code: int | None = None
     stderr_tail: str = ""
     stderr: dict[str, Any] = field(default_factory=dict)
+    #: Non-JSON lines the server wrote before its first JSON-RPC message (a banner), capped.
+    stdout_noise: list[str] = field(default_factory=list)
+    #: The stdout line a failure was about (capped), when one was.
+    stdout_line: str | None = None
+    #: The error line of the server's stderr (see :func:`baton.gateway.sandbox.stderr.headline`).
+    stderr_headline: str | None = None
+    #: Whether any JSON-RPC message arrived yet: after the first one, a non-JSON line is refused.
+    spoken: bool = False
+    #: Whether the server closed its stdout (it is exiting on its own: its exit status is waited for).
+    stdout_closed: bool = False
+
+
+def shown_line(line: bytes, limit: int = NOISE_LINE_CHARS) -> str:
+    """A server's stdout line as text for receipts and the terminal: decoded, cut at ``limit`` characters."""
+    text = line.decode("utf-8", errors="replace").rstrip("\r")
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 class JsonRpcPipe:
@@ -62,6 +81,8 @@ class JsonRpcPipe:
         self.session = session
         self.fd = process.stdout.fileno()
         self.buffer = bytearray()
+        # one process's stdout: a retried start (an older protocol pinned) may print its banner again
+        session.spoken, session.stdout_closed, session.stdout_noise = False, False, []
 
     def send(self, message: dict[str, Any]) -> None:
         """Write one message; a closed pipe is a protocol failure."""
@@ -81,6 +102,7 @@ class JsonRpcPipe:
                 raise GatewayError("mcp_protocol_response_timeout", "The server did not answer in time.")
             chunk = os.read(self.fd, 1 << 16)
             if not chunk:
+                self.session.stdout_closed = True
                 raise GatewayError(
                     "mcp_protocol_response_invalid", "The server closed stdout without answering."
                 )
@@ -106,21 +128,34 @@ class JsonRpcPipe:
         )
         self.send({"jsonrpc": "2.0", "id": request["id"], **reply})
 
+    def _message(self, line: bytes) -> dict[str, Any] | None:
+        """One JSON-RPC message; None for a banner line before the first message (kept as noise)."""
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if isinstance(message, dict) and message.get("jsonrpc") == "2.0":
+            self.session.spoken = True
+            return message
+        if not self.session.spoken and len(self.session.stdout_noise) < MAX_NOISE_LINES:
+            self.session.stdout_noise.append(shown_line(line))
+            return None
+        self.session.stdout_line = shown_line(line)
+        what = "a message that is not JSON-RPC 2.0" if message is not None else "a line that is not JSON"
+        raise GatewayError(
+            "mcp_protocol_response_invalid",
+            f"The server wrote {what} to stdout, where only JSON-RPC may go.",
+            stdout_line=self.session.stdout_line,
+        )
+
     def request(self, request_id: int, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send a request and return its result, answering server requests that arrive first."""
         self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         deadline = time.monotonic() + timeout
-        for _ in range(MAX_INTERLEAVED_MESSAGES):
-            try:
-                message = json.loads(self._line(deadline))
-            except ValueError:
-                raise GatewayError(
-                    "mcp_protocol_response_invalid", "The server wrote a line that is not JSON."
-                ) from None
-            if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-                raise GatewayError(
-                    "mcp_protocol_response_invalid", "The server wrote a message that is not JSON-RPC 2.0."
-                )
+        for _ in range(MAX_INTERLEAVED_MESSAGES + MAX_NOISE_LINES):
+            message = self._message(self._line(deadline))
+            if message is None:
+                continue
             if "method" in message:
                 if "id" in message:
                     self._answer(message)
@@ -184,7 +219,13 @@ def shut_down(process: subprocess.Popen[bytes], session: Session, timeout: float
 
 
 def stop(process: subprocess.Popen[bytes], session: Session, timeout: float) -> None:
-    """After a failure: terminate, then kill, recording which it took."""
+    """After a failure: terminate, then kill, recording which it took.
+
+    A server that closed its stdout is exiting by itself: its own exit status is waited for first, so a
+    crash reads as the crash (``exit status: 1``), not as baton's SIGTERM."""
+    if session.stdout_closed:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=timeout)
     if process.poll() is not None:
         if session.shutdown_mode == "not_started":
             session.shutdown_mode = "exited_before_shutdown"

@@ -142,6 +142,7 @@ def build_receipt(
             "adapter_denied_tool_count": len(policy.tools.denied),
             "process_exit_code": session.exit_code,
             "shutdown_mode": session.shutdown_mode,
+            **({"stdout_noise": session.stdout_noise} if session.stdout_noise else {}),
             **session.stderr,
         },
         "client": {
@@ -184,10 +185,32 @@ def _checked_contract(policy: Policy, observation: Observation) -> Contract:
     """The pinned contract, once the observation matches it, the tool partition and the policy's rules."""
     if policy.contract is None:
         raise GatewayError("adapter_contract_unpinned", f"Adapter {policy.id} pins no contract yet.")
-    compare(policy.contract, observation.server, observation.tools)
+    try:
+        compare(policy.contract, observation.server, observation.tools)
+    except GatewayError as exc:
+        exc.details.setdefault("next", redraft_step(policy))
+        raise
     check_partition(policy.tools, observation.tools)
     check_policy_rules(policy, observation.definitions)
     return policy.contract
+
+
+def redraft_step(policy: Policy) -> str:
+    """The command that re-pins a drifted contract: the locked version drafted again with the contract
+    unpinned (``--replace`` keeps the allowed tools), then verify and ``replay --apply --record-contract``."""
+    import shlex
+
+    from baton.gateway.lock.candidates import parse_candidate
+
+    candidate = policy.adapter.candidate
+    try:
+        ecosystem, name, _ = parse_candidate(candidate)
+    except GatewayError:
+        return f"baton gateway diff {policy.id}"
+    version = next((a.version for a in policy.artifacts if a.name == name), None)
+    if version is not None:
+        candidate = f"npm:{name}@{version}" if ecosystem == "npm" else f"pypi:{name}=={version}"
+    return shlex.join(["baton", "gateway", "lock", candidate, "--id", policy.id, "--replace"])
 
 
 def _replay_receipt(
@@ -302,10 +325,34 @@ def replay(runtime: Runtime, adapter: str, *, apply: bool = False, record: bool 
             "process_exit_code": session.exit_code,
             "server_requests": session.server_requests,
             "stderr_tail": session.stderr_tail,
+            "stderr_headline": session.stderr_headline,
+            "stdout_line": session.stdout_line,
+            "stdout_noise": session.stdout_noise,
             **session.stderr,
         }
 
     # --apply writes what a promote reads: it takes the adapter's operator lock, outside fail_closed, so a
     # busy refusal records nothing
     with operator_lock(runtime, adapter_id) if apply else nullcontext():
-        return fail_closed(runtime, adapter_id, path, "replay", stage, policy_checksum=checksum, extra=extra)
+        try:
+            return fail_closed(
+                runtime, adapter_id, path, "replay", stage, policy_checksum=checksum, extra=extra
+            )
+        except GatewayError as exc:
+            if MCP_2X in str(exc.details.get("stderr_headline") or "") and not exc.details.get("next"):
+                exc.details["next"] = _pin_mcp_1(path)
+            raise
+
+
+#: What the ``mcp`` package 2.x says when a server written for 1.x imports ``mcp.server.fastmcp``.
+MCP_2X = "No module named 'mcp.server.fastmcp'"
+
+
+def _pin_mcp_1(path: Path) -> str | None:
+    """A server built on the mcp 1.x SDK resolved against 2.x: its candidate drafted again with mcp<2."""
+    try:
+        policy, _ = load_policy(path, check_expiry=False)
+    except GatewayError:
+        return None
+    step = redraft_step(policy)
+    return f"{step} --constraint 'mcp<2'" if step.startswith("baton gateway lock pypi:") else None

@@ -70,20 +70,25 @@ def check_host_programs(policy: Policy, *, unpinned_ok: bool = False) -> None:
                 "adapter_runtime_drift",
                 f"The host program {path} is declared but not pinned; replay --apply records its pin.",
                 program=path,
+                next=f"baton gateway replay {policy.id} --apply",
             )
         try:
             now = observe(path, policy)
         except GatewayError as exc:
-            raise GatewayError("adapter_runtime_drift", exc.message, program=path) from None
+            raise GatewayError(
+                "adapter_runtime_drift", exc.message, program=path, next=f"baton gateway lock {policy.id}"
+            ) from None
         drifted = [key for key in ("real_path", "sha256") if now[key] != getattr(pin, key)]
         if drifted:
             raise GatewayError(
                 "adapter_runtime_drift",
                 f"The host program {path} changed since replay pinned it ({', '.join(drifted)}): pinned "
                 f"{pin.real_path} sha256 {pin.sha256[:12]}…, found {now['real_path']} sha256 "
-                f"{now['sha256'][:12]}…; lock and replay again to accept it.",
+                f"{now['sha256'][:12]}…; to accept it, lock again (which re-pins it), then verify and "
+                "replay --apply.",
                 program=path,
                 drifted=drifted,
+                next=f"baton gateway lock {policy.id}",
             )
 
 
@@ -99,6 +104,14 @@ def pin_new(path: Path, policy: Policy) -> Policy:
         write_policy(path, policy)
     check_host_programs(policy)
     return policy
+
+
+def repin(policy: Policy) -> Policy:
+    """Every declared program pinned as the host has it now (``lock ID``: locking again accepts them)."""
+    if policy.runtime.sandbox == "docker" or not policy.runtime.host_programs:
+        return policy
+    pins = [HostProgram.model_validate(observe(p, policy)) for p in policy.runtime.host_programs]
+    return policy.model_copy(update={"host_programs": pins})
 
 
 def pins_view(policy: Policy) -> list[dict[str, Any]]:

@@ -105,7 +105,10 @@ def check_interpreter_pin(policy: Any) -> None:
         now = observe(pin.command)
     except GatewayError as exc:
         raise GatewayError(
-            "adapter_runtime_drift", f"The pinned interpreter is gone: {exc.message}", pinned=pin.path
+            "adapter_runtime_drift",
+            f"The pinned interpreter is gone: {exc.message}",
+            pinned=pin.path,
+            next=f"baton gateway lock {policy.id}",
         ) from None
     if policy.runtime.entrypoint[0] != pin.command:
         raise GatewayError(
@@ -120,6 +123,7 @@ def check_interpreter_pin(policy: Any) -> None:
             f"{pin.path} {pin.version}, found {now['path'] if now else '?'} {now['version'] if now else '?'}; "
             "lock, verify and replay again to accept it.",
             drifted=drifted,
+            next=f"baton gateway lock {policy.id}",
         )
 
 

@@ -8,12 +8,40 @@ mirrors the tail into ``upstream-stderr.log`` (:class:`StderrLog`). Both report 
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from pathlib import Path
 from typing import IO, Any
 
 STDERR_CAP_BYTES = 1 << 20
 CHUNK = 1 << 16
+#: How much of the kept stderr the headline is looked for in, and how much of it is shown.
+HEADLINE_SCAN_BYTES = 64 * 1024
+HEADLINE_CHARS = 300
+#: A Python exception line (``json.decoder.JSONDecodeError: …``, ``KeyError``) at the start of a line.
+_PYTHON_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b")
+#: A Node (or any) error line: ``Error: Cannot find module``, ``TypeError [ERR_X]: …``, ``node:x  throw``.
+_ERROR_LINE = re.compile(r"(?:^|\s)[A-Za-z_]*(?:Error|Exception)(?: \[[A-Z0-9_]+\])?:|^Traceback ")
+
+
+def headline(text: str) -> str | None:
+    """The line a person reads first in a crashed server's stderr: its error, not the stack under it.
+
+    After a Python ``Traceback`` it is the last exception line (the one that names what was raised);
+    otherwise the first line that says ``…Error:`` (Node prints the error above its stack)."""
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    if any(line.startswith("Traceback ") for line in lines):
+        raised = [line for line in lines if _PYTHON_EXCEPTION.match(line)]
+        if raised:
+            return _cut(raised[-1])
+    found = next(
+        (line for line in lines if _ERROR_LINE.search(line) and not line.startswith("Traceback")), None
+    )
+    return _cut(found.strip()) if found is not None else None
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= HEADLINE_CHARS else line[:HEADLINE_CHARS] + "…"
 
 
 class StderrTail:

@@ -240,7 +240,23 @@ def promote(
         **payload,
         "diff_unified": changes["unified"],
         "diff_lines": summary_lines(changes),
+        "denied_count": len(candidate.policy.tools.denied),
+        "risky_tools": risky_tools(candidate.policy, candidate.receipt),
     }
+
+
+def risky_tools(policy: Policy, receipt: dict[str, Any]) -> list[dict[str, Any]]:
+    """The allowed tools that count as destructive, why, and whether each call waits for a human."""
+    from baton.gateway.policy.checks import destructive_reason
+
+    definitions = receipt.get("tool_definitions") or []
+    annotations = {str(d.get("name")): d.get("annotations") for d in definitions if isinstance(d, dict)}
+    risky = []
+    for name in policy.tools.allowed:
+        reason = destructive_reason(name, annotations.get(name))
+        if reason is not None:
+            risky.append({"tool": name, "reason": reason, "approval": name in policy.tools.approval_required})
+    return risky
 
 
 def demote(runtime: Runtime, adapter: str) -> dict[str, Any]:
