@@ -80,9 +80,12 @@ def make_live(
     allow_destructive_without_approval: list[str] | None = None,
     call_policy: str | None = None,
     unprefixed: bool = False,
+    step_up: list[str] | None = None,
+    required_approvals: dict[str, int] | None = None,
 ) -> Path:
     """Lock, verify, replay (pinning the contract), set the tools (and pin ``call_policy``, a Cedar
-    policy text, as ``adapters/<id>.cedar``; serve them ``unprefixed``), replay again and promote.
+    policy text, as ``adapters/<id>.cedar``; serve them ``unprefixed``; ``step_up`` and
+    ``required_approvals`` as the policy's own fields), replay again and promote.
 
     The suite runs several copies of one test server, whose tools share names: the
     ``name_shadows_adapter_tool`` findings that causes are accepted by id (any other finding refuses).
@@ -103,6 +106,8 @@ def make_live(
             "record_arguments": record_arguments,
             "approval_timeout_seconds": approval_timeout_seconds,
             "allow_destructive_without_approval": list(allow_destructive_without_approval or []),
+            "step_up": list(step_up or []),
+            "required_approvals": dict(required_approvals or {}),
             "call_policy_sha256": None if call_policy is None else cedar_policy.sha256_of(call_policy),
         }
     )
