@@ -20,6 +20,7 @@ from starlette.routing import Route
 
 from baton.console import charts, views
 from baton.errors import BatonError, HitlError
+from baton.hitl import inbox_grant
 from baton.hitl.broker import get_broker
 from baton.hitl.inbox import Inbox
 from baton.hitl.inbox_access import HEADERS as INBOX_HEADERS
@@ -109,6 +110,7 @@ class Console:
             view = get_broker(self.runtime).get(request_id)
         except BatonError as exc:
             return self.inbox.refusal(exc, back=f"{BASE}/requests")
+        me = self.access.principal(request)
         return self.page(
             "console_request.html",
             "requests",
@@ -119,7 +121,9 @@ class Console:
             # a passkey step-up runs on the inbox's page, which holds the ceremony's script
             stepup_link=f"/inbox/requests/{request_id}" if view["step_up"] else None,
             live_mode="stay",
-            me=self.access.principal(request),
+            me=me,
+            # a grant is a person's (a passkey session); a step-up tool's is made on the inbox's page
+            grant=inbox_grant.offered(view, me.via if me else None),
         )
 
     async def decide(self, request: Request) -> Response:
