@@ -10,6 +10,7 @@ BATON_CONSOLE_SCREENSHOTS names that directory).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -135,6 +136,24 @@ async def settled(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+async def operator_cannot_grant(base_url: str, request_id: str) -> None:
+    """The operator's token names nobody: its page offers no grant, and a forged grant post is refused."""
+    import httpx
+
+    bearer = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    async with httpx.AsyncClient(base_url=base_url, headers=bearer, timeout=60) as operator:
+        shown = await operator.get(f"/inbox/requests/{request_id}")
+        assert shown.status_code == 200 and 'id="decide"' in shown.text and "approve-grant" not in shown.text
+        found = re.search(r'name="csrf" value="([^"]+)"', shown.text)
+        assert found is not None
+        forced = await operator.post(
+            f"/inbox/requests/{request_id}/decide",
+            data={"csrf": found.group(1), "action": "approve_grant", "grant_for": "900"},
+            headers={"Origin": base_url},
+        )
+    assert forced.status_code == 403 and "hitl_decider_not_authorized" in forced.text
+
+
 async def test_a_person_grants_on_the_request_page_and_revokes_in_the_console(
     served: tuple[dict[str, str], HttpServer], alice: Any, tmp_path: Path
 ) -> None:
@@ -228,6 +247,7 @@ async def test_no_grant_is_offered_on_a_link_page_or_for_a_quorum(
         await page.wait_for_selector("#error-class")
         assert await page.text_content("#error-class") == "hitl_response_invalid"
         await holder.close()
+        await operator_cannot_grant(server.base_url, ids["transfer"])
         for request_id in ids.values():
             hitl(env, "reject", request_id)
     assert results["transfer"]["error_class"] == results["payout"]["error_class"] == "approval_denied"
