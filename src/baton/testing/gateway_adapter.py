@@ -106,8 +106,10 @@ def make_live(
             "record_arguments": record_arguments,
             "approval_timeout_seconds": approval_timeout_seconds,
             "allow_destructive_without_approval": list(allow_destructive_without_approval or []),
-            "step_up": list(step_up or []),
-            "required_approvals": dict(required_approvals or {}),
+            "step_up": pinned.tools.step_up if step_up is None else step_up,
+            "required_approvals": pinned.tools.required_approvals
+            if required_approvals is None
+            else required_approvals,
             "call_policy_sha256": None if call_policy is None else cedar_policy.sha256_of(call_policy),
         }
     )
