@@ -35,6 +35,7 @@ def offered(view: dict[str, Any], via: str | None) -> dict[str, Any] | None:
         or not isinstance(context.get("adapter_id"), str)
         or not isinstance(context.get("tool"), str)
         or not view.get("agent")
+        or context.get("subagent_id")
         or provenance.get("subagent_id")
         or int(view.get("required_approvals") or 1) > 1
     ):
