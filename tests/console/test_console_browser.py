@@ -433,6 +433,8 @@ async def test_the_console_needs_the_inbox_login(baton_env: dict[str, str], http
         assert login.status_code == 303
         wrong = await client.post("/inbox/console/timers/tm_x/cancel", data={"csrf": "forged"})
         assert wrong.status_code == 403 and "hitl_csrf_invalid" in wrong.text
+        revoke = await client.post("/inbox/console/grants/gr_x/revoke", data={"csrf": "forged"})
+        assert revoke.status_code == 403 and "hitl_csrf_invalid" in revoke.text
         page = await client.get("/inbox/console/timers")
         assert page.status_code == 200
         elsewhere = await client.post(
