@@ -136,6 +136,14 @@ async def settled(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def keep(shots: Path) -> None:
+    """Copy the screenshots to BATON_CONSOLE_SCREENSHOTS when it names a directory (docs/console/)."""
+    target = os.environ.get("BATON_CONSOLE_SCREENSHOTS")
+    if target:
+        for shot in shots.glob("*.png"):
+            shutil.copy(shot, Path(target) / shot.name)
+
+
 async def operator_cannot_grant(base_url: str, request_id: str) -> None:
     """The operator's token names nobody: its page offers no grant, and a forged grant post is refused."""
     import httpx
@@ -206,10 +214,7 @@ async def test_a_person_grants_on_the_request_page_and_revokes_in_the_console(
             (asked,) = await pending_requests(session)
             hitl(env, "reject", asked["request_id"])
         assert again["error_class"] == "approval_denied"
-    target = os.environ.get("BATON_CONSOLE_SCREENSHOTS")
-    if target:
-        for shot in shots.iterdir():
-            shutil.copy(shot, Path(target) / shot.name)
+    keep(shots)
     assert sorted(p.name for p in shots.iterdir()) == sorted(
         f"{name}-{size}.png" for name in ("request-grant", "console-grants") for size in SIZES
     )
@@ -255,7 +260,7 @@ async def test_no_grant_is_offered_on_a_link_page_or_for_a_quorum(
 
 
 async def test_a_step_up_tools_grant_needs_the_step_up(
-    served: tuple[dict[str, str], HttpServer], alice: Any
+    served: tuple[dict[str, str], HttpServer], alice: Any, tmp_path: Path
 ) -> None:
     env, server = served
     base = _local(server.base_url)
@@ -267,6 +272,8 @@ async def test_a_step_up_tools_grant_needs_the_step_up(
             url = f"{base}/inbox/requests/{pending['request_id']}"
             await goto(alice, url)
             assert await alice.text_content("#approve-grant") == "Approve with passkey and allow"
+            await check_sizes(alice, tmp_path, "step-up-grant", request_page=True)
+            keep(tmp_path)
             csrf = await alice.get_attribute("#decide input[name=csrf]", "value")
             bare = await alice.context.request.post(
                 f"{url}/decide",
