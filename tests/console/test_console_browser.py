@@ -34,6 +34,8 @@ from tests.hitl.test_live_updates import title_counts
 TOKEN = "console-admin-token-0123456789"
 AGENT_TOKEN = "console-agent-token-9876543210"
 PAGES = ("requests", "subagents", "timers", "adapters", "receipts", "charts")
+#: Every page on the console's navigation (the Grants page is shot by tests/gateway/test_grants_browser.py).
+NAV = (*PAGES, "grants")
 #: What the test MCP server's ``write_note`` declares about itself (shown to whoever approves a call).
 WRITE_HINTS = {"destructiveHint": True, "readOnlyHint": False, "idempotentHint": False}
 #: The console pages checked and shot at 1280×900 and 390×844 (docs/console/PAGE-1280.png, PAGE-390.png).
@@ -274,7 +276,7 @@ async def test_every_console_page_in_chromium_decide_cancel_filter(
             )
             for width, height in SIZES.values():  # every nav item on the dark bar, readable, at both sizes
                 await page.set_viewport_size({"width": width, "height": height})
-                assert len(await nav_readable(page)) == len(PAGES)
+                assert len(await nav_readable(page)) == len(NAV)
             await page.set_viewport_size({"width": 1280, "height": 900})
             await row.locator("button.approve").click()
             await page.wait_for_selector(f"#decided tr[data-request-id='{request_id}']")
@@ -411,7 +413,7 @@ async def test_the_console_needs_the_inbox_login(baton_env: dict[str, str], http
 
     server = http_server_factory({**baton_env, "BATON_ADMIN_TOKEN": TOKEN, "BATON_HTTP_TOKEN": AGENT_TOKEN})
     async with httpx.AsyncClient(base_url=server.base_url) as client:
-        for name in [*PAGES, "requests/hr_x", "subagents/sa_x"]:
+        for name in [*NAV, "requests/hr_x", "subagents/sa_x"]:
             response = await client.get(f"/inbox/console/{name}")
             assert response.status_code == 303
             assert response.headers["location"] == f"/inbox/login?next=/inbox/console/{name}"
@@ -431,6 +433,8 @@ async def test_the_console_needs_the_inbox_login(baton_env: dict[str, str], http
         assert login.status_code == 303
         wrong = await client.post("/inbox/console/timers/tm_x/cancel", data={"csrf": "forged"})
         assert wrong.status_code == 403 and "hitl_csrf_invalid" in wrong.text
+        revoke = await client.post("/inbox/console/grants/gr_x/revoke", data={"csrf": "forged"})
+        assert revoke.status_code == 403 and "hitl_csrf_invalid" in revoke.text
         page = await client.get("/inbox/console/timers")
         assert page.status_code == 200
         elsewhere = await client.post(

@@ -106,7 +106,12 @@ async def test_the_agents_token_fails_on_every_inbox_and_console_route(
             async with anyio.create_task_group() as group:
                 group.start_soon(ask)
                 request_id = (await pending_requests(agent))[0]["request_id"]
-                ids = {"request_id": request_id, "subagent_id": "sa_none", "timer_id": "tm_none"}
+                ids = {
+                    "request_id": request_id,
+                    "subagent_id": "sa_none",
+                    "timer_id": "tm_none",
+                    "grant_id": "gr_none",
+                }
                 routes = route_paths(env, ids)
                 assert ("POST", f"/inbox/requests/{request_id}/decide") in routes
                 assert ("POST", f"/inbox/console/requests/{request_id}/decide") in routes

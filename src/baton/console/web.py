@@ -20,6 +20,7 @@ from starlette.routing import Route
 
 from baton.console import charts, views
 from baton.errors import BatonError, HitlError
+from baton.hitl import inbox_grant
 from baton.hitl.broker import get_broker
 from baton.hitl.inbox import Inbox
 from baton.hitl.inbox_access import HEADERS as INBOX_HEADERS
@@ -35,6 +36,7 @@ PAGES = (
     ("subagents", "Subagents"),
     ("timers", "Timers"),
     ("adapters", "Adapters"),
+    ("grants", "Grants"),
     ("receipts", "Receipts"),
     ("charts", "Charts"),
 )
@@ -108,6 +110,7 @@ class Console:
             view = get_broker(self.runtime).get(request_id)
         except BatonError as exc:
             return self.inbox.refusal(exc, back=f"{BASE}/requests")
+        me = self.access.principal(request)
         return self.page(
             "console_request.html",
             "requests",
@@ -118,7 +121,9 @@ class Console:
             # a passkey step-up runs on the inbox's page, which holds the ceremony's script
             stepup_link=f"/inbox/requests/{request_id}" if view["step_up"] else None,
             live_mode="stay",
-            me=self.access.principal(request),
+            me=me,
+            # a grant is a person's (a passkey session); a step-up tool's is made on the inbox's page
+            grant=inbox_grant.offered(view, me.via if me else None),
         )
 
     async def decide(self, request: Request) -> Response:
@@ -190,6 +195,33 @@ class Console:
         return self.page("console_adapters.html", "adapters", binding, rows=views.adapters(self.runtime))
 
     @_signed_in
+    async def grants(self, request: Request, binding: str) -> Response:
+        """Standing grants: the active ones (``?ended=1``: every one), each active one with a Revoke button."""
+        from baton.hitl import grants
+
+        ended = request.query_params.get("ended") == "1"
+        rows = grants.listed(self.runtime, include_ended=ended)
+        forms = {
+            g["grant_id"]: self.csrf(binding, f"revoke-grant:{g['grant_id']}")
+            for g in rows
+            if g["status"] == "active"
+        }
+        return self.page("console_grants.html", "grants", binding, rows=rows, forms=forms, ended=ended)
+
+    async def revoke_grant(self, request: Request) -> Response:
+        """Revoke a standing grant at once; its ``hitl_grant_revoked`` receipt names who is logged in."""
+        from baton.hitl import grants
+
+        grant_id = request.path_params["grant_id"]
+        who = self.access.principal(request)
+        return await self._act(
+            request,
+            f"revoke-grant:{grant_id}",
+            lambda: grants.revoke(self.runtime, grant_id, who.name if who else "unknown"),
+            f"{BASE}/grants",
+        )
+
+    @_signed_in
     async def receipts(self, request: Request, binding: str) -> Response:
         """The chain's verdict and checkpoints, and receipts filtered by kind and time."""
         params = request.query_params
@@ -258,6 +290,8 @@ def routes(runtime: Runtime) -> list[Route]:
         Route(f"{BASE}/timers", console.timers, methods=["GET"]),
         Route(f"{BASE}/timers/{{timer_id}}/cancel", console.cancel_timer, methods=["POST"]),
         Route(f"{BASE}/adapters", console.adapters, methods=["GET"]),
+        Route(f"{BASE}/grants", console.grants, methods=["GET"]),
+        Route(f"{BASE}/grants/{{grant_id}}/revoke", console.revoke_grant, methods=["POST"]),
         Route(f"{BASE}/receipts", console.receipts, methods=["GET"]),
         Route(f"{BASE}/charts", console.charts, methods=["GET"]),
     ]

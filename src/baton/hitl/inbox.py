@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from baton.errors import BatonError, HitlError
+from baton.hitl import inbox_grant
 from baton.hitl.broker import Decision, HitlBroker, get_broker
 from baton.hitl.inbox_access import (
     HEADERS,
@@ -253,6 +254,7 @@ class Inbox:
             live=self.live(),
             live_mode="stay",
             me=principal,
+            grant=inbox_grant.offered(view, principal.via),
             step_up=self.step_up_ceremony(request, principal, view),
             login_link=login_url(f"/inbox/requests/{request_id}")
             if view["step_up"] and principal.via != "passkey"
@@ -280,10 +282,15 @@ class Inbox:
         try:
             fields = await read_form(request)
             self.access.check_csrf(principal.binding, request_id, fields.get("csrf"), request)
-            decision = _decision(fields, via=principal.via, decided_by=principal.name)
+            granting = fields.get("action") == inbox_grant.ACTION
+            chosen = {**fields, "action": "approve"} if granting else fields
+            decision = _decision(chosen, via=principal.via, decided_by=principal.name)
             if fields.get("credential") and decision.approved is True:
                 decision = replace(decision, step_up=self._step_up(request, principal, request_id, fields))
-            self.broker.respond(request_id, decision)
+            if granting:
+                inbox_grant.approve(self.runtime, self.broker, request_id, principal, decision, fields)
+            else:
+                self.broker.respond(request_id, decision)
         except BatonError as exc:
             return self.refusal(exc, back=f"/inbox/requests/{request_id}")
         return RedirectResponse(f"/inbox/requests/{request_id}", status_code=303, headers=HEADERS)

@@ -71,7 +71,8 @@ def document(adapter_id: str, tarball: bytes, tools: list[dict[str, Any]], **run
 
 def make_live(runtime: Runtime, draft: dict[str, Any], *, allowed: list[str], **options: Any) -> Path:
     """Lock, verify, replay (pinning the contract), set the tools (and pin ``call_policy``, a Cedar
-    policy text, as ``adapters/<id>.cedar``; serve them ``unprefixed``), replay again and promote.
+    policy text, as ``adapters/<id>.cedar``; serve them ``unprefixed``; ``step_up`` and
+    ``required_approvals`` as the policy's own fields), replay again and promote.
 
     The suite runs several copies of one test server, whose tools share names: the
     ``name_shadows_adapter_tool`` findings that causes are accepted by id (any other finding refuses).
@@ -97,8 +98,11 @@ def make_replayed(
     allow_destructive_without_approval: list[str] | None = None,
     call_policy: str | None = None,
     unprefixed: bool = False,
+    step_up: list[str] | None = None,
+    required_approvals: dict[str, int] | None = None,
 ) -> tuple[Path, dict[str, Any]]:
-    """:func:`make_live` up to its last replay (nothing promoted): the policy's path and that replay."""
+    """:func:`make_live` up to its last replay (nothing promoted): the policy's path and that replay
+    (``step_up`` and ``required_approvals`` set as the policy's own fields when given)."""
     policy = parse_policy(draft)
     path = runtime.settings.home / "adapters" / f"{policy.id}.toml"
     write_policy(path, policy)
@@ -115,6 +119,10 @@ def make_replayed(
             "record_arguments": record_arguments,
             "approval_timeout_seconds": approval_timeout_seconds,
             "allow_destructive_without_approval": list(allow_destructive_without_approval or []),
+            "step_up": pinned.tools.step_up if step_up is None else step_up,
+            "required_approvals": pinned.tools.required_approvals
+            if required_approvals is None
+            else required_approvals,
             "call_policy_sha256": None if call_policy is None else cedar_policy.sha256_of(call_policy),
         }
     )
