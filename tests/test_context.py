@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from baton.errors import SubagentError
@@ -86,3 +88,54 @@ def test_the_system_prompt_names_any_role_in_a_sentence_that_reads_right(role: s
     assert " a assistant" not in prompt and " a analyst" not in prompt
     assert "Context:" not in prompt
     assert subagent_system_prompt(role, "the facts").endswith("\n\nContext:\nthe facts")
+
+
+def test_a_header_cell_naming_private_data_hides_its_column_in_every_tabular_shape() -> None:
+    privacy = PrivacyFilter()
+    shown = privacy.filter_result(
+        {
+            "grid": [["Report"], ["customer", "Private-Notes"], ["ACME", "CANARY-GRID"], ["Globex"]],
+            "duck": {
+                "columns": ["id", "creditCard"],
+                "columnTypes": ["INTEGER", "VARCHAR"],
+                "rows": [[1, "4111-1"]],
+            },
+            "schema": {"fields": [{"name": "id"}, {"name": "SSN"}], "data": [[7, "078-05-1120"]]},
+            "cells": [
+                {"row": 1, "column": 2, "value": "api key"},
+                {"row": 2, "column": 2, "value": "CANARY-CELL"},
+            ],
+            "addressed": {"B1": "Secret", "B2": "CANARY-ADDRESSED", "A2": "ACME"},
+            "pairs": [{"name": "DB_PASSWORD", "value": "CANARY-PAIR"}, {"name": "region", "value": "eu"}],
+            "aligned": "   customer  private_notes\n0  ACME      CANARY-ALIGNED\n",
+            "elsewhere": "a later mention of CANARY-GRID",
+        }
+    )
+    text = str(shown)
+    assert "CANARY" not in text and "4111-1" not in text and "078-05-1120" not in text
+    assert shown["duck"]["columnTypes"] == ["INTEGER", "VARCHAR"]  # it describes the columns: kept
+    assert shown["grid"][1] == ["customer", "Private-Notes"] and shown["grid"][3] == ["Globex"]
+    assert shown["pairs"][1] == {"name": "region", "value": "eu"}
+    assert shown["addressed"]["A2"] == "ACME"
+
+
+def test_a_value_removed_once_is_removed_from_later_results_in_its_escaped_forms_too() -> None:
+    privacy = PrivacyFilter()
+    remembered = privacy.apply({"private_notes": 'CANARY "quoted"', "ok": 1}).remembered()
+    later = privacy.filter_result(
+        {
+            "text": 'csv: "CANARY ""quoted"""',
+            "json": json.dumps({"n": 'CANARY "quoted"'}),
+            "raw": 'CANARY "quoted"',
+        },
+        remembered,
+    )
+    assert "CANARY" not in json.dumps(later)
+
+
+def test_prose_with_commas_and_a_table_without_private_columns_pass_unchanged() -> None:
+    privacy = PrivacyFilter()
+    prose = "We met, talked, and left.\nThe plan: ship on Friday, then rest.\n"
+    table = "| customer | plan |\n|---|---|\n| ACME | pro |\n"
+    assert privacy.filter_result(prose) == prose
+    assert privacy.filter_result(table) == table

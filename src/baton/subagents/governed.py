@@ -35,7 +35,7 @@ from baton.identity.agents import Caller
 from baton.models.client import ModelClient, ModelReply
 from baton.models.pydantic_ai_imports import aload_pydantic_ai, load_pydantic_ai
 from baton.store.recent import RecentMap
-from baton.subagents.context import PrivacyFilter
+from baton.subagents.context import PrivacyFilter, Remembered
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse
@@ -118,6 +118,8 @@ class TurnLinks:
     output_tokens: int = 0
     cost_usd: float = 0.0
     latency_seconds: float = 0.0
+    #: The values the privacy filter removed for the spawn so far (removed again from every tool result).
+    remembered: Remembered = field(default_factory=Remembered)
 
     def on_behalf(self) -> OnBehalf:
         """The caller a tool call of this turn runs for."""
@@ -379,7 +381,7 @@ def governed_toolset_class() -> type[Any]:
                     "model_call_receipt": behalf.model_call_receipt,
                 }
             )
-            shown = self.privacy.filter_result(shown_result(name, result))
+            shown = self.privacy.filter_result(shown_result(name, result), links.remembered)
             if not result.get("success"):
                 raise ToolFailed(json.dumps(shown, ensure_ascii=False, sort_keys=True))
             return shown

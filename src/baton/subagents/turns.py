@@ -19,7 +19,7 @@ from baton.models.pydantic_ai_imports import aload_pydantic_ai
 from baton.runtime import Runtime
 from baton.store.schema import receipts, subagents
 from baton.subagents import cancellation, queries, table
-from baton.subagents.context import subagent_system_prompt
+from baton.subagents.context import Remembered, subagent_system_prompt
 from baton.subagents.governed import GovernedLoop, TurnLinks
 from baton.subagents.spend import check_subagent_budget
 from baton.subagents.states import ACTIVE, Status
@@ -169,6 +169,7 @@ def governed_links(
     parent_agent: str,
     spawn_receipt: dict[str, Any],
     waiting: Callable[[str | None], None],
+    remembered: Remembered,
 ) -> TurnLinks:
     """What a governed turn's receipts link to; each model call is checked against the stored subagent
     before it is made and added to its totals in its receipt's transaction."""
@@ -183,6 +184,7 @@ def governed_links(
         record_in=record_in,
         before_model_call=lambda: _check_before_model_call(runtime, subagent_id),
         waiting=waiting,
+        remembered=remembered,
     )
 
 
