@@ -139,3 +139,18 @@ def test_prose_with_commas_and_a_table_without_private_columns_pass_unchanged() 
     table = "| customer | plan |\n|---|---|\n| ACME | pro |\n"
     assert privacy.filter_result(prose) == prose
     assert privacy.filter_result(table) == table
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "id,name,private_notes\n1,ACME,CANARY, with a comma\n2,Globex\n",
+        "customer|Private Notes\nACME|CANARY-PIPE",
+        "<table><tr><th>Customer</th><th>SECRET</th></tr><tr><td>ACME</td><td><i>CANARY</i></td></tr></table>",
+        "Customer: ACME\nPrivate notes: CANARY-LABEL\n- api_key = CANARY-KEY",
+        "customer;Credit Card\r\nACME;CANARY-SEMICOLON\r\n",
+    ],
+)
+def test_a_private_column_written_as_text_is_filtered_however_it_is_written(text: str) -> None:
+    shown = PrivacyFilter().filter_result(text)
+    assert "CANARY" not in shown and "ACME" in shown and "[filtered]" in shown

@@ -60,6 +60,11 @@ TEXT_TABLES = {
         "┌───────────┬──────────────────┐\n│ customer  │ secret           │\n├───────────┼──────────────────┤\n"
         "│ ACME Corp │ CANARY-BOX-CELL  │\n└───────────┴──────────────────┘"
     ),
+    "html": text_result(
+        "<table><tr><th>Customer</th><th>Private Notes</th></tr>"
+        "<tr><td>ACME Corp</td><td><b>CANARY-HTML-CELL</b></td></tr></table>"
+    ),
+    "labelled": text_result("Customer: ACME Corp\nPrivate notes: CANARY-LABELLED-LINE\nPlan: pro"),
     "repeat": text_result(
         json.dumps({"comment": "the note said CANARY-PARENT-NOTE", "customer": "ACME Corp"})
     ),

@@ -26,14 +26,20 @@ ALIGNED = re.compile(r"( {2,})")
 
 
 def filter_text(text: str, private: Private, removed: Removed) -> str:
-    """``text`` with the private columns of every table in it filtered (``text`` itself if none)."""
+    """``text`` with the private columns of every table in it, and each value labelled private
+    (``Private notes: ...``), filtered (``text`` itself if none)."""
+    if "<t" in text.lower():
+        text = _html_tables(text, private, removed)
     if "\n" not in text.strip():
-        return text
+        lines = [text]
+        _labelled(lines, private, removed)
+        return lines[0]
     lines = text.split("\n")
     changed = _pipe_tables(lines, private, removed)
     for delimiter in (",", "\t", ";"):
         changed = _delimited(lines, delimiter, private, removed) or changed
     changed = _aligned(lines, private, removed) or changed
+    changed = _labelled(lines, private, removed) or changed
     return "\n".join(lines) if changed else text
 
 
@@ -47,15 +53,18 @@ class _Table:
     def reset(self) -> None:
         self.width, self.hidden = 0, set()
 
-    def row(self, cells: list[str], private: Private, offset_ok: bool = False) -> set[int]:
-        """The cells of ``cells`` to hide, and whether ``cells`` starts (or adds to) a header."""
+    def row(self, cells: list[str], private: Private, indexed: bool = False) -> set[int]:
+        """The cells of ``cells`` to hide; a cell naming private data starts (or adds to) a header.
+
+        ``indexed``: a row may carry one more cell on the left than its header, a number (pandas)."""
         hide: set[int] = set()
-        if self.hidden and len(cells) == self.width:
-            hide = set(self.hidden)
-        elif self.hidden and offset_ok and len(cells) == self.width + 1:
-            hide = {i + 1 for i in self.hidden}  # a leading index column (pandas) the header lacks
+        extra = len(cells) - self.width
+        if self.hidden and indexed and extra == 1 and cells[0].strip().isdigit():
+            hide = {i + 1 for i in self.hidden}
         elif self.hidden:
-            self.reset()
+            # more cells than the header: a delimiter inside a value moved the private cell right by up
+            # to ``extra``; fewer: a ragged row, as far as it goes
+            hide = {i + k for i in self.hidden for k in range(max(extra, 0) + 1) if i + k < len(cells)}
         names = {
             i
             for i, cell in enumerate(cells)
@@ -64,7 +73,7 @@ class _Table:
         if names:
             if not hide:
                 self.width, self.hidden = len(cells), set()
-            self.hidden |= {i - (len(cells) - self.width) for i in names}
+            self.hidden |= {min(i, self.width - 1) for i in names}
         return hide
 
 
@@ -146,7 +155,7 @@ def _aligned(lines: list[str], private: Private, removed: Removed) -> bool:
         if len(cells) < 2 or PIPE.search(line):
             table.reset()  # not aligned columns (pipe tables are the pipe pass's)
             continue
-        hide = {i for i in table.row(cells, private, offset_ok=True) if _hideable(cells[i])}
+        hide = {i for i in table.row(cells, private, indexed=True) if _hideable(cells[i])}
         for index in hide:
             removed.take(cells[index])
             parts[2 * index] = FILTERED
@@ -159,3 +168,55 @@ def _aligned(lines: list[str], private: Private, removed: Removed) -> bool:
 def _hideable(cell: str) -> bool:
     """Whether a cell holds something to hide (not empty, not already filtered)."""
     return bool(cell.strip()) and FILTERED not in cell
+
+
+#: A line that labels a value: ``Private notes: ...``, ``- api_key = ...``, ``"secret": "...",``.
+LABELLED = re.compile(r"""^(\s*(?:[-*•]\s+)?["'`]?)([^:=\n"'`]{1,64}?)(["'`]?\s*[:=]\s*)(.*?\S)(\s*,?\s*)$""")
+
+
+def _labelled(lines: list[str], private: Private, removed: Removed) -> bool:
+    """``label: value`` lines whose label names private data: the value."""
+    changed = False
+    for number, line in enumerate(lines):
+        match = LABELLED.match(line)
+        if match is None or not names_private(match.group(2), private) or FILTERED in match.group(4):
+            continue
+        if match.group(4).strip("\"'`{[ ") == "":
+            continue  # a JSON object or array opens here: the JSON walk's, not a value
+        removed.take(match.group(4).strip().strip("\"'`"))
+        lines[number] = match.group(1) + match.group(2) + match.group(3) + FILTERED + match.group(5)
+        changed = True
+    return changed
+
+
+HTML_TABLE = re.compile(r"(?is)<table\b.*?</table>")
+HTML_ROW = re.compile(r"(?is)<tr\b.*?</tr>")
+HTML_CELL = re.compile(r"(?is)(<t[hd]\b[^>]*>)(.*?)(</t[hd]>)")
+HTML_TAG = re.compile(r"<[^>]+>")
+
+
+def _html_tables(text: str, private: Private, removed: Removed) -> str:
+    """HTML tables: the cells under a header cell naming private data."""
+
+    def table(match: re.Match[str]) -> str:
+        state = _Table()
+
+        def row(found: re.Match[str]) -> str:
+            cells = list(HTML_CELL.finditer(found.group(0)))
+            hide = state.row([HTML_TAG.sub("", c.group(2)).strip() for c in cells], private)
+            if not hide:
+                return found.group(0)
+            out, last = "", 0
+            for index, cell in enumerate(cells):
+                out += found.group(0)[last : cell.start()]
+                inner = cell.group(2)
+                if index in hide and inner.strip() and FILTERED not in inner:
+                    removed.take(HTML_TAG.sub("", inner).strip())
+                    inner = FILTERED
+                out += cell.group(1) + inner + cell.group(3)
+                last = cell.end()
+            return out + found.group(0)[last:]
+
+        return HTML_ROW.sub(row, match.group(0))
+
+    return HTML_TABLE.sub(table, text)
