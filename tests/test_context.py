@@ -149,8 +149,21 @@ def test_prose_with_commas_and_a_table_without_private_columns_pass_unchanged() 
         "<table><tr><th>Customer</th><th>SECRET</th></tr><tr><td>ACME</td><td><i>CANARY</i></td></tr></table>",
         "Customer: ACME\nPrivate notes: CANARY-LABEL\n- api_key = CANARY-KEY",
         "customer;Credit Card\r\nACME;CANARY-SEMICOLON\r\n",
+        'Result: [["customer", "private_notes"], ["ACME", "CANARY-EMBEDDED"]] (1 row)',
+        "Rows: [{'customer': 'ACME', 'private_notes': 'CANARY-REPR-IN-TEXT'}]",
+        "customer=ACME private_notes=CANARY-LOGFMT plan=pro",
+        "<row><customer>ACME</customer><private_notes>CANARY-XML</private_notes></row>",
+        "customer: ACME\nprivate_notes: |\n  CANARY-YAML\n  more of it\nplan: pro",
+        "| Field | Value |\n|---|---|\n| private_notes | CANARY-FIELD |\n| customer | ACME |",
     ],
 )
 def test_a_private_column_written_as_text_is_filtered_however_it_is_written(text: str) -> None:
     shown = PrivacyFilter().filter_result(text)
     assert "CANARY" not in shown and "ACME" in shown and "[filtered]" in shown
+
+
+def test_a_table_of_fields_hides_the_value_of_a_private_field_and_nothing_else() -> None:
+    shown = PrivacyFilter().filter_result(
+        [["field", "value"], ["private_notes", "CANARY"], ["customer", "ACME"]]
+    )
+    assert shown == [["field", "value"], ["private_notes", "[filtered]"], ["customer", "ACME"]]

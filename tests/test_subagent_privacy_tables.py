@@ -65,6 +65,10 @@ TEXT_TABLES = {
         "<tr><td>ACME Corp</td><td><b>CANARY-HTML-CELL</b></td></tr></table>"
     ),
     "labelled": text_result("Customer: ACME Corp\nPrivate notes: CANARY-LABELLED-LINE\nPlan: pro"),
+    "embedded": text_result('1 row: [["customer", "private_notes"], ["ACME Corp", "CANARY-EMBEDDED-ROW"]]'),
+    "fields": text_result(
+        "| Field | Value |\n|---|---|\n| customer | ACME Corp |\n| Private notes | CANARY-FIELD |"
+    ),
     "repeat": text_result(
         json.dumps({"comment": "the note said CANARY-PARENT-NOTE", "customer": "ACME Corp"})
     ),

@@ -28,6 +28,7 @@ from baton.subagents.tables import (
     filter_named_entry,
     filter_rows,
 )
+from baton.subagents.text_pairs import filter_pairs
 from baton.subagents.text_tables import filter_text
 
 ContextStrategy = Literal["minimal", "llm_generated", "full"]
@@ -71,6 +72,11 @@ MIN_CANARY_LENGTH = 6
 
 #: A removed value at least this long is also removed where a whole string (a table's cell) equals it.
 MIN_CELL_LENGTH = 4
+
+#: Text longer than this is not searched for JSON inside it; nor more brackets than the next limit tried.
+MAX_EMBEDDED_CHARS = 1_000_000
+MAX_EMBEDDED_ATTEMPTS = 2_000
+BRACKET = re.compile(r"[\[{]")
 
 #: Text longer than this is not parsed as a Python literal (a server that prints ``repr`` of its rows).
 MAX_LITERAL_CHARS = 1_000_000
@@ -185,8 +191,30 @@ class PrivacyFilter:
             if self.is_credential_value(value):
                 out.removed_values.append(value)
                 return FILTERED
-            return self._tables(value, path, out)
+            return self._tables(self._embedded(value, out, path), path, out)
         return value
+
+    def _embedded(self, text: str, out: FilteredContext, path: str) -> str:
+        """JSON objects and arrays inside text (``Result: [["customer", ...]]``), each through the filter."""
+        if len(text) > MAX_EMBEDDED_CHARS:
+            return text
+        decoder, pieces, last, attempts = json.JSONDecoder(), [], 0, 0
+        bracket = BRACKET.search(text)
+        while bracket is not None and attempts < MAX_EMBEDDED_ATTEMPTS:
+            attempts += 1
+            start, resume = bracket.start(), bracket.start() + 1
+            try:
+                found, end = decoder.raw_decode(text, start)
+            except ValueError:
+                found, end = None, start
+            if isinstance(found, dict | list) and found:
+                walked = self._walk_result(found, out, path)
+                if walked != found:
+                    pieces += [text[last:start], json.dumps(walked, ensure_ascii=False)]
+                    last = end
+                resume = end
+            bracket = BRACKET.search(text, resume)
+        return "".join(pieces) + text[last:] if pieces else text
 
     def _walk(self, value: Any, path: str, out: FilteredContext) -> Any:
         if isinstance(value, dict):
@@ -226,7 +254,7 @@ class PrivacyFilter:
         elif isinstance(value, list):
             value = filter_cells(filter_rows(value, private, removed, path), private, removed, path)
         elif isinstance(value, str):
-            value = filter_text(value, private, removed)
+            value = filter_pairs(filter_text(value, private, removed), private, removed)
         out.take(removed)
         return value
 

@@ -64,19 +64,32 @@ def names_private(cell: Any, private: Private) -> bool:
     return isinstance(cell, str) and 0 < len(cell.strip()) <= MAX_HEADER_CHARS and private(cell.strip())
 
 
+def row_label(cells: list[Any], private: Private, position: int) -> set[int]:
+    """A row whose first cell names private data (a field and its value, ``["password", "hunter2"]``):
+    the rest of it. The first row of a table is such a label only with two cells (else a header)."""
+    if len(cells) >= 2 and names_private(cells[0], private) and (position > 0 or len(cells) == 2):
+        return set(range(1, len(cells)))
+    return set()
+
+
 def filter_rows(rows: list[Any], private: Private, removed: Removed, path: str) -> list[Any]:
-    """An array of rows (arrays): below a row holding a private header cell, that column's cells."""
+    """An array of rows (arrays): below a row holding a private header cell, that column's cells; right
+    of a first cell naming private data, the rest of its row."""
     columns: dict[int, str] = {}
     out: list[Any] = []
-    for row in rows:
+    for position, row in enumerate(rows):
         if not isinstance(row, list):
             out.append(row)
             continue
-        if columns:
-            row = [removed.take(c) if i in columns and c != FILTERED else c for i, c in enumerate(row)]
+        labelled = row_label(row, private, position)
+        hide = set(columns) | labelled
+        if hide:
+            row = [removed.take(c) if i in hide and c != FILTERED else c for i, c in enumerate(row)]
         # any row may be a header (a sheet often has a title row first): a cell naming private data
-        # hides its column from the next row on
+        # hides its column from the next row on (but a field's name, in a table of fields, is no header)
         for index, cell in enumerate(row):
+            if index == 0 and labelled and position > 0:
+                continue
             if index not in columns and names_private(cell, private):
                 columns[index] = str(cell).strip()
                 removed.fields.append(f"{path}[*].{columns[index]}")

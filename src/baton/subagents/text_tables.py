@@ -13,7 +13,7 @@ import io
 import re
 from collections.abc import Iterator
 
-from baton.subagents.tables import FILTERED, Private, Removed, names_private
+from baton.subagents.tables import FILTERED, Private, Removed, names_private, row_label
 
 #: Lines of a pipe table that only draw (``|---|:--:|``, ``+----+``, ``├───┼───┤``).
 RULE_LINE = re.compile(r"^[\s|│┃:+\-=─━┄┈┼╪╫╋├┤┬┴┌┐└┘╞╡╒╕╘╛╭╮╯╰]*$")
@@ -26,20 +26,16 @@ ALIGNED = re.compile(r"( {2,})")
 
 
 def filter_text(text: str, private: Private, removed: Removed) -> str:
-    """``text`` with the private columns of every table in it, and each value labelled private
-    (``Private notes: ...``), filtered (``text`` itself if none)."""
+    """``text`` with the private columns of every table in it filtered (``text`` itself if none)."""
     if "<t" in text.lower():
         text = _html_tables(text, private, removed)
     if "\n" not in text.strip():
-        lines = [text]
-        _labelled(lines, private, removed)
-        return lines[0]
+        return text
     lines = text.split("\n")
     changed = _pipe_tables(lines, private, removed)
     for delimiter in (",", "\t", ";"):
         changed = _delimited(lines, delimiter, private, removed) or changed
     changed = _aligned(lines, private, removed) or changed
-    changed = _labelled(lines, private, removed) or changed
     return "\n".join(lines) if changed else text
 
 
@@ -49,9 +45,10 @@ class _Table:
     def __init__(self) -> None:
         self.width = 0
         self.hidden: set[int] = set()
+        self.rows = 0
 
     def reset(self) -> None:
-        self.width, self.hidden = 0, set()
+        self.width, self.hidden, self.rows = 0, set(), 0
 
     def row(self, cells: list[str], private: Private, indexed: bool = False) -> set[int]:
         """The cells of ``cells`` to hide; a cell naming private data starts (or adds to) a header.
@@ -65,10 +62,16 @@ class _Table:
             # more cells than the header: a delimiter inside a value moved the private cell right by up
             # to ``extra``; fewer: a ragged row, as far as it goes
             hide = {i + k for i in self.hidden for k in range(max(extra, 0) + 1) if i + k < len(cells)}
+        labelled = row_label(cells, private, self.rows)
+        hide |= labelled
+        self.rows += 1
         names = {
             i
             for i, cell in enumerate(cells)
-            if i not in hide and len(cells) >= 2 and names_private(cell, private)
+            if i not in hide
+            and len(cells) >= 2
+            and names_private(cell, private)
+            and not (labelled and i == 0 and self.rows > 1)
         }
         if names:
             if not hide:
@@ -168,25 +171,6 @@ def _aligned(lines: list[str], private: Private, removed: Removed) -> bool:
 def _hideable(cell: str) -> bool:
     """Whether a cell holds something to hide (not empty, not already filtered)."""
     return bool(cell.strip()) and FILTERED not in cell
-
-
-#: A line that labels a value: ``Private notes: ...``, ``- api_key = ...``, ``"secret": "...",``.
-LABELLED = re.compile(r"""^(\s*(?:[-*•]\s+)?["'`]?)([^:=\n"'`]{1,64}?)(["'`]?\s*[:=]\s*)(.*?\S)(\s*,?\s*)$""")
-
-
-def _labelled(lines: list[str], private: Private, removed: Removed) -> bool:
-    """``label: value`` lines whose label names private data: the value."""
-    changed = False
-    for number, line in enumerate(lines):
-        match = LABELLED.match(line)
-        if match is None or not names_private(match.group(2), private) or FILTERED in match.group(4):
-            continue
-        if match.group(4).strip("\"'`{[ ") == "":
-            continue  # a JSON object or array opens here: the JSON walk's, not a value
-        removed.take(match.group(4).strip().strip("\"'`"))
-        lines[number] = match.group(1) + match.group(2) + match.group(3) + FILTERED + match.group(5)
-        changed = True
-    return changed
 
 
 HTML_TABLE = re.compile(r"(?is)<table\b.*?</table>")
