@@ -167,3 +167,13 @@ def test_a_table_of_fields_hides_the_value_of_a_private_field_and_nothing_else()
         [["field", "value"], ["private_notes", "CANARY"], ["customer", "ACME"]]
     )
     assert shown == [["field", "value"], ["private_notes", "[filtered]"], ["customer", "ACME"]]
+
+
+def test_a_spawn_remembers_tens_of_thousands_of_removed_cells_and_finds_them_in_one_pass() -> None:
+    privacy = PrivacyFilter()
+    rows = [["id", "private_notes"], *([i, f"note number {i:05d}"] for i in range(20_000))]
+    remembered = privacy.apply({"sheet": rows}).remembered()
+    later = privacy.filter_result(
+        {"text": "see note number 01234 and note number 19999, not 20000"}, remembered
+    )
+    assert later == {"text": "see [filtered] and [filtered], not 20000"}

@@ -15,10 +15,12 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 from baton.errors import SubagentError
 from baton.evidence.receipts import CREDENTIAL_PATTERN
+from baton.subagents.remembered import MIN_CANARY_LENGTH, MIN_CELL_LENGTH, Remembered
 from baton.subagents.tables import (
     FILTERED,
     Removed,
@@ -67,12 +69,6 @@ CREDENTIAL_VALUE_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\b\d{6,12}:[A-Za-z0-9_-]{30,}\b"),  # Telegram bot token
 )
 
-#: Removed string values shorter than this are not searched for in other text (too many false hits).
-MIN_CANARY_LENGTH = 6
-
-#: A removed value at least this long is also removed where a whole string (a table's cell) equals it.
-MIN_CELL_LENGTH = 4
-
 #: Text longer than this is not searched for JSON inside it; nor more brackets than the next limit tried.
 MAX_EMBEDDED_CHARS = 1_000_000
 MAX_EMBEDDED_ATTEMPTS = 2_000
@@ -102,38 +98,6 @@ class FilteredContext:
         return remembered
 
 
-@dataclass
-class Remembered:
-    """The values the filter removed for one spawn (from its parent context, then from each tool result),
-    removed again wherever they appear later: in the task, a follow-up message, any later tool result."""
-
-    values: set[str] = field(default_factory=set)
-
-    def add(self, values: Iterable[str]) -> None:
-        """Remember ``values``, and the escaped forms they take in JSON, CSV and Python text."""
-        for value in values:
-            if len(value) < MIN_CELL_LENGTH or value == FILTERED:
-                continue
-            self.values.add(value)
-            self.values.update(
-                variant
-                for variant in (
-                    json.dumps(value)[1:-1],
-                    json.dumps(value, ensure_ascii=False)[1:-1],
-                    value.replace('"', '""'),
-                    repr(value)[1:-1],
-                )
-                if len(variant) >= MIN_CANARY_LENGTH
-            )
-
-    def scrub(self, value: Any) -> Any:
-        """``value`` with every remembered value replaced by ``[filtered]`` in each of its strings."""
-        if not self.values:
-            return value
-        inside = sorted((v for v in self.values if len(v) >= MIN_CANARY_LENGTH), key=len, reverse=True)
-        return _scrub(value, inside, self.values)
-
-
 @dataclass(frozen=True)
 class PrivacyFilter:
     """Removes private keys, the cells of private columns and credential-shaped values."""
@@ -149,9 +113,7 @@ class PrivacyFilter:
 
     def is_private_key(self, key: str) -> bool:
         """Whether a key (or a column's name: ``Private Notes``, ``creditCard``) names private data."""
-        lowered = key.lower().replace("-", "_")
-        words = re.sub(r"[^a-z0-9]+", "_", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key).lower())
-        return any(fragment in lowered or fragment in words for fragment in self.key_fragments)
+        return _names_private(self.key_fragments, key)
 
     def is_credential_value(self, value: str) -> bool:
         """Whether a string looks like (or is) a credential."""
@@ -184,6 +146,8 @@ class PrivacyFilter:
             value = self._tables(value, path, out)
             return [self._walk_result(item, out, f"{path}[{i}]") for i, item in enumerate(value)]
         if isinstance(value, str):
+            if value == FILTERED or len(value) < MIN_CELL_LENGTH:
+                return value
             parsed = _parsed(value)
             if parsed is not None:
                 walked = self._walk_result(parsed, out, path)
@@ -196,7 +160,7 @@ class PrivacyFilter:
 
     def _embedded(self, text: str, out: FilteredContext, path: str) -> str:
         """JSON objects and arrays inside text (``Result: [["customer", ...]]``), each through the filter."""
-        if len(text) > MAX_EMBEDDED_CHARS:
+        if len(text) > MAX_EMBEDDED_CHARS or ("{" not in text and "[" not in text):
             return text
         decoder, pieces, last, attempts = json.JSONDecoder(), [], 0, 0
         bracket = BRACKET.search(text)
@@ -262,10 +226,18 @@ class PrivacyFilter:
         return isinstance(value, str) and self.is_credential_value(value)
 
 
+@lru_cache(maxsize=65_536)
+def _names_private(fragments: tuple[str, ...], key: str) -> bool:
+    """Whether ``key`` contains a fragment, as written or as words (cached: a table repeats its cells)."""
+    lowered = key.lower().replace("-", "_")
+    words = re.sub(r"[^a-z0-9]+", "_", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key).lower())
+    return any(fragment in lowered or fragment in words for fragment in fragments)
+
+
 def _parsed(text: str) -> dict[str, Any] | list[Any] | None:
     """The object or array a text holds as JSON, or as a Python literal (``str(rows)``); else None."""
     stripped = text.strip()
-    if stripped[:1] not in ("{", "["):
+    if stripped[:1] not in ("{", "[") or stripped[-1:] not in ("}", "]") or stripped == FILTERED:
         return None
     try:
         parsed = json.loads(stripped)
@@ -277,22 +249,6 @@ def _parsed(text: str) -> dict[str, Any] | list[Any] | None:
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return None
     return parsed if isinstance(parsed, dict | list) else None
-
-
-def _scrub(value: Any, inside: list[str], whole: set[str]) -> Any:
-    """Every string of ``value`` with each of ``inside`` replaced by ``[filtered]``; a string equal to one
-    of ``whole`` (a short cell) replaced whole."""
-    if isinstance(value, str):
-        if value in whole:
-            return FILTERED
-        for secret in inside:
-            value = value.replace(secret, FILTERED)
-        return value
-    if isinstance(value, dict):
-        return {key: _scrub(item, inside, whole) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_scrub(item, inside, whole) for item in value]
-    return value
 
 
 def _string_leaves(value: Any) -> list[str]:

@@ -35,7 +35,8 @@ from baton.identity.agents import Caller
 from baton.models.client import ModelClient, ModelReply
 from baton.models.pydantic_ai_imports import aload_pydantic_ai, load_pydantic_ai
 from baton.store.recent import RecentMap
-from baton.subagents.context import PrivacyFilter, Remembered
+from baton.subagents.context import PrivacyFilter
+from baton.subagents.remembered import Remembered
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse

@@ -24,8 +24,9 @@ from baton.store.leases import RENEW_SECONDS, owner_is_gone
 from baton.store.recent import RecentMap
 from baton.store.rows import ListPage
 from baton.subagents import cancellation, messaging, queries, recovery, spawning, table, turns
-from baton.subagents.context import PrivacyFilter, Remembered
+from baton.subagents.context import PrivacyFilter
 from baton.subagents.governed import GovernedLoop
+from baton.subagents.remembered import Remembered
 from baton.subagents.spawning import SpawnRequest
 
 #: SpawnRequest lives with the spawn's steps; callers import it from here, with the runner that takes it.

@@ -19,8 +19,9 @@ from baton.models.pydantic_ai_imports import aload_pydantic_ai
 from baton.runtime import Runtime
 from baton.store.schema import receipts, subagents
 from baton.subagents import cancellation, queries, table
-from baton.subagents.context import Remembered, subagent_system_prompt
+from baton.subagents.context import subagent_system_prompt
 from baton.subagents.governed import GovernedLoop, TurnLinks
+from baton.subagents.remembered import Remembered
 from baton.subagents.spend import check_subagent_budget
 from baton.subagents.states import ACTIVE, Status
 
