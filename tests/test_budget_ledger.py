@@ -95,7 +95,7 @@ def test_a_day_held_by_calls_in_flight_has_no_room(store: Store, tmp_path: Path)
     assert refused.value.error_class == "budget_exceeded"
     assert refused.value.message == (
         "The daily budget has no room for this model call (about 5 tokens): what was spent (0 tokens, "
-        "$0.000000) and what calls in flight reserved reach the limit; the model was not called."
+        "$0.000000) and what calls in flight reserved leave less than its estimate; the model was not called."
     )
     assert refused.value.details == {
         "budget": "daily",

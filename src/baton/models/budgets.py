@@ -166,7 +166,7 @@ class DailyBudget:
                 "budget_exceeded",
                 f"The daily budget has no room for this model call (about {tokens} tokens): what was spent "
                 f"({spent.total_tokens} tokens, ${spent.cost_usd:.6f}) and what calls in flight reserved "
-                "reach the limit; the model was not called.",
+                "leave less than its estimate; the model was not called.",
                 budget="daily",
                 day=day,
                 spent=spent.as_dict(),
