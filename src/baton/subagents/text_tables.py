@@ -48,6 +48,7 @@ class _Table:
         self.rows = 0
 
     def reset(self) -> None:
+        """Out of any table (a blank line, a line that is no row)."""
         self.width, self.hidden, self.rows = 0, set(), 0
 
     def row(self, cells: list[str], private: Private, indexed: bool = False) -> set[int]:
