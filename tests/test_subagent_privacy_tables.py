@@ -170,3 +170,26 @@ async def test_a_cell_seen_under_its_header_is_removed_where_it_comes_back_witho
     spawned, sent = await spawn_reading(session, llm, "REMEMBERED-CELLS", excel)
     assert "CANARY" not in sent
     assert spawned["result"].count("[filtered]") >= 6  # the table, the search's cells, the bare range
+
+
+async def test_a_table_in_the_parent_context_reaches_the_subagent_without_its_private_column(
+    session: Any, llm: FakeLLMServer
+) -> None:
+    before = len(llm.requests)
+    spawned = await call(
+        session,
+        "mcp_spawn_subagent",
+        {
+            "task": "PARENT-TABLE: summarize the sheet",
+            "context_strategy": "full",
+            "parent_context": {
+                "sheet": 'customer,"Private Notes"\nACME Corp,CANARY-PARENT-CSV\n',
+                "rows": [["customer", "private_notes"], ["Globex", "CANARY-PARENT-ROW"]],
+            },
+        },
+    )
+    assert spawned["success"] is True, spawned
+    sent = "\n".join(json.dumps(r.body, ensure_ascii=False) for r in llm.requests[before:])
+    assert "PARENT-TABLE" in sent and "ACME Corp" in sent and "Globex" in sent
+    assert "CANARY" not in sent and "CANARY" not in spawned["prepared_context"]
+    assert "rows[*].private_notes" in spawned["filtered_fields"]
