@@ -22,6 +22,9 @@ MIN_CANARY_LENGTH = 6
 #: A removed value at least this long is also removed where a whole string (a table's cell) equals it.
 MIN_CELL_LENGTH = 4
 
+#: Removed values never searched for again: they say nothing private (a removed ``has_password: true``).
+UNREMARKABLE = frozenset({FILTERED, "true", "false", "null", "None", "True", "False"})
+
 #: Values longer than this are searched for one by one (a trie that deep would be a deep pattern).
 MAX_TRIE_LENGTH = 200
 
@@ -39,7 +42,7 @@ class Remembered:
     def add(self, values: Iterable[str]) -> None:
         """Remember ``values``, and the escaped forms they take in JSON, CSV and Python text."""
         for value in values:
-            if len(value) < MIN_CELL_LENGTH or value == FILTERED:
+            if len(value) < MIN_CELL_LENGTH or value in UNREMARKABLE:
                 continue
             self.values.add(value)
             self.values.update(
