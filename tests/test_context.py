@@ -14,6 +14,7 @@ from baton.subagents.context import (
     select_slice,
     subagent_system_prompt,
 )
+from baton.subagents.remembered import scrub_requests
 
 
 def test_private_keys_and_credential_shaped_values_are_removed_at_any_depth() -> None:
@@ -177,3 +178,16 @@ def test_a_spawn_remembers_tens_of_thousands_of_removed_cells_and_finds_them_in_
         {"text": "see note number 01234 and note number 19999, not 20000"}, remembered
     )
     assert later == {"text": "see [filtered] and [filtered], not 20000"}
+
+
+def test_the_last_net_removes_remembered_values_from_every_part_a_model_request_sends() -> None:
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolReturnPart, UserPromptPart
+
+    remembered = PrivacyFilter().apply({"private_notes": "CANARY-NET"}).remembered()
+    messages = [
+        ModelRequest(parts=[UserPromptPart(content="task: CANARY-NET")]),
+        ModelResponse(parts=[TextPart(content="calling")]),
+        ModelRequest(parts=[ToolReturnPart(tool_name="t", content={"n": ["CANARY-NET"]}, tool_call_id="1")]),
+    ]
+    scrub_requests(messages, remembered)
+    assert "CANARY" not in repr(messages)

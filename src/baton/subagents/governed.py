@@ -36,7 +36,7 @@ from baton.models.client import ModelClient, ModelReply
 from baton.models.pydantic_ai_imports import aload_pydantic_ai, load_pydantic_ai
 from baton.store.recent import RecentMap
 from baton.subagents.context import PrivacyFilter
-from baton.subagents.remembered import Remembered
+from baton.subagents.remembered import Remembered, scrub_requests
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse
@@ -296,6 +296,7 @@ def governed_model_class() -> type[Any]:
             links = CURRENT_TURN.get()
             client = self.client
             links.before_model_call()
+            scrub_requests(messages, links.remembered)
             client.log_model_messages(messages, "subagent_turn", links.subagent_id)
             tools = [tool.parameters_json_schema for tool in model_request_parameters.function_tools]
             chars = sum(len(str(getattr(p, "content", ""))) for m in messages for p in m.parts)

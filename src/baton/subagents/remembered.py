@@ -107,3 +107,22 @@ def _node_pattern(node: dict[str, Any]) -> str:
     if "" in node:  # a word ends here, and longer ones go on: the longer first (greedy)
         return f"(?:{body})?"
     return body
+
+
+#: The parts of a model request that carry text the model is sent (what a spawn removed never stays in).
+SCRUBBED_PARTS = ("system-prompt", "user-prompt", "tool-return", "retry-prompt")
+
+
+def scrub_requests(messages: list[Any], remembered: Remembered) -> None:
+    """Remove every value the spawn's filter removed from what the next model request sends, in place (a
+    last net under the per-result filter: the task, a message, a tool's return, a retry prompt)."""
+    if not remembered.values:
+        return
+    for message in messages:
+        if getattr(message, "kind", None) != "request":
+            continue
+        for part in message.parts:
+            if getattr(part, "part_kind", None) in SCRUBBED_PARTS and isinstance(
+                part.content, str | list | dict
+            ):
+                part.content = remembered.scrub(part.content)
