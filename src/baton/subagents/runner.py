@@ -231,7 +231,9 @@ class SubagentRunner:
     ) -> dict[str, Any]:
         """Add a user turn to a finished conversation and return the subagent's answer (with the spawn's
         tools, if it has any; ``agent``: only that agent's subagent)."""
-        message = self._remembered_of(subagent_id).scrub(message)  # nothing the filter removed comes back
+        remembered = self._remembered.get(subagent_id)
+        if remembered is not None:
+            message = remembered.scrub(message)  # nothing the filter removed for the spawn comes back
         messaging.add_user_turn(self.runtime, self.models, subagent_id, message, agent)
         self._parents[subagent_id] = parent_agent  # after the checks: a refused caller names no parent
         task = self._start_task(subagent_id, self._run_turn(subagent_id))
