@@ -193,3 +193,22 @@ async def test_a_table_in_the_parent_context_reaches_the_subagent_without_its_pr
     assert "PARENT-TABLE" in sent and "ACME Corp" in sent and "Globex" in sent
     assert "CANARY" not in sent and "CANARY" not in spawned["prepared_context"]
     assert "rows[*].private_notes" in spawned["filtered_fields"]
+
+
+async def test_a_value_removed_from_the_parent_context_is_removed_from_a_follow_up_message(
+    session: Any, llm: FakeLLMServer
+) -> None:
+    spawned = await call(
+        session,
+        "mcp_spawn_subagent",
+        {"task": "FOLLOW-UP: wait", "parent_context": {"private_notes": "CANARY-FOLLOW-UP-NOTE"}},
+    )
+    before = len(llm.requests)
+    answered = await call(
+        session,
+        "mcp_send_message_to_subagent",
+        {"subagent_id": spawned["subagent_id"], "message": "FOLLOW-UP-2: the note was CANARY-FOLLOW-UP-NOTE"},
+    )
+    assert answered["success"] is True, answered
+    sent = "\n".join(json.dumps(r.body, ensure_ascii=False) for r in llm.requests[before:])
+    assert "FOLLOW-UP-2" in sent and "CANARY" not in sent
