@@ -12,6 +12,7 @@ from sqlalchemy import select
 from baton.config import Settings
 from baton.errors import BudgetError
 from baton.models.budgets import DailyBudget, Limits, Spend, estimate_tokens, utc_day
+from baton.models.estimates import FIRST_OUTPUT_ESTIMATE, RECENT_OUTPUTS, OutputEstimate
 from baton.store.engine import Store
 from baton.store.schema import model_spend
 
@@ -94,7 +95,7 @@ def test_a_day_held_by_calls_in_flight_has_no_room(store: Store, tmp_path: Path)
     assert refused.value.error_class == "budget_exceeded"
     assert refused.value.message == (
         "The daily budget has no room for this model call (about 5 tokens): what was spent (0 tokens, "
-        "$0.000000) and what calls in flight reserved reach the limit; the model was not called."
+        "$0.000000) and what calls in flight reserved leave less than its estimate; the model was not called."
     )
     assert refused.value.details == {
         "budget": "daily",
@@ -170,3 +171,52 @@ def test_the_day_is_the_utc_day_whatever_the_hosts_time_zone(monkeypatch: pytest
 
 def test_a_spend_is_shown_to_ten_decimal_places_of_a_dollar() -> None:
     assert Spend(cost_usd=0.12345678901234).as_dict()["cost_usd"] == 0.123456789
+
+
+def test_a_call_is_refused_when_its_estimate_does_not_fit_and_admitted_when_it_does(
+    store: Store, tmp_path: Path
+) -> None:
+    daily = budget(store, tmp_path, baton_budget_daily_tokens=100)
+    daily.reserve(60, 0.0)
+    with pytest.raises(BudgetError):
+        daily.reserve(50, 0.0)  # 110 of 100: it does not fit, though 40 tokens remain
+    daily.reserve(40, 0.0)  # exactly fits
+    assert day_row(store)[4] == 100
+
+
+def test_an_empty_day_admits_one_call_larger_than_the_whole_day_and_nothing_beside_it(
+    store: Store, tmp_path: Path
+) -> None:
+    daily = budget(store, tmp_path, baton_budget_daily_tokens=50)
+    held = daily.reserve(80, 0.0)
+    with pytest.raises(BudgetError):
+        daily.reserve(1, 0.0)
+    daily.release(held)
+    daily.reserve(80, 0.0)  # alone again
+
+
+def test_the_output_estimate_starts_modest_learns_a_high_percentile_and_never_passes_the_cap() -> None:
+    assert OutputEstimate(2048).tokens() == FIRST_OUTPUT_ESTIMATE
+    assert OutputEstimate(100).tokens() == 100
+    learned = OutputEstimate(2048)
+    for tokens in [10] * 19 + [500]:
+        learned.record(tokens)
+    assert learned.tokens() == 10  # the 95th percentile of twenty answers: one long answer is an outlier
+    learned.record(600)
+    assert learned.tokens() == 500
+    for _ in range(RECENT_OUTPUTS):
+        learned.record(5000)
+    assert learned.tokens() == 2048
+
+
+def test_the_output_estimate_is_seeded_once_from_history_before_what_it_learns_itself() -> None:
+    seeded: list[int] = []
+
+    def history() -> list[int]:
+        seeded.append(1)
+        return [40] * 30
+
+    estimate = OutputEstimate(2048, history)
+    estimate.record(7)
+    assert estimate.tokens() == 40 and estimate.tokens() == 40
+    assert seeded == [1]

@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from baton.errors import SubagentError
 from baton.models.budgets import estimate_tokens
+from baton.models.client import ModelClient
 from baton.runtime import Runtime
 from baton.store.schema import model_spend, receipts
 from baton.subagents.context import subagent_system_prompt
@@ -104,3 +105,54 @@ async def test_past_the_concurrency_limit_a_spawn_is_refused_and_nothing_is_stor
     assert caught.value.details == {"active": 2, "limit": 2}
     assert stored_while_full == 2
     assert again["success"] is True and again["status"] == "completed"
+
+
+async def test_a_thousand_token_day_admits_every_concurrent_spawn_whose_learned_estimate_fits(
+    tmp_path: Path, fake_llm: FakeLLMServer, database_url: str
+) -> None:
+    """The issue's day: 1,000 tokens under the 2,048-token output cap. Reserving the cap let one call in
+    at a time; the estimate learned from the model's answers lets in every spawn that fits."""
+    runtime = make_runtime(
+        tmp_path, fake_llm, baton_budget_daily_tokens=1000, baton_database_url=database_url
+    )
+    runner = SubagentRunner(runtime)
+    fake_llm.default = Behavior(reply="a short answer")
+    try:
+        for i in range(3):  # the model's recent answers
+            assert (await runner.spawn(SpawnRequest(task=f"warm up {i}")))["status"] == "completed"
+        output = runner.models.outputs().tokens()
+        # a restarted process learns the same from the chain's model_call receipts
+        restarted = ModelClient(runtime.settings, runtime.receipts, runtime.redactor).outputs().tokens()
+        with runtime.store.read() as connection:
+            before = connection.execute(select(model_spend)).one()
+        fake_llm.hold()
+        await asyncio.gather(
+            *(runner.spawn(SpawnRequest(task=f"job number {i}", mode="async")) for i in range(SPAWNS))
+        )
+        with anyio.fail_after(120):
+            while sum(1 for s in statuses([runner]) if s["status"] == "failed") + fake_llm.in_flight < SPAWNS:
+                await anyio.sleep(0.02)
+        admitted = fake_llm.in_flight
+        fake_llm.release()
+        with anyio.fail_after(120):
+            while any(s["status"] in ("queued", "running") for s in statuses([runner])):
+                await anyio.sleep(0.02)
+        final = statuses([runner])
+        with runtime.store.read() as connection:
+            day = connection.execute(select(model_spend)).one()
+    finally:
+        fake_llm.release()
+        await runner.aclose()
+        runtime.close()
+
+    assert output == restarted == 3  # "a short answer": learned from the answers, not the 2,048 cap
+    longest = max(
+        len(subagent_system_prompt("assistant", "")) + len(f"job number {i}") for i in range(SPAWNS)
+    )
+    one_estimate = estimate_tokens(longest, output)
+    room = 1000 - (before.input_tokens + before.output_tokens)
+    assert admitted >= room // one_estimate > 7  # every spawn that fits ran (the cap let in one at a time)
+    refused = [s for s in final if s["status"] == "failed"]
+    assert len(refused) == SPAWNS - admitted and {s["error_class"] for s in refused} == {"budget_exceeded"}
+    assert day.input_tokens + day.output_tokens <= 1000 + one_estimate
+    assert day.reserved_tokens == 0

@@ -213,11 +213,12 @@ def reached(
 ) -> dict[str, Any]:
     """Record the paths a new request went out on; one that reached nobody fails the call at once, unless
     the operator chose to wait anyway: an agent's question stays pending for a person at the host, a
-    gateway call's request (``resumable`` false) is withdrawn, since its call is not made."""
+    gateway call's request (``resumable`` false) is withdrawn, since its call is not made. A subagent's
+    call waits as ever: its agent sees ``waiting_for_approval`` and the request id in the subagent's status."""
     runtime = broker.runtime
     paths = client_paths(ctx, elicited, card=ctx.apps_card and resumable) + operator_paths(runtime)
     paths = record(runtime, view["request_id"], paths)
-    if not paths and refuses_unreached(runtime):
+    if not paths and refuses_unreached(runtime) and ctx.on_behalf is None:
         if not resumable:
             broker.withdraw(view["request_id"], "it reached nobody")
         raise unreached(runtime, view, resumable)

@@ -4,14 +4,17 @@ The daily spend lives in one ``model_spend`` row per UTC day, updated in the sam
 ``model_call`` receipt, so every replica on one store shares it and a budget check reads one row by its
 primary key (summing receipts would parse every payload of the day on every call).
 
-Before each model call, its estimated tokens and cost (the prompt's size plus ``COLLAB_MAX_TOKENS`` of
-output) are *reserved* on the day's row by one conditional ``UPDATE`` that only succeeds while what was
-spent plus what calls in flight reserved is still below the limit; otherwise the call is refused with
-``budget_exceeded`` before the model sees it. The call's receipt settles the reservation (the actual
+Before each model call, its estimated tokens and cost (the prompt's size plus the output length learned
+from the model's recent answers, the ``COLLAB_MAX_TOKENS`` cap its ceiling: :mod:`baton.models.estimates`)
+are *reserved* on the day's row by one conditional ``UPDATE`` that only succeeds when the estimate fits:
+what was spent, plus what calls in flight reserved, plus this estimate, is within the limit (or the day
+holds nothing yet, so a call larger than the whole day still runs, alone); otherwise the call is refused
+with ``budget_exceeded`` before the model sees it. The call's receipt settles the reservation (the actual
 spend replaces it, in the same transaction); a failed or cancelled call releases it. The update is
 atomic on SQLite and PostgreSQL alike, so concurrent calls (any replica) cannot all pass a check and then
-all spend: once one call holds the rest of the budget, every other waits its turn or is refused, and the
-day overshoots its limit by at most one call's estimate (the last call admitted while room remained).
+all spend: reservations never pass the limit but for that one lone call, and the day overshoots its
+limit by at most one call's estimate (plus what an answer spends past its estimate: the estimate is a
+high percentile of recent answers, so that is rare and bounded by the cap).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Update, and_, bindparam, insert, select, true, update
+from sqlalchemy import ColumnElement, Connection, Update, and_, bindparam, insert, or_, select, true, update
 from sqlalchemy.exc import IntegrityError
 
 from baton import clock
@@ -29,6 +32,9 @@ from baton.errors import BudgetError
 from baton.store.engine import DriverTransaction, Store
 from baton.store.prepared import Prepared
 from baton.store.schema import model_spend
+
+#: Dollars held by a day below which it holds nothing (sums of floats given back rarely reach 0.0 exactly).
+IDLE_USD = 1e-9
 
 
 @dataclass(frozen=True)
@@ -160,7 +166,7 @@ class DailyBudget:
                 "budget_exceeded",
                 f"The daily budget has no room for this model call (about {tokens} tokens): what was spent "
                 f"({spent.total_tokens} tokens, ${spent.cost_usd:.6f}) and what calls in flight reserved "
-                "reach the limit; the model was not called.",
+                "leave less than its estimate; the model was not called.",
                 budget="daily",
                 day=day,
                 spent=spent.as_dict(),
@@ -259,14 +265,16 @@ def _held(reservation: Reservation) -> dict[str, Any]:
 
 
 def _reservation(limits: Limits) -> Update:
-    """The conditional ``UPDATE`` that reserves a call's estimate only while the day has room under
-    ``limits``: what was spent plus what calls in flight reserved is below each limit set."""
+    """The conditional ``UPDATE`` that reserves a call's estimate only where it fits under ``limits``:
+    what was spent, plus what calls in flight reserved, plus this estimate, is within each limit set; or
+    the day holds nothing yet (one call larger than the whole day still runs, alone)."""
     fits: list[ColumnElement[bool]] = [_ON_DAY]
     if limits.max_total_tokens is not None:
         held = _spend.input_tokens + _spend.output_tokens + _spend.reserved_tokens
-        fits.append(held < limits.max_total_tokens)
+        fits.append(or_(held + bindparam("add_tokens") <= limits.max_total_tokens, held == 0))
     if limits.max_cost_usd is not None:
-        fits.append(_spend.cost_usd + _spend.reserved_usd < limits.max_cost_usd)
+        held_usd = _spend.cost_usd + _spend.reserved_usd
+        fits.append(or_(held_usd + bindparam("add_usd") <= limits.max_cost_usd, held_usd <= IDLE_USD))
     return (
         update(model_spend)
         .where(and_(true(), *fits))

@@ -21,6 +21,7 @@ from baton.config import Settings
 from baton.errors import BatonError, ProviderError
 from baton.evidence.receipts import Receipt, ReceiptLog, Redactor
 from baton.models.budgets import DailyBudget, Reservation, estimate_tokens
+from baton.models.estimates import OutputEstimate, recorded_outputs
 from baton.models.pricing import Price, price_call
 from baton.models.providers import (
     ProviderConfig,
@@ -84,6 +85,7 @@ class ModelClient:
         self._model_lock = threading.Lock()
         self._file_rows: list[dict[str, Any]] | None = None
         self.daily = DailyBudget(receipts.store, settings)
+        self._outputs: OutputEstimate | None = None
 
     def config(self) -> ProviderConfig:
         """The resolved provider, or ``provider_not_configured``."""
@@ -177,6 +179,7 @@ class ModelClient:
             )
             self._receipt_and_settle(reservation, reply, price.cost_usd, record_in, answer_in)
             settled = True
+            self.outputs().record(reply.output_tokens)
         finally:
             if not settled:
                 self.daily.release(reservation)
@@ -218,15 +221,29 @@ class ModelClient:
             if answer_in is not None:
                 answer_in(transaction, reply)
 
+    def outputs(self) -> OutputEstimate:
+        """The output tokens the next call reserves, learned from the model's answers (seeded from the
+        chain when a daily budget needs it)."""
+        if self._outputs is None:
+            config, store = self.config(), self.receipts.store
+            seed = (
+                (lambda: recorded_outputs(store, config.provider, config.model))
+                if self.daily.enabled
+                else None
+            )
+            self._outputs = OutputEstimate(self.settings.collab_max_tokens, seed)
+        return self._outputs
+
     def _estimate(self, config: ProviderConfig, prompt_chars: int) -> tuple[int, float]:
-        """A generous (tokens, dollars) estimate of one call, for the budget reservation."""
-        tokens = estimate_tokens(prompt_chars, self.settings.collab_max_tokens)
+        """A (tokens, dollars) estimate of one call for the budget reservation: the prompt's size and the
+        output length learned from the model's recent answers (see :mod:`baton.models.estimates`)."""
+        output = self.outputs().tokens() if self.daily.enabled else self.settings.collab_max_tokens
+        tokens = estimate_tokens(prompt_chars, output)
         if self.daily.limits.max_cost_usd is None:
             return tokens, 0.0
         load_pydantic_ai()
         from pydantic_ai.usage import RequestUsage
 
-        output = self.settings.collab_max_tokens
         usage = RequestUsage(input_tokens=tokens - output, output_tokens=output)
         return tokens, price_call(config.provider, config.model, usage).cost_usd or 0.0
 

@@ -1,20 +1,37 @@
 """Context strategies and the privacy filter that runs before any model sees anything.
 
-The filter removes keys that name private data and values shaped like credentials. After an
+The filter removes keys that name private data, the cells of table columns whose header names private
+data (:mod:`baton.subagents.tables`, :mod:`baton.subagents.text_tables`) and values shaped like
+credentials; a value it removed is removed wherever else it appears, for the rest of the spawn
+(:class:`Remembered`). After an
 ``llm_generated`` preparation, none of the removed values may appear in the prepared text:
 if one does, the spawn fails closed with ``context_privacy_violation``.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 from baton.errors import SubagentError
 from baton.evidence.receipts import CREDENTIAL_PATTERN
+from baton.subagents.remembered import MIN_CANARY_LENGTH, MIN_CELL_LENGTH, Remembered
+from baton.subagents.tables import (
+    FILTERED,
+    Removed,
+    filter_addressed,
+    filter_cells,
+    filter_columnar,
+    filter_named_entry,
+    filter_rows,
+)
+from baton.subagents.text_pairs import filter_pairs
+from baton.subagents.text_tables import filter_text
 
 ContextStrategy = Literal["minimal", "llm_generated", "full"]
 
@@ -52,8 +69,13 @@ CREDENTIAL_VALUE_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\b\d{6,12}:[A-Za-z0-9_-]{30,}\b"),  # Telegram bot token
 )
 
-#: Removed string values shorter than this are not searched for in prepared text (too many false hits).
-MIN_CANARY_LENGTH = 6
+#: Text longer than this is not searched for JSON inside it; nor more brackets than the next limit tried.
+MAX_EMBEDDED_CHARS = 1_000_000
+MAX_EMBEDDED_ATTEMPTS = 2_000
+BRACKET = re.compile(r"[\[{]")
+
+#: Text longer than this is not parsed as a Python literal (a server that prints ``repr`` of its rows).
+MAX_LITERAL_CHARS = 1_000_000
 
 
 @dataclass
@@ -64,10 +86,21 @@ class FilteredContext:
     filtered_fields: list[str] = field(default_factory=list)
     removed_values: list[str] = field(default_factory=list)
 
+    def take(self, removed: Removed) -> None:
+        """Add what a table's filtering removed."""
+        self.removed_values.extend(removed.values)
+        self.filtered_fields.extend(removed.fields)
+
+    def remembered(self) -> Remembered:
+        """What the spawn remembers of it: the values removed, to remove wherever they appear again."""
+        remembered = Remembered()
+        remembered.add(self.removed_values)
+        return remembered
+
 
 @dataclass(frozen=True)
 class PrivacyFilter:
-    """Removes private keys and credential-shaped values from a JSON object."""
+    """Removes private keys, the cells of private columns and credential-shaped values."""
 
     key_fragments: tuple[str, ...] = DEFAULT_PRIVATE_KEY_FRAGMENTS
     sensitive_values: tuple[str, ...] = ()
@@ -79,9 +112,8 @@ class PrivacyFilter:
         return cls(DEFAULT_PRIVATE_KEY_FRAGMENTS + extra, tuple(sensitive_values))
 
     def is_private_key(self, key: str) -> bool:
-        """Whether a key names private data."""
-        lowered = key.lower().replace("-", "_")
-        return any(fragment in lowered for fragment in self.key_fragments)
+        """Whether a key (or a column's name: ``Private Notes``, ``creditCard``) names private data."""
+        return _names_private(self.key_fragments, key)
 
     def is_credential_value(self, value: str) -> bool:
         """Whether a string looks like (or is) a credential."""
@@ -90,46 +122,67 @@ class PrivacyFilter:
         return any(len(s) >= 8 and s in value for s in self.sensitive_values)
 
     def apply(self, context: dict[str, Any] | None) -> FilteredContext:
-        """Filter a parent context; ``None`` is an empty context."""
+        """Filter a parent context (``None`` is an empty context); a removed value is removed from the
+        rest of it too."""
         result = FilteredContext(value={})
-        result.value = self._walk(context or {}, "", result)
+        walked = self._walk(context or {}, "", result)
+        result.value = result.remembered().scrub(walked)
         return result
 
-    def filter_result(self, value: Any) -> Any:
-        """A tool's result as a model may see it: private keys and credential-shaped values removed, in
-        JSON objects and in text that holds a JSON object or array; then no removed value is left in any
-        other string (an upstream that repeats a private value elsewhere is filtered there too)."""
+    def filter_result(self, value: Any, remembered: Remembered | None = None) -> Any:
+        """A tool's result as a model may see it: private keys, private columns and credential-shaped
+        values removed, in JSON and in text (a JSON or Python literal, CSV, a markdown table); then no
+        value removed here or before for the spawn (``remembered``) is left in any string."""
         out = FilteredContext(value={})
-        cleaned = self._walk_result(value, out)
-        removed = [v for v in out.removed_values if len(v) >= MIN_CANARY_LENGTH]
-        return _scrub(cleaned, removed) if removed else cleaned
+        cleaned = self._walk_result(value, out, "")
+        remembered = remembered if remembered is not None else Remembered()
+        remembered.add(out.removed_values)
+        return remembered.scrub(cleaned)
 
-    def _walk_result(self, value: Any, out: FilteredContext) -> Any:
+    def _walk_result(self, value: Any, out: FilteredContext, path: str) -> Any:
         if isinstance(value, dict):
-            return self._walk(value, "", out)
+            return self._walk(value, path, out)
         if isinstance(value, list):
-            return [self._walk_result(item, out) for item in value]
+            value = self._tables(value, path, out)
+            return [self._walk_result(item, out, f"{path}[{i}]") for i, item in enumerate(value)]
         if isinstance(value, str):
-            stripped = value.strip()
-            if stripped[:1] in ("{", "["):
-                try:
-                    parsed = json.loads(stripped)
-                except ValueError:
-                    parsed = None
-                if isinstance(parsed, dict | list):
-                    walked = (
-                        self._walk(parsed, "", out)
-                        if isinstance(parsed, dict)
-                        else self._walk_result(parsed, out)
-                    )
-                    return json.dumps(walked, ensure_ascii=False)
+            if value == FILTERED or len(value) < MIN_CELL_LENGTH:
+                return value
+            parsed = _parsed(value)
+            if parsed is not None:
+                walked = self._walk_result(parsed, out, path)
+                return json.dumps(walked, ensure_ascii=False, default=str)
             if self.is_credential_value(value):
                 out.removed_values.append(value)
                 return FILTERED
+            return self._tables(self._embedded(value, out, path), path, out)
         return value
+
+    def _embedded(self, text: str, out: FilteredContext, path: str) -> str:
+        """JSON objects and arrays inside text (``Result: [["customer", ...]]``), each through the filter."""
+        if len(text) > MAX_EMBEDDED_CHARS or ("{" not in text and "[" not in text):
+            return text
+        decoder, pieces, last, attempts = json.JSONDecoder(), [], 0, 0
+        bracket = BRACKET.search(text)
+        while bracket is not None and attempts < MAX_EMBEDDED_ATTEMPTS:
+            attempts += 1
+            start, resume = bracket.start(), bracket.start() + 1
+            try:
+                found, end = decoder.raw_decode(text, start)
+            except ValueError:
+                found, end = None, start
+            if isinstance(found, dict | list) and found:
+                walked = self._walk_result(found, out, path)
+                if walked != found:
+                    pieces += [text[last:start], json.dumps(walked, ensure_ascii=False)]
+                    last = end
+                resume = end
+            bracket = BRACKET.search(text, resume)
+        return "".join(pieces) + text[last:] if pieces else text
 
     def _walk(self, value: Any, path: str, out: FilteredContext) -> Any:
         if isinstance(value, dict):
+            value = self._tables(value, path, out)
             kept: dict[str, Any] = {}
             for key, item in value.items():
                 child = f"{path}.{key}" if path else str(key)
@@ -139,9 +192,10 @@ class PrivacyFilter:
                     continue
                 kept[str(key)] = self._walk(item, child, out)
             return kept
-        if isinstance(value, str) and value.strip()[:1] in ("{", "["):
-            return self._walk_result(value, out)  # JSON inside a string (an upstream's text block)
+        if isinstance(value, str):
+            return self._walk_result(value, out, path)  # JSON or a table inside a string
         if isinstance(value, list):
+            value = self._tables(value, path, out)
             kept_items = []
             for index, item in enumerate(value):
                 child = f"{path}[{index}]"
@@ -153,25 +207,48 @@ class PrivacyFilter:
             return kept_items
         return value
 
+    def _tables(self, value: Any, path: str, out: FilteredContext) -> Any:
+        """``value`` with the cells under a private header cell filtered (see :mod:`.tables`)."""
+        removed = Removed()
+        private = self.is_private_key
+        if isinstance(value, dict):
+            value = filter_columnar(value, private, removed, path)
+            value = filter_addressed(value, private, removed, path)
+            value = filter_named_entry(value, private, removed, path)
+        elif isinstance(value, list):
+            value = filter_cells(filter_rows(value, private, removed, path), private, removed, path)
+        elif isinstance(value, str):
+            value = filter_pairs(filter_text(value, private, removed), private, removed)
+        out.take(removed)
+        return value
+
     def _holds_credential(self, value: Any) -> bool:
         return isinstance(value, str) and self.is_credential_value(value)
 
 
-#: What stands where a removed value was in a tool result.
-FILTERED = "[filtered]"
+@lru_cache(maxsize=65_536)
+def _names_private(fragments: tuple[str, ...], key: str) -> bool:
+    """Whether ``key`` contains a fragment, as written or as words (cached: a table repeats its cells)."""
+    lowered = key.lower().replace("-", "_")
+    words = re.sub(r"[^a-z0-9]+", "_", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key).lower())
+    return any(fragment in lowered or fragment in words for fragment in fragments)
 
 
-def _scrub(value: Any, removed: list[str]) -> Any:
-    """Every string of ``value`` with each removed value replaced by ``[filtered]``."""
-    if isinstance(value, str):
-        for secret in removed:
-            value = value.replace(secret, FILTERED)
-        return value
-    if isinstance(value, dict):
-        return {key: _scrub(item, removed) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_scrub(item, removed) for item in value]
-    return value
+def _parsed(text: str) -> dict[str, Any] | list[Any] | None:
+    """The object or array a text holds as JSON, or as a Python literal (``str(rows)``); else None."""
+    stripped = text.strip()
+    if stripped[:1] not in ("{", "[") or stripped[-1:] not in ("}", "]") or stripped == FILTERED:
+        return None
+    try:
+        parsed = json.loads(stripped)
+    except ValueError:
+        if len(stripped) > MAX_LITERAL_CHARS:
+            return None
+        try:
+            parsed = ast.literal_eval(stripped)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return None
+    return parsed if isinstance(parsed, dict | list) else None
 
 
 def _string_leaves(value: Any) -> list[str]:

@@ -36,6 +36,7 @@ from baton.models.client import ModelClient, ModelReply
 from baton.models.pydantic_ai_imports import aload_pydantic_ai, load_pydantic_ai
 from baton.store.recent import RecentMap
 from baton.subagents.context import PrivacyFilter
+from baton.subagents.remembered import Remembered, scrub_requests
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse
@@ -123,6 +124,8 @@ class TurnLinks:
     output_tokens: int = 0
     cost_usd: float = 0.0
     latency_seconds: float = 0.0
+    #: The values the privacy filter removed for the spawn so far (removed again from every tool result).
+    remembered: Remembered = field(default_factory=Remembered)
 
     def on_behalf(self) -> OnBehalf:
         """The caller a tool call of this turn runs for."""
@@ -300,6 +303,7 @@ def governed_model_class() -> type[Any]:
             links = CURRENT_TURN.get()
             client = self.client
             links.before_model_call()
+            scrub_requests(messages, links.remembered)
             client.log_model_messages(messages, "subagent_turn", links.subagent_id)
             tools = [tool.parameters_json_schema for tool in model_request_parameters.function_tools]
             chars = sum(len(str(getattr(p, "content", ""))) for m in messages for p in m.parts)
@@ -390,7 +394,7 @@ def governed_toolset_class() -> type[Any]:
                     "model_call_receipt": behalf.model_call_receipt,
                 }
             )
-            shown = self.privacy.filter_result(shown_result(name, result))
+            shown = self.privacy.filter_result(shown_result(name, result), links.remembered)
             if not result.get("success"):
                 raise ToolFailed(json.dumps(shown, ensure_ascii=False, sort_keys=True))
             return shown

@@ -26,6 +26,7 @@ from baton.store.rows import ListPage
 from baton.subagents import cancellation, messaging, queries, recovery, spawning, table, turns
 from baton.subagents.context import PrivacyFilter
 from baton.subagents.governed import GovernedLoop
+from baton.subagents.remembered import Remembered
 from baton.subagents.spawning import SpawnRequest
 
 #: SpawnRequest lives with the spawn's steps; callers import it from here, with the runner that takes it.
@@ -66,6 +67,10 @@ class SubagentRunner:
         #: spawned: every governed tool call links to it, and finding it in the chain is a scan of the spawn
         #: receipts (a subagent without tools makes no tool call, so none is kept for it).
         self._spawned: RecentMap[str, dict[str, Any]] = RecentMap(REMEMBERED_SUBAGENTS)
+        #: The values the privacy filter removed for each recent subagent (from its parent context, then its
+        #: tool results): removed again from its later tool results and messages. Kept in memory only, never
+        #: stored: a subagent resumed by another process starts from what its stored context still holds.
+        self._remembered: RecentMap[str, Remembered] = RecentMap(REMEMBERED_SUBAGENTS)
 
     # lifecycle -----------------------------------------------------------------------------------
 
@@ -131,6 +136,7 @@ class SubagentRunner:
         spawn = spawning.Spawn(subagent_id, request, context, tools, tool_limit, delegation)
         spawned = spawning.store(self.runtime, spawn, receipt_in)
         self._parents[subagent_id] = request.parent_agent
+        self._remembered[subagent_id] = filtered.remembered()
         if tools:
             self._spawned[subagent_id] = {"seq": spawned.seq, "sha256": spawned.sha256}
         base = spawning.answer_base(spawn, spawned)
@@ -202,8 +208,16 @@ class SubagentRunner:
             spawn_receipt=turns.spawn_receipt(self.runtime, self._spawned, subagent_id),
             waiting=lambda request_id: self._set_waiting(subagent_id, request_id),
             delegation=row.delegation,
+            remembered=self._remembered_of(subagent_id),
         )
         return await turns.run_governed(self.runtime, self.governed, row, conversation, system, links)
+
+    def _remembered_of(self, subagent_id: str) -> Remembered:
+        """What the filter removed for the subagent so far (kept from now on if this process had none)."""
+        remembered = self._remembered.get(subagent_id)
+        if remembered is None:
+            remembered = self._remembered[subagent_id] = Remembered()
+        return remembered
 
     def _set_waiting(self, subagent_id: str, request_id: str | None) -> None:
         """Record the human request a tool call of the subagent waits on (None: no longer waiting), and
@@ -220,6 +234,9 @@ class SubagentRunner:
     ) -> dict[str, Any]:
         """Add a user turn to a finished conversation and return the subagent's answer (with the spawn's
         tools, if it has any; ``agent``: only that agent's subagent)."""
+        remembered = self._remembered.get(subagent_id)
+        if remembered is not None:
+            message = remembered.scrub(message)  # nothing the filter removed for the spawn comes back
         messaging.add_user_turn(self.runtime, self.models, subagent_id, message, agent)
         self._parents[subagent_id] = parent_agent  # after the checks: a refused caller names no parent
         task = self._start_task(subagent_id, self._run_turn(subagent_id))

@@ -149,13 +149,16 @@ def screened(
     used as given."""
     # a credential in the task never reaches the store, nor any model (the preparation call, and every
     # turn, which is sent the stored conversation)
+    filtered = privacy.apply(request.parent_context)
+    # a value the filter removed from the context is not given to the subagent through its task either
+    scrub = filtered.remembered().scrub
     request = replace(
         request,
-        task=redact(request.task),
-        role=redact(request.role),
-        business_rules=redact(request.business_rules) if request.business_rules is not None else None,
+        task=scrub(redact(request.task)),
+        role=scrub(redact(request.role)),
+        business_rules=scrub(redact(request.business_rules)) if request.business_rules is not None else None,
     )
-    return request, privacy.apply(request.parent_context)
+    return request, filtered
 
 
 async def prepare_context(

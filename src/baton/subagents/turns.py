@@ -22,6 +22,7 @@ from baton.subagents import cancellation, queries, table
 from baton.subagents.context import subagent_system_prompt
 from baton.subagents.delegating import Delegation
 from baton.subagents.governed import GovernedLoop, TurnLinks
+from baton.subagents.remembered import Remembered
 from baton.subagents.spend import check_subagent_budget
 from baton.subagents.states import ACTIVE, Status
 
@@ -176,6 +177,7 @@ def governed_links(
     spawn_receipt: dict[str, Any],
     waiting: Callable[[str | None], None],
     delegation: Any = None,
+    remembered: Remembered,
 ) -> TurnLinks:
     """What a governed turn's receipts link to (its delegation chain among them); each model call is
     checked against the stored subagent before it is made and added to its totals in its receipt's
@@ -195,6 +197,7 @@ def governed_links(
         waiting=waiting,
         delegation=held.chain if held else [],
         policies=held.policies if held else {},
+        remembered=remembered,
     )
 
 

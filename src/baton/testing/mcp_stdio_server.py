@@ -20,7 +20,8 @@ It runs under any ``python3`` (inside a sandbox too) and is packaged as an npm-s
   ``notifications/cancelled`` for it is counted), ``cancellations`` (how many were counted), ``calls`` (JSON counts of calls per tool),
   ``hang`` (blocks the server for good), ``read`` / ``write`` (a file at ``path``), ``flood`` (``megabytes`` MiB to stderr), ``whoami`` (the params of the client's initialize),
   ``fetch`` (GET ``url`` through ``HTTP_PROXY`` when set), ``lookup`` (the text of
-  ``BATON_TEST_MCP_RECORD``: a record the caller did not give it), ``spawn`` (runs the command line
+  ``BATON_TEST_MCP_RECORD``: a record the caller did not give it; or, when ``BATON_TEST_MCP_RECORDED``
+  (a JSON object) has the ``customer`` argument as a key, that key's tools/call result verbatim), ``spawn`` (runs the command line
   ``argv`` and answers its stdout: a server that spawns a host program), anything else: "called NAME".
 """
 
@@ -158,7 +159,11 @@ def call_tool(request: dict[str, Any], state: dict[str, Any]) -> None:
     elif name == "fetch":
         text_result(request_id, fetch(str(arguments.get("url"))))
     elif name == "lookup":
-        text_result(request_id, os.environ.get("BATON_TEST_MCP_RECORD", "{}"))
+        recorded = json.loads(os.environ.get("BATON_TEST_MCP_RECORDED", "{}"))
+        if arguments.get("customer") in recorded:  # a real server's recorded answer, verbatim
+            send({"jsonrpc": "2.0", "id": request_id, "result": recorded[arguments["customer"]]})
+        else:
+            text_result(request_id, os.environ.get("BATON_TEST_MCP_RECORD", "{}"))
     elif name == "spawn":  # a host program, as git-driving servers run one (``argv``: the command line)
         try:
             done = subprocess.run(
