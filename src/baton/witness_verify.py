@@ -86,7 +86,7 @@ class VerifierKey:
 
 def parse_vkey(text: str) -> VerifierKey:
     """A vkey, checked (its key ID must match its name and key); ValueError otherwise."""
-    name, hex_id, material = text.strip().split("+")
+    name, hex_id, material = text.strip().split("+", 2)
     raw = base64.b64decode(material, validate=True)
     key = VerifierKey(name, raw[0], raw[1:])
     if not name or len(key.public_key) != 32 or key.id.hex() != hex_id.lower():

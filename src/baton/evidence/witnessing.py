@@ -56,13 +56,13 @@ def configured_witnesses(settings: Settings) -> list[tuple[str, VerifierKey]]:
     texts = [key.strip() for key in (settings.baton_witness_keys or "").split(",") if key.strip()]
     if len(urls) != len(texts):
         raise ConfigError(
-            "invalid_config",
+            "config_invalid",
             "BATON_WITNESS_URLS and BATON_WITNESS_KEYS must list as many entries, in the same order.",
         )
     try:
         return [(url, parse_vkey(text)) for url, text in zip(urls, texts, strict=True)]
     except ValueError as exc:
-        raise ConfigError("invalid_config", f"BATON_WITNESS_KEYS holds a malformed key ({exc}).") from None
+        raise ConfigError("config_invalid", f"BATON_WITNESS_KEYS holds a malformed key ({exc}).") from None
 
 
 def witnessed_path(settings: Settings) -> Path:

@@ -29,7 +29,10 @@ def build_app(witness: Witness) -> Starlette:
         from anyio import to_thread
 
         answer = await to_thread.run_sync(witness.add_checkpoint, body)
-        return Response(answer.body, status_code=answer.status, media_type=answer.content_type)
+        # the content type exactly as given: tlog-witness names text/x.tlog.size, without a charset
+        return Response(
+            answer.body.encode(), status_code=answer.status, headers={"content-type": answer.content_type}
+        )
 
     async def checkpoint(request: Request) -> Response:
         note = witness.latest(str(request.path_params["origin_hash"]))

@@ -22,12 +22,12 @@ def run(home: Path, name: str, log_keys: list[str], bind: str) -> None:
     host, _, port = bind.rpartition(":")
     if not host or not port.isdigit() or not name or " " in name or "+" in name:
         raise ConfigError(
-            "invalid_config", "baton witness serve needs --bind HOST:PORT and a --name without spaces or +."
+            "config_invalid", "baton witness serve needs --bind HOST:PORT and a --name without spaces or +."
         )
     try:
         keys = [parse_vkey(text) for text in log_keys]
     except ValueError as exc:
-        raise ConfigError("invalid_config", f"A --log-key is malformed ({exc}).") from None
+        raise ConfigError("config_invalid", f"A --log-key is malformed ({exc}).") from None
     witness = Witness(home, name, keys)
     sock = listening_socket(host, int(port))
     where = f"http://{host}:{sock.getsockname()[1]}"
