@@ -267,6 +267,18 @@ def export(runtime: Runtime, directory: Path) -> int:
     return count
 
 
+def payload_problems(sealed: Mapping[str, Any]) -> list[str]:
+    """The unprotected ``baton_payload`` must be the payload whose sha256 the protected extension holds."""
+    payload = sealed.get("baton_payload")
+    if payload is None:
+        return []
+    declared = ((sealed.get("extensions") or {}).get(EXTENSION) or {}).get("payload_sha256")
+    text = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    if hashlib.sha256(text.encode("utf-8")).hexdigest() == declared:
+        return []
+    return [f"baton_payload of {sealed.get('event_id')} does not match its payload_sha256"]
+
+
 def verify_export(directory: Path) -> list[str]:
     """Every problem of an export: the manifest, each record's core and extensions, hashes and links."""
     problems = manifest_problems(json.loads((directory / "manifest.json").read_text(encoding="utf-8")))
@@ -274,16 +286,7 @@ def verify_export(directory: Path) -> list[str]:
         records = [json.loads(line) for line in handle if line.strip()]
     for sealed in records:
         problems += skeleton_problems(sealed) + extension_problems(sealed, BATON_REGISTRY)
-        payload = sealed.get("baton_payload")
-        declared = (sealed.get("extensions") or {}).get(EXTENSION, {}).get("payload_sha256")
-        if (
-            payload is not None
-            and hashlib.sha256(
-                json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode()
-            ).hexdigest()
-            != declared
-        ):
-            problems.append(f"baton_payload of {sealed.get('event_id')} does not match its payload_sha256")
+        problems += payload_problems(sealed)
     return problems + segment_problems(records)
 
 
