@@ -126,12 +126,11 @@ def cosigned_time(note: str, witness: VerifierKey, verify: Verify) -> int | None
 
 
 def signed_by(note: str, key: VerifierKey, verify: Verify) -> bool:
-    """Whether ``note`` carries a valid Ed25519 note signature (type 0x01) by ``key``."""
+    """Whether ``note`` is signed by ``key`` (Ed25519, type 0x01): at least one line, and every line naming the
+    key verifies (signed-note: a note with a bad signature from a known key is rejected)."""
     text, signatures = split_note(note)
-    return any(
-        name == key.name and raw[:4] == key.id and verify(key.public_key, text.encode("utf-8"), raw[4:])
-        for name, raw in signatures
-    )
+    mine = [raw[4:] for name, raw in signatures if name == key.name and raw[:4] == key.id]
+    return bool(mine) and all(verify(key.public_key, text.encode("utf-8"), signature) for signature in mine)
 
 
 def witnessed_problem(

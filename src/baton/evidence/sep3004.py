@@ -245,26 +245,44 @@ def manifest() -> dict[str, Any]:
 
 
 def export(runtime: Runtime, directory: Path) -> int:
-    """Write ``records.jsonl`` and ``manifest.json`` into ``directory`` (0700, files 0600); the record count."""
+    """Write ``records.jsonl`` and ``manifest.json`` into ``directory`` (a new one 0700, files 0600: the
+    records are private data); the record count. Streamed: the chain is never held in memory."""
     from sqlalchemy import select
 
-    from baton.store.private import private_dir, write_private
+    from baton.errors import ArgumentError
+    from baton.evidence.anchor import private_open
+    from baton.store.private import private_dir
     from baton.store.schema import receipt_head, receipts
 
-    private_dir(directory)
+    if directory.exists() and not directory.is_dir():
+        raise ArgumentError("invalid_arguments", f"{directory} exists and is not a directory.")
+    if not directory.is_dir():  # a new directory is private; an existing one (".") is not ours to chmod
+        private_dir(directory)
     names = ("seq", "kind", "at", "payload", "prev_sha256", "sha256")
     count, previous = 0, None
-    lines: list[str] = []
-    with runtime.store.read() as connection:
+    with runtime.store.read() as connection, private_open(directory / "records.jsonl") as handle:
         head = connection.execute(select(receipt_head.c.seq).where(receipt_head.c.id == 1)).scalar() or 0
         query = select(*[receipts.c[n] for n in names]).where(receipts.c.seq <= head).order_by(receipts.c.seq)
         for row in connection.execution_options(stream_results=True, yield_per=2000).execute(query):
-            sealed = record(dict(zip(names, row, strict=True)), previous)
-            lines.append(json.dumps(sealed, ensure_ascii=False, sort_keys=True) + "\n")
+            sealed = _sealed(dict(zip(names, row, strict=True)), previous)
+            handle.write(json.dumps(sealed, ensure_ascii=False, sort_keys=True) + "\n")
             previous, count = sealed["event_hash"], count + 1
-    write_private(directory / "records.jsonl", "".join(lines).encode("utf-8"))
-    write_private(directory / "manifest.json", (json.dumps(manifest(), indent=2) + "\n").encode("utf-8"))
+    with private_open(directory / "manifest.json") as handle:
+        handle.write(json.dumps(manifest(), indent=2) + "\n")
     return count
+
+
+def _sealed(receipt: dict[str, Any], previous: str | None) -> dict[str, Any]:
+    """:func:`record`, a receipt the SEP's canonical form cannot hold named as ``receipt_not_representable``."""
+    from baton.errors import ReceiptError
+
+    try:
+        return record(receipt, previous)
+    except ValueError as exc:
+        raise ReceiptError(
+            "receipt_not_representable",
+            f"The receipt at seq {receipt['seq']} cannot be written as a SEP-3004 record ({exc}).",
+        ) from None
 
 
 def payload_problems(sealed: Mapping[str, Any]) -> list[str]:
