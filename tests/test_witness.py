@@ -149,6 +149,36 @@ def test_a_witness_cosigns_each_checkpoint_that_extends_the_last(
         str(tmp_path / "latest.txt"),
     )
     assert done.returncode == 0, done.stderr
+    # an auditor without baton: the two stdlib-only files copied alone, no site-packages at all
+    standalone = tmp_path / "standalone"
+    standalone.mkdir()
+    for name in ("chain_verify.py", "witness_verify.py"):
+        shutil.copy(Path(__import__("baton").__file__).parent / name, standalone / name)
+    alone = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-E",
+            "-s",
+            str(standalone / "chain_verify.py"),
+            str(directory),
+            "--public-key",
+            str(directory / "checkpoint.pub"),
+            "--witness-key",
+            str(witness_home / "witness.vkey"),
+            "--witness-checkpoint",
+            str(tmp_path / "latest.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert alone.returncode == 0, alone.stderr
+    # the cosigned checkpoints withheld from the export, and no witness view given: nothing vouches for it
+    (directory / "witnessed.jsonl").unlink()
+    withheld = chain_verify(directory, "--witness-key", str(witness_home / "witness.vkey"))
+    assert withheld.returncode == 1 and "receipt_witness_rollback" in withheld.stderr
 
 
 def test_a_rolled_back_chain_is_refused_by_the_witness_and_caught_by_a_verifier_pinning_it(
