@@ -57,6 +57,7 @@ def test_the_sep3004_export_is_a_verifiable_view_of_the_receipts(
     pings = [r for r in records if r["tool_name"] == "mcp_ping"]
     assert len(pings) == 3 and {r["outcome"] for r in pings} == {"allowed"}
     assert verify(records_dir).returncode == 0
+    assert {(records_dir / n).stat().st_mode & 0o777 for n in ("records.jsonl", "manifest.json")} == {0o600}
     manifest = json.loads((records_dir / "manifest.json").read_text())
     assert manifest["chain_algorithm"] == "sha-256" and manifest["canonical_form_version"] == "gif-audit/2"
 

@@ -49,7 +49,7 @@ def export(runtime: Runtime, directory: Path) -> dict[str, int]:
         columns = [receipts.c[name] for name in ("seq", "kind", "at", "payload", "prev_sha256", "sha256")]
         query = select(*columns).where(receipts.c.seq <= (head or 0)).order_by(receipts.c.seq)
         rows = connection.execution_options(stream_results=True, yield_per=2000).execute(query)
-        with private_open(directory / "receipts.jsonl") as handle:
+        with _private_open(directory / "receipts.jsonl") as handle:
             for seq, kind, at, payload, prev_sha256, sha256 in rows:
                 head_fields = json.dumps({"seq": seq, "kind": kind, "at": at}, ensure_ascii=False)[:-1]
                 tail_fields = json.dumps({"prev_sha256": prev_sha256, "sha256": sha256})[1:]
@@ -57,19 +57,18 @@ def export(runtime: Runtime, directory: Path) -> dict[str, int]:
                 handle.write(f'{head_fields},"payload":{payload},{tail_fields}\n')
                 count += 1
     checkpoints = all_checkpoints(runtime)
-    with private_open(directory / "checkpoints.jsonl") as handle:
+    with _private_open(directory / "checkpoints.jsonl") as handle:
         for checkpoint in checkpoints:
             handle.write(json.dumps(checkpoint, sort_keys=True) + "\n")
     (directory / "checkpoint.pub").write_text(public.read_text(encoding="ascii"), encoding="ascii")
     witnessed = runtime.settings.home / WITNESSED_FILE
     if witnessed.is_file():  # the checkpoints witnesses cosigned, for `chain_verify --witness-key`
-        with private_open(directory / WITNESSED_FILE) as handle:
+        with _private_open(directory / WITNESSED_FILE) as handle:
             handle.write(witnessed.read_text(encoding="utf-8"))
     return {"receipts": count, "checkpoints": len(checkpoints)}
 
 
-def private_open(path: Path) -> Any:
-    """``path`` opened for writing text, created or truncated at 0600."""
+def _private_open(path: Path) -> Any:
     import os
 
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)

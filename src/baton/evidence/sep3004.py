@@ -250,7 +250,6 @@ def export(runtime: Runtime, directory: Path) -> int:
     from sqlalchemy import select
 
     from baton.errors import ArgumentError
-    from baton.evidence.anchor import private_open
     from baton.store.private import private_dir
     from baton.store.schema import receipt_head, receipts
 
@@ -260,16 +259,24 @@ def export(runtime: Runtime, directory: Path) -> int:
         private_dir(directory)
     names = ("seq", "kind", "at", "payload", "prev_sha256", "sha256")
     count, previous = 0, None
-    with runtime.store.read() as connection, private_open(directory / "records.jsonl") as handle:
+    with runtime.store.read() as connection, _private_text(directory / "records.jsonl") as handle:
         head = connection.execute(select(receipt_head.c.seq).where(receipt_head.c.id == 1)).scalar() or 0
         query = select(*[receipts.c[n] for n in names]).where(receipts.c.seq <= head).order_by(receipts.c.seq)
         for row in connection.execution_options(stream_results=True, yield_per=2000).execute(query):
             sealed = _sealed(dict(zip(names, row, strict=True)), previous)
             handle.write(json.dumps(sealed, ensure_ascii=False, sort_keys=True) + "\n")
             previous, count = sealed["event_hash"], count + 1
-    with private_open(directory / "manifest.json") as handle:
+    with _private_text(directory / "manifest.json") as handle:
         handle.write(json.dumps(manifest(), indent=2) + "\n")
     return count
+
+
+def _private_text(path: Path) -> Any:
+    """``path`` created (or tightened) at 0600, then opened to be rewritten as text."""
+    from baton.store.private import create_private_file
+
+    create_private_file(path)
+    return path.open("w", encoding="utf-8")
 
 
 def _sealed(receipt: dict[str, Any], previous: str | None) -> dict[str, Any]:
