@@ -2,8 +2,8 @@
 extends the last one it cosigned for that log, so a rolled-back or forked chain gets no cosignature.
 
 Its Ed25519 key lives in its own home (0600, never printed; its public verifier key is written beside it),
-its state (the newest cosigned checkpoint per origin) in ``state.json`` there, replaced atomically under a
-lock so two requests cannot roll each other back.
+its state (the newest cosigned checkpoint per origin) in ``state.json`` there, checked and replaced under a
+thread lock and a file lock, so two requests (or two processes) cannot roll each other back.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -121,7 +123,7 @@ class Witness:
             return Answer(403, "no valid signature from the log's trusted key\n")
         if old > size:
             return Answer(400, "old size is larger than the checkpoint size\n")
-        with self._lock:
+        with self._lock, _file_lock(self.home / "state.lock"):
             state = self._state()
             held = state.get(origin, {"size": 0, "root": base64.b64encode(EMPTY_ROOT).decode()})
             if old != held["size"]:
@@ -131,8 +133,7 @@ class Witness:
             line = self.cosign(text)
             state[origin] = {"size": size, "root": base64.b64encode(root).decode(), "note": note + line}
             tmp = self.state_path.with_name(f".state.{os.getpid()}.tmp")
-            write_private(tmp, json.dumps(state, sort_keys=True).encode("utf-8"))
-            os.replace(tmp, self.state_path)
+            _persist(tmp, self.state_path, json.dumps(state, sort_keys=True).encode("utf-8"))
         return Answer(200, line)
 
     def cosign(self, text: str) -> str:
@@ -141,6 +142,30 @@ class Witness:
         signature = self.key.sign(cosignature_message(text, timestamp))
         raw = self.vkey.id + timestamp.to_bytes(8, "big") + signature
         return f"\u2014 {self.vkey.name} {base64.b64encode(raw).decode('ascii')}\n"
+
+
+def _persist(tmp: Path, path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` durably before the cosignature leaves (tlog-witness: persist, then answer)."""
+    write_private(tmp, data)
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` held across processes: two witnesses serving one home stay atomic too."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _parse_request(body: bytes) -> tuple[int, list[bytes], str]:
