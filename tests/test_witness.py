@@ -5,10 +5,9 @@ export that was rolled back (withheld) even though the export verifies on its ow
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,51 +21,54 @@ from baton.witness.core import origin_hash
 from baton.witness_verify import cosigned_time, parse_body, parse_vkey, split_note
 from tests.cli_process import run_cli
 from tests.conftest import call, stdio_session
-from tests.servers import START_GUARD_SECONDS, free_port
+from tests.servers import START_GUARD_SECONDS
 
 WITNESS = "witness.test/w1"
 
 
 @contextmanager
 def witness_server(env: dict[str, str], log_key: str, home: Path, tmp_path: Path) -> Iterator[str]:
-    """``baton witness serve`` in a subprocess, yielded (its base URL) once its port accepts connections."""
-    port = free_port()
-    log_path = tmp_path / "witness.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "baton",
-                "witness",
-                "serve",
-                "--log-key",
-                log_key,
-                "--name",
-                WITNESS,
-                "--bind",
-                f"127.0.0.1:{port}",
-                "--home",
-                str(home),
-            ],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
+    """``baton witness serve`` on a free port, yielded (its base URL) once its line says it is listening."""
+    command = [
+        sys.executable,
+        "-m",
+        "baton",
+        "witness",
+        "serve",
+        "--log-key",
+        log_key,
+        "--name",
+        WITNESS,
+        "--bind",
+        "127.0.0.1:0",
+        "--home",
+        str(home),
+    ]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    log = tmp_path / "witness.log"
+    drain: threading.Thread | None = None
     try:
-        deadline = time.monotonic() + START_GUARD_SECONDS
-        while True:
-            assert process.poll() is None, log_path.read_text()
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, log_path.read_text()
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
+        lines = []
+        while "listening on" not in (line := process.stderr.readline()):
+            assert line, "".join(lines)  # the witness exited before it listened
+            lines.append(line)
+        log.write_text("".join([*lines, line]))
+
+        def copy_rest() -> None:
+            assert process.stderr is not None
+            with log.open("a") as handle:
+                handle.write(process.stderr.read())
+
+        drain = threading.Thread(target=copy_rest, daemon=True)
+        drain.start()
+        yield line.split("listening on ", 1)[1].split(";", 1)[0]
     finally:
         process.terminate()
         process.wait(timeout=START_GUARD_SECONDS)
+        if drain is not None:
+            drain.join(timeout=START_GUARD_SECONDS)
+        process.stderr.close()
 
 
 def serve_pings(env: dict[str, str], count: int) -> None:

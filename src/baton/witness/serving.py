@@ -30,6 +30,7 @@ def run(home: Path, name: str, log_keys: list[str], bind: str) -> None:
         raise ConfigError("config_invalid", f"A --log-key is malformed ({exc}).") from None
     witness = Witness(home, name, keys)
     sock = listening_socket(host, int(port))
+    sock.listen(128)  # connections queue from here on: the line below means ready (port 0: any free one)
     where = f"http://{host}:{sock.getsockname()[1]}"
     sys.stderr.write(f"witness {name} listening on {where}; verifier key {witness.vkey.encode()}\n")
     sys.stderr.flush()
