@@ -212,7 +212,21 @@ def test_a_rolled_back_chain_is_refused_by_the_witness_and_caught_by_a_verifier_
         str(tmp_path / "latest.txt"),
     )
     assert done.returncode == 1
-    assert "receipt_witness_rollback" in done.stderr
+    assert "receipt_witness_rollback" in done.stderr and "rolled back or withheld" in done.stderr
+    # served on past the witnessed size: a fork at the same length, refused again and caught as one
+    serve_pings(rolled, cosigned - witnessed_sizes(home)[0] - 1)
+    assert witnessed_sizes(snapshot) == witnessed_sizes(home)[:1]
+    forked = tmp_path / "forked-export"
+    export(rolled, forked)
+    done = chain_verify(
+        forked,
+        "--witness-key",
+        str(witness_home / "witness.vkey"),
+        "--witness-checkpoint",
+        str(tmp_path / "latest.txt"),
+    )
+    assert done.returncode == 1
+    assert f"differs from the checkpoint the witness cosigned at seq {cosigned}" in done.stderr
 
 
 def test_the_witness_refuses_a_rollback_a_fork_an_unknown_log_and_a_forged_signature(
