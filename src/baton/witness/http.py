@@ -21,6 +21,7 @@ def build_app(witness: Witness) -> Starlette:
     """An ASGI app serving ``witness``."""
 
     async def add_checkpoint(request: Request) -> Response:
+        """tlog-witness add-checkpoint, the check-and-cosign run off the event loop."""
         if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
             return PlainTextResponse("request too large\n", status_code=413)
         body = await request.body()
@@ -35,6 +36,7 @@ def build_app(witness: Witness) -> Starlette:
         )
 
     async def checkpoint(request: Request) -> Response:
+        """The monitoring endpoint: the newest cosigned checkpoint of one log."""
         note = witness.latest(str(request.path_params["origin_hash"]))
         if note is None:
             return PlainTextResponse("never cosigned a checkpoint of this log\n", status_code=404)
