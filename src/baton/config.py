@@ -156,6 +156,7 @@ class Settings(BaseModel):
     baton_witness_urls: str | None = None
     baton_witness_keys: str | None = None
     baton_witness_origin: str | None = None
+    baton_witness_max_proof_lines: int = 100_000
     # other
     timer_storage_path: Path | None = None
     browser_headless: bool = True
