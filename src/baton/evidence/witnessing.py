@@ -99,27 +99,44 @@ def submit_all(runtime: Runtime, key: Ed25519PrivateKey, size: int) -> None:
 def submit(
     settings: Settings, key: Ed25519PrivateKey, url: str, witness: VerifierKey, hashes: list[str]
 ) -> str:
-    """Ask one witness to cosign the chain of ``hashes``; the cosigned note, kept, or ReceiptError."""
+    """Ask one witness to cosign the chain of ``hashes``; the cosigned note, kept, or ReceiptError.
+
+    A backlog longer than ``BATON_WITNESS_MAX_PROOF_LINES`` receipts goes as several checkpoints, each
+    extending the last by at most that many (63 keeps to tlog-witness's cap on proof lines)."""
     import httpx
 
     signer = log_key(settings, key)
     roots = [EMPTY_ROOT]
     for digest in hashes:
         roots.append(accumulate(roots[-1], digest))
-    note = sign_note(key, signer, len(hashes), roots[-1])
-    old = _last_size(settings, url)
+    step, old, conflicted = max(1, settings.baton_witness_max_proof_lines), _last_size(settings, url), False
     with httpx.Client(timeout=TIMEOUT_SECONDS) as client:
-        for _ in range(2):  # a 409 says which size the witness holds: one retry from there
-            proof = [] if old == 0 else hashes[old:]
+        while True:
+            size = len(hashes) if old == 0 or old >= len(hashes) else min(len(hashes), old + step)
+            note = sign_note(key, signer, size, roots[size])
+            proof = [] if old == 0 else hashes[old:size]
             body = "".join(f"{line}\n" for line in [f"old {old}", *map(_b64, proof)]) + "\n" + note
             answer = client.post(f"{url}/add-checkpoint", content=body.encode("utf-8"))
-            if answer.status_code != 409 or not answer.text.strip().isdigit():
-                break
-            old = int(answer.text.strip())
+            if answer.status_code == 409 and answer.text.strip().isdigit() and not conflicted:
+                old, conflicted = (
+                    int(answer.text.strip()),
+                    True,
+                )  # the size the witness holds: once from there
+                continue
+            cosigned = _cosigned(answer, note, url, witness, size)
+            row = {"url": url, "witness": witness.name, "size": size, "note": cosigned}
+            append_private(witnessed_path(settings), json.dumps(row, sort_keys=True) + "\n", sync=True)
+            if size == len(hashes):
+                return cosigned
+            old = size
+
+
+def _cosigned(answer: Any, note: str, url: str, witness: VerifierKey, size: int) -> str:
+    """The note with the witness's cosignature from its answer, or ReceiptError (refused, or not verifying)."""
     if answer.status_code != 200:
         raise ReceiptError(
             "receipt_witness_refused",
-            f"The witness {witness.name} refused the checkpoint at seq {len(hashes)} (HTTP "
+            f"The witness {witness.name} refused the checkpoint at seq {size} (HTTP "
             f"{answer.status_code}: {answer.text.strip()[:200]}).",
         )
     cosigned = note + "".join(line + "\n" for line in answer.text.splitlines() if line.strip())
@@ -129,8 +146,6 @@ def submit(
             f"The witness at {url} answered without a cosignature that verifies with the pinned key "
             f"{witness.name}.",
         )
-    row = {"url": url, "witness": witness.name, "size": len(hashes), "note": cosigned}
-    append_private(witnessed_path(settings), json.dumps(row, sort_keys=True) + "\n", sync=True)
     return cosigned
 
 
