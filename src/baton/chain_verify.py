@@ -356,8 +356,12 @@ def verify_export(directory: Path, public_key: bytes) -> ChainReport:
 def main(argv: list[str] | None = None) -> int:
     """``python -m baton.chain_verify DIR --public-key FILE``: exit 0 when the export verifies."""
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 3 or args[1] != "--public-key":
-        sys.stderr.write("usage: python -m baton.chain_verify EXPORT_DIR --public-key checkpoint.pub\n")
+    witness = _witness_options(args[3:])
+    if len(args) < 3 or args[1] != "--public-key" or witness is None:
+        sys.stderr.write(
+            "usage: python -m baton.chain_verify EXPORT_DIR --public-key checkpoint.pub "
+            "[--witness-key witness.vkey [--witness-checkpoint FILE]]\n"
+        )
         return 2
     try:
         key = read_public_key(Path(args[2]))
@@ -368,11 +372,39 @@ def main(argv: list[str] | None = None) -> int:
     if not report.ok:
         sys.stderr.write(f"{report.error_class}: at seq {report.first_bad_seq}: {report.reason}\n")
         return 1
+    if witness and (problem := _witness_problem(Path(args[0]), witness)):
+        sys.stderr.write(f"{problem}\n")
+        return 1
     sys.stdout.write(
         f"ok: {report.count} receipts, head {report.head_sha256}; {report.checkpoints} signed checkpoints "
         f"verified, anchored up to seq {report.anchored_seq}\n"
     )
     return 0
+
+
+def _witness_options(args: list[str]) -> dict[str, str] | None:
+    """``--witness-key FILE [--witness-checkpoint FILE]`` as a dict ({} without them, None when malformed)."""
+    options = dict(zip(args[::2], args[1::2], strict=False))
+    if len(args) % 2 or not set(options) <= {"--witness-key", "--witness-checkpoint"}:
+        return None
+    return options if not options or "--witness-key" in options else None
+
+
+def _witness_problem(directory: Path, options: dict[str, str]) -> str | None:
+    """The witness hook (``baton.witness_verify``): the export must hold every head the pinned witness cosigned."""
+    try:
+        from baton import witness_verify
+    except ImportError:  # this file copied alone: witness_verify.py copied beside it
+        import witness_verify  # type: ignore[import-not-found, no-redef]
+
+    try:
+        key = witness_verify.parse_vkey(Path(options["--witness-key"]).read_text(encoding="utf-8"))
+        latest_path = options.get("--witness-checkpoint")
+        latest = Path(latest_path).read_text(encoding="utf-8") if latest_path else None
+        problem = witness_verify.witnessed_problem(directory, key, ed25519_verify, latest)
+    except (OSError, ValueError) as exc:
+        problem = f"the witness material could not be read ({exc})"
+    return None if problem is None else f"{witness_verify.WITNESS_ROLLBACK}: {problem}"
 
 
 if __name__ == "__main__":

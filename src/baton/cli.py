@@ -39,6 +39,7 @@ SUBSYSTEM_APPS = {
     "timers": "baton.timers.cli",
     "gateway": "baton.gateway.cli",
     "campaign": "baton.campaign.cli",
+    "witness": "baton.witness.cli",
 }
 
 
@@ -296,12 +297,25 @@ def receipts_export(
         str,
         typer.Argument(help="Directory to write receipts.jsonl, checkpoints.jsonl and checkpoint.pub into."),
     ],
+    record_format: Annotated[
+        Literal["baton", "sep-3004"],
+        typer.Option(
+            "--format", help="baton (the source of truth) or sep-3004 (a view: records.jsonl, manifest.json)."
+        ),
+    ] = "baton",
 ) -> None:
     """Export the chain and its signed checkpoints for `python -m baton.chain_verify DIR --public-key FILE`."""
     from pathlib import Path
 
     from baton.evidence.anchor import export
 
+    if record_format == "sep-3004":
+        from baton.evidence.sep3004 import export as export_records
+
+        out.print(
+            f"exported {export_records(open_runtime(), Path(directory))} SEP-3004 records to {directory}"
+        )
+        return
     try:
         written = export(open_runtime(), Path(directory))
     except BatonError as exc:

@@ -156,6 +156,11 @@ class Settings(BaseModel):
     baton_checkpoint_path: Path | None = None
     baton_checkpoint_every_receipts: int = 1000
     baton_checkpoint_interval_seconds: float = 60.0
+    # receipts: witnesses that cosign the checkpoints (docs/receipts.md)
+    baton_witness_urls: str | None = None
+    baton_witness_keys: str | None = None
+    baton_witness_origin: str | None = None
+    baton_witness_max_proof_lines: int = 100_000
     # other
     timer_storage_path: Path | None = None
     browser_headless: bool = True

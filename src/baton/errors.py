@@ -57,6 +57,8 @@ ERROR_CLASSES: dict[str, str] = {
     "receipt_checkpoint_invalid": "A signed checkpoint of the receipt chain is malformed, its signature does not verify, or its key is not trusted.",
     "receipt_checkpoint_mismatch": "The receipt chain no longer holds a signed checkpoint's head at its seq: receipts were removed, rewound or rewritten (and the server will not sign it).",
     "checkpoint_key_unavailable": "The checkpoint signing key (BATON_CHECKPOINT_KEY_PATH) could not be read or created.",
+    "receipt_witness_rollback": "The receipt chain does not hold a head a pinned witness cosigned: receipts were rolled back, forked or withheld.",
+    "receipt_witness_refused": "A witness refused to cosign a checkpoint (a rollback or fork of the chain it saw, or an untrusted signature), or its cosignature did not verify with the pinned key.",
     # model providers
     "provider_not_configured": "No model provider (or no key or model for it) is configured.",
     "provider_unknown": "COLLAB_PROVIDER names a provider baton does not support.",

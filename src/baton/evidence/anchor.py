@@ -13,6 +13,7 @@ from baton.errors import ArgumentError, ReceiptError
 from baton.evidence.checkpoints import all_checkpoints, public_key_path, trusted_public_keys
 from baton.store.private import FILE_MODE, private_dir
 from baton.store.schema import receipt_head, receipts
+from baton.witness_verify import WITNESSED_FILE
 
 if TYPE_CHECKING:
     from baton.runtime import Runtime
@@ -60,6 +61,10 @@ def export(runtime: Runtime, directory: Path) -> dict[str, int]:
         for checkpoint in checkpoints:
             handle.write(json.dumps(checkpoint, sort_keys=True) + "\n")
     (directory / "checkpoint.pub").write_text(public.read_text(encoding="ascii"), encoding="ascii")
+    witnessed = runtime.settings.home / WITNESSED_FILE
+    if witnessed.is_file():  # the checkpoints witnesses cosigned, for `chain_verify --witness-key`
+        with _private_open(directory / WITNESSED_FILE) as handle:
+            handle.write(witnessed.read_text(encoding="utf-8"))
     return {"receipts": count, "checkpoints": len(checkpoints)}
 
 

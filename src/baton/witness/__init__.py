@@ -1,0 +1,1 @@
+"""``baton witness serve``: a tlog-witness that cosigns baton's checkpoints (docs/receipts.md)."""
