@@ -97,6 +97,10 @@ class _TurnAnswer:
         text = self.runtime.redactor.text(reply.text)  # an echoed credential is stored redacted
         spend = None if counted else reply
         if table.complete(connection, self.subagent_id, text, utc_now(), spend):
+            # every end of a subagent has its receipt (what a subagent.finished event is read from)
+            self.runtime.receipts.append_in(
+                connection, "subagent_completed", {"subagent_id": self.subagent_id}
+            )
             latency = reply.receipt["latency_seconds"]
             table.add_message(connection, self.subagent_id, self.position, "assistant", text, latency)
             self.recorded.append(True)
