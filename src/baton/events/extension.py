@@ -106,7 +106,7 @@ class EventsExtension:
         runtime: Runtime = (await self.loader.get()).runtime
         return runtime, current_agent(ctx, runtime.settings).write_scope
 
-    async def list(self, ctx: Any, params: Any) -> dict[str, Any]:
+    async def list_events(self, ctx: Any, params: Any) -> dict[str, Any]:
         """``events/list``: the three event types."""
         return {"events": [event.listed() for event in catalog.EVENT_TYPES.values()]}
 
@@ -180,7 +180,7 @@ class EventsExtension:
 def install(server: Any, loader: Loader) -> None:
     """Serve the three methods and declare ``capabilities.experimental.events`` (initialize and discover)."""
     extension = EventsExtension(loader)
-    server.add_request_handler("events/list", types.RequestParams, extension.list)
+    server.add_request_handler("events/list", types.RequestParams, extension.list_events)
     server.add_request_handler("events/poll", PollParams, extension.poll)
     server.add_request_handler("events/stream", StreamParams, extension.stream)
     derive = server.get_capabilities
