@@ -83,8 +83,8 @@ async def request(client: Client, method: str, params: dict[str, Any]) -> dict[s
 
 
 @asynccontextmanager
-async def stdio(env: dict[str, str], events: Events | None = None) -> AsyncIterator[Client]:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "baton", "serve"], env=env)
+async def stdio(env: dict[str, str], events: Events | None = None, *flags: str) -> AsyncIterator[Client]:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "baton", "serve", *flags], env=env)
     async with Client(params, extensions=[events] if events else []) as client:
         yield client
 
@@ -106,11 +106,11 @@ async def test_without_the_flag_there_is_no_events_capability_and_no_events_meth
 async def test_an_agent_is_pushed_only_its_own_decisions_even_those_made_by_the_cli_in_another_process(
     baton_env: dict[str, str],
 ) -> None:
-    env = {**baton_env, "BATON_EXPERIMENTAL_EVENTS": "1"}
+    env = baton_env
     alice_events, bob_events = Events(), Events()
-    async with (
-        stdio({**env, "BATON_AGENT_NAME": "alice"}, alice_events) as alice,
-        stdio({**env, "BATON_AGENT_NAME": "bob"}, bob_events) as bob,
+    async with (  # the setting for one, the flag for the other
+        stdio({**env, "BATON_AGENT_NAME": "alice", "BATON_EXPERIMENTAL_EVENTS": "1"}, alice_events) as alice,
+        stdio({**env, "BATON_AGENT_NAME": "bob"}, bob_events, "--experimental-events") as bob,
         anyio.create_task_group() as group,
     ):
         assert (alice.server_capabilities.experimental or {}).get("events") == {"listChanged": False}
