@@ -181,8 +181,14 @@ async def test_the_models_tool_call_reaches_the_sandboxed_upstream_and_every_ste
     assert [t["function"]["name"] for t in sent[0]["tools"]] == ["demo__echo"]  # exactly the spawn's tools
 
     mine = of_subagent(chain(home), spawned["subagent_id"])
-    assert [r["kind"] for r in mine] == ["subagent_spawned", "model_call", "gateway_call", "model_call"]
-    spawn, first_call, tool_call, second_call = mine
+    assert [r["kind"] for r in mine] == [
+        "subagent_spawned",
+        "model_call",
+        "gateway_call",
+        "model_call",
+        "subagent_completed",
+    ]
+    spawn, first_call, tool_call, second_call, _completed = mine
     assert spawned["spawn_receipt"] == {"seq": spawn["seq"], "sha256": spawn["sha256"]}
     link = tool_call["payload"]["subagent"]
     assert link["spawn_receipt"] == {"seq": spawn["seq"], "sha256": spawn["sha256"]}
@@ -578,6 +584,12 @@ async def test_a_built_in_tool_call_is_a_tool_call_receipt_linked_to_the_subagen
     assert spawned["success"] is True, spawned
     assert '"timers"' in spawned["result"]
     mine = of_subagent(chain(home), spawned["subagent_id"])
-    assert [r["kind"] for r in mine] == ["subagent_spawned", "model_call", "tool_call", "model_call"]
+    assert [r["kind"] for r in mine] == [
+        "subagent_spawned",
+        "model_call",
+        "tool_call",
+        "model_call",
+        "subagent_completed",
+    ]
     assert mine[2]["payload"]["tool"] == "mcp_list_timers"
     assert mine[2]["payload"]["subagent"]["model_call_receipt"]["seq"] == mine[1]["seq"]

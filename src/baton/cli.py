@@ -98,11 +98,18 @@ def serve(
             "also BATON_CONFORMANCE_FIXTURES=1; docs/conformance.md)."
         ),
     ] = False,
+    experimental_events: Annotated[
+        bool,
+        typer.Option(
+            help="Offer the draft MCP Events extension: request decided, timer fired, subagent finished "
+            "(also BATON_EXPERIMENTAL_EVENTS=1; docs/events.md)."
+        ),
+    ] = False,
 ) -> None:
     """Run the MCP server (stdio by default; --http HOST:PORT for streamable HTTP at /mcp)."""
     from baton.serve import run_serve
 
-    raise typer.Exit(run_serve(http, stateless, conformance_fixtures))
+    raise typer.Exit(run_serve(http, stateless, conformance_fixtures, experimental_events))
 
 
 @app.command()

@@ -175,6 +175,8 @@ class Settings(BaseModel):
     baton_http_stateless: bool = False
     # the MCP conformance suite's reference tools, prompts and resources (docs/conformance.md); loopback only
     baton_conformance_fixtures: bool = False
+    # the draft MCP Events extension: events/list, events/stream, events/poll (docs/events.md); off by default
+    baton_experimental_events: bool = False
     # traces (the OpenTelemetry SDK reads these itself; listed so baton's docs and tests know them)
     otel_exporter_otlp_endpoint: str | None = None
     otel_exporter_otlp_traces_endpoint: str | None = None

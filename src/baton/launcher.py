@@ -18,6 +18,7 @@ def main() -> None:
         parser.add_argument("--http", default=None)
         parser.add_argument("--stateless", action="store_true")
         parser.add_argument("--conformance-fixtures", action="store_true")
+        parser.add_argument("--experimental-events", action="store_true")
         known, rest = parser.parse_known_args(argv[1:])
         if not rest:
             from baton.wire import heap
@@ -25,7 +26,9 @@ def main() -> None:
             heap.pause()  # resumed when the registry starts loading (baton.wire.heap)
             from baton.serve import run_serve
 
-            raise SystemExit(run_serve(known.http, known.stateless, known.conformance_fixtures))
+            raise SystemExit(
+                run_serve(known.http, known.stateless, known.conformance_fixtures, known.experimental_events)
+            )
     from baton.cli import main as cli_main
 
     cli_main()

@@ -15,7 +15,9 @@ if TYPE_CHECKING:
     from baton.config import Settings
 
 
-def run_serve(http: str | None, stateless: bool, conformance_fixtures: bool = False) -> int:
+def run_serve(
+    http: str | None, stateless: bool, conformance_fixtures: bool = False, experimental_events: bool = False
+) -> int:
     """``baton serve``: configure logging, then serve stdio or HTTP; returns the exit code."""
     import sys
 
@@ -30,6 +32,7 @@ def run_serve(http: str | None, stateless: bool, conformance_fixtures: bool = Fa
         return 1
     settings.baton_http_stateless = settings.baton_http_stateless or stateless
     settings.baton_conformance_fixtures = settings.baton_conformance_fixtures or conformance_fixtures
+    settings.baton_experimental_events = settings.baton_experimental_events or experimental_events
     configure_logging(Redactor(settings.sensitive_values()))
     try:
         _serve(settings, http)

@@ -104,6 +104,10 @@ class _TurnAnswer:
         if spend is not None:
             table.add_delegated(connection, self.ancestors, spend)
         if table.complete(connection, self.subagent_id, text, utc_now(), spend):
+            # every end of a subagent has its receipt (what a subagent.finished event is read from)
+            self.runtime.receipts.append_in(
+                connection, "subagent_completed", {"subagent_id": self.subagent_id}
+            )
             latency = reply.receipt["latency_seconds"]
             table.add_message(connection, self.subagent_id, self.position, "assistant", text, latency)
             self.recorded.append(True)

@@ -294,6 +294,10 @@ def build_server(loader: RegistryLoader) -> Server[Any]:
 
     resources.install(server, loader)
     server.extensions[apps.EXTENSION_ID] = {}  # MCP Apps: the request card (docs/apps.md)
+    if loader.current_settings().baton_experimental_events:
+        from baton.events.extension import install as install_events
+
+        install_events(server, loader)
     if loader.current_settings().baton_conformance_fixtures:
         from baton.wire.conformance.catalog import install_methods
 
