@@ -261,13 +261,14 @@ class Inbox:
         )
 
     def step_up_ceremony(self, request: Request, principal: Principal, view: dict[str, Any]) -> Any:
-        """A passkey step-up ceremony for a pending request that needs one, when a person is logged in."""
-        if not (view["step_up"] and view["status"] == "pending" and principal.via == "passkey"):
+        """The passkey ceremony a person logged in with a passkey approves a pending approval with (step-up
+        or not: every passkey approval carries its assertion into the receipt)."""
+        if not (view["kind"] == "approval" and view["status"] == "pending" and principal.via == "passkey"):
             return None
         from baton.identity.passkeys import Passkeys
 
         options, ceremony = Passkeys(self.runtime).step_up_options(
-            principal.name, view["request_id"], view["arguments_sha256"], self.relying_party(request)
+            principal.name, view, self.relying_party(request)
         )
         return {"options": options, "ceremony": ceremony}
 
@@ -281,7 +282,8 @@ class Inbox:
             fields = await read_form(request)
             self.access.check_csrf(principal.binding, request_id, fields.get("csrf"), request)
             decision = _decision(fields, via=principal.via, decided_by=principal.name)
-            if fields.get("credential") and decision.approved is True:
+            # every passkey approval carries its assertion (into the receipt); the operator's carries none
+            if decision.approved is True and (fields.get("credential") or principal.via == "passkey"):
                 decision = replace(decision, step_up=self._step_up(request, principal, request_id, fields))
             self.broker.respond(request_id, decision)
         except BatonError as exc:
@@ -298,11 +300,9 @@ class Inbox:
             raise HitlError(
                 "hitl_step_up_required", "A step-up is made by a person logged in with a passkey."
             )
-        view = self.broker.get(request_id)
         return Passkeys(self.runtime).verify_step_up(
             principal.name,
-            request_id,
-            view["arguments_sha256"],
+            self.broker.get(request_id),
             fields.get("ceremony", ""),
             fields.get("credential", ""),
             self.relying_party(request),

@@ -231,6 +231,8 @@ hitl_approvals = Table(
     # the OS account (real uid) behind a CLI approval: one uid counts once, whatever name it decides under
     Column("os_uid", Integer),
     Column("admin_notes", Text),
+    # the WebAuthn assertion of a passkey approval (baton.identity.passkeys.StepUpProof.evidence)
+    Column("assertion", JSON),
 )
 
 # people: who may decide (docs/hitl.md, "People and passkeys") ---------------------------------------
