@@ -55,6 +55,9 @@ ERROR_CLASSES: dict[str, str] = {
     "receipt_contains_secret": "A write was refused because it would still contain a credential.",
     "receipt_checkpoint_invalid": "A signed checkpoint of the receipt chain is malformed, its signature does not verify, or its key is not trusted.",
     "receipt_checkpoint_mismatch": "The receipt chain no longer holds a signed checkpoint's head at its seq: receipts were removed, rewound or rewritten (and the server will not sign it).",
+    "receipt_approval_invalid": "A receipt's approval evidence does not verify: an assertion over another action, by another person's or a revoked key, a bad signature, arguments that do not hash to the signed digest, or a quorum short of its count.",
+    "receipt_replay_mismatch": "Offline policy replay re-derived a gateway call's verdict from its pinned policies and it differs from the recorded one.",
+    "receipt_replay_unavailable": "Offline policy replay could not judge a gateway call: a pinned policy hash is not in the archive, or the receipt holds no usable arguments.",
     "checkpoint_key_unavailable": "The checkpoint signing key (BATON_CHECKPOINT_KEY_PATH) could not be read or created.",
     # model providers
     "provider_not_configured": "No model provider (or no key or model for it) is configured.",
