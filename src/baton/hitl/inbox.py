@@ -300,6 +300,13 @@ class Inbox:
             raise HitlError(
                 "hitl_step_up_required", "A step-up is made by a person logged in with a passkey."
             )
+        if not fields.get("credential"):
+            raise HitlError(
+                "hitl_step_up_required",
+                f"A passkey approval of request {request_id} is a fresh passkey assertion bound to it: "
+                "use Approve with passkey.",
+                request_id=request_id,
+            )
         return Passkeys(self.runtime).verify_step_up(
             principal.name,
             self.broker.get(request_id),
