@@ -290,9 +290,9 @@ class _Approvals:
 
     def _see(self, seq: int, kind: str, p: Any) -> str | None:
         if kind == "passkey_registered" and "public_key" in p:
-            self.keys[p["credential_id"]] = _Enrolled(p["person"], _unb64(p["public_key"]))
+            self.keys[p["credential_id_sha256"]] = _Enrolled(p["person"], _unb64(p["public_key"]))
         elif kind in ("passkey_revoked", "person_removed"):
-            for credential in [p.get("credential_id"), *p.get("credential_ids", [])]:
+            for credential in [p.get("credential_id_sha256"), *p.get("credential_id_sha256s", [])]:
                 if credential in self.keys and self.keys[credential].revoked_seq is None:
                     self.keys[credential].revoked_seq = seq
         elif kind == "hitl_requested":
@@ -324,7 +324,7 @@ class _Approvals:
                 problem = self.check(seq, p["request_id"], proof["person"], proof["assertion"])
                 if problem:
                     return problem
-        signed = [proof["assertion"]["credential_id"] for proof in proofs if proof["via"] == "passkey"]
+        signed = [proof["assertion"]["credential_id_sha256"] for proof in proofs if proof["via"] == "passkey"]
         if len(set(signed)) != len(signed):
             return "one passkey counted twice in the quorum"
         if len(set(p["approvers"])) < p["required_approvals"]:
@@ -373,7 +373,7 @@ class _Approvals:
 
     def _key(self, seq: int, person: str, a: Mapping[str, Any]) -> str | None:
         """The assertion's key: enrolled before, by ``person``, not revoked by then; its signature."""
-        enrolled = self.keys.get(a["credential_id"])
+        enrolled = self.keys.get(a["credential_id_sha256"])
         if enrolled is None:
             return f"{person}'s assertion names a passkey the chain never enrolled"
         if enrolled.person != person:

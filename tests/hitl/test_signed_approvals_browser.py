@@ -145,7 +145,11 @@ def _bob_assertion(rows: Rows) -> dict[str, Any]:
 def _revoke_bob_first(rows: Rows) -> None:
     """A ``passkey_revoked`` of bob's passkey moved before the approvals."""
     at = next(i for i, r in enumerate(rows) if r["kind"] == "hitl_partial_approval")
-    revoked = {"person": "bob", "credential_id": _bob_assertion(rows)["credential_id"], "at": rows[at]["at"]}
+    revoked = {
+        "person": "bob",
+        "credential_id_sha256": _bob_assertion(rows)["credential_id_sha256"],
+        "at": rows[at]["at"],
+    }
     rows.insert(at, {"kind": "passkey_revoked", "at": rows[at]["at"], "payload": revoked})
 
 
@@ -184,7 +188,7 @@ EDITS: dict[str, tuple[Any, str]] = {
     ),
     "another person's passkey": (
         lambda rows: _bob_assertion(rows).update(
-            credential_id=_decided(rows)["proofs"][0]["assertion"]["credential_id"]
+            credential_id_sha256=_decided(rows)["proofs"][0]["assertion"]["credential_id_sha256"]
         ),
         "made with alice's passkey",
     ),

@@ -70,11 +70,6 @@ def revoke_passkey(runtime: Runtime, name: str, prefix: str) -> str:
         runtime.receipts.append_in(
             connection,
             "passkey_revoked",
-            {
-                "person": name,
-                "credential_id_sha256": digest,
-                "credential_id": matching[0],
-                "at": iso(time.time()),
-            },
+            {"person": name, "credential_id_sha256": digest, "at": iso(time.time())},
         )
     return matching[0]

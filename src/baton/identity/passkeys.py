@@ -21,6 +21,7 @@ open the inbox at ``localhost``, not ``127.0.0.1``).
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import secrets
 from dataclasses import dataclass, field
@@ -72,7 +73,7 @@ class StepUpProof:
     arguments_sha256: str
     person: str
     nonce: str
-    #: What the receipt records: the action, the nonce, the credential id and the assertion (base64url).
+    #: What the receipt records: the action, the nonce, the credential id's sha256 and the assertion (base64url).
     evidence: dict[str, Any] = field(default_factory=dict)
 
 
@@ -101,8 +102,6 @@ def relying_party(public_url: str | None, scheme: str, netloc: str) -> RelyingPa
 
 def challenge(ceremony: Ceremony, action: dict[str, Any] | None = None) -> bytes:
     """The WebAuthn challenge a ceremony's credential must sign."""
-    import hashlib
-
     if ceremony.purpose == "step_up":
         if action is None or action["request_id"] != ceremony.subject:
             raise _refused("The passkey ceremony was made for something else.")
@@ -251,7 +250,7 @@ class Passkeys:
         evidence = {
             "action": action,
             "nonce": ceremony.nonce,
-            "credential_id": stored.credential_id,
+            "credential_id_sha256": hashlib.sha256(credential_id_bytes(stored.credential_id)).hexdigest(),
             "authenticator_data": response["authenticatorData"],
             "client_data_json": response["clientDataJSON"],
             "signature": response["signature"],
