@@ -8,6 +8,12 @@ an exported chain checked by someone who holds nothing but the public key::
 Ed25519 signatures are checked with ``cryptography`` when it is importable, else with the pure-Python
 verifier of RFC 8032 below (slower, same answers), so the module never needs more than the standard
 library. Canonical JSON is the one of SPEC.md section 4, restated here so the file stands alone.
+
+The walk also checks every passkey approval's WebAuthn assertion (``_Approvals``): over the request's action
+hash, by the approver's own key as enrolled earlier in the chain and not revoked by then, N distinct keys for
+a quorum of N. ES256 and RS256 signatures need ``cryptography``; without it they are reported unchecked and
+everything else is still checked. The module is one file on purpose (past the house's ~400 lines): a copy of
+it alone verifies an export.
 """
 
 from __future__ import annotations
@@ -285,7 +291,7 @@ class _Approvals:
         """Learn from one receipt, or check its approvals; the problem found, if any."""
         try:
             return self._see(seq, kind, payload)
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError) as exc:
             return f"the {kind} receipt's approval evidence is malformed ({type(exc).__name__})"
 
     def _see(self, seq: int, kind: str, p: Any) -> str | None:
