@@ -66,7 +66,7 @@ def _seed(env: dict[str, str]) -> None:
             runtime.close()
 
 
-async def _run(env: dict[str, str], server: Any) -> dict[str, Any]:
+async def _run(env: dict[str, str], server: Any, shots: Path) -> dict[str, Any]:
     """Two queries (one permitted, one forbidden) and a transfer alice and bob approve in Chromium."""
     from playwright.async_api import async_playwright
 
@@ -94,6 +94,8 @@ async def _run(env: dict[str, str], server: Any) -> dict[str, Any]:
             request_id = (await pending_requests(session))[0]["request_id"]
             alice, bob = people["alice"][1], people["bob"][1]
             await goto(alice, f"{base}/inbox/requests/{request_id}")
+            assert await alice.text_content("button.approve") == "Approve with passkey"  # no step-up asked
+            await alice.screenshot(path=str(shots / "quorum-approve-with-passkey.png"), full_page=True)
             await alice.click("button.approve")  # the passkey ceremony runs, then the form posts
             await alice.wait_for_selector("#counted")
             await goto(bob, f"{base}/inbox/requests/{request_id}")
@@ -275,7 +277,7 @@ async def test_a_quorum_approved_with_passkeys_verifies_offline_and_every_edit_i
     env = {**baton_env, "BATON_HTTP_TOKEN": AGENT_TOKEN, "BATON_ADMIN_TOKEN": ADMIN_TOKEN}
     _seed(env)
     server = http_server_factory(env)
-    result = await _run(env, server)
+    result = await _run(env, server, tmp_path)
     assert result["success"] is True, result
     server.stop()  # its shutdown checkpoint anchors the chain
     revoked = run_cli(env, "people", "revoke-passkey", "bob", _bob_credential(env))
