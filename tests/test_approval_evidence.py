@@ -31,18 +31,20 @@ def _cose(key: Ed25519PrivateKey) -> bytes:
     return bytes([0xA4, 0x01, 0x01, 0x03, 0x27, 0x20, 0x06, 0x21, 0x58, 0x20]) + x
 
 
-def _assertion(key: Ed25519PrivateKey, nonce: str) -> dict[str, Any]:
+def _assertion(
+    key: Ed25519PrivateKey, nonce: str, request_id: str = "hr_1", counter: int = 7
+) -> dict[str, Any]:
     action = {
         "tool": "baton.hitl.approval",
         "arguments_sha256": ARGUMENTS_SHA256,
         "server": ORIGIN,
-        "request_id": "hr_1",
+        "request_id": request_id,
         "required_approvals": 1,
     }
     client = json.dumps(
         {"type": "webauthn.get", "challenge": b64url(approval_challenge(action, nonce)), "origin": ORIGIN}
     ).encode()
-    authenticator = hashlib.sha256(b"baton.example").digest() + bytes([0x05]) + (7).to_bytes(4, "big")
+    authenticator = hashlib.sha256(b"baton.example").digest() + bytes([0x05]) + counter.to_bytes(4, "big")
     signature = key.sign(authenticator + hashlib.sha256(client).digest())
     return {
         "action": action,
@@ -52,6 +54,29 @@ def _assertion(key: Ed25519PrivateKey, nonce: str) -> dict[str, Any]:
         "client_data_json": b64url(client),
         "signature": b64url(signature),
     }
+
+
+def _request(request_id: str, proof: Any) -> list[dict[str, Any]]:
+    """A request's ``hitl_requested`` and its approval's ``hitl_decided`` carrying ``proof``."""
+    at = "2026-12-06T00:00:00+00:00"
+    requested = {
+        "request_id": request_id,
+        "kind": "approval",
+        "provenance": None,
+        "arguments": ARGUMENTS,
+        "arguments_sha256": ARGUMENTS_SHA256,
+        "required_approvals": 1,
+    }
+    decided = {
+        "request_id": request_id,
+        "decision": "approved",
+        "required_approvals": 1,
+        "approvers": ["ana"],
+    }
+    return [
+        {"kind": "hitl_requested", "at": at, "payload": requested},
+        {"kind": "hitl_decided", "at": at, "payload": {**decided, "proofs": proof}},
+    ]
 
 
 def _chain(key: Ed25519PrivateKey, proof: Any, public_key: Any = None) -> list[dict[str, Any]]:
@@ -101,6 +126,16 @@ def test_an_eddsa_assertion_verifies_with_the_standard_library_alone(tmp_path: P
     )
     assert done.returncode == 0, done.stderr
     assert "1 passkey assertions checked against their enrolled keys; signatures checked" in done.stdout
+
+
+def test_a_passkey_counter_that_goes_back_is_a_cloned_key(tmp_path: Path) -> None:
+    key = Ed25519PrivateKey.generate()
+    rows = _chain(key, [{"person": "ana", "via": "passkey", "assertion": _assertion(key, "n1", counter=7)}])
+    later = _assertion(key, "n2", "hr_2", counter=7)  # a copy of the key, signing from the same count
+    rows += _request("hr_2", [{"person": "ana", "via": "passkey", "assertion": later}])
+    done = _verify(tmp_path, rows)
+    assert done.returncode == 1
+    assert "ana's passkey counter went back (7 after 7)" in done.stderr
 
 
 def test_an_assertion_signed_by_another_key_fails_without_cryptography_too(tmp_path: Path) -> None:

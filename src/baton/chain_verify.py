@@ -269,6 +269,8 @@ class _Enrolled:
     person: str
     public_key: bytes
     revoked_seq: int | None = None
+    #: The highest signature counter an assertion of this key reported so far (0: none, or a key without one).
+    counter: int = 0
 
 
 class _Approvals:
@@ -356,9 +358,10 @@ class _Approvals:
         if problem:
             return f"{person}'s assertion {problem}"
         # a quorum's final receipt repeats its partial approvals' assertions: the same nonce, request and person
+        first = a["nonce"] not in self.nonces
         if self.nonces.setdefault(a["nonce"], (request_id, person)) != (request_id, person):
             return f"{person}'s assertion replays a nonce already used"
-        return self._key(seq, person, a)
+        return self._key(seq, person, a, first)
 
     def _ceremony(self, a: Mapping[str, Any], action: Mapping[str, Any]) -> str | None:
         """clientDataJSON and authenticatorData: a get over this challenge, at this origin, user verified."""
@@ -377,8 +380,9 @@ class _Approvals:
             return "was made without user presence and verification"
         return None
 
-    def _key(self, seq: int, person: str, a: Mapping[str, Any]) -> str | None:
-        """The assertion's key: enrolled before, by ``person``, not revoked by then; its signature."""
+    def _key(self, seq: int, person: str, a: Mapping[str, Any], first: bool) -> str | None:
+        """The assertion's key: enrolled before, by ``person``, not revoked by then; its signature; its
+        counter past the key's last one (SEP-2672's clone check; a key that always says 0 has none)."""
         enrolled = self.keys.get(a["credential_id_sha256"])
         if enrolled is None:
             return f"{person}'s assertion names a passkey the chain never enrolled"
@@ -393,6 +397,11 @@ class _Approvals:
             self.signatures_checked = False
         elif not verified:
             return f"{person}'s assertion has a signature that does not verify with the enrolled key"
+        counter = int.from_bytes(_unb64(a["authenticator_data"])[33:37], "big")
+        if first and counter:
+            if counter <= enrolled.counter:
+                return f"{person}'s passkey counter went back ({counter} after {enrolled.counter}): a cloned key?"
+            enrolled.counter = counter
         return None
 
 
