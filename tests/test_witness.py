@@ -156,7 +156,7 @@ def test_a_witness_cosigns_each_checkpoint_that_extends_the_last(
     # an auditor without baton: the two stdlib-only files copied alone, no site-packages at all
     standalone = tmp_path / "standalone"
     standalone.mkdir()
-    for name in ("chain_verify.py", "witness_verify.py"):
+    for name in ("chain_verify.py", "delegation.py", "witness_verify.py"):
         shutil.copy(Path(__import__("baton").__file__).parent / name, standalone / name)
     alone = subprocess.run(
         [

@@ -11,10 +11,18 @@ library. Canonical JSON is the one of SPEC.md section 4, restated here so the fi
 receipt that carries a subagent's delegation chain has that chain checked too: each link hashed, linked to
 the one before and a subset of it (:mod:`baton.delegation`, standard library only as well); a widening
 chain fails as ``receipt_delegation_widens``.
+
+The walk also checks every passkey approval's WebAuthn assertion (``_Approvals``): over the request's action
+hash, by the approver's own key as enrolled earlier in the chain and not revoked by then, N distinct keys for
+a quorum of N. ES256 and RS256 signatures need ``cryptography``; without it they are reported unchecked and
+everything else is still checked. The module is one file on purpose (past the house's ~400 lines): a copy of
+it beside ``delegation.py`` (and ``witness_verify.py`` for ``--witness-key``), all standard library only,
+verifies an export without baton installed.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import sys
@@ -22,8 +30,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from baton.delegation import DELEGATION_WIDENS, Ledger
+try:
+    from baton.delegation import DELEGATION_WIDENS, Ledger
+except ImportError:  # this file copied beside delegation.py, without baton (docs/receipts.md)
+    from delegation import DELEGATION_WIDENS, Ledger  # type: ignore[import-not-found, no-redef]
 
 GENESIS_SHA256 = "0" * 64
 #: What a checkpoint signature covers (with seq, sha256, at and key_id), so it can mean nothing else.
@@ -54,6 +66,9 @@ class ChainReport:
     #: Signed checkpoints that verified, and the highest seq they anchor (0: none).
     checkpoints: int = 0
     anchored_seq: int = 0
+    #: Passkey assertions checked (approvals that carry their proof), and whether their signatures were.
+    assertions: int = 0
+    signatures_checked: bool = True
 
 
 def public_key_id(public_key: bytes) -> str:
@@ -159,6 +174,251 @@ def ed25519_verify(public_key: bytes, message: bytes, signature: bytes) -> bool:
     return True
 
 
+# signed approvals: each passkey approval's WebAuthn assertion, checked against the key enrolled in the chain
+
+APPROVAL_INVALID = "receipt_approval_invalid"
+#: authenticatorData flags: the user was present (UP) and verified (UV).
+_UP, _UV = 0x01, 0x04
+SIGNATURES_UNCHECKED = "signatures not checked: cryptography missing"
+
+
+def action_tool(kind: str, provenance: Any) -> str:
+    """The action's name: a gateway call's ``{adapter_id}__{tool}``, else ``baton.hitl.<kind>``."""
+    if isinstance(provenance, Mapping) and provenance.get("adapter_id") and provenance.get("tool"):
+        return f"{provenance['adapter_id']}__{provenance['tool']}"
+    return f"baton.hitl.{kind}"
+
+
+def action_sha256(action: Mapping[str, Any]) -> bytes:
+    """SEP-2672's action hash with baton's two further fields: sha256 of the tool, the arguments' digest, the
+    server, the request id and the quorum, UTF-8, separated by 0x00 bytes."""
+    fields = ("tool", "arguments_sha256", "server", "request_id", "required_approvals")
+    return hashlib.sha256(b"\x00".join(str(action[name]).encode("utf-8") for name in fields)).digest()
+
+
+def approval_challenge(action: Mapping[str, Any], nonce: str) -> bytes:
+    """The WebAuthn challenge of an approval: the single-use nonce, then the action hash (SEP-2672's shape)."""
+    return nonce.encode("utf-8") + action_sha256(action)
+
+
+def b64url(data: bytes) -> str:
+    """Unpadded base64url, as WebAuthn writes it."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: Any) -> bytes:
+    if not isinstance(text, str):
+        raise ValueError("not base64url text")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _cbor(data: bytes, at: int = 0) -> tuple[Any, int]:
+    """One CBOR item (the subset a COSE key uses: integers, byte and text strings, arrays, maps)."""
+    major, info = data[at] >> 5, data[at] & 0x1F
+    at += 1
+    if info < 24:
+        length = info
+    elif info <= 27:
+        size = 1 << (info - 24)
+        length, at = int.from_bytes(data[at : at + size], "big"), at + size
+    else:
+        raise ValueError("unsupported CBOR item")
+    if major in (0, 1):
+        return (length if major == 0 else -1 - length), at
+    if major in (2, 3):
+        raw = data[at : at + length]
+        return (raw if major == 2 else raw.decode("utf-8")), at + length
+    if major == 4:
+        items = []
+        for _ in range(length):
+            item, at = _cbor(data, at)
+            items.append(item)
+        return items, at
+    if major == 5:
+        found: dict[Any, Any] = {}
+        for _ in range(length):
+            key, at = _cbor(data, at)
+            found[key], at = _cbor(data, at)
+        return found, at
+    raise ValueError("unsupported CBOR item")
+
+
+def cose_verify(cose_key: bytes, message: bytes, signature: bytes) -> bool | None:
+    """Whether ``signature`` over ``message`` verifies with a COSE public key (ES256, EdDSA, RS256); None when
+    ``cryptography`` is missing for ES256 or RS256."""
+    key, _ = _cbor(cose_key)
+    if not isinstance(key, dict):
+        return False
+    if key.get(3) == -8:  # EdDSA (Ed25519): checked without cryptography too
+        return ed25519_verify(key[-2], message, signature)
+    try:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+    except ImportError:
+        return None
+    try:
+        if key[3] == -7:  # ES256: EC2 on P-256
+            numbers = ec.EllipticCurvePublicNumbers(
+                int.from_bytes(key[-2], "big"), int.from_bytes(key[-3], "big"), ec.SECP256R1()
+            )
+            numbers.public_key().verify(signature, message, ec.ECDSA(hashes.SHA256()))
+        elif key[3] == -257:  # RS256
+            public = rsa.RSAPublicNumbers(int.from_bytes(key[-2], "big"), int.from_bytes(key[-1], "big"))
+            public.public_key().verify(signature, message, padding.PKCS1v15(), hashes.SHA256())
+        else:
+            return False
+    except (InvalidSignature, ValueError, KeyError, TypeError):
+        return False
+    return True
+
+
+@dataclass
+class _Enrolled:
+    person: str
+    public_key: bytes
+    revoked_seq: int | None = None
+    #: The highest signature counter an assertion of this key reported so far (0: none, or a key without one).
+    counter: int = 0
+
+
+class _Approvals:
+    """What the walk learned of passkeys and requests, and the check of each approval's assertions."""
+
+    #: The receipt kinds this check reads (every other receipt is skipped unparsed).
+    KINDS = frozenset(
+        {"passkey_registered", "passkey_revoked", "person_removed", "hitl_requested"}
+        | {"hitl_partial_approval", "hitl_decided"}
+    )
+
+    def __init__(self) -> None:
+        self.keys: dict[str, _Enrolled] = {}
+        self.requests: dict[str, Mapping[str, Any]] = {}
+        self.nonces: dict[str, tuple[str, str]] = {}
+        self.assertions = 0
+        self.signatures_checked = True
+
+    def see(self, seq: int, kind: str, payload: Any) -> str | None:
+        """Learn from one receipt, or check its approvals; the problem found, if any."""
+        try:
+            return self._see(seq, kind, payload)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError) as exc:
+            return f"the {kind} receipt's approval evidence is malformed ({type(exc).__name__})"
+
+    def _see(self, seq: int, kind: str, p: Any) -> str | None:
+        if kind == "passkey_registered" and "public_key" in p:
+            self.keys[p["credential_id_sha256"]] = _Enrolled(p["person"], _unb64(p["public_key"]))
+        elif kind in ("passkey_revoked", "person_removed"):
+            for credential in [p.get("credential_id_sha256"), *p.get("credential_id_sha256s", [])]:
+                if credential in self.keys and self.keys[credential].revoked_seq is None:
+                    self.keys[credential].revoked_seq = seq
+        elif kind == "hitl_requested":
+            if "arguments" in p and sha256_hex(canonical(p["arguments"])) != p["arguments_sha256"]:
+                return "the recorded arguments do not hash to the request's arguments_sha256"
+            self.requests[p["request_id"]] = p
+        elif kind == "hitl_partial_approval" and p.get("assertion") is not None:
+            return self.check(seq, p["request_id"], p["decided_by"], p["assertion"])
+        elif kind == "hitl_decided" and "proofs" in p:
+            return self._decided(seq, p)
+        return None
+
+    def _decided(self, seq: int, p: Mapping[str, Any]) -> str | None:
+        """Every approver's proof, N distinct keys and people for a quorum of N, the quorum the request asked."""
+        request = self.requests.get(p["request_id"])
+        if request is None:
+            return f"request {p['request_id']} was decided but no hitl_requested receipt records it"
+        if p["required_approvals"] != request["required_approvals"]:
+            return "the decision's quorum differs from the one the request asked"
+        if p["decision"] != "approved":
+            return None
+        proofs = p["proofs"]
+        if [proof["person"] for proof in proofs] != list(p["approvers"]):
+            return "the decision's proofs do not name its approvers"
+        for proof in proofs:
+            if (proof["via"] == "passkey") != (proof.get("assertion") is not None):
+                return f"{proof['person']}'s approval via {proof['via']} does not match its assertion"
+            if proof["via"] == "passkey":
+                problem = self.check(seq, p["request_id"], proof["person"], proof["assertion"])
+                if problem:
+                    return problem
+        signed = [proof["assertion"]["credential_id_sha256"] for proof in proofs if proof["via"] == "passkey"]
+        if len(set(signed)) != len(signed):
+            return "one passkey counted twice in the quorum"
+        if len(set(p["approvers"])) < p["required_approvals"]:
+            return f"{len(set(p['approvers']))} distinct approvers for a quorum of {p['required_approvals']}"
+        return None
+
+    def check(self, seq: int, request_id: str, person: str, a: Mapping[str, Any]) -> str | None:
+        """One assertion: over this request's action, fresh, by ``person``'s enrolled, unrevoked key."""
+        request = self.requests.get(request_id)
+        if request is None:
+            return f"an approval of request {request_id}, which no hitl_requested receipt records"
+        action = a["action"]
+        expected = {
+            "tool": action_tool(request["kind"], request.get("provenance")),
+            "arguments_sha256": request["arguments_sha256"],
+            "server": action["server"],
+            "request_id": request_id,
+            "required_approvals": request["required_approvals"],
+        }
+        if dict(action) != expected:
+            return f"{person}'s assertion is over another action than request {request_id}"
+        problem = self._ceremony(a, action)
+        if problem:
+            return f"{person}'s assertion {problem}"
+        # a quorum's final receipt repeats its partial approvals' assertions: the same nonce, request and person
+        first = a["nonce"] not in self.nonces
+        if self.nonces.setdefault(a["nonce"], (request_id, person)) != (request_id, person):
+            return f"{person}'s assertion replays a nonce already used"
+        return self._key(seq, person, a, first)
+
+    def _ceremony(self, a: Mapping[str, Any], action: Mapping[str, Any]) -> str | None:
+        """clientDataJSON and authenticatorData: a get over this challenge, at this origin, user verified."""
+        client = json.loads(_unb64(a["client_data_json"]))
+        if client.get("type") != "webauthn.get":
+            return "is not a WebAuthn get"
+        if client.get("challenge") != b64url(approval_challenge(action, a["nonce"])):
+            return "was made for another challenge (action hash or nonce)"
+        if client.get("origin") != action["server"]:
+            return "was made at another origin than the server"
+        data = _unb64(a["authenticator_data"])
+        host = urlsplit(action["server"]).hostname or ""
+        if data[:32] != hashlib.sha256(host.encode("utf-8")).digest():
+            return "was made for another relying party"
+        if data[32] & (_UP | _UV) != (_UP | _UV):
+            return "was made without user presence and verification"
+        return None
+
+    def _key(self, seq: int, person: str, a: Mapping[str, Any], first: bool) -> str | None:
+        """The assertion's key: enrolled before, by ``person``, not revoked by then; its signature; its
+        counter past the key's last one (SEP-2672's clone check; a key that always says 0 has none)."""
+        enrolled = self.keys.get(a["credential_id_sha256"])
+        if enrolled is None:
+            return f"{person}'s assertion names a passkey the chain never enrolled"
+        if enrolled.person != person:
+            return f"{person}'s assertion was made with {enrolled.person}'s passkey"
+        if enrolled.revoked_seq is not None and enrolled.revoked_seq < seq:
+            return f"{person}'s assertion was made with a passkey revoked at seq {enrolled.revoked_seq}"
+        signed = _unb64(a["authenticator_data"]) + hashlib.sha256(_unb64(a["client_data_json"])).digest()
+        verified = cose_verify(enrolled.public_key, signed, _unb64(a["signature"]))
+        self.assertions += 1
+        if verified is None:
+            self.signatures_checked = False
+        elif not verified:
+            return f"{person}'s assertion has a signature that does not verify with the enrolled key"
+        counter = int.from_bytes(_unb64(a["authenticator_data"])[33:37], "big")
+        if first and counter:
+            if counter <= enrolled.counter:
+                return f"{person}'s passkey counter went back ({counter} after {enrolled.counter}): a cloned key?"
+            enrolled.counter = counter
+        return None
+
+
+def sha256_hex(text: str) -> str:
+    """Hex sha256 of a text's UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 # the walk
 
 
@@ -240,6 +500,7 @@ class _Walk:
         self.count: Any = 0
         #: Each subagent's link as spawned (most receipts carry no delegation: they are not parsed).
         self.delegations = Ledger()
+        self.approvals = _Approvals()
 
     def step(self, row: Row) -> ChainReport | None:
         """Check one receipt's seq, payload, link, digest and anchor, and move past it; the failure if any."""
@@ -268,6 +529,10 @@ class _Walk:
         if anchored is not None and anchored != digest:
             reason = "the chain differs from the signed checkpoint at this seq (rewritten history)"
             return _fail(count, prev, seq, reason, CHECKPOINT_MISMATCH)
+        if isinstance(kind, str) and kind in _Approvals.KINDS:
+            problem = self.approvals.see(seq, kind, json.loads(text))
+            if problem is not None:
+                return _fail(count, prev, seq, problem, APPROVAL_INVALID)
         self.prev, self.count = digest, seq
         return None
 
@@ -279,7 +544,15 @@ class _Walk:
             return _fail(count, prev, max(anchors), reason, CHECKPOINT_MISMATCH)
         if head is not None and (head[1] != prev or head[0] != count):
             return _fail(count, prev, None, "the chain head does not match the last receipt")
-        return ChainReport(True, count, prev, checkpoints=len(anchors), anchored_seq=max(anchors, default=0))
+        return ChainReport(
+            True,
+            count,
+            prev,
+            checkpoints=len(anchors),
+            anchored_seq=max(anchors, default=0),
+            assertions=self.approvals.assertions,
+            signatures_checked=self.approvals.signatures_checked,
+        )
 
 
 @dataclass(frozen=True)
@@ -379,6 +652,8 @@ def main(argv: list[str] | None = None) -> int:
         f"ok: {report.count} receipts, head {report.head_sha256}; {report.checkpoints} signed checkpoints "
         f"verified, anchored up to seq {report.anchored_seq}\n"
     )
+    if report.assertions:
+        sys.stdout.write(approvals_line(report) + "\n")
     return 0
 
 
@@ -405,6 +680,14 @@ def _witness_problem(directory: Path, options: dict[str, str]) -> str | None:
     except (OSError, ValueError) as exc:
         problem = f"the witness material could not be read ({exc})"
     return None if problem is None else f"{witness_verify.WITNESS_ROLLBACK}: {problem}"
+
+
+def approvals_line(report: ChainReport) -> str:
+    """What the verifier says of the approvals' assertions, and whether their signatures were checked."""
+    line = f"approvals: {report.assertions} passkey assertions checked against their enrolled keys"
+    if not report.signatures_checked:
+        return f"{line}; {SIGNATURES_UNCHECKED} (ES256 and RS256 need it: pip install cryptography)"
+    return f"{line}; signatures checked (cryptography)"
 
 
 if __name__ == "__main__":

@@ -277,12 +277,37 @@ def receipts_list(
 
 
 @receipts_app.command("verify")
-def receipts_verify() -> None:
-    """Recompute the whole receipt chain and check its signed checkpoints; exit 1 at the first problem."""
-    from baton.evidence.anchor import verify_store
+def receipts_verify(
+    export_dir: Annotated[
+        str | None, typer.Argument(help="An export (baton receipts export) to verify instead of the store.")
+    ] = None,
+    public_key: Annotated[
+        str | None, typer.Option("--public-key", help="The trusted checkpoint.pub (default: this home's).")
+    ] = None,
+    replay: Annotated[
+        bool,
+        typer.Option("--replay", help="Also re-derive each gateway call's verdict from its pinned policies."),
+    ] = False,
+) -> None:
+    """Recompute the whole receipt chain, check its signed checkpoints and approvals' passkey assertions;
+    exit 1 at the first problem (--replay: and at any gateway verdict that replays differently)."""
+    from pathlib import Path
 
+    from baton.chain_verify import approvals_line
+    from baton.evidence.anchor import verify_export_dir, verify_store
+
+    runtime = open_runtime()
     with progress("verifying the receipt chain"):
-        report = verify_store(open_runtime())
+        try:
+            report = (
+                verify_export_dir(runtime, Path(export_dir), Path(public_key) if public_key else None)
+                if export_dir
+                else verify_store(runtime)
+            )
+        except BatonError as exc:
+            fail(exc)
+            return
+    replayed = _replay(runtime, export_dir) if replay else True
     if not report.ok:
         err.print(f"[red]{report.error_class}[/red]: at seq {report.first_bad_seq}: {report.reason}")
         raise typer.Exit(1)
@@ -296,6 +321,30 @@ def receipts_verify() -> None:
             out.print(f"not yet anchored: the last {tail} receipts")
     elif report.count:
         out.print("[yellow]not anchored[/yellow]: no signed checkpoint (a serving baton writes them)")
+    if report.assertions:
+        out.print(approvals_line(report), highlight=False, markup=False)
+    if not replayed:
+        raise typer.Exit(1)
+
+
+def _replay(runtime: Any, export_dir: str | None) -> bool:
+    """Print what replay found (each differing verdict, each call it could not judge); whether all agreed."""
+    from pathlib import Path
+
+    from baton.gateway.policy.verdict_replay import replay_export, replay_store
+
+    found = replay_export(Path(export_dir)) if export_dir else replay_store(runtime)
+    for line in found.mismatches:
+        err.print(f"receipt_replay_mismatch: {line}", highlight=False, markup=False)
+    for line in found.unreplayable:
+        err.print(f"receipt_replay_unavailable: {line}", highlight=False, markup=False)
+    out.print(
+        f"replay: {found.replayed} gateway calls re-derived their recorded verdict; "
+        f"{len(found.mismatches)} differ, {len(found.unreplayable)} could not be replayed",
+        highlight=False,
+        markup=False,
+    )
+    return found.ok
 
 
 @receipts_app.command("export")
@@ -329,7 +378,8 @@ def receipts_export(
         fail(exc)
         return
     out.print(
-        f"exported {written['receipts']} receipts and {written['checkpoints']} checkpoints to {directory}"
+        f"exported {written['receipts']} receipts, {written['checkpoints']} checkpoints and "
+        f"{written['policies']} policy versions to {directory}"
     )
 
 

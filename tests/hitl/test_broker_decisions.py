@@ -125,6 +125,7 @@ async def test_a_decision_is_stored_and_receipted_with_every_field(
         "via": "cli",
         "decided_by": "ana",
         "approvers": ["ana"],
+        "proofs": [],  # a rejection: no approver to prove
         "required_approvals": 1,
         "step_up": False,
         "waiter_gone": True,

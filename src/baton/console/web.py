@@ -100,7 +100,14 @@ class Console:
         """Pending requests to decide, and the decided ones with who, how, notes, wait and receipt."""
         data = views.requests(self.runtime)
         forms = {r["request_id"]: self.csrf(binding, r["request_id"]) for r in data["pending"]}
-        return self.page("console_requests.html", "requests", binding, forms=forms, **data)
+        signs = self._signs(request)
+        return self.page("console_requests.html", "requests", binding, forms=forms, signs=signs, **data)
+
+    def _signs(self, request: Request) -> bool:
+        """Whether the viewer approves with a passkey assertion (a person logged in with a passkey), which
+        the inbox's page makes: its approvals link there."""
+        me = self.access.principal(request)
+        return me is not None and me.via == "passkey"
 
     @_signed_in
     async def request_view(self, request: Request, binding: str) -> Response:
@@ -118,8 +125,8 @@ class Console:
             r=view,
             action=f"{BASE}/requests/{request_id}",
             csrf=self.csrf(binding, request_id),
-            # a passkey step-up runs on the inbox's page, which holds the ceremony's script
-            stepup_link=f"/inbox/requests/{request_id}" if view["step_up"] else None,
+            # a passkey approval (step-up or not) runs on the inbox's page, which holds the ceremony's script
+            stepup_link=f"/inbox/requests/{request_id}" if view["step_up"] or self._signs(request) else None,
             live_mode="stay",
             me=me,
             # a grant is a person's (a passkey session); a step-up tool's is made on the inbox's page

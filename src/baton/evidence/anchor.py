@@ -65,7 +65,38 @@ def export(runtime: Runtime, directory: Path) -> dict[str, int]:
     if witnessed.is_file():  # the checkpoints witnesses cosigned, for `chain_verify --witness-key`
         with _private_open(directory / WITNESSED_FILE) as handle:
             handle.write(witnessed.read_text(encoding="utf-8"))
-    return {"receipts": count, "checkpoints": len(checkpoints)}
+    return {
+        "receipts": count,
+        "checkpoints": len(checkpoints),
+        "policies": _export_policies(runtime, directory),
+    }
+
+
+def _export_policies(runtime: Runtime, directory: Path) -> int:
+    """Copy every policy version kept (content-addressed) into ``directory/policies`` for replay."""
+    from baton.evidence.policy_archive import SUFFIXES, archive_dir
+
+    kept = [p for p in sorted(archive_dir(runtime.settings).glob("*.*")) if p.suffix[1:] in SUFFIXES]
+    target = private_dir(directory / "policies")
+    for path in kept:
+        with _private_open(target / path.name) as handle:
+            handle.write(path.read_text(encoding="utf-8"))
+    return len(kept)
+
+
+def verify_export_dir(runtime: Runtime, directory: Path, public_key: Path | None) -> ChainReport:
+    """An export checked as ``python -m baton.chain_verify`` does, with ``public_key`` (default: this home's
+    checkpoint key, never the copy inside the export)."""
+    from baton.chain_verify import read_public_key, verify_export
+
+    key_path = public_key or public_key_path(runtime.settings)
+    try:
+        key = read_public_key(key_path)
+    except (OSError, ValueError) as exc:
+        raise ReceiptError(
+            "checkpoint_key_unavailable", f"The public key {key_path} could not be read ({exc})."
+        ) from None
+    return verify_export(directory, key)
 
 
 def _private_open(path: Path) -> Any:

@@ -162,4 +162,17 @@ def _requested_payload(
         "agent": new.agent,
         "provenance": row["provenance"],
         "escalation": steps,
+        **(_bound_arguments(row) if new.kind == "approval" else {}),
     }
+
+
+def _bound_arguments(row: dict[str, Any]) -> dict[str, Any]:
+    """``{"arguments": ...}`` of an approval: what ``arguments_sha256`` is the digest of (a gateway call's
+    arguments, else the context), so a verifier checks the signed hash against it; nothing when neither hashes
+    to it (a redacted credential changed the arguments, or the caller gave its own digest)."""
+    context = row["context"]
+    candidates = [context.get("arguments")] if isinstance(context, dict) and "arguments" in context else []
+    for candidate in [*candidates, context]:
+        if sha256_hex(canonical_json(candidate)) == row["arguments_sha256"]:
+            return {"arguments": candidate}
+    return {}

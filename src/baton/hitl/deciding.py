@@ -18,7 +18,7 @@ from baton import clock
 from baton.errors import HitlError
 from baton.evidence.canonical import iso
 from baton.hitl.escalation import close_in
-from baton.hitl.quorum import approvers_notes, count_approval, joined_notes
+from baton.hitl.quorum import approvers_notes, assertion_of, count_approval, joined_notes, proofs_in
 from baton.hitl.records import (
     Decision,
     already_decided,
@@ -44,6 +44,8 @@ class _Verdict:
     waiter_gone: bool
     #: Every decider's notes with who wrote each: a quorum's approvers in order, then a rejecter.
     notes: list[dict[str, str]]
+    #: An approval's approvers, each with the path and (a passkey approval's) WebAuthn assertion.
+    proofs: list[dict[str, Any]]
 
     @property
     def decided_by(self) -> str:
@@ -85,7 +87,7 @@ def decide_in(
     notes = _notes_in(connection, row, values, by)
     if (row.required_approvals or 1) > 1:
         values = {**values, "admin_notes": joined_notes(notes)}
-    verdict = _Verdict(values, approvers, gone, notes)
+    verdict = _Verdict(values, approvers, gone, notes, _proofs_in(connection, row, decision, values, by))
     _set_decided_in(connection, request_id, decision, verdict, now)
     close_in(connection, request_id, now)
     runtime.receipts.append_in(
@@ -119,6 +121,18 @@ def _approvers_in(
     if len(approvers) < row.required_approvals:
         return None
     return approvers
+
+
+def _proofs_in(
+    connection: Connection, row: Any, decision: Decision, values: dict[str, Any], by: str
+) -> list[dict[str, Any]]:
+    """An approval's proofs: a quorum's, counted in the transaction, or the decider's alone; none for a
+    rejection or an answer."""
+    if values["status"] != "approved":
+        return []
+    if (row.required_approvals or 1) > 1:
+        return proofs_in(connection, row.id)
+    return [{"person": by, "via": decision.via, "assertion": assertion_of(decision)}]
 
 
 def _notes_in(connection: Connection, row: Any, values: dict[str, Any], by: str) -> list[dict[str, str]]:
@@ -173,6 +187,7 @@ def _decided_payload(
         "agent": row.agent,
         "decided_by": verdict.decided_by,
         "approvers": verdict.approvers,
+        "proofs": verdict.proofs,
         "required_approvals": row.required_approvals or 1,
         "step_up": bool(decision.step_up) if row.step_up else False,
         "waiter_gone": verdict.waiter_gone,

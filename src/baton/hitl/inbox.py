@@ -263,13 +263,14 @@ class Inbox:
         )
 
     def step_up_ceremony(self, request: Request, principal: Principal, view: dict[str, Any]) -> Any:
-        """A passkey step-up ceremony for a pending request that needs one, when a person is logged in."""
-        if not (view["step_up"] and view["status"] == "pending" and principal.via == "passkey"):
+        """The passkey ceremony a person logged in with a passkey approves a pending approval with (step-up
+        or not: every passkey approval carries its assertion into the receipt)."""
+        if not (view["kind"] == "approval" and view["status"] == "pending" and principal.via == "passkey"):
             return None
         from baton.identity.passkeys import Passkeys
 
         options, ceremony = Passkeys(self.runtime).step_up_options(
-            principal.name, view["request_id"], view["arguments_sha256"], self.relying_party(request)
+            principal.name, view, self.relying_party(request)
         )
         return {"options": options, "ceremony": ceremony}
 
@@ -285,7 +286,8 @@ class Inbox:
             granting = fields.get("action") == inbox_grant.ACTION
             chosen = {**fields, "action": "approve"} if granting else fields
             decision = _decision(chosen, via=principal.via, decided_by=principal.name)
-            if fields.get("credential") and decision.approved is True:
+            # every passkey approval carries its assertion (into the receipt); the operator's carries none
+            if decision.approved is True and (fields.get("credential") or principal.via == "passkey"):
                 decision = replace(decision, step_up=self._step_up(request, principal, request_id, fields))
             if granting:
                 inbox_grant.approve(self.runtime, self.broker, request_id, principal, decision, fields)
@@ -305,11 +307,16 @@ class Inbox:
             raise HitlError(
                 "hitl_step_up_required", "A step-up is made by a person logged in with a passkey."
             )
-        view = self.broker.get(request_id)
+        if not fields.get("credential"):
+            raise HitlError(
+                "hitl_step_up_required",
+                f"A passkey approval of request {request_id} is a fresh passkey assertion bound to it: "
+                "use Approve with passkey.",
+                request_id=request_id,
+            )
         return Passkeys(self.runtime).verify_step_up(
             principal.name,
-            request_id,
-            view["arguments_sha256"],
+            self.broker.get(request_id),
             fields.get("ceremony", ""),
             fields.get("credential", ""),
             self.relying_party(request),

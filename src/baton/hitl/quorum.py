@@ -70,6 +70,7 @@ def count_approval(
             approved_at=iso(now),
             admin_notes=notes,
             os_uid=decision.os_uid,
+            assertion=assertion_of(decision),
         )
     )
     approvers = [*earlier, by]
@@ -86,10 +87,30 @@ def count_approval(
                 "approvers": approvers,
                 "admin_notes": notes,
                 "step_up": bool(decision.step_up) if row.step_up else False,
+                "assertion": assertion_of(decision),
                 "at": iso(now),
             },
         )
     return approvers
+
+
+def assertion_of(decision: Decision) -> dict[str, Any] | None:
+    """The WebAuthn assertion a passkey approval carries (what the receipt records), else None."""
+    evidence = getattr(decision.step_up, "evidence", None)
+    return dict(evidence) if decision.via == "passkey" and evidence else None
+
+
+def proofs_in(connection: Connection, request_id: str) -> list[dict[str, Any]]:
+    """Each quorum approval so far, in order: who, by which path, and the assertion of a passkey one."""
+    query = (
+        select(hitl_approvals.c.person, hitl_approvals.c.via, hitl_approvals.c.assertion)
+        .where(hitl_approvals.c.request_id == request_id)
+        .order_by(hitl_approvals.c.approved_at, hitl_approvals.c.person)
+    )
+    return [
+        {"person": person, "via": via, "assertion": assertion}
+        for person, via, assertion in connection.execute(query).all()
+    ]
 
 
 def _once_per_uid(connection: Connection, row: Any, decision: Decision, count: int) -> None:

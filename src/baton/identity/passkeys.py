@@ -5,9 +5,12 @@ nonce) that the page carries back with the browser's credential, and the challen
 
 * registration: ``sha256(canonical_json({purpose: "register", person, nonce}))``;
 * login: ``sha256(canonical_json({purpose: "login", nonce}))``;
-* step-up: ``sha256(canonical_json({request_id, arguments_sha256, nonce}))`` with the request's digest
-  read from the store when the assertion is checked, so an assertion made for another request (or for
-  arguments that changed) does not verify.
+* approval (every passkey approval, step-up or not): the nonce's UTF-8 bytes then the request's action
+  hash (:func:`baton.chain_verify.action_sha256`: the tool, the arguments' digest, the server's origin,
+  the request id and the quorum, SEP-2672's shape), the action rebuilt from the store when the assertion
+  is checked, so an assertion made for another request, arguments, server or quorum does not verify. The
+  assertion itself (authenticator data, client data JSON, signature) goes into the decision's receipt,
+  which ``python -m baton.chain_verify`` checks against the key enrolled in the chain.
 
 Each nonce is single use: spent in ``hitl_link_uses`` (a login at once, a step-up in the decision's own
 transaction). Every ceremony requires user verification. The relying party id is the host name of
@@ -18,9 +21,10 @@ open the inbox at ``localhost``, not ``127.0.0.1``).
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -28,11 +32,12 @@ from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 
 from baton import clock
+from baton.chain_verify import action_tool, approval_challenge
 from baton.errors import PeopleError
 from baton.evidence.canonical import iso
 from baton.evidence.receipts import canonical_json
 from baton.identity.links import LinkSigner, same
-from baton.identity.people import People, credential_id_bytes, passkey_digest
+from baton.identity.people import People, StoredPasskey, credential_id_bytes, passkey_digest
 from baton.runtime import Runtime
 from baton.store.schema import hitl_link_uses
 
@@ -62,12 +67,25 @@ class Ceremony:
 
 @dataclass(frozen=True)
 class StepUpProof:
-    """A verified step-up: ``person`` asserted, with a passkey, the request and digest named here."""
+    """A verified passkey approval: ``person`` asserted, with a passkey, the request and digest named here."""
 
     request_id: str
     arguments_sha256: str
     person: str
     nonce: str
+    #: What the receipt records: the action, the nonce, the credential id's sha256 and the assertion (base64url).
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def approval_action(view: dict[str, Any], server: str) -> dict[str, Any]:
+    """The action a passkey approval of the request ``view`` signs, at the server's origin ``server``."""
+    return {
+        "tool": action_tool(view["kind"], view["provenance"]),
+        "arguments_sha256": view["arguments_sha256"],
+        "server": server,
+        "request_id": view["request_id"],
+        "required_approvals": view["required_approvals"],
+    }
 
 
 def relying_party(public_url: str | None, scheme: str, netloc: str) -> RelyingParty:
@@ -82,17 +100,13 @@ def relying_party(public_url: str | None, scheme: str, netloc: str) -> RelyingPa
     return RelyingParty(rp_id=host, origins=tuple(dict.fromkeys(origins)))
 
 
-def challenge(ceremony: Ceremony, arguments_sha256: str | None = None) -> bytes:
+def challenge(ceremony: Ceremony, action: dict[str, Any] | None = None) -> bytes:
     """The WebAuthn challenge a ceremony's credential must sign."""
-    import hashlib
-
     if ceremony.purpose == "step_up":
-        body: dict[str, Any] = {
-            "request_id": ceremony.subject,
-            "arguments_sha256": arguments_sha256,
-            "nonce": ceremony.nonce,
-        }
-    elif ceremony.purpose == "register":
+        if action is None or action["request_id"] != ceremony.subject:
+            raise _refused("The passkey ceremony was made for something else.")
+        return approval_challenge(action, ceremony.nonce)
+    if ceremony.purpose == "register":
         body = {"purpose": "register", "person": ceremony.subject, "nonce": ceremony.nonce}
     else:
         body = {"purpose": "login", "nonce": ceremony.nonce}
@@ -211,32 +225,37 @@ class Passkeys:
         """The person whose passkey signed this login and that passkey's short digest, which their
         session carries so that revoking the passkey ends it (the nonce is spent)."""
         ceremony = self.open(token, "login", "")
-        person = self._assert(credential, challenge(ceremony), rp, None)
+        person = self._assert(credential, challenge(ceremony), rp, None).person
         self._spend(ceremony.nonce, "passkey-login")
         raw_id = credential_id_bytes(str(json.loads(credential)["rawId"]))
         return person, passkey_digest(raw_id)
 
-    def step_up_options(
-        self, person: str, request_id: str, arguments_sha256: str, rp: RelyingParty
-    ) -> tuple[str, str]:
-        """``(options JSON, ceremony token)`` for a step-up bound to a request and its arguments' digest."""
-        ceremony = self._new("step_up", request_id)
+    def step_up_options(self, person: str, view: dict[str, Any], rp: RelyingParty) -> tuple[str, str]:
+        """``(options JSON, ceremony token)`` for an approval of the request ``view`` bound to its action."""
+        ceremony = self._new("step_up", view["request_id"])
         allowed = [p.credential_id for p in self.people.passkeys_of(person)]
-        return self._request_options(rp, challenge(ceremony, arguments_sha256), allowed), self.seal(ceremony)
+        expected = challenge(ceremony, approval_action(view, rp.origins[0]))
+        return self._request_options(rp, expected, allowed), self.seal(ceremony)
 
     def verify_step_up(
-        self,
-        person: str,
-        request_id: str,
-        arguments_sha256: str,
-        token: str,
-        credential: str,
-        rp: RelyingParty,
+        self, person: str, view: dict[str, Any], token: str, credential: str, rp: RelyingParty
     ) -> StepUpProof:
-        """A proof that ``person`` asserted this request and digest (the nonce is spent with the decision)."""
-        ceremony = self.open(token, "step_up", request_id)
-        self._assert(credential, challenge(ceremony, arguments_sha256), rp, person)
-        return StepUpProof(request_id, arguments_sha256, person, ceremony.nonce)
+        """A proof that ``person`` asserted the action of the request ``view`` (read from the store), with the
+        assertion the receipt records (the nonce is spent with the decision)."""
+        ceremony = self.open(token, "step_up", view["request_id"])
+        action = approval_action(view, rp.origins[0])
+        server = RelyingParty(rp.rp_id, (action["server"],))
+        stored = self._assert(credential, challenge(ceremony, action), server, person)
+        response = json.loads(credential)["response"]
+        evidence = {
+            "action": action,
+            "nonce": ceremony.nonce,
+            "credential_id_sha256": hashlib.sha256(credential_id_bytes(stored.credential_id)).hexdigest(),
+            "authenticator_data": response["authenticatorData"],
+            "client_data_json": response["clientDataJSON"],
+            "signature": response["signature"],
+        }
+        return StepUpProof(view["request_id"], view["arguments_sha256"], person, ceremony.nonce, evidence)
 
     def _request_options(self, rp: RelyingParty, challenge_bytes: bytes, allowed: list[str]) -> str:
         from webauthn import generate_authentication_options, options_to_json
@@ -251,8 +270,10 @@ class Passkeys:
         )
         return options_to_json(options)
 
-    def _assert(self, credential: str, expected: bytes, rp: RelyingParty, person: str | None) -> str:
-        """Verify an assertion against its stored passkey; returns the passkey's person."""
+    def _assert(
+        self, credential: str, expected: bytes, rp: RelyingParty, person: str | None
+    ) -> StoredPasskey:
+        """Verify an assertion against its stored passkey; returns that passkey."""
         from webauthn import verify_authentication_response
         from webauthn.helpers.exceptions import WebAuthnException
 
@@ -279,7 +300,7 @@ class Passkeys:
             raise _refused(f"The passkey assertion did not verify: {_reason(exc)}") from exc
         with self.runtime.store.write() as connection:
             self.people.used(connection, raw_id, verified.new_sign_count)
-        return stored.person
+        return stored
 
     def _spend(self, nonce: str, label: str) -> None:
         try:

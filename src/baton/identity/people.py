@@ -150,11 +150,15 @@ class People:
             gone = connection.execute(delete(people).where(people.c.name == name)).rowcount
             if gone != 1:
                 raise PeopleError("person_not_found", f"No person is named {name!r}.", person=name)
+            held = select(people_passkeys.c.credential_id).where(people_passkeys.c.person == name)
+            revoked = sorted(_digest(_unb64(c)) for c in connection.execute(held).scalars().all())
             connection.execute(delete(people_passkeys).where(people_passkeys.c.person == name))
             connection.execute(delete(people_chat_identities).where(people_chat_identities.c.person == name))
             connection.execute(delete(people_os_accounts).where(people_os_accounts.c.person == name))
             self.runtime.receipts.append_in(
-                connection, "person_removed", {"person": name, "at": iso(clock.time())}
+                connection,
+                "person_removed",
+                {"person": name, "credential_id_sha256s": revoked, "at": iso(clock.time())},
             )
 
     def set_notify(self, name: str, destination: str | None) -> None:
@@ -293,7 +297,13 @@ class People:
             self.runtime.receipts.append_in(
                 connection,
                 "passkey_registered",
-                {"person": name, "credential_id_sha256": _digest(credential_id), "at": now},
+                {
+                    "person": name,
+                    "credential_id_sha256": _digest(credential_id),
+                    # the public half, once, in the chain: an auditor checks every later assertion with it
+                    "public_key": _b64(public_key),
+                    "at": now,
+                },
             )
 
     # credentials ----------------------------------------------------------------------------------

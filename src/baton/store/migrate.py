@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import Engine, inspect, text
 
 #: The newest migration; a store already at it opens without importing Alembic.
-HEAD_REVISION = "0023"
+HEAD_REVISION = "0024"
 
 
 def current_revision(engine: Engine) -> str | None:

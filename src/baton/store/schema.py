@@ -238,6 +238,8 @@ hitl_approvals = Table(
     # the OS account (real uid) behind a CLI approval: one uid counts once, whatever name it decides under
     Column("os_uid", Integer),
     Column("admin_notes", Text),
+    # the WebAuthn assertion of a passkey approval (baton.identity.passkeys.StepUpProof.evidence)
+    Column("assertion", JSON),
 )
 
 #: Standing approvals a person gave (baton.hitl.grants): an agent may call an adapter's tool under a Cedar

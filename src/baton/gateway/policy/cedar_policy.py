@@ -229,7 +229,9 @@ def pin(runtime: Any, adapter: str, source: str | None = None) -> dict[str, Any]
         raise _error(f"{origin} holds no Cedar policy.")
     if origin.resolve() != target.resolve():
         target.write_text(text, encoding="utf-8")
-    sha = sha256_of(text)
+    from baton.evidence.policy_archive import keep
+
+    sha = keep(runtime.settings, text.encode("utf-8"), "cedar")  # every version pinned stays findable
     checksum = write_policy(
         path, policy.model_copy(update={"tools": policy.tools.model_copy(update={"call_policy_sha256": sha})})
     )

@@ -140,7 +140,20 @@ def load_live(runtime: Runtime, row: dict[str, Any]) -> LiveAdapter:
             "the policy changed after the promotion; replay and promote it again",
             adapter_id=row["id"],
         )
+    _archive(runtime, path, policy)
     return LiveAdapter(policy, row, bundle)
+
+
+def _archive(runtime: Runtime, path: Path, policy: Policy) -> None:
+    """Keep the served version's policy document and Cedar policy, content-addressed, for replay."""
+    from baton.evidence.canonical import canonical_json
+    from baton.evidence.policy_archive import keep
+    from baton.gateway.policy.cedar_policy import SNAPSHOT_NAME, policy_file
+
+    keep(runtime.settings, canonical_json(read_policy_document(path)[0]).encode("utf-8"), "json")
+    cedar = path.parent / SNAPSHOT_NAME if path.name == "policy.toml" else policy_file(path)
+    if policy.tools.call_policy_sha256 is not None and cedar.is_file():
+        keep(runtime.settings, cedar.read_bytes(), "cedar")
 
 
 def live_adapters(runtime: Runtime) -> list[LiveAdapter]:

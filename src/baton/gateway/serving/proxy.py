@@ -380,8 +380,11 @@ class GatewayProxy(DynamicTools):
             "agent": context.agent.name,
             "call_policy_sha256": adapter.policy.tools.call_policy_sha256,
             "call_policy_decision": trail.verdict,
+            # the adapter policy version that admitted (or refused) the call, kept by its checksum for replay
+            "policy_checksum": adapter.row.get("serving_policy_checksum"),
         }
-        if adapter.policy.tools.record_arguments:
+        # a Cedar verdict depends on the arguments: they are recorded (redacted) so replay can re-derive it
+        if adapter.policy.tools.record_arguments or adapter.policy.tools.call_policy_sha256 is not None:
             payload["arguments"] = arguments
         if context.on_behalf is not None:
             payload["subagent"] = context.on_behalf.link()
