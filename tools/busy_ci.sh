@@ -5,6 +5,9 @@
 set -u
 repo=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 dir=${1:-$(mktemp -d)/baton-ci}
+# mktemp makes its directory 0700: the tests that run the standalone verifier as nobody (uid 65534) must
+# reach the clone, as they do in a CI checkout
+chmod 755 "$(dirname "$dir")"
 git clone -q "$repo" "$dir" || exit 1
 yes > /dev/null & first=$!
 yes > /dev/null & second=$!
