@@ -153,6 +153,31 @@ def test_install_script_advice_adds_the_one_flag_and_lock_then_passes(
     assert next_step(locked) == ["baton", "gateway", "verify", "app"]
 
 
+@pytest.mark.needs("node")
+def test_node_advice_bundles_the_runtime_and_later_advice_keeps_the_flag(
+    registry: NpmRegistryServer, env: dict[str, str]
+) -> None:
+    """Like @bytebase/dbhub: engines.node >= 22.5 and a dependency with an install script."""
+    from .test_node_runtime import serve_recorded_runtime
+
+    scripts = {"postinstall": "node build.js"}
+    manifest = {"name": "native", "version": "1.0.0", "scripts": scripts}
+    native = build_tarball({"package/package.json": json.dumps(manifest), "package/index.js": ""})
+    registry.publish("native", "1.0.0", native, scripts=scripts, hasInstallScript=True)
+    registry.publish(
+        TEST_SERVER, "1.0.0", build_tarball(package_files()), bin={TEST_SERVER: "server.py"},
+        dependencies={"native": "1"}, engines={"node": ">=22.5.0"},
+    )  # fmt: skip
+    serve_recorded_runtime(registry)
+
+    refusal = refused(run_gateway(env, "lock", f"npm:{TEST_SERVER}"), "adapter_runtime_unavailable")
+    assert next_step(refusal) == ["baton", "gateway", "lock", f"npm:{TEST_SERVER}", "--node", "22"]
+    scripted = refused(follow(env, refusal), "artifact_install_script_refused")
+    assert next_step(scripted)[4:] == ["--allow-without-install-scripts", "native", "--node", "22"]
+    locked = ok(follow(env, scripted))
+    assert "runs on node 22.23.5 from the registry" in locked.stdout
+
+
 def test_an_entrypoint_the_package_does_not_ship_is_refused_at_lock_with_the_ones_it_does(
     registry: NpmRegistryServer, env: dict[str, str]
 ) -> None:
