@@ -1,5 +1,5 @@
 """Every refusal's advice works when followed: the test runs exactly the ``next:`` command each refusal
-prints (host-program drift, contract drift, install script, entrypoint, wheel cap) and sees it get further.
+prints (host-program drift, contract drift, install script, entrypoint, wheel cap, node runtime, mcp 1.x) and sees it get further.
 
 Each case drives the real CLI in its own process, as an operator does; a ``next:`` line is split like a
 shell would and run as written (only ``baton`` becomes ``python -m baton``).
@@ -265,3 +265,39 @@ def test_a_server_built_for_mcp_1_resolved_against_mcp_2_is_advised_to_constrain
     verified = ok(follow(env, drafted))
     replayed = ok(follow(env, verified))
     assert "replayed ocr-like" in replayed.stdout
+
+
+@pytest.mark.needs("bwrap")
+def test_a_server_on_the_mcp_1_low_level_decorators_is_advised_to_constrain_mcp(
+    registry: NpmRegistryServer, env: dict[str, str]
+) -> None:
+    """cli-mcp-server's ``@server.list_tools()``: 2.x's low-level ``Server`` has no decorators."""
+    from baton.testing import mcp_stdio_server
+
+    server = Path(mcp_stdio_server.__file__).read_text(encoding="utf-8")
+    decorators = "class Server:\n    def __init__(self, name):\n        pass\n"
+    serve = (
+        "def main():\n    from mcp.server import lowlevel\n    server = lowlevel.Server('cli-like')\n"
+        "    server.list_tools()\n    lowlevel.main()\n"
+    )
+    filename, wheel = build_python_wheel(
+        "cli-like", "1.0.0", {"cli_like/__init__.py": serve}, requires=["mcp"],
+        console_scripts={"cli-like": "cli_like:main"},
+    )  # fmt: skip
+    registry.publish_wheel("cli-like", "1.0.0", filename, wheel)
+    one = server + decorators + "    def list_tools(self):\n        return lambda fn: fn\n"
+    for version, lowlevel in (("1.9.0", one), ("2.0.0", decorators)):
+        modules = {"mcp/__init__.py": "", "mcp/server/__init__.py": "", "mcp/server/lowlevel.py": lowlevel}
+        filename, wheel = build_python_wheel("mcp", version, modules)
+        registry.publish_wheel("mcp", version, filename, wheel)
+    ok(run_gateway(env, "lock", "pypi:cli-like"))
+    ok(run_gateway(env, "verify", "cli-like"))
+    replay = [sys.executable, "-m", "baton", "gateway", "replay", "cli-like", "--apply", "--record-contract"]
+    failed = subprocess.run(replay, env=env, capture_output=True, text=True, timeout=600, check=False)
+    refusal = refused(failed, "mcp_protocol_response_invalid")
+    assert (
+        "the server's error: AttributeError: 'Server' object has no attribute 'list_tools'" in refusal.stderr
+    )
+    assert next_step(refusal)[-3:] == ["--replace", "--constraint", "mcp<2"]
+    replayed = ok(follow(env, ok(follow(env, ok(follow(env, refusal))))))
+    assert "replayed cli-like" in replayed.stdout
