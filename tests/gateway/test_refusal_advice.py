@@ -1,5 +1,6 @@
 """Every refusal's advice works when followed: the test runs exactly the ``next:`` command each refusal
-prints (host-program drift, contract drift, install script, entrypoint, wheel cap, node runtime, mcp 1.x) and sees it get further.
+prints (host-program drift, contract drift, install script, entrypoint, wheel cap, node runtime, mcp 1.x)
+and sees it get further.
 
 Each case drives the real CLI in its own process, as an operator does; a ``next:`` line is split like a
 shell would and run as written (only ``baton`` becomes ``python -m baton``).
