@@ -1,5 +1,6 @@
 """Every refusal's advice works when followed: the test runs exactly the ``next:`` command each refusal
-prints (host-program drift, contract drift, install script, entrypoint, wheel cap) and sees it get further.
+prints (host-program drift, contract drift, install script, entrypoint, wheel cap, node runtime, mcp 1.x)
+and sees it get further.
 
 Each case drives the real CLI in its own process, as an operator does; a ``next:`` line is split like a
 shell would and run as written (only ``baton`` becomes ``python -m baton``).
@@ -153,6 +154,31 @@ def test_install_script_advice_adds_the_one_flag_and_lock_then_passes(
     assert next_step(locked) == ["baton", "gateway", "verify", "app"]
 
 
+@pytest.mark.needs("node")
+def test_node_advice_bundles_the_runtime_and_later_advice_keeps_the_flag(
+    registry: NpmRegistryServer, env: dict[str, str]
+) -> None:
+    """Like @bytebase/dbhub: engines.node >= 22.5 and a dependency with an install script."""
+    from .test_node_runtime import serve_recorded_runtime
+
+    scripts = {"postinstall": "node build.js"}
+    manifest = {"name": "native", "version": "1.0.0", "scripts": scripts}
+    native = build_tarball({"package/package.json": json.dumps(manifest), "package/index.js": ""})
+    registry.publish("native", "1.0.0", native, scripts=scripts, hasInstallScript=True)
+    registry.publish(
+        TEST_SERVER, "1.0.0", build_tarball(package_files()), bin={TEST_SERVER: "server.py"},
+        dependencies={"native": "1"}, engines={"node": ">=22.5.0"},
+    )  # fmt: skip
+    serve_recorded_runtime(registry)
+
+    refusal = refused(run_gateway(env, "lock", f"npm:{TEST_SERVER}"), "adapter_runtime_unavailable")
+    assert next_step(refusal) == ["baton", "gateway", "lock", f"npm:{TEST_SERVER}", "--node", "22"]
+    scripted = refused(follow(env, refusal), "artifact_install_script_refused")
+    assert next_step(scripted)[4:] == ["--allow-without-install-scripts", "native", "--node", "22"]
+    locked = ok(follow(env, scripted))
+    assert "runs on node 22.23.5 from the registry" in locked.stdout
+
+
 def test_an_entrypoint_the_package_does_not_ship_is_refused_at_lock_with_the_ones_it_does(
     registry: NpmRegistryServer, env: dict[str, str]
 ) -> None:
@@ -240,3 +266,39 @@ def test_a_server_built_for_mcp_1_resolved_against_mcp_2_is_advised_to_constrain
     verified = ok(follow(env, drafted))
     replayed = ok(follow(env, verified))
     assert "replayed ocr-like" in replayed.stdout
+
+
+@pytest.mark.needs("bwrap")
+def test_a_server_on_the_mcp_1_low_level_decorators_is_advised_to_constrain_mcp(
+    registry: NpmRegistryServer, env: dict[str, str]
+) -> None:
+    """cli-mcp-server's ``@server.list_tools()``: 2.x's low-level ``Server`` has no decorators."""
+    from baton.testing import mcp_stdio_server
+
+    server = Path(mcp_stdio_server.__file__).read_text(encoding="utf-8")
+    decorators = "class Server:\n    def __init__(self, name):\n        pass\n"
+    serve = (
+        "def main():\n    from mcp.server import lowlevel\n    server = lowlevel.Server('cli-like')\n"
+        "    server.list_tools()\n    lowlevel.main()\n"
+    )
+    filename, wheel = build_python_wheel(
+        "cli-like", "1.0.0", {"cli_like/__init__.py": serve}, requires=["mcp"],
+        console_scripts={"cli-like": "cli_like:main"},
+    )  # fmt: skip
+    registry.publish_wheel("cli-like", "1.0.0", filename, wheel)
+    one = server + decorators + "    def list_tools(self):\n        return lambda fn: fn\n"
+    for version, lowlevel in (("1.9.0", one), ("2.0.0", decorators)):
+        modules = {"mcp/__init__.py": "", "mcp/server/__init__.py": "", "mcp/server/lowlevel.py": lowlevel}
+        filename, wheel = build_python_wheel("mcp", version, modules)
+        registry.publish_wheel("mcp", version, filename, wheel)
+    ok(run_gateway(env, "lock", "pypi:cli-like"))
+    ok(run_gateway(env, "verify", "cli-like"))
+    replay = [sys.executable, "-m", "baton", "gateway", "replay", "cli-like", "--apply", "--record-contract"]
+    failed = subprocess.run(replay, env=env, capture_output=True, text=True, timeout=600, check=False)
+    refusal = refused(failed, "mcp_protocol_response_invalid")
+    assert (
+        "the server's error: AttributeError: 'Server' object has no attribute 'list_tools'" in refusal.stderr
+    )
+    assert next_step(refusal)[-3:] == ["--replace", "--constraint", "mcp<2"]
+    replayed = ok(follow(env, ok(follow(env, ok(follow(env, refusal))))))
+    assert "replayed cli-like" in replayed.stdout

@@ -142,6 +142,7 @@ FLAGS = (
     ("host_program", "--host-program"),
     ("allow_without_install_scripts", "--allow-without-install-scripts"),
     ("max_wheel_mb", "--max-wheel-mb"),
+    ("node", "--node"),
 )
 
 
@@ -168,6 +169,8 @@ def lock_advice(exc: BatonError, given: dict[str, Any]) -> str | None:
         return lock_command({**given, "allow_without_install_scripts": accepted})
     if exc.error_class == "artifact_archive_limits_exceeded" and details.get("max_wheel_mb"):
         return lock_command({**given, "max_wheel_mb": details["max_wheel_mb"]})
+    if exc.error_class == "adapter_runtime_unavailable" and details.get("node"):
+        return lock_command({**given, "node": details["node"]})
     if exc.error_class == "adapter_policy_exists":
         return lock_command({**given, "replace": True})
     return None

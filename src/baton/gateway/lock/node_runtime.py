@@ -94,6 +94,7 @@ def check_engines(name: str, node: str | None, host: dict[str, str] | None, lock
                 "adapter_runtime_unavailable",
                 f"--node {node} resolved node {version}, which {name} does not accept (engines.node "
                 f"{spec!r}). Name a version it accepts: --node {suggested_major(spec) or 'VERSION'}.",
+                node=suggested_major(spec),
             )
         return
     version = host["version"] if host else "?"
@@ -108,6 +109,7 @@ def check_engines(name: str, node: str | None, host: dict[str, str] | None, lock
         f"lock again with {advice}; or run it on the host's node anyway with --node host.",
         engines=spec,
         host_version=version,
+        node=major,
     )
 
 

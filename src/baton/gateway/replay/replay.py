@@ -339,13 +339,15 @@ def replay(runtime: Runtime, adapter: str, *, apply: bool = False, record: bool 
                 runtime, adapter_id, path, "replay", stage, policy_checksum=checksum, extra=extra
             )
         except GatewayError as exc:
-            if MCP_2X in str(exc.details.get("stderr_headline") or "") and not exc.details.get("next"):
+            headline = str(exc.details.get("stderr_headline") or "")
+            if any(sign in headline for sign in MCP_2X) and not exc.details.get("next"):
                 exc.details["next"] = _pin_mcp_1(path)
             raise
 
 
-#: What the ``mcp`` package 2.x says when a server written for 1.x imports ``mcp.server.fastmcp``.
-MCP_2X = "No module named 'mcp.server.fastmcp'"
+#: What a server written for the ``mcp`` 1.x SDK says under 2.x: FastMCP is gone, and so are the low-level
+#: ``Server``'s decorators (``@server.list_tools()``: cli-mcp-server).
+MCP_2X = ("No module named 'mcp.server.fastmcp'", "AttributeError: 'Server' object has no attribute ")
 
 
 def _pin_mcp_1(path: Path) -> str | None:
@@ -354,5 +356,7 @@ def _pin_mcp_1(path: Path) -> str | None:
         policy, _ = load_policy(path, check_expiry=False)
     except GatewayError:
         return None
+    if not any(a.name == "mcp" and a.version.split(".")[0] not in ("0", "1") for a in policy.artifacts):
+        return None  # the closure's mcp is not 2.x: some other ``Server``
     step = redraft_step(policy)
     return f"{step} --constraint 'mcp<2'" if step.startswith("baton gateway lock pypi:") else None
