@@ -4,6 +4,9 @@ its warm-up starts once the start-up's answers are written (bench/first_model_ca
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,3 +88,26 @@ async def test_a_call_waiting_for_the_model_build_leaves_the_event_loop_free(
         await client.aclose()
         runtime.close()
     assert loop_ran_while_held == [True]
+
+
+#: Imports the model stack as the warm-up (or a first spawn) does, and reports what the collector did.
+STACK_PROBE = """
+import gc, json
+from baton.config import Settings
+from baton.models.providers import ProviderConfig, build_model
+collections = lambda: sum(generation["collections"] for generation in gc.get_stats())
+before = collections()
+build_model(ProviderConfig("moonshot", "kimi-k3", "http://127.0.0.1:9/v1", "sk-probe"), Settings())
+print(json.dumps({"collections": collections() - before, "enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}))
+"""
+
+
+def test_the_model_stack_is_imported_with_the_collector_paused_then_frozen(
+    baton_env: dict[str, str],
+) -> None:
+    probe = subprocess.run(
+        [sys.executable, "-c", STACK_PROBE], env=baton_env, capture_output=True, text=True, check=True
+    )
+    seen = json.loads(probe.stdout)
+    assert seen["collections"] == 0  # no collection walked the imports' objects
+    assert seen["enabled"] is True and seen["frozen"] > 0  # back on, with the imported heap out of its way
