@@ -2,8 +2,8 @@
 importing them at once can see one half-initialized (``ImportError: ... partially initialized module``).
 
 Every pydantic-ai import in baton happens after :func:`load_pydantic_ai` (or :func:`aload_pydantic_ai`),
-or under :data:`IMPORT_LOCK` (a provider's modules, in ``providers.build_model``). ``tests/test_lazy_imports``
-checks that each function-level import does.
+or under :data:`IMPORT_LOCK` (a provider's modules, in ``providers.build_model``, through :func:`importing`,
+which also pauses the collector). ``tests/test_lazy_imports`` checks that each function-level import does.
 """
 
 from __future__ import annotations
