@@ -28,6 +28,7 @@ MODULES: dict[str, int] = {
     "http_roundtrip": 1000,
     "http_concurrency": 500,
     "cold_start": 10,
+    "first_model_call": 5,
     "fanout": 2,
     "chat_body": 200,
     "receipts_verify": 1_000_000,

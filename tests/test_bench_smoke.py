@@ -36,6 +36,7 @@ def test_bench_run_quick_measures_every_benchmark_and_writes_json(tmp_path: Path
         "http_roundtrip",
         "http_concurrency",
         "cold_start",
+        "first_model_call",
         "fanout",
         "chat_body",
     ):

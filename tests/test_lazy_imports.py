@@ -1,6 +1,6 @@
 """pydantic-ai is imported safely: every function-level ``from pydantic_ai… import`` in ``src/baton`` comes after
 ``load_pydantic_ai()`` / ``await aload_pydantic_ai()`` in the same (or an enclosing) function, or runs under
-``IMPORT_LOCK``.
+``IMPORT_LOCK`` (or ``importing()``, the lock with the collector paused).
 
 pydantic-ai's modules import each other circularly. The warm-up imports a provider in a worker thread a
 moment after start; a subagent turn that imported ``pydantic_ai.messages`` on the event loop meanwhile got
@@ -17,8 +17,15 @@ from tests.conftest import SRC
 LOADERS = {"load_pydantic_ai", "aload_pydantic_ai"}
 
 
+def _holds_the_lock(expression: ast.expr) -> bool:
+    """``IMPORT_LOCK`` itself, or ``importing()`` (the lock with the collector paused)."""
+    if isinstance(expression, ast.Call):
+        return isinstance(expression.func, ast.Name) and expression.func.id == "importing"
+    return isinstance(expression, ast.Name) and expression.id == "IMPORT_LOCK"
+
+
 def _guarded(function: ast.AST, line: int) -> bool:
-    """Whether ``function`` calls a loader, or enters ``IMPORT_LOCK``, before ``line``."""
+    """Whether ``function`` calls a loader, or enters ``IMPORT_LOCK`` (or ``importing()``), before ``line``."""
     for node in ast.walk(function):
         if getattr(node, "lineno", line) >= line:
             continue
@@ -27,10 +34,7 @@ def _guarded(function: ast.AST, line: int) -> bool:
             name = callee.id if isinstance(callee, ast.Name) else getattr(callee, "attr", "")
             if name in LOADERS:
                 return True
-        if isinstance(node, ast.With) and any(
-            isinstance(item.context_expr, ast.Name) and item.context_expr.id == "IMPORT_LOCK"
-            for item in node.items
-        ):
+        if isinstance(node, ast.With) and any(_holds_the_lock(item.context_expr) for item in node.items):
             return True
     return False
 

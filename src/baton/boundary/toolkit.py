@@ -6,6 +6,7 @@ core modules raise :class:`~baton.errors.BatonError` and return plain dicts.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -171,6 +172,9 @@ class ToolRegistry:
     tools: dict[str, ToolSpec[Any]] = field(default_factory=dict)
     background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
     dynamic: list[DynamicTools] = field(default_factory=list)
+    #: Set by the transport once its start-up answers (the handshake, the first ``tools/list``) are written:
+    #: deferred start-up work (the model stack's warm-up) waits on it, so it never takes the GIL from them.
+    start_up_answered: asyncio.Event = field(default_factory=asyncio.Event)
 
     def add(self, spec: ToolSpec[Any]) -> None:
         """Register a tool; a duplicate name is a programming error."""

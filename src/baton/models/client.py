@@ -7,6 +7,7 @@ model are :mod:`baton.models.providers`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import tempfile
@@ -100,6 +101,13 @@ class ModelClient:
                 self._model = build_model(self.config(), self.settings)
             return self._model
 
+    async def amodel(self) -> Model:
+        """:meth:`model` from async code: a build (seconds of imports) runs in a worker thread, and waiting for
+        the warm-up's build in progress never blocks the event loop."""
+        if self._model is not None:
+            return self._model
+        return await asyncio.to_thread(self.model)
+
     async def complete(
         self,
         system: str,
@@ -162,7 +170,7 @@ class ModelClient:
         ``error_class``; a cancelled one leaves no receipt and its reservation is released.
         """
         config = self.config()
-        model = self.model()
+        model = await self.amodel()
         # the reservation is the call's one budget transaction: it refuses a day already spent too
         reservation = self.daily.reserve(*self._estimate(config, prompt_chars))
         settled = False

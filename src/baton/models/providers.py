@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from baton.config import Settings
 from baton.errors import ProviderError
 from baton.evidence.receipts import Redactor
-from baton.models.pydantic_ai_imports import IMPORT_LOCK, load_pydantic_ai
+from baton.models.pydantic_ai_imports import importing, load_pydantic_ai
 from baton.telemetry.tracing import active, http_event_hooks
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ def resolve_provider(settings: Settings) -> ProviderConfig:
 def build_model(config: ProviderConfig, settings: Settings) -> Model:
     """The pydantic-ai model object for a resolved provider (its modules imported under the import lock)."""
     load_pydantic_ai()
-    with IMPORT_LOCK:
+    with importing():
         if config.provider == "anthropic":
             from anthropic import AsyncAnthropic
             from pydantic_ai.models.anthropic import AnthropicModel

@@ -2,14 +2,17 @@
 importing them at once can see one half-initialized (``ImportError: ... partially initialized module``).
 
 Every pydantic-ai import in baton happens after :func:`load_pydantic_ai` (or :func:`aload_pydantic_ai`),
-or under :data:`IMPORT_LOCK` (a provider's modules, in ``providers.build_model``). ``tests/test_lazy_imports``
-checks that each function-level import does.
+or under :data:`IMPORT_LOCK` (a provider's modules, in ``providers.build_model``, through :func:`importing`,
+which also pauses the collector). ``tests/test_lazy_imports`` checks that each function-level import does.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 #: pydantic-ai's modules import each other circularly: two threads importing any of them at once (the
 #: warm-up's worker building a provider, the event loop starting a turn) can see one half-initialized and
@@ -35,11 +38,33 @@ _CORE_MODULES = (
 )
 
 
+@contextmanager
+def importing() -> Iterator[None]:
+    """:data:`IMPORT_LOCK` held, and the collector paused while the model stack is imported.
+
+    The imports make about 180,000 long-lived objects and next to no garbage, yet the collector walked
+    them again and again: a fifth of the stack's import CPU, on the first spawn's path when it comes before
+    the warm-up is done (docs/benchmarks.md, "first model call"). What they made is then frozen out of
+    later collections, as ``baton serve`` does with its start-up heap (baton.wire.heap); a collector already
+    off (start-up) is left to whoever turned it off.
+    """
+    with IMPORT_LOCK:
+        if not gc.isenabled():
+            yield
+            return
+        gc.disable()
+        try:
+            yield
+        finally:
+            gc.freeze()
+            gc.enable()
+
+
 def load_pydantic_ai() -> None:
     """Import pydantic-ai's core modules once, in one thread at a time (a no-op once imported)."""
     if _IMPORTED.is_set():
         return
-    with IMPORT_LOCK:
+    with importing():
         for name in _CORE_MODULES:
             importlib.import_module(name)
     _IMPORTED.set()

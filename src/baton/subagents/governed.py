@@ -198,6 +198,7 @@ class GovernedLoop:
         ``limit`` caps the turn's tool calls (``subagent_tool_limit``) and its model requests at one more.
         """
         await aload_pydantic_ai()
+        await self.client.amodel()  # a first build off the event loop (agent() then finds it built)
         from pydantic_ai.exceptions import UsageLimitExceeded
         from pydantic_ai.usage import UsageLimits
 

@@ -32,6 +32,9 @@ from baton.subagents.spawning import SpawnRequest
 #: SpawnRequest lives with the spawn's steps; callers import it from here, with the runner that takes it.
 __all__ = ["CANCEL_POLL_SECONDS", "SpawnRequest", "SubagentRunner"]
 
+#: How long the warm-up waits for the transport's start-up answers before starting anyway.
+WARM_UP_AT_THE_LATEST_SECONDS = 0.5
+
 #: How often a server checks for cancels made by another process (the CLI).
 CANCEL_POLL_SECONDS = 1.0
 
@@ -85,13 +88,19 @@ class SubagentRunner:
         recovery.renew_leases(self.runtime)
 
     async def warm_up(self) -> None:
-        """Import the provider stack in a worker thread after start, so the first spawn does not pay for it."""
+        """Build the model stack (pydantic-ai, the provider's SDK and client, the governed agent, the price
+        table) in worker threads as soon as the start-up's answers are written, so the first spawn finds it
+        built instead of paying seconds of imports (docs/benchmarks.md, "first model call")."""
         try:
             self.models.config()
         except BatonError:
             return
-        await asyncio.sleep(0.5)  # let the client's initialize and tools/list go first
+        if self.registry is not None:  # a transport that never says so (HTTP): start a moment after start
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.registry.start_up_answered.wait(), WARM_UP_AT_THE_LATEST_SECONDS)
         await asyncio.to_thread(self.models.model)
+        if self.governed is not None:
+            await asyncio.to_thread(self.governed.agent)
         from baton.models.pricing import warm
 
         await asyncio.to_thread(warm)

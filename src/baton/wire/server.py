@@ -79,6 +79,8 @@ class RegistryLoader:
         self._cached: list[dict[str, Any]] | None = None
         self._cache_read = False
         self._listed = False
+        #: The registry is loaded, and the answer to the request that waited for it is not written yet.
+        self._answer_pending = False
         self.ready = anyio.Event()
         #: Set when something needs the registry (or its first ``tools/list`` was answered from the cache).
         self.wanted = anyio.Event()
@@ -95,6 +97,7 @@ class RegistryLoader:
 
     async def load(self) -> ToolRegistry | None:
         """Build the registry (once); a failure is kept and reported by every later request."""
+        a_request_waits = self.wanted.is_set() and not self._listed
         self.wanted.set()
         heap.resume()  # start-up ends here (baton.wire.heap)
         try:
@@ -104,6 +107,11 @@ class RegistryLoader:
             self.error = exc
         finally:
             self.ready.set()
+        if self.registry is not None:
+            if a_request_waits:
+                self._answer_pending = True  # written() tells the registry once that answer is out
+            else:
+                self.registry.start_up_answered.set()
         return self.registry
 
     def _open(self) -> ToolRegistry:
@@ -146,6 +154,9 @@ class RegistryLoader:
         load's imports would take the GIL from that answer's serialization and write)."""
         if self._listed:
             self.wanted.set()
+        if self._answer_pending and self.registry is not None:
+            self._answer_pending = False
+            self.registry.start_up_answered.set()
 
     def current_settings(self) -> Settings:
         """The settings this server runs with (known before the registry is loaded)."""
