@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import SUITE_SETTINGS
 from tests.servers import free_port, http_server
 
 #: Pinned: the version this suite was written against (node 20 runs it despite its engines field).
@@ -33,11 +34,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs("node", "npm-registry")]
 def inspector(env: dict[str, str], *args: str, target: list[str] | None = None) -> tuple[int, Any, str]:
     """Run the Inspector CLI once: (exit status, the JSON it printed or None, its stderr)."""
     home = str(Path(env["BATON_HOME"]))
+    suite = [
+        part for name, value in SUITE_SETTINGS.items() if name in env for part in ("-e", f"{name}={value}")
+    ]
     server = target or [
         "-e",
         f"BATON_HOME={home}",
         "-e",
         f"PYTHONPATH={env['PYTHONPATH']}",
+        *suite,
         sys.executable,
         "-m",
         "baton",
@@ -132,6 +137,30 @@ def test_an_approval_nobody_decides_expires_unapproved(baton_env: dict[str, str]
         "expired",
         "hitl_timeout",
     )
+
+
+def test_an_approval_nobody_is_told_of_answers_at_once_with_how_to_decide(baton_env: dict[str, str]) -> None:
+    """The Inspector CLI sends no progress token and the home has no channel or console: by default the call
+    answers at once, unapproved, naming the command a person runs (Inspector would cut a waiting call at 60 s)."""
+    default = {k: v for k, v in baton_env.items() if k != "BATON_HITL_UNREACHED"}
+    ask = {"request_message": "Drop the orders table?"}
+    status, printed, _ = inspector(
+        default,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "mcp_request_admin_approval",
+        "--tool-args-json",
+        json.dumps(ask),
+    )
+    outcome = structured(printed)
+    assert status == TOOL_IS_ERROR
+    assert (outcome["error_class"], outcome["status"], outcome["reached_via"]) == (
+        "hitl_unreachable",
+        "pending",
+        [],
+    )
+    assert f"baton hitl approve|reject|answer {outcome['request_id']}" in outcome["error"]
 
 
 def test_over_http_the_agent_token_calls_and_a_wrong_one_is_refused(
