@@ -39,8 +39,9 @@ class ChatOutcome:
 
 def inbox_page(runtime: Runtime, request_id: str) -> str | None:
     """The request's inbox page (``BATON_PUBLIC_URL`` or the bind address), which needs a login."""
-    base = runtime.settings.baton_public_url or runtime.services.get("http_base_url")
-    return f"{str(base).rstrip('/')}/inbox/requests/{request_id}" if base else None
+    from baton.identity.public_url import request_page
+
+    return request_page(runtime, request_id)
 
 
 def _go_to_inbox(runtime: Runtime, request_id: str, reason: str) -> str:

@@ -234,7 +234,9 @@ class HitlBroker:
 
     def signed_link(self, request_id: str, expires_epoch: float) -> str | None:
         """A signed single-use inbox link, when the HTTP server's base URL is known."""
-        base_url = self.runtime.settings.baton_public_url or self.runtime.services.get("http_base_url")
+        from baton.identity.public_url import link_base
+
+        base_url = link_base(self.runtime)
         if not base_url:
             return None
         from baton.identity.links import LinkSigner

@@ -105,9 +105,9 @@ def url_prompt_text(view: dict[str, Any]) -> str:
 
 def request_page(broker: HitlBroker, request_id: str) -> str | None:
     """The request's inbox page (login required), when the HTTP server's public URL is known."""
-    runtime = broker.runtime
-    base = runtime.settings.baton_public_url or runtime.services.get("http_base_url")
-    return f"{str(base).rstrip('/')}/inbox/requests/{request_id}" if base else None
+    from baton.identity.public_url import request_page as page
+
+    return page(broker.runtime, request_id)
 
 
 def elicit_request(broker: HitlBroker, view: dict[str, Any], mode: str) -> types.ElicitRequest | None:

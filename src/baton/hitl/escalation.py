@@ -194,7 +194,9 @@ class Escalation:
         """The signed single-use inbox link of ``target`` for this request, when the HTTP server's base URL
         is known: every step to the same target carries the same link until it is spent (one live link per
         person per request, not one per step)."""
-        base = self.runtime.settings.baton_public_url or self.runtime.services.get("http_base_url")
+        from baton.identity.public_url import link_base
+
+        base = link_base(self.runtime)
         if not base:
             return None
         from baton.identity.links import LinkSigner

@@ -28,6 +28,7 @@ from sqlalchemy import select, update
 
 from baton.boundary.toolkit import CallContext
 from baton.errors import BatonError, HitlError
+from baton.identity.public_url import link_base, request_page
 from baton.runtime import Runtime
 from baton.store.schema import hitl_requests
 
@@ -55,17 +56,11 @@ TO_CONFIGURE = (
 )
 
 
-def console_base(runtime: Runtime) -> str | None:
-    """The address every link uses: ``BATON_PUBLIC_URL``, else the running HTTP server's."""
-    base = runtime.settings.baton_public_url or runtime.services.get("http_base_url")
-    return str(base).rstrip("/") if base else None
-
-
 def where_people_decide(runtime: Runtime, request_id: str) -> str:
     """Where a person decides a request: its inbox page when the HTTP server runs, else the CLI."""
-    base = console_base(runtime)
-    if base:
-        return f"in the baton inbox at {base}/inbox/requests/{request_id}"
+    page = request_page(runtime, request_id)
+    if page:
+        return f"in the baton inbox at {page}"
     return f"with `baton hitl approve|reject|answer {request_id}` on the server's host"
 
 
@@ -73,8 +68,8 @@ def waiting_message(runtime: Runtime, view: dict[str, Any]) -> str:
     """The progress and log text while a call waits: what waits, and where and how a person decides."""
     request_id = view["request_id"]
     verb = "approve|reject" if view.get("kind") == "approval" else "answer"
-    base = console_base(runtime)
-    where = f"open {base}/inbox/requests/{request_id}, or " if base else ""
+    page = request_page(runtime, request_id)
+    where = f"open {page}, or " if page else ""
     return (
         f"Waiting for a human decision on {request_id}: {where}run `baton hitl {verb} {request_id}` "
         "in a terminal on the server's host."
@@ -111,7 +106,7 @@ def operator_paths(runtime: Runtime) -> list[str]:
     terminal = runtime.services.get(TERMINAL_SERVICE)
     if terminal is not None and terminal.reaches_a_person():
         paths.append("terminal")
-    if console_base(runtime):
+    if link_base(runtime):
         paths.append("console")
     if runtime.settings.baton_hitl_allow_mcp_decisions:
         paths.append("mcp_decider")

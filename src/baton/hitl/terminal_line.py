@@ -56,10 +56,11 @@ class TerminalAnnouncer:
 
     def announce(self, view: dict[str, Any]) -> None:
         """Write the line; a closed or broken stream never breaks the request."""
-        base = self.runtime.settings.baton_public_url or self.runtime.services.get("http_base_url")
+        from baton.identity.public_url import link_base
+
         stream = self.stream or sys.stderr
         try:
-            stream.write(request_line(view, str(base) if base else None) + "\n")
+            stream.write(request_line(view, link_base(self.runtime)) + "\n")
             stream.flush()
         except (OSError, ValueError):
             pass

@@ -12,9 +12,13 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from baton.config import Settings
+
+if TYPE_CHECKING:
+    from baton.runtime import Runtime
 
 #: Where the serving process records its public address (in BATON_HOME).
 SERVED_URL_FILE = "http_public_url.served"
@@ -50,6 +54,19 @@ def listening_base(host: str, port: int) -> str:
 
         host = socket.getfqdn()
     return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def link_base(runtime: Runtime) -> str | None:
+    """The base every link and page address is built on in this process (``BATON_PUBLIC_URL``, else the
+    running HTTP server's), without a trailing slash; None when neither is known (stdio alone)."""
+    base = runtime.settings.baton_public_url or runtime.services.get("http_base_url")
+    return str(base).rstrip("/") if base else None
+
+
+def request_page(runtime: Runtime, request_id: str) -> str | None:
+    """A request's inbox page (a login is needed to decide there), when :func:`link_base` is known."""
+    base = link_base(runtime)
+    return f"{base}/inbox/requests/{request_id}" if base else None
 
 
 def record_public_url(settings: Settings, url: str) -> None:

@@ -49,9 +49,9 @@ def chat_decidable(request: dict[str, Any]) -> bool:
 
 def inbox_page(notifier: Notifier, request_id: str) -> str | None:
     """The request's inbox page (a login is needed to decide there), when the server's URL is known."""
-    runtime = notifier.runtime
-    base = runtime.settings.baton_public_url or runtime.services.get("http_base_url")
-    return f"{str(base).rstrip('/')}/inbox/requests/{request_id}" if base else None
+    from baton.identity.public_url import request_page
+
+    return request_page(notifier.runtime, request_id)
 
 
 def why_not_here(request: dict[str, Any], page: str | None) -> str:

@@ -70,9 +70,9 @@ def card_resource() -> types.Resource:
 def read_card(runtime: Any) -> types.ReadResourceResult:
     """The card's HTML, with the address of baton's own request pages when it has one."""
     from baton.hitl.card import card_html
+    from baton.identity.public_url import link_base
 
-    base = runtime.settings.baton_public_url or runtime.services.get("http_base_url")
-    html = card_html(str(base).rstrip("/") if base else None)
+    html = card_html(link_base(runtime))
     contents = types.TextResourceContents(
         uri=CARD_URI, mime_type=MIME_TYPE, text=html, _meta={"ui": CARD_UI_META}
     )
