@@ -17,13 +17,13 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import insert, select, update
 
 from baton import clock
 from baton.errors import ArgumentError, HitlError
+from baton.evidence.canonical import iso
 from baton.runtime import Runtime
 from baton.store.schema import hitl_grants
 
@@ -126,10 +126,6 @@ def _grantable(view: dict[str, Any], via: str, stepped_up: bool, decided: bool =
     return adapter_id, tool
 
 
-def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).isoformat()
-
-
 def create(
     runtime: Runtime, view: dict[str, Any], ask: GrantAsk, granted_by: str, via: str, stepped_up: bool = False
 ) -> dict[str, Any]:
@@ -151,8 +147,8 @@ def create(
         "policy_sha256": hashlib.sha256(policy.encode()).hexdigest(),
         "max_uses": ask.uses,
         "uses": 0,
-        "created_at": _iso(now),
-        "expires_at": _iso(now + ask.seconds),
+        "created_at": iso(now),
+        "expires_at": iso(now + ask.seconds),
         "expires_epoch": now + ask.seconds,
         "granted_by": granted_by,
         "granted_via": via,
@@ -172,7 +168,7 @@ def revoke(runtime: Runtime, grant_id: str, revoked_by: str) -> dict[str, Any]:
     statement = (
         update(hitl_grants)
         .where(hitl_grants.c.id == grant_id, hitl_grants.c.revoked_at.is_(None))
-        .values(revoked_at=_iso(now), revoked_by=revoked_by)
+        .values(revoked_at=iso(now), revoked_by=revoked_by)
     )
     with runtime.store.write() as connection:
         if connection.execute(statement).rowcount != 1:
