@@ -18,7 +18,9 @@ from baton.config import load_settings
 from baton.models.client import ChatTurn, ModelClient
 from baton.models.pydantic_ai_imports import load_pydantic_ai
 from baton.testing import FakeLLMServer
+from baton.wire import server
 from baton.wire.server import RegistryLoader
+from tests.conftest import call, stdio_session
 from tests.test_subagents_runner import make_runtime
 
 pytestmark = pytest.mark.anyio
@@ -111,3 +113,72 @@ def test_the_model_stack_is_imported_with_the_collector_paused_then_frozen(
     seen = json.loads(probe.stdout)
     assert seen["collections"] == 0  # no collection walked the imports' objects
     assert seen["enabled"] is True and seen["frozen"] > 0  # back on, with the imported heap out of its way
+
+
+#: Loads a stdio server's registry with the collector paused, as ``baton serve`` starts, and reports what
+#: the collector did while the registry's modules were imported.
+REGISTRY_PROBE = """
+import asyncio, gc, json, sys
+from baton.config import load_settings
+from baton.wire import heap
+from baton.wire.server import RegistryLoader
+collections = lambda: sum(generation["collections"] for generation in gc.get_stats())
+heap.pause()
+loader = RegistryLoader(load_settings({"BATON_HOME": sys.argv[1]}))
+before = collections()
+registry = asyncio.run(loader.load())
+seen = {"collections": collections() - before, "enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}
+registry.runtime.close()
+print(json.dumps(seen))
+"""
+
+
+def test_the_registry_is_loaded_with_the_start_up_collector_still_paused_then_frozen(
+    baton_env: dict[str, str],
+) -> None:
+    probe = subprocess.run(
+        [sys.executable, "-c", REGISTRY_PROBE, baton_env["BATON_HOME"]],
+        env=baton_env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    seen = json.loads(probe.stdout)
+    assert seen["collections"] == 0  # no collection walked the registry's imports (on the first spawn's path)
+    assert seen["enabled"] is True and seen["frozen"] > 0  # back on once loaded, the loaded heap frozen
+
+
+async def test_a_registry_loaded_after_a_cached_listing_does_not_build_the_definitions_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    environ = {"BATON_HOME": str(tmp_path / "home")}
+    first = RegistryLoader(load_settings(environ))
+    assert await first.load() is not None  # no cache yet: this load writes it
+    assert first.registry is not None
+    first.registry.runtime.close()
+    built: list[object] = []
+    definitions = server.builtin_definitions
+    monkeypatch.setattr(
+        server, "builtin_definitions", lambda registry: built.append(registry) or definitions(registry)
+    )
+    second = RegistryLoader(load_settings(environ))
+    assert second.cached_tools() is not None  # this code's definitions, read from the cache
+    second.listed_from_cache()
+    second.written()
+    registry = await second.load()
+    assert registry is not None
+    registry.runtime.close()
+    assert built == []
+
+
+async def test_a_spawn_written_as_a_cached_listing_is_answered_gets_the_models_answer(
+    model_env: dict[str, str], fake_llm: FakeLLMServer
+) -> None:
+    async with stdio_session(model_env) as session:
+        await session.list_tools()  # the first start writes the tool cache
+    async with stdio_session(model_env) as session:
+        await session.list_tools()  # answered from the cache: the registry and the warm-up start after it
+        spawned = await call(session, "mcp_spawn_subagent", {"task": "Say hello.", "mode": "sync"})
+    assert spawned["success"] is True, spawned
+    assert "Say hello." in spawned["result"]
+    assert len(fake_llm.requests) == 1

@@ -23,7 +23,7 @@ def main() -> None:
         if not rest:
             from baton.wire import heap
 
-            heap.pause()  # resumed when the registry starts loading (baton.wire.heap)
+            heap.pause()  # resumed once the registry is loaded (baton.wire.heap)
             from baton.serve import run_serve
 
             raise SystemExit(

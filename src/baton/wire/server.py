@@ -99,13 +99,13 @@ class RegistryLoader:
         """Build the registry (once); a failure is kept and reported by every later request."""
         a_request_waits = self.wanted.is_set() and not self._listed
         self.wanted.set()
-        heap.resume()  # start-up ends here (baton.wire.heap)
         try:
             self.registry = await anyio.to_thread.run_sync(self._open)
         except BatonError as exc:
             log.error("baton could not start: %s: %s", exc.error_class, exc.message)
             self.error = exc
         finally:
+            heap.resume()  # start-up ends here, its imports the registry's too (baton.wire.heap)
             self.ready.set()
         if self.registry is not None:
             if a_request_waits:
@@ -126,7 +126,9 @@ class RegistryLoader:
             raise
         registry = build_registry(runtime)
         settings = registry.runtime.settings
-        if tool_cache.usable(settings.home, settings.baton_database_url):
+        # a cached listing this process read holds this code's definitions (its fingerprint matched):
+        # building them again to compare is CPU on the first spawn's path (docs/benchmarks.md, "#51")
+        if self._cached is None and tool_cache.usable(settings.home, settings.baton_database_url):
             tool_cache.store(settings.home, builtin_definitions(registry))
         return registry
 
