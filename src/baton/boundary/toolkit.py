@@ -156,8 +156,9 @@ class ToolSpec(Generic[ArgsT]):
     handler: Handler[ArgsT]
     title: str | None = None
     read_only: bool = False
-    #: Sends the client nothing but its result (no progress, elicitation or log line): over HTTP its
-    #: answer may be one JSON body instead of an SSE stream (:mod:`baton.wire.json_answers`).
+    #: Sends the client nothing but its result (no progress, elicitation or log line) and answers
+    #: promptly: over HTTP its answer may be one JSON body instead of an SSE stream, which would carry
+    #: keep-alive pings through a proxy during a long call (:mod:`baton.wire.json_answers`).
     quiet: bool = False
 
     def input_schema(self) -> dict[str, Any]:

@@ -2,14 +2,15 @@
 
 The MCP spec lets a server answer any POST with ``application/json`` or with ``text/event-stream``, and a
 client that accepts both must read either. The SSE stream is what carries a call's progress, elicitation
-and log lines; a tool that sends none of them (``ToolSpec.quiet``: ``mcp_ping``, the listing and status
-tools) has only its result to send, and the SDK's stream costs about 40 % of the server's CPU per call
-under load (docs/benchmarks.md, "#51: streamable HTTP throughput and tail").
+and log lines (and, during a long call, keep-alive pings through a proxy); a tool that sends none of them
+and answers promptly (``ToolSpec.quiet``: ``mcp_ping``, the listing and status tools) has only its result
+to send, and the SDK's stream costs about 40 % of the server's CPU per call under load
+(docs/benchmarks.md, "#51: streamable HTTP throughput and tail").
 
 The SDK chooses between the two per server (``json_response``), not per request, so baton passes it
 :data:`PER_REQUEST`, a flag that is true only inside a request :class:`JsonAnswers` chose. This relies on
 how SDK 2.3 reads the flag: stored as given, read by truthiness while it handles that request's POST
-(``tests/wire/test_json_answers.py`` fails when that changes). A request is chosen only when all hold:
+(``tests/test_json_answers.py`` fails when that changes). A request is chosen only when all hold:
 
 * it is a POST to ``/mcp`` of an established session (``Mcp-Session-Id``: never the request that opens
   one, so the session's own task, which routes its messages, always reads the flag false);
