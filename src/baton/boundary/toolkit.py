@@ -156,6 +156,10 @@ class ToolSpec(Generic[ArgsT]):
     handler: Handler[ArgsT]
     title: str | None = None
     read_only: bool = False
+    #: Sends the client nothing but its result (no progress, elicitation or log line) and answers
+    #: promptly: over HTTP its answer may be one JSON body instead of an SSE stream, which would carry
+    #: keep-alive pings through a proxy during a long call (:mod:`baton.wire.json_answers`).
+    quiet: bool = False
 
     def input_schema(self) -> dict[str, Any]:
         """JSON Schema of the arguments, as MCP clients see it (no Python titles or docstrings)."""
@@ -183,16 +187,27 @@ class ToolRegistry:
         self.tools[spec.name] = spec
 
     def tool(
-        self, name: str, args: type[ArgsT], *, title: str | None = None, read_only: bool = False
+        self,
+        name: str,
+        args: type[ArgsT],
+        *,
+        title: str | None = None,
+        read_only: bool = False,
+        quiet: bool = False,
     ) -> Callable[[Handler[ArgsT]], Handler[ArgsT]]:
         """Decorator form of :meth:`add`; the handler's docstring is the tool's description."""
 
         def register(handler: Handler[ArgsT]) -> Handler[ArgsT]:
             description = (handler.__doc__ or name).strip()
-            self.add(ToolSpec(name, description, args, handler, title=title, read_only=read_only))
+            self.add(ToolSpec(name, description, args, handler, title, read_only, quiet))
             return handler
 
         return register
+
+    def quiet(self, name: str) -> bool:
+        """Whether ``name`` is a built-in tool that sends the client nothing but its result."""
+        spec = self.tools.get(name)
+        return spec is not None and spec.quiet
 
     def on_start(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``task`` in the server's task group for the server's lifetime."""

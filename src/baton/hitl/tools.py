@@ -219,7 +219,7 @@ def _register_asking(registry: ToolRegistry, broker: HitlBroker) -> None:
 def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
     """The tools a responder (or the agent, looking) uses to list, decide and inspect."""
 
-    @registry.tool("mcp_list_pending_requests", ListPendingArgs, read_only=True)
+    @registry.tool("mcp_list_pending_requests", ListPendingArgs, read_only=True, quiet=True)
     async def list_pending(args: ListPendingArgs, ctx: CallContext) -> dict[str, Any]:
         """List your requests waiting for a human decision, one page at a time.
 
@@ -262,7 +262,7 @@ def _register_deciding(registry: ToolRegistry, broker: HitlBroker) -> None:
         )
         return {**status_view(view), "decision": view["status"]}
 
-    @registry.tool("mcp_get_request_status", RequestIdArgs, read_only=True)
+    @registry.tool("mcp_get_request_status", RequestIdArgs, read_only=True, quiet=True)
     async def get_status(args: RequestIdArgs, ctx: CallContext) -> dict[str, Any]:
         """Report a request's state now, with its decision.
 

@@ -92,7 +92,7 @@ def register(registry: ToolRegistry) -> None:
         operator allows it; otherwise notification_destination_refused, and nothing is sent."""
         return await notifier.send_webhook(args.payload, args.url)
 
-    @registry.tool("mcp_notification_channels", NoArgs, read_only=True)
+    @registry.tool("mcp_notification_channels", NoArgs, read_only=True, quiet=True)
     async def notification_channels(args: NoArgs, ctx: CallContext) -> dict[str, Any]:
         """Report the readiness of each notification channel.
 

@@ -119,7 +119,7 @@ def register(registry: ToolRegistry) -> None:
             args.subagent_id, args.message, ctx.agent.write_scope, spawning_agent(ctx)
         )
 
-    @registry.tool("mcp_get_subagent_status", SubagentIdArgs, read_only=True)
+    @registry.tool("mcp_get_subagent_status", SubagentIdArgs, read_only=True, quiet=True)
     async def get_status(args: SubagentIdArgs, ctx: CallContext) -> dict[str, Any]:
         """Report a subagent's status, result, turns and usage.
 
@@ -133,7 +133,7 @@ def register(registry: ToolRegistry) -> None:
         Its in-flight model and tool calls are cancelled; nothing of it runs after."""
         return await runner.cancel_and_wait(args.subagent_id, ctx.agent.write_scope)
 
-    @registry.tool("mcp_list_subagents", ListArgs, read_only=True)
+    @registry.tool("mcp_list_subagents", ListArgs, read_only=True, quiet=True)
     async def list_subagents(args: ListArgs, ctx: CallContext) -> dict[str, Any]:
         """List your subagents, newest first, optionally by status.
 

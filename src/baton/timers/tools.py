@@ -69,7 +69,7 @@ def register(registry: ToolRegistry) -> None:
         next_fire_at. Timers survive restarts."""
         return service.set(TimerRequest(**args.model_dump(), agent=ctx.agent.name))
 
-    @registry.tool("mcp_list_timers", ListTimersArgs, read_only=True)
+    @registry.tool("mcp_list_timers", ListTimersArgs, read_only=True, quiet=True)
     async def list_timers(args: ListTimersArgs, ctx: CallContext) -> dict[str, Any]:
         """List your timers in the order they were set.
 

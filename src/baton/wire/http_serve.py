@@ -7,13 +7,14 @@ import hmac
 import importlib
 import json
 from collections.abc import AsyncIterator, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from baton.errors import ConfigError
 from baton.http.asgi import ASGIApp
 from baton.identity.agents import AGENT_SCOPE_KEY, LOCAL_AGENT, OPERATOR, AgentDirectory, Caller, bearer_token
 from baton.identity.callers import ADMIN_SCOPE_KEY
 from baton.wire import heap
+from baton.wire.json_answers import PER_REQUEST, JsonAnswers
 from baton.wire.server import RegistryLoader, build_registry, build_server, running_services
 
 if TYPE_CHECKING:
@@ -132,6 +133,7 @@ def build_http_app(runtime: Runtime, host: str) -> Any:
         routes.extend(importlib.import_module(module_name).routes(runtime))
     app = server.streamable_http_app(
         streamable_http_path="/mcp",
+        json_response=cast(bool, PER_REQUEST),  # true only for a request JsonAnswers chose
         host=host,
         stateless_http=runtime.settings.baton_http_stateless,
         custom_starlette_routes=routes,
@@ -146,7 +148,7 @@ def build_http_app(runtime: Runtime, host: str) -> Any:
 
     app.router.lifespan_context = lifespan
     guarded = BearerTokenMiddleware(
-        app,
+        JsonAnswers(app, registry.quiet),
         runtime.settings.baton_http_token,
         runtime.settings.baton_admin_token,
         directory=AgentDirectory(runtime.store),

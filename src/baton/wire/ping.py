@@ -19,7 +19,7 @@ class PingArgs(ToolArgs):
 def register(registry: ToolRegistry) -> None:
     """Add ``mcp_ping`` to the registry."""
 
-    @registry.tool("mcp_ping", PingArgs, read_only=True)
+    @registry.tool("mcp_ping", PingArgs, read_only=True, quiet=True)
     async def ping(args: PingArgs, ctx: CallContext) -> dict[str, Any]:
         """Check that baton answers.
 

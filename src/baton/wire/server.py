@@ -20,6 +20,7 @@ from baton.errors import BatonError, ToolNameError
 from baton.identity.agents import client_name, current_agent
 from baton.identity.callers import decision_authority
 from baton.wire import apps, heap, tool_cache
+from baton.wire.json_answers import answered_as_json
 
 if TYPE_CHECKING:
     from baton.boundary.toolkit import CallContext, ToolRegistry, ToolSpec
@@ -231,10 +232,11 @@ def _call_context(
     from baton.boundary.toolkit import CallContext, Progress
 
     session = ctx.session
+    streams = task is None and not answered_as_json()  # a JSON answer has no stream to write to
     return CallContext(
-        progress=Progress(session.report_progress if task is None and _asks_progress(params) else None),
+        progress=Progress(session.report_progress if streams and _asks_progress(params) else None),
         client_capabilities=getattr(session, "client_capabilities", None),
-        session=session if task is None else None,
+        session=session if streams else None,
         decider=decision_authority(settings, getattr(ctx, "request", None)),
         protocol_version=getattr(ctx, "protocol_version", None) if task is None else None,
         input_responses=params.input_responses,

@@ -51,7 +51,7 @@ def register(registry: ToolRegistry) -> None:
     registry.dynamic.append(proxy)
     registry.on_start(proxy.run)
 
-    @registry.tool("mcp_list_adapters", NoArgs, read_only=True)
+    @registry.tool("mcp_list_adapters", NoArgs, read_only=True, quiet=True)
     async def list_adapters(args: NoArgs, ctx: CallContext) -> dict[str, Any]:
         """List the governed external MCP servers.
 
