@@ -181,8 +181,9 @@ def _stamp_gateway(stamps: Stamps) -> None:
         return row
 
     state.liveness_now = liveness
+    writer = "write_line" if hasattr(transport._Messages, "write_line") else "send"  # the old tree's A/B too
     wrap_async_before(
-        transport._Messages, "send", lambda args: stamps.stamp("upstream_write", time.perf_counter_ns())
+        transport._Messages, writer, lambda args: stamps.stamp("upstream_write", time.perf_counter_ns())
     )
     protocol = asyncio.subprocess.SubprocessStreamProtocol
     pipe_data_received = protocol.pipe_data_received
@@ -199,6 +200,7 @@ def _stamp_gateway(stamps: Stamps) -> None:
         "receive",
         lambda result, args: stamps.stamp("upstream_read", time.perf_counter_ns(), after="upstream_write"),
     )
+    _stamp_direct_read(stamps)
     wrap_async_after(
         upstream.Upstream,
         "call",
@@ -214,6 +216,24 @@ def _stamp_gateway(stamps: Stamps) -> None:
         return made
 
     receipts.ReceiptLog.append = receipt  # type: ignore[method-assign]
+
+
+def _stamp_direct_read(stamps: Stamps) -> None:
+    """``upstream_read`` for an answer routed to baton's direct call (it never reaches the session)."""
+    try:
+        from baton.gateway.sandbox import direct_calls
+    except ImportError:  # a tree without the direct path
+        return
+    claim = direct_calls.DirectCalls.claim
+
+    @functools.wraps(claim)
+    def claimed(self: Any, line: bytes) -> bool:
+        taken = claim(self, line)
+        if taken:
+            stamps.stamp("upstream_read", time.perf_counter_ns(), after="upstream_write")
+        return taken
+
+    direct_calls.DirectCalls.claim = claimed  # type: ignore[method-assign]
 
 
 def count_steps(stamps: Stamps) -> None:

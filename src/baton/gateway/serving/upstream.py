@@ -26,6 +26,7 @@ from baton.gateway.replay.observation import sandbox_spec
 from baton.gateway.replay.protocol import initialize_params
 from baton.gateway.sandbox import landlock, scratch
 from baton.gateway.sandbox.bwrap_command import Prepared, prepare
+from baton.gateway.sandbox.direct_calls import direct_version
 from baton.gateway.sandbox.docker import DockerSandbox
 from baton.gateway.sandbox.host_programs import check_host_programs
 from baton.gateway.sandbox.interpreter import check_interpreter_pin
@@ -59,6 +60,8 @@ class Upstream:
         self.blocker = blocker
         self.session: Any = None
         self.pipe: Pipe | None = None
+        #: The protocol version the running upstream answered (decides whether a call may go direct).
+        self.version: str | None = None
         self.blocked: GatewayError | None = None
         self.starts = 0
         self.restarts = 0
@@ -211,6 +214,7 @@ class Upstream:
                     types.InitializeRequest(params=params), types.InitializeResult
                 )
                 session.adopt(initialized)
+                self.version = initialized.protocol_version
                 await session.send_notification(types.InitializedNotification())
                 listed = await _all_tools(session)
         except TimeoutError:
@@ -288,10 +292,16 @@ class Upstream:
         from mcp_types import CONNECTION_CLOSED
 
         session = await self.ensure(group)
+        pipe, version = self.pipe, self.version
         timeout = self.policy.runtime.call_timeout_seconds
         try:
             with anyio.fail_after(timeout):
-                result = await session.call_tool(tool, arguments, progress_callback=progress)
+                if progress is None and pipe is not None and version is not None and direct_version(version):
+                    result = await pipe.calls.call(tool, arguments, version)
+                    if not result.is_error:
+                        await session.validate_tool_result(tool, result)
+                else:
+                    result = await session.call_tool(tool, arguments, progress_callback=progress)
         except TimeoutError:
             self.restart()
             raise GatewayError(
