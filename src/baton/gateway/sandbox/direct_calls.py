@@ -9,7 +9,9 @@ fifth of the server's work per hop. Ids start at :data:`FIRST_ID`, far above the
 The answer is checked as ``ClientSession.send_request`` checks it (the negotiated version's result shape,
 a later revision's fields dropped, then ``CallToolResult``); the caller still runs the session's
 ``validate_tool_result``. An error answer raises ``MCPError`` and the connection's end raises it with
-``CONNECTION_CLOSED``, as the session does, so the caller's handling is the same either way.
+``CONNECTION_CLOSED``, as the session does, so the caller's handling is the same either way. The caller's
+trace context goes in ``_meta`` as the session puts it there; a process that exports spans keeps the
+session's path, whose client span this path does not make.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 from mcp_types import methods as result_surfaces
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from opentelemetry.propagate import inject
 
 if TYPE_CHECKING:
     from baton.gateway.sandbox.transport import _Messages
@@ -130,7 +133,11 @@ class DirectCalls:
             raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
         request_id = next(self._ids)
         waiter = self._pending[request_id] = _Waiter()
-        params = {"name": tool, "arguments": arguments}
+        params: dict[str, Any] = {"name": tool, "arguments": arguments}
+        meta: dict[str, str] = {}
+        inject(meta)  # the caller's trace context travels on, as the session's request carries it (SEP-414)
+        if meta:
+            params["_meta"] = meta
         line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": METHOD, "params": params})
         written = False
         try:

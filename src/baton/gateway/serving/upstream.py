@@ -38,6 +38,7 @@ from baton.gateway.sandbox.sandbox_spec import HostMount, SandboxSpec
 from baton.gateway.sandbox.stderr import StderrLog
 from baton.gateway.sandbox.transport import Pipe, sandboxed_stdio
 from baton.runtime import Runtime
+from baton.telemetry import tracing
 
 log = logging.getLogger("baton.gateway")
 BACKOFF_START_SECONDS = 0.5
@@ -292,16 +293,10 @@ class Upstream:
         from mcp_types import CONNECTION_CLOSED
 
         session = await self.ensure(group)
-        pipe, version = self.pipe, self.version
         timeout = self.policy.runtime.call_timeout_seconds
         try:
             with anyio.fail_after(timeout):
-                if progress is None and pipe is not None and version is not None and direct_version(version):
-                    result = await pipe.calls.call(tool, arguments, version)
-                    if not result.is_error:
-                        await session.validate_tool_result(tool, result)
-                else:
-                    result = await session.call_tool(tool, arguments, progress_callback=progress)
+                result = await self._send(session, tool, arguments, progress)
         except TimeoutError:
             self.restart()
             raise GatewayError(
@@ -326,6 +321,24 @@ class Upstream:
             ) from None
         self.healthy()
         return result
+
+    async def _send(
+        self,
+        session: Any,
+        tool: str,
+        arguments: dict[str, Any],
+        progress: Callable[..., Awaitable[None]] | None,
+    ) -> Any:
+        """The call on the pipes (:mod:`~baton.gateway.sandbox.direct_calls`) when that path may carry it, else
+        the session's ``call_tool`` (progress, and the client span of a process that exports spans)."""
+        pipe, version = self.pipe, self.version
+        direct = progress is None and not tracing.active()
+        if direct and pipe is not None and version is not None and direct_version(version):
+            result = await pipe.calls.call(tool, arguments, version)
+            if not result.is_error:
+                await session.validate_tool_result(tool, result)
+            return result
+        return await session.call_tool(tool, arguments, progress_callback=progress)
 
 
 def _unwrap(exc: BaseException) -> GatewayError:
