@@ -17,10 +17,11 @@ from mcp.client.session import _later_revision_fields
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types import CONNECTION_CLOSED
+from mcp_types.methods import validate_server_result
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 from opentelemetry import context, trace
 
-from baton.gateway.sandbox.direct_calls import DirectCalls, direct_version, later_fields
+from baton.gateway.sandbox.direct_calls import DirectCalls, direct_version, later_fields, parse_result
 from baton.gateway.sandbox.transport import _Lines, _Messages
 
 pytestmark = pytest.mark.anyio
@@ -227,6 +228,31 @@ def test_the_fields_dropped_are_the_ones_the_sdk_session_drops() -> None:
     # guards the copy of ClientSession.send_request's (private) _later_revision_fields for tools/call
     for version in KNOWN_PROTOCOL_VERSIONS:
         assert later_fields(version) == _later_revision_fields("tools/call", version)
+
+
+def test_the_result_shape_check_is_the_sdks() -> None:
+    # guards the surface check against mcp_types.methods.validate_server_result, which it stands for
+    samples: list[Any] = [
+        {"content": [{"type": "text", "text": "x"}]},
+        {"content": [{"type": "text", "text": "x"}], "isError": True, "structuredContent": {"a": 1}},
+        {"content": "not a list"},
+        {"content": [{"type": "image", "data": "", "mimeType": "image/png"}]},
+        {"content": [{"type": "text"}]},
+        {},
+    ]
+    for version in KNOWN_PROTOCOL_VERSIONS:
+        for raw in samples:
+            try:
+                validate_server_result("tools/call", version, raw)
+                expected: type[Exception] | None = None
+            except (ValueError, KeyError) as exc:
+                expected = type(exc)
+            try:
+                parse_result(dict(raw), version)
+                got: type[Exception] | None = None
+            except ValueError as exc:
+                got = type(exc)
+            assert (got is None) == (expected is None) or expected is KeyError, (version, raw, got, expected)
 
 
 def test_only_a_known_legacy_version_goes_direct() -> None:

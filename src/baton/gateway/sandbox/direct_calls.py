@@ -29,6 +29,7 @@ from mcp_types import CONNECTION_CLOSED
 from mcp_types import methods as result_surfaces
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from opentelemetry.propagate import inject
+from pydantic import TypeAdapter
 
 if TYPE_CHECKING:
     from baton.gateway.sandbox.transport import _Messages
@@ -71,6 +72,13 @@ def _wire_fields(version: str) -> frozenset[str]:
 
 
 @cache
+def _surface(version: str) -> TypeAdapter[Any] | None:
+    """The negotiated version's ``tools/call`` result shape (None when the SDK has no row: not checked)."""
+    target: Any = result_surfaces.SERVER_RESULTS.get((METHOD, version))
+    return TypeAdapter(target) if target is not None else None
+
+
+@cache
 def later_fields(version: str) -> frozenset[str]:
     """A ``tools/call`` result's keys that only a revision newer than ``version`` declares (dropped before
     parsing, as the session drops them: outside the negotiated contract)."""
@@ -83,8 +91,9 @@ def later_fields(version: str) -> frozenset[str]:
 
 def parse_result(raw: dict[str, Any], version: str) -> types.CallToolResult:
     """The answer's ``result`` checked against the negotiated version, then as a ``CallToolResult``."""
-    with contextlib.suppress(KeyError):
-        result_surfaces.validate_server_result(METHOD, version, raw)
+    surface = _surface(version)
+    if surface is not None:  # validate_server_result without the dump it makes and drops
+        surface.validate_python(raw, by_name=False)
     if not (foreign := later_fields(version)).isdisjoint(raw):
         raw = {key: value for key, value in raw.items() if key not in foreign}
     return types.CallToolResult.model_validate(raw, by_name=False)
