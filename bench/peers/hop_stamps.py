@@ -8,9 +8,10 @@ this process only; baton's code is unchanged) the functions a ``tools/call`` pas
 - ``sdk_dispatch``: the SDK's low-level server called baton's ``tools/call`` handler;
 - ``proxy_entry``: ``GatewayProxy.call`` was entered;
 - ``liveness_done``: the store's liveness read (``state.liveness_now``) returned;
-- ``upstream_write``: the SDK client handed the request to the upstream's stdin writer;
+- ``upstream_write``: the request's line was handed to the upstream's stdin writer;
 - ``upstream_data``: the event loop got the upstream's answer bytes from its stdout pipe;
-- ``upstream_read``: the upstream's answer line was read and parsed;
+- ``upstream_read``: the upstream's answer line was read and parsed (on baton's direct ``tools/call``,
+  ``baton.gateway.sandbox.direct_calls``: read and claimed for the waiting call, parsed after);
 - ``upstream_returned``: the SDK client's ``call_tool`` returned the result (``Upstream.call``);
 - ``receipt_committed``: the ``gateway_call`` receipt's append returned (committed);
 - ``answer_write``: the SDK handed the serialized answer to stdout's writer (the record is closed once
