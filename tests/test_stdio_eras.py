@@ -4,13 +4,19 @@ frames before the first request reach the loop; the rule copied from the SDK is 
 
 from __future__ import annotations
 
+from typing import Any
+
 from mcp.server.runner import _has_modern_envelope
 from mcp_types import INVALID_REQUEST, PROTOCOL_VERSION_META_KEY
 
 from baton.wire.stdio_eras import modern_envelope
 from tests.raw_stdio import HANDSHAKE, raw_stdio
 
-PING = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "mcp_ping", "arguments": {}}}
+PING: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "method": "tools/call",
+    "params": {"name": "mcp_ping", "arguments": {}},
+}
 
 
 def test_a_handshake_connection_refuses_an_enveloped_request_and_serves_the_next(

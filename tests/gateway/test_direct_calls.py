@@ -258,3 +258,54 @@ def test_the_result_shape_check_is_the_sdks() -> None:
 def test_only_a_known_legacy_version_goes_direct() -> None:
     assert direct_version(VERSION)
     assert not direct_version("2026-07-28") and not direct_version("1999-01-01") and not direct_version(None)
+
+
+class _Recorder:
+    """A session and a pipe's direct calls that say which one a call took."""
+
+    def __init__(self) -> None:
+        self.took: list[str] = []
+        self.calls = self
+
+    async def call(self, tool: str, arguments: dict[str, Any], version: str) -> types.CallToolResult:
+        self.took.append("direct")
+        return types.CallToolResult(content=[])
+
+    async def validate_tool_result(self, tool: str, result: types.CallToolResult) -> None:
+        self.took.append("validated")
+
+    async def call_tool(
+        self, tool: str, arguments: dict[str, Any], progress_callback: Any
+    ) -> types.CallToolResult:
+        self.took.append("session")
+        return types.CallToolResult(content=[])
+
+
+@pytest.mark.parametrize(
+    ("version", "progress", "exporting", "took"),
+    [
+        (VERSION, False, False, ["direct", "validated"]),
+        (VERSION, True, False, ["session"]),
+        (VERSION, False, True, ["session"]),
+        ("2026-07-28", False, False, ["session"]),
+        (None, False, False, ["session"]),
+    ],
+)
+async def test_a_call_takes_the_direct_path_only_when_it_may(
+    monkeypatch: pytest.MonkeyPatch, version: str | None, progress: bool, exporting: bool, took: list[str]
+) -> None:
+    from pathlib import Path
+
+    from baton.gateway.serving.upstream import Upstream
+    from baton.telemetry import tracing
+
+    monkeypatch.setattr(tracing, "active", lambda: exporting)
+    recorder = _Recorder()
+    upstream = Upstream(Any, Any, lambda error, evidence: None, Path("unused"))  # type: ignore[arg-type]
+    upstream.pipe, upstream.version = recorder, version  # type: ignore[assignment]
+
+    async def report(value: float, total: float | None, message: str | None) -> None:
+        """Never called here."""
+
+    await upstream._send(recorder, "echo", {}, report if progress else None)
+    assert recorder.took == took
