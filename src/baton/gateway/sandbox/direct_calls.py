@@ -34,8 +34,9 @@ from pydantic import TypeAdapter
 if TYPE_CHECKING:
     from baton.gateway.sandbox.transport import _Messages
 
-#: baton's first request id on a connection (JSON numbers stay exact below 2**53; the session counts from 0).
-FIRST_ID = 1 << 40
+#: baton's first request id on a connection: far above the session's own ids (it counts from 0), and still a
+#: 32-bit integer for the many servers that parse an id into one.
+FIRST_ID = 1 << 30
 METHOD = "tools/call"
 #: How long a courtesy ``notifications/cancelled`` may take when the caller gave up.
 CANCEL_WRITE_SECONDS = 1.0
