@@ -8,9 +8,10 @@ this process only; baton's code is unchanged) the functions a ``tools/call`` pas
 - ``sdk_dispatch``: the SDK's low-level server called baton's ``tools/call`` handler;
 - ``proxy_entry``: ``GatewayProxy.call`` was entered;
 - ``liveness_done``: the store's liveness read (``state.liveness_now``) returned;
-- ``upstream_write``: the SDK client handed the request to the upstream's stdin writer;
+- ``upstream_write``: the request's line was handed to the upstream's stdin writer;
 - ``upstream_data``: the event loop got the upstream's answer bytes from its stdout pipe;
-- ``upstream_read``: the upstream's answer line was read and parsed;
+- ``upstream_read``: the upstream's answer line was read and parsed (on baton's direct ``tools/call``,
+  ``baton.gateway.sandbox.direct_calls``: read and claimed for the waiting call, parsed after);
 - ``upstream_returned``: the SDK client's ``call_tool`` returned the result (``Upstream.call``);
 - ``receipt_committed``: the ``gateway_call`` receipt's append returned (committed);
 - ``answer_write``: the SDK handed the serialized answer to stdout's writer (the record is closed once
@@ -181,8 +182,9 @@ def _stamp_gateway(stamps: Stamps) -> None:
         return row
 
     state.liveness_now = liveness
+    writer = "write_line" if hasattr(transport._Messages, "write_line") else "send"  # the old tree's A/B too
     wrap_async_before(
-        transport._Messages, "send", lambda args: stamps.stamp("upstream_write", time.perf_counter_ns())
+        transport._Messages, writer, lambda args: stamps.stamp("upstream_write", time.perf_counter_ns())
     )
     protocol = asyncio.subprocess.SubprocessStreamProtocol
     pipe_data_received = protocol.pipe_data_received
@@ -199,6 +201,7 @@ def _stamp_gateway(stamps: Stamps) -> None:
         "receive",
         lambda result, args: stamps.stamp("upstream_read", time.perf_counter_ns(), after="upstream_write"),
     )
+    _stamp_direct_read(stamps)
     wrap_async_after(
         upstream.Upstream,
         "call",
@@ -214,6 +217,24 @@ def _stamp_gateway(stamps: Stamps) -> None:
         return made
 
     receipts.ReceiptLog.append = receipt  # type: ignore[method-assign]
+
+
+def _stamp_direct_read(stamps: Stamps) -> None:
+    """``upstream_read`` for an answer routed to baton's direct call (it never reaches the session)."""
+    try:
+        from baton.gateway.sandbox import direct_calls
+    except ImportError:  # a tree without the direct path
+        return
+    claim = direct_calls.DirectCalls.claim
+
+    @functools.wraps(claim)
+    def claimed(self: Any, line: bytes) -> bool:
+        taken = claim(self, line)
+        if taken:
+            stamps.stamp("upstream_read", time.perf_counter_ns(), after="upstream_write")
+        return taken
+
+    direct_calls.DirectCalls.claim = claimed  # type: ignore[method-assign]
 
 
 def count_steps(stamps: Stamps) -> None:

@@ -368,6 +368,7 @@ async def serve_stdio(settings: Settings) -> None:
                 signal.signal(received, signal.SIG_DFL)
                 os.kill(os.getpid(), received)
 
+    from baton.wire import stdio_eras
     from baton.wire.stdio_guard import ScreenedStdin
     from baton.wire.stdio_out import StdoutMessages, claimed_stdout
 
@@ -381,5 +382,5 @@ async def serve_stdio(settings: Settings) -> None:
             messages = StdoutMessages(stdout, on_gone=serving.cancel)  # the client left: stop serving
             stdin.attach(messages)
             async with stdin:  # its reader is released however the serving ends
-                await server.run(stdin, messages, server.create_initialization_options())
+                await stdio_eras.serve(server, stdin, messages, server.create_initialization_options())
         group.cancel_scope.cancel()

@@ -24,6 +24,7 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream, Process
 from mcp.shared.message import SessionMessage
 
 from baton.gateway.sandbox.bwrap_command import HOST_PATH
+from baton.gateway.sandbox.direct_calls import DirectCalls
 from baton.gateway.sandbox.sandbox import as_nobody
 from baton.gateway.sandbox.stderr import StderrLog
 
@@ -38,6 +39,8 @@ class Pipe:
     read: Any
     write: Any
     process: Process
+    #: baton's own ``tools/call`` requests on these pipes (:mod:`~baton.gateway.sandbox.direct_calls`).
+    calls: DirectCalls
 
     def alive(self) -> bool:
         """Whether the sandbox process is still running."""
@@ -55,12 +58,14 @@ class _Lines(ObjectReceiveStream[SessionMessage | Exception]):
     """The upstream's stdout as the session's read stream: each line parsed when the session asks for it.
 
     An unparsable line is handed over as its exception (the session logs it), as the SDK's transport
-    does; an oversized line kills the upstream; stdout's end is the stream's end.
+    does; an oversized line kills the upstream; stdout's end is the stream's end. A line answering one of
+    ``calls``' requests goes to it, never to the session; the stream's end fails those still waiting.
     """
 
-    def __init__(self, process: Process) -> None:
+    def __init__(self, process: Process, calls: DirectCalls | None = None) -> None:
         assert process.stdout is not None
         self._process = process
+        self._calls = calls
         self._stdout = process.stdout
         self._lines: deque[bytes] = deque()
         self._buffer = b""
@@ -68,8 +73,19 @@ class _Lines(ObjectReceiveStream[SessionMessage | Exception]):
 
     async def receive(self) -> SessionMessage | Exception:
         """The next message (or unparsable line's error); ``EndOfStream`` once stdout ends."""
+        while True:
+            line = await self._next_line()
+            if line is None:
+                return ValueError("the upstream wrote an oversized line")
+            if self._calls is None or not self._calls.claim(line):
+                return _parse(line)
+
+    async def _next_line(self) -> bytes | None:
+        """The next non-empty line (None for an oversized one, which kills the upstream)."""
         while not self._lines:
             if self._ended:
+                if self._calls is not None:
+                    self._calls.close()
                 raise anyio.EndOfStream
             try:
                 chunk = await self._stdout.receive()
@@ -81,16 +97,18 @@ class _Lines(ObjectReceiveStream[SessionMessage | Exception]):
                 if len(self._buffer) > MAX_LINE_BYTES:
                     self._ended = True
                     self._process.kill()
-                    return ValueError("the upstream wrote an oversized line")
+                    return None
                 continue
             *lines, self._buffer = (self._buffer + chunk).split(b"\n")
             self._lines.extend(line for line in lines if line.strip())
-        return _parse(self._lines.popleft())
+        return self._lines.popleft()
 
     async def aclose(self) -> None:
         """Stop reading (the process itself is stopped by :func:`sandboxed_stdio`)."""
         self._ended = True
         self._lines.clear()
+        if self._calls is not None:
+            self._calls.close()
 
 
 class _Messages(ObjectSendStream[SessionMessage]):
@@ -108,13 +126,18 @@ class _Messages(ObjectSendStream[SessionMessage]):
 
     async def send(self, item: SessionMessage) -> None:
         """Write ``item`` as one JSON line."""
+        await self.write_line(
+            item.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+        )
+
+    async def write_line(self, data: bytes) -> None:
+        """Write one finished line (``BrokenResourceError`` once stdin is dead)."""
         if self._closed:
             raise anyio.ClosedResourceError
         if self._broken:
             raise anyio.BrokenResourceError
-        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
         try:
-            await self._stdin.send(data.encode("utf-8") + b"\n")
+            await self._stdin.send(data)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError, RuntimeError) as exc:
             self._broken = True
             raise anyio.BrokenResourceError from exc
@@ -154,11 +177,13 @@ async def sandboxed_stdio(
                 await process.wait()
                 await process.aclose()
             raise
-    read_stream, write_stream = _Lines(process), _Messages(process)
+    write_stream = _Messages(process)
+    calls = DirectCalls(write_stream)
+    read_stream = _Lines(process, calls)
     async with anyio.create_task_group() as group:
         group.start_soon(_drain_stderr, process, stderr)
         try:
-            yield Pipe(read_stream, write_stream, process)
+            yield Pipe(read_stream, write_stream, process, calls)
         finally:
             with anyio.CancelScope(shield=True):
                 await _stop(process, kill_timeout)

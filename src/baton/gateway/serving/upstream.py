@@ -26,6 +26,7 @@ from baton.gateway.replay.observation import sandbox_spec
 from baton.gateway.replay.protocol import initialize_params
 from baton.gateway.sandbox import landlock, scratch
 from baton.gateway.sandbox.bwrap_command import Prepared, prepare
+from baton.gateway.sandbox.direct_calls import direct_version
 from baton.gateway.sandbox.docker import DockerSandbox
 from baton.gateway.sandbox.host_programs import check_host_programs
 from baton.gateway.sandbox.interpreter import check_interpreter_pin
@@ -37,6 +38,7 @@ from baton.gateway.sandbox.sandbox_spec import HostMount, SandboxSpec
 from baton.gateway.sandbox.stderr import StderrLog
 from baton.gateway.sandbox.transport import Pipe, sandboxed_stdio
 from baton.runtime import Runtime
+from baton.telemetry import tracing
 
 log = logging.getLogger("baton.gateway")
 BACKOFF_START_SECONDS = 0.5
@@ -59,6 +61,8 @@ class Upstream:
         self.blocker = blocker
         self.session: Any = None
         self.pipe: Pipe | None = None
+        #: The protocol version the running upstream answered (decides whether a call may go direct).
+        self.version: str | None = None
         self.blocked: GatewayError | None = None
         self.starts = 0
         self.restarts = 0
@@ -211,6 +215,7 @@ class Upstream:
                     types.InitializeRequest(params=params), types.InitializeResult
                 )
                 session.adopt(initialized)
+                self.version = initialized.protocol_version
                 await session.send_notification(types.InitializedNotification())
                 listed = await _all_tools(session)
         except TimeoutError:
@@ -291,7 +296,7 @@ class Upstream:
         timeout = self.policy.runtime.call_timeout_seconds
         try:
             with anyio.fail_after(timeout):
-                result = await session.call_tool(tool, arguments, progress_callback=progress)
+                result = await self._send(session, tool, arguments, progress)
         except TimeoutError:
             self.restart()
             raise GatewayError(
@@ -316,6 +321,24 @@ class Upstream:
             ) from None
         self.healthy()
         return result
+
+    async def _send(
+        self,
+        session: Any,
+        tool: str,
+        arguments: dict[str, Any],
+        progress: Callable[..., Awaitable[None]] | None,
+    ) -> Any:
+        """The call on the pipes (:mod:`~baton.gateway.sandbox.direct_calls`) when that path may carry it, else
+        the session's ``call_tool`` (progress, and the client span of a process that exports spans)."""
+        pipe, version = self.pipe, self.version
+        direct = progress is None and not tracing.active()
+        if direct and pipe is not None and version is not None and direct_version(version):
+            result = await pipe.calls.call(tool, arguments, version)
+            if not result.is_error:
+                await session.validate_tool_result(tool, result)
+            return result
+        return await session.call_tool(tool, arguments, progress_callback=progress)
 
 
 def _unwrap(exc: BaseException) -> GatewayError:
