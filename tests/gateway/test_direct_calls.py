@@ -64,6 +64,10 @@ for line in sys.stdin:
         out(text(request, "after the chatter"))
     elif name == "malformed":
         out({"jsonrpc": "2.0", "id": request["id"], "result": {"content": "not a list"}})
+    elif name == "stringly":
+        answer = text(request, "stringly")
+        answer["id"] = str(request["id"])
+        out(answer)
     elif name == "meta":
         out(text(request, json.dumps(request["params"].get("_meta"))))
     elif name == "die":
@@ -128,6 +132,16 @@ async def test_a_call_gets_its_own_answer_and_the_session_sees_none_of_it() -> N
     async def test(upstream: Upstream) -> None:
         result = await upstream.calls.call("echo", {"text": "hello"}, VERSION)
         assert _text(result) == "hello" and not result.is_error
+
+    upstream = await _with_upstream(test)
+    assert upstream.seen == []
+
+
+async def test_an_answer_whose_id_came_back_as_a_string_still_reaches_its_caller() -> None:
+    """A peer that echoes 1073741824 as "1073741824" is answered, as the SDK's dispatcher correlates it."""
+
+    async def test(upstream: Upstream) -> None:
+        assert _text(await upstream.calls.call("stringly", {}, VERSION)) == "stringly"
 
     upstream = await _with_upstream(test)
     assert upstream.seen == []

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 from mcp_types import methods as result_surfaces
@@ -124,7 +125,10 @@ class DirectCalls:
         ):
             return False
         request_id = message.get("id")
-        waiter = self._pending.get(request_id) if type(request_id) is int else None
+        if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+            return False
+        key = coerce_request_id(request_id)  # "7" and 7 are one id, as the SDK's dispatcher correlates them
+        waiter = self._pending.get(key) if isinstance(key, int) else None
         if waiter is None:
             return False
         waiter.answer = message
