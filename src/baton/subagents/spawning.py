@@ -121,8 +121,10 @@ def asked(request: SpawnRequest, tools: list[str] | None) -> Asked:
 
 def within(request: SpawnRequest, narrowed: Narrowed) -> SpawnRequest:
     """The request with the budgets its delegation allows (at most what it asked)."""
-    fields = narrowed.fields
-    return replace(request, max_total_tokens=fields["max_total_tokens"], max_cost_usd=fields["max_cost_usd"])
+    tokens, cost = narrowed.fields["max_total_tokens"], narrowed.fields["max_cost_usd"]
+    if tokens is request.max_total_tokens and cost is request.max_cost_usd:
+        return request  # nothing narrowed (a copy of the request's 22 fields is not free on every spawn)
+    return replace(request, max_total_tokens=tokens, max_cost_usd=cost)
 
 
 def check_concurrency(runtime: Runtime, connection: table.Transaction, agent: str | None) -> None:
@@ -152,13 +154,11 @@ def screened(
     filtered = privacy.apply(request.parent_context)
     # a value the filter removed from the context is not given to the subagent through its task either
     scrub = filtered.remembered().scrub
-    request = replace(
-        request,
-        task=scrub(redact(request.task)),
-        role=scrub(redact(request.role)),
-        business_rules=scrub(redact(request.business_rules)) if request.business_rules is not None else None,
-    )
-    return request, filtered
+    task, role = scrub(redact(request.task)), scrub(redact(request.role))
+    rules = scrub(redact(request.business_rules)) if request.business_rules is not None else None
+    if task is request.task and role is request.role and rules is request.business_rules:
+        return request, filtered  # nothing to redact or remove: the request as it is
+    return replace(request, task=task, role=role, business_rules=rules), filtered
 
 
 async def prepare_context(

@@ -216,6 +216,11 @@ def end(
     return ended > 0
 
 
+def row(connection: Transaction, subagent_id: str) -> Any | None:
+    """The subagent's row (None when unknown)."""
+    return _SELECT.first(connection, subagent_id=subagent_id)
+
+
 def load(connection: Transaction, subagent_id: str) -> tuple[Any | None, list[ChatTurn]]:
     """The subagent's row (None when unknown) and its conversation, oldest first."""
     row = _SELECT.first(connection, subagent_id=subagent_id)
