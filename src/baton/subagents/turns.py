@@ -36,12 +36,10 @@ def first_turn(runtime: Runtime, subagent_id: str, task: str) -> tuple[Any, list
     """A spawned subagent's row, read for its first turn (it was stored running, so this writes nothing),
     and its conversation: the ``task`` it was stored with (no message is added while a turn runs); None
     when it is no longer active (cancelled before its task ran)."""
-    if runtime.store.quick_reads:  # one statement: no transaction of its own to begin and end
-        with runtime.store.quick_reader() as reader:
-            row = table.row(reader, subagent_id)
-    else:
-        with runtime.store.read_prepared() as connection:
-            row = table.row(connection, subagent_id)
+    # on the connection that stored it (on SQLite, its page cache holds the row; another connection's
+    # cache is dropped at every commit of this one)
+    with runtime.store.read_prepared() as connection:
+        row = table.row(connection, subagent_id)
     return (row, [ChatTurn("user", task)]) if row is not None and row.status in ACTIVE else None
 
 
