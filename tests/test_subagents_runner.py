@@ -6,6 +6,7 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import select, update
@@ -331,4 +332,43 @@ async def test_an_async_first_turn_sends_the_task_as_stored_redacted_and_filtere
     assert sent == [stored]
     assert private not in stored and "sk-abcdefghijklmnopqrstu" not in stored
     assert "[REDACTED]" in stored and "[filtered]" in stored
+    runtime.close()
+
+
+async def test_the_first_turn_is_given_the_row_exactly_as_the_store_holds_it(
+    tmp_path: Path, fake_llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first turn is given the row its spawn wrote instead of reading it back: every column, the JSON
+    ones (filtered fields, the delegation) and the budgets included, equals what the store returns."""
+    from baton.subagents import table, turns
+
+    runtime = make_runtime(tmp_path, fake_llm)
+    runner = SubagentRunner(runtime)
+    given: list[tuple[Any, Any]] = []
+    first_turn = turns.first_turn
+
+    def capturing(runtime: Runtime, subagent_id: str, stored: Any, task: str) -> Any:
+        with runtime.store.read_prepared() as connection:
+            read, _conversation = table.load(connection, subagent_id)
+        given.append((stored, read))
+        return first_turn(runtime, subagent_id, stored, task)
+
+    monkeypatch.setattr(turns, "first_turn", capturing)
+    spawned = await runner.spawn(
+        SpawnRequest(
+            task="hello",
+            mode="async",
+            parent_context={"order": 7, "api_token": "hidden-value"},
+            context_strategy="full",
+            max_total_tokens=5000,
+            max_cost_usd=1,
+            max_seconds=600,
+        )
+    )
+    assert await runner._tasks[spawned["subagent_id"]] is not None
+    await runner.aclose()
+    ((stored, read),) = given
+    assert stored._asdict() == read._asdict()
+    assert stored.delegation["chain"][-1]["principal"] == spawned["subagent_id"]
+    assert stored.filtered_fields == ["api_token"]
     runtime.close()

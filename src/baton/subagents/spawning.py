@@ -197,9 +197,12 @@ async def _prepare_with_model(
     )
 
 
-def store(runtime: Runtime, spawn: Spawn, receipt_in: Callable[[table.Transaction], None] | None) -> Receipt:
+def store(
+    runtime: Runtime, spawn: Spawn, receipt_in: Callable[[table.Transaction], None] | None
+) -> tuple[Receipt, Any]:
     """Store the subagent and its task in one transaction with its ``subagent_spawned`` receipt (and, for
-    an async spawn, the spawning call's receipt, ``receipt_in``); returns the spawn receipt."""
+    an async spawn, the spawning call's receipt, ``receipt_in``); returns the spawn receipt and the row
+    as stored."""
     request, context, prep = spawn.request, spawn.context, spawn.context.prep
     now = utc_now()
     with runtime.store.write_prepared() as connection:
@@ -207,7 +210,7 @@ def store(runtime: Runtime, spawn: Spawn, receipt_in: Callable[[table.Transactio
         # and the insert are one step for every process (a refusal rolls the receipt back)
         spawned = runtime.receipts.append_in(connection, "subagent_spawned", _spawned_payload(spawn))
         check_concurrency(runtime, connection, request.agent)
-        table.insert_subagent(
+        stored = table.insert_subagent(
             connection,
             id=spawn.subagent_id,
             role=request.role,
@@ -239,7 +242,7 @@ def store(runtime: Runtime, spawn: Spawn, receipt_in: Callable[[table.Transactio
         table.add_message(connection, spawn.subagent_id, 0, "user", request.task)
         if request.mode == "async" and receipt_in is not None:
             receipt_in(connection)
-    return spawned
+    return spawned, stored
 
 
 def _spawned_payload(spawn: Spawn) -> dict[str, Any]:

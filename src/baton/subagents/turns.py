@@ -32,15 +32,15 @@ log = logging.getLogger("baton.subagents")
 GovernedTurn = Callable[[Any, list[ChatTurn], str], Awaitable[ModelReply]]
 
 
-def first_turn(runtime: Runtime, subagent_id: str, task: str) -> tuple[Any, list[ChatTurn]] | None:
-    """A spawned subagent's row, read for its first turn (it was stored running, so this writes nothing),
-    and its conversation: the ``task`` it was stored with (no message is added while a turn runs); None
-    when it is no longer active (cancelled before its task ran)."""
-    # on the connection that stored it (on SQLite, its page cache holds the row; another connection's
-    # cache is dropped at every commit of this one)
+def first_turn(
+    runtime: Runtime, subagent_id: str, stored: Any, task: str
+) -> tuple[Any, list[ChatTurn]] | None:
+    """A spawned subagent's row and conversation for its first turn, as its spawn ``stored`` them (its row,
+    its ``task``: nothing else changes them while it runs); None when it is no longer active (cancelled
+    before its task ran), which only its status, read now, can say."""
     with runtime.store.read_prepared() as connection:
-        row = table.row(connection, subagent_id)
-    return (row, [ChatTurn("user", task)]) if row is not None and row.status in ACTIVE else None
+        status = table.status(connection, subagent_id)
+    return (stored, [ChatTurn("user", task)]) if status is not None and status in ACTIVE else None
 
 
 async def run(
