@@ -176,7 +176,7 @@ _UNWRITTEN = {column.key: None for column in subagents.columns if column.key not
 
 def insert_subagent(connection: Transaction, **values: Any) -> Any:
     """The subagent's row, with every column of :data:`SPAWN_COLUMNS` (no ``delegation``: none kept);
-    returns it as :func:`row` reads it back (a :data:`StoredRow`), for its first turn."""
+    returns it as :func:`load` reads it back (a :data:`StoredRow`), for its first turn."""
     values.setdefault("delegation", None)
     values.setdefault("delegated_tokens", 0)
     values.setdefault("delegated_cost_usd", 0.0)
