@@ -201,3 +201,73 @@ def test_appenders_in_two_processes_on_one_store_keep_one_chain(tmp_path) -> Non
     assert (report.ok, report.count) == (True, 400)
     kinds = [r.kind for r in log.list(limit=400)]
     assert kinds.count("mine") == kinds.count("theirs") == 200
+
+
+def _statements_of(log: ReceiptLog, run: object) -> list[str]:
+    """The SQL the kept writer connection runs while ``run`` is called (its first word and table)."""
+    seen: list[str] = []
+    with log.store.write_driver() as transaction:  # opens (and keeps) the writer connection
+        transaction.driver.set_trace_callback(lambda sql: seen.append(" ".join(sql.split()[:3])))
+    try:
+        run()  # type: ignore[operator]
+    finally:
+        with log.store.write_driver() as transaction:
+            transaction.driver.set_trace_callback(None)
+    return seen
+
+
+def test_appends_in_one_sqlite_transaction_read_and_move_the_head_once(log: ReceiptLog) -> None:
+    """A spawn's two receipts, or a model call's: the head row is read at the first and written once, just
+    before the commit, with the last one's seq and sha256."""
+
+    def two_appends() -> None:
+        with log.store.write_prepared() as transaction:
+            log.append_in(transaction, "first", {"n": 1})
+            log.append_in(transaction, "second", {"n": 2})
+
+    seen = _statements_of(log, two_appends)
+    begun = seen.index("BEGIN IMMEDIATE")
+    assert seen[begun : begun + 6] == [
+        "BEGIN IMMEDIATE",
+        "SELECT receipt_head.seq, receipt_head.sha256",
+        "INSERT INTO receipts",
+        "INSERT INTO receipts",
+        "UPDATE receipt_head SET",
+        "COMMIT",
+    ]
+    first, second = log.list()
+    assert (second.seq, second.prev_sha256) == (2, first.sha256)
+    assert head_row(log) == (1, 2, second.sha256)
+    assert log.verify().ok
+
+
+def test_a_rolled_back_transaction_leaves_the_head_where_it_was(log: ReceiptLog) -> None:
+    """The head moved in a transaction is only written at its commit: a failure after the appends leaves the
+    chain and its head as before, and the next transaction reads the head afresh."""
+    first = log.append("test", {"n": 1})
+
+    def appends_then_a_failure() -> None:
+        with log.store.write_prepared() as transaction:
+            log.append_in(transaction, "lost", {"n": 2})
+            log.append_in(transaction, "lost", {"n": 3})
+            raise RuntimeError("the caller's statement failed")
+
+    with pytest.raises(RuntimeError):
+        appends_then_a_failure()
+    assert head_row(log) == (1, 1, first.sha256)
+    second = log.append("test", {"n": 2})
+    assert (second.seq, second.prev_sha256) == (2, first.sha256)
+    assert [r.kind for r in log.list()] == ["test", "test"]
+    assert log.verify().ok
+
+
+def test_appends_on_a_connection_without_a_commit_step_move_the_head_at_once(log: ReceiptLog) -> None:
+    """Outside a kept SQLite write transaction (SQLAlchemy's own, as on PostgreSQL) the head is written by
+    each append, as before."""
+    with log.store.write() as connection:
+        log.append_in(connection, "first", {"n": 1})
+        (seq,) = connection.execute(select(receipt_head.c.seq)).one()
+        assert seq == 1
+        second = log.append_in(connection, "second", {"n": 2})
+    assert head_row(log) == (1, 2, second.sha256)
+    assert log.verify().ok

@@ -381,3 +381,17 @@ async def test_a_constraint_that_is_not_one_cedar_condition_on_a_spawned_tool_is
     )
     assert refused["success"] is False and refused["error_class"] == "invalid_arguments", refused
     assert (await call(session, "mcp_list_subagents"))["count"] == before  # nothing stored
+
+
+def test_the_agents_root_link_is_hashed_once_and_each_spawn_gets_its_own_copy() -> None:
+    """The root is the same for every spawn of an agent; a spawn that changes its copy changes no other."""
+    from baton.delegation import make_link
+    from baton.subagents.delegating import root_link
+
+    first, second = root_link("fan-out-agent"), root_link("fan-out-agent")
+    assert first == second == make_link(None, principal="fan-out-agent")
+    assert first is not second and first["predicates"] is not second["predicates"]
+    first["predicates"].append("changed")
+    first["tools"] = ["changed"]
+    assert root_link("fan-out-agent") == make_link(None, principal="fan-out-agent")
+    assert root_link("another-agent")["principal"] == "another-agent"

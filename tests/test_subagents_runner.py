@@ -6,14 +6,15 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from baton.config import Settings
 from baton.errors import BatonError
 from baton.runtime import Runtime
-from baton.store.schema import subagents
+from baton.store.schema import subagent_messages, subagents
 from baton.subagents.runner import SpawnRequest, SubagentRunner
 from baton.testing import Behavior, FakeLLMServer
 from tests.conftest import FAKE_MOONSHOT_KEY
@@ -300,3 +301,74 @@ async def test_a_server_keeps_only_its_most_recent_subagents_and_finds_an_older_
         await runner.aclose()
         del registry
         runtime.close()
+
+
+async def test_an_async_first_turn_sends_the_task_as_stored_redacted_and_filtered(
+    tmp_path: Path, fake_llm: FakeLLMServer
+) -> None:
+    """The first turn takes its conversation from the spawn, not the store: what the model is sent is
+    exactly the message stored, a credential in the task redacted and a value the filter removed from
+    the parent context scrubbed from it."""
+    runtime = make_runtime(tmp_path, fake_llm)
+    runner = SubagentRunner(runtime)
+    private = "4111-1111-1111-1111"
+    spawned = await runner.spawn(
+        SpawnRequest(
+            task=f"Refund card {private} with key sk-abcdefghijklmnopqrstu",
+            mode="async",
+            parent_context={"card_number": private},
+        )
+    )
+    await runner._tasks[spawned["subagent_id"]]
+    await runner.aclose()
+    (request,) = fake_llm.requests
+    sent = [m["content"] for m in request.body["messages"] if m["role"] == "user"]
+    with runtime.store.read() as connection:
+        stored = connection.execute(
+            select(subagent_messages.c.content).where(
+                subagent_messages.c.subagent_id == spawned["subagent_id"], subagent_messages.c.position == 0
+            )
+        ).scalar_one()
+    assert sent == [stored]
+    assert private not in stored and "sk-abcdefghijklmnopqrstu" not in stored
+    assert "[REDACTED]" in stored and "[filtered]" in stored
+    runtime.close()
+
+
+async def test_the_first_turn_is_given_the_row_exactly_as_the_store_holds_it(
+    tmp_path: Path, fake_llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first turn is given the row its spawn wrote instead of reading it back: every column, the JSON
+    ones (filtered fields, the delegation) and the budgets included, equals what the store returns."""
+    from baton.subagents import table, turns
+
+    runtime = make_runtime(tmp_path, fake_llm)
+    runner = SubagentRunner(runtime)
+    given: list[tuple[Any, Any]] = []
+    first_turn = turns.first_turn
+
+    def capturing(runtime: Runtime, subagent_id: str, stored: Any, task: str) -> Any:
+        with runtime.store.read_prepared() as connection:
+            read, _conversation = table.load(connection, subagent_id)
+        given.append((stored, read))
+        return first_turn(runtime, subagent_id, stored, task)
+
+    monkeypatch.setattr(turns, "first_turn", capturing)
+    spawned = await runner.spawn(
+        SpawnRequest(
+            task="hello",
+            mode="async",
+            parent_context={"order": 7, "api_token": "hidden-value"},
+            context_strategy="full",
+            max_total_tokens=5000,
+            max_cost_usd=1,
+            max_seconds=600,
+        )
+    )
+    assert await runner._tasks[spawned["subagent_id"]] is not None
+    await runner.aclose()
+    ((stored, read),) = given
+    assert stored._asdict() == read._asdict()
+    assert stored.delegation["chain"][-1]["principal"] == spawned["subagent_id"]
+    assert stored.filtered_fields == ["api_token"]
+    runtime.close()

@@ -97,10 +97,36 @@ def _execute(connection: Connection | DriverTransaction, statement: Any, params:
     return driver.execute(sql[0], tuple(params[name] for name in sql[1]))
 
 
+#: The name under which a transaction holds the head it moved (:class:`~baton.store.engine.DriverTransaction`).
+_HEAD = "receipt_head"
+
+
 def _chain_head(connection: Connection | DriverTransaction) -> tuple[int, str] | None:
-    """The chain's tip (seq, sha256), locked for this transaction where the database can lock a row."""
+    """The chain's tip (seq, sha256), locked for this transaction where the database can lock a row (or
+    as an earlier append of this transaction left it)."""
+    if isinstance(connection, DriverTransaction) and _HEAD in connection.held:
+        held: tuple[int, str] = connection.held[_HEAD]
+        return held
     head = _execute(connection, _SELECT_HEAD, {"head_id": 1}).fetchone()  # a Result or a sqlite3 cursor
     return (int(head[0]), str(head[1])) if head else None
+
+
+def _move_head(connection: Connection | DriverTransaction, seq: int, sha256: str) -> None:
+    """Move the chain's tip: in a SQLite write transaction once, just before it commits (the appends of
+    one transaction, a spawn's or a model call's two, read and write the head row once); else now."""
+    steps = connection.before_commit if isinstance(connection, DriverTransaction) else None
+    if steps is None:
+        _execute(connection, _UPDATE_HEAD, {"seq": seq, "sha256": sha256, "head_id": 1})
+        return
+    assert isinstance(connection, DriverTransaction)
+    transaction = connection
+    transaction.held[_HEAD] = (seq, sha256)
+
+    def write() -> None:
+        moved_seq, moved_sha256 = transaction.held[_HEAD]
+        _execute(transaction, _UPDATE_HEAD, {"seq": moved_seq, "sha256": moved_sha256, "head_id": 1})
+
+    steps.setdefault(_HEAD, write)
 
 
 class ReceiptLog:
@@ -235,7 +261,7 @@ class ReceiptLog:
             )
             prev = digest
         if head:
-            _execute(connection, _UPDATE_HEAD, {"seq": seq, "sha256": prev, "head_id": 1})
+            _move_head(connection, seq, prev)
         else:
             _execute(connection, _INSERT_HEAD, {"id": 1, "seq": seq, "sha256": prev})
         return made

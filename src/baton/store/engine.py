@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
@@ -132,6 +132,11 @@ class DriverTransaction:
 
     dialect: Any
     driver: Any
+    #: Steps run in order just before the transaction commits, by name (None: the autocommit reader). A
+    #: writer that moves the same row several times in one transaction (the receipt chain's head) writes
+    #: it once, here, and keeps its value in :attr:`held` meanwhile.
+    before_commit: dict[str, Callable[[], None]] | None = None
+    held: dict[str, Any] = field(default_factory=dict)
 
 
 class Store:
@@ -222,7 +227,10 @@ class Store:
             try:
                 driver.execute(begin)
                 try:
-                    yield DriverTransaction(self.engine.dialect, driver)
+                    transaction = DriverTransaction(self.engine.dialect, driver, {})
+                    yield transaction
+                    for step in (transaction.before_commit or {}).values():
+                        step()
                     driver.execute("COMMIT")
                 except BaseException:
                     driver.execute("ROLLBACK")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from baton import clock
@@ -99,7 +100,7 @@ def narrow(
 ) -> Narrowed:
     """The intersection of the parent's authority and what is ``asked``; refuses a tool the parent may not
     give, a nesting past the cap, and a budget or wall time the parent has no room left for."""
-    above = parent.chain if parent is not None else [make_link(None, principal=asked.agent)]
+    above = parent.chain if parent is not None else [root_link(asked.agent)]
     before = above[-1]
     depth, cap = int(before["depth"]) + 1, runtime.settings.baton_subagent_max_depth
     if depth > cap:
@@ -129,6 +130,18 @@ def narrow(
         "deadline": _deadline(asked.max_seconds, before.get("deadline")),
     }
     return Narrowed(above, policies, fields)
+
+
+def root_link(agent: str) -> dict[str, Any]:
+    """The chain's root for ``agent`` (depth 0, whatever the server lets it use): the same for every spawn
+    of the agent, so hashed once (each spawn gets its own copy)."""
+    link = _root_link(agent)
+    return {**link, "predicates": list(link["predicates"])}
+
+
+@lru_cache(maxsize=1024)
+def _root_link(agent: str) -> dict[str, Any]:
+    return make_link(None, principal=agent)
 
 
 def read_only_tools(registry: ToolRegistry) -> set[str]:

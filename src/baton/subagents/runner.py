@@ -143,13 +143,13 @@ class SubagentRunner:
         context = await spawning.prepare_context(self.models, request, filtered, subagent_id, redact)
         delegation = narrowed.for_subagent(subagent_id)
         spawn = spawning.Spawn(subagent_id, request, context, tools, tool_limit, delegation)
-        spawned = spawning.store(self.runtime, spawn, receipt_in)
+        spawned, stored = spawning.store(self.runtime, spawn, receipt_in)
         self._parents[subagent_id] = request.parent_agent
         self._remembered[subagent_id] = filtered.remembered()
         if tools:
             self._spawned[subagent_id] = {"seq": spawned.seq, "sha256": spawned.sha256}
         base = spawning.answer_base(spawn, spawned)
-        task = self._start_task(subagent_id, self._run_first_turn(subagent_id))
+        task = self._start_task(subagent_id, self._run_first_turn(subagent_id, stored, spawn.request.task))
         if request.mode == "async":
             return spawning.started_answer(base, context.prep)
         done = await self._wait_sync(subagent_id, task)
@@ -184,10 +184,11 @@ class SubagentRunner:
         task.add_done_callback(lambda _t: self._tasks.pop(subagent_id, None))
         return task
 
-    async def _run_first_turn(self, subagent_id: str) -> ModelReply | None:
-        """Run a spawn's first turn (nothing when it was cancelled before its task ran: a cancel another
-        process made then is receipted here, as this process owns the subagent)."""
-        loaded = turns.first_turn(self.runtime, subagent_id)
+    async def _run_first_turn(self, subagent_id: str, stored: Any, task: str) -> ModelReply | None:
+        """Run a spawn's first turn on its ``stored`` row and ``task`` (nothing when it was cancelled before
+        its task ran: a cancel another process made then is receipted here, as this process owns the
+        subagent)."""
+        loaded = turns.first_turn(self.runtime, subagent_id, stored, task)
         if loaded is None:
             if subagent_id not in self._cancelling:
                 cancellation.receipt_if_cancelled_elsewhere(self.runtime, subagent_id)

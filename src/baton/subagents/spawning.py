@@ -121,8 +121,10 @@ def asked(request: SpawnRequest, tools: list[str] | None) -> Asked:
 
 def within(request: SpawnRequest, narrowed: Narrowed) -> SpawnRequest:
     """The request with the budgets its delegation allows (at most what it asked)."""
-    fields = narrowed.fields
-    return replace(request, max_total_tokens=fields["max_total_tokens"], max_cost_usd=fields["max_cost_usd"])
+    tokens, cost = narrowed.fields["max_total_tokens"], narrowed.fields["max_cost_usd"]
+    if tokens is request.max_total_tokens and cost is request.max_cost_usd:
+        return request  # nothing narrowed (a copy of the request's 22 fields is not free on every spawn)
+    return replace(request, max_total_tokens=tokens, max_cost_usd=cost)
 
 
 def check_concurrency(runtime: Runtime, connection: table.Transaction, agent: str | None) -> None:
@@ -152,13 +154,11 @@ def screened(
     filtered = privacy.apply(request.parent_context)
     # a value the filter removed from the context is not given to the subagent through its task either
     scrub = filtered.remembered().scrub
-    request = replace(
-        request,
-        task=scrub(redact(request.task)),
-        role=scrub(redact(request.role)),
-        business_rules=scrub(redact(request.business_rules)) if request.business_rules is not None else None,
-    )
-    return request, filtered
+    task, role = scrub(redact(request.task)), scrub(redact(request.role))
+    rules = scrub(redact(request.business_rules)) if request.business_rules is not None else None
+    if task is request.task and role is request.role and rules is request.business_rules:
+        return request, filtered  # nothing to redact or remove: the request as it is
+    return replace(request, task=task, role=role, business_rules=rules), filtered
 
 
 async def prepare_context(
@@ -197,9 +197,12 @@ async def _prepare_with_model(
     )
 
 
-def store(runtime: Runtime, spawn: Spawn, receipt_in: Callable[[table.Transaction], None] | None) -> Receipt:
+def store(
+    runtime: Runtime, spawn: Spawn, receipt_in: Callable[[table.Transaction], None] | None
+) -> tuple[Receipt, Any]:
     """Store the subagent and its task in one transaction with its ``subagent_spawned`` receipt (and, for
-    an async spawn, the spawning call's receipt, ``receipt_in``); returns the spawn receipt."""
+    an async spawn, the spawning call's receipt, ``receipt_in``); returns the spawn receipt and the row
+    as stored."""
     request, context, prep = spawn.request, spawn.context, spawn.context.prep
     now = utc_now()
     with runtime.store.write_prepared() as connection:
@@ -207,7 +210,7 @@ def store(runtime: Runtime, spawn: Spawn, receipt_in: Callable[[table.Transactio
         # and the insert are one step for every process (a refusal rolls the receipt back)
         spawned = runtime.receipts.append_in(connection, "subagent_spawned", _spawned_payload(spawn))
         check_concurrency(runtime, connection, request.agent)
-        table.insert_subagent(
+        stored = table.insert_subagent(
             connection,
             id=spawn.subagent_id,
             role=request.role,
@@ -239,7 +242,7 @@ def store(runtime: Runtime, spawn: Spawn, receipt_in: Callable[[table.Transactio
         table.add_message(connection, spawn.subagent_id, 0, "user", request.task)
         if request.mode == "async" and receipt_in is not None:
             receipt_in(connection)
-    return spawned
+    return spawned, stored
 
 
 def _spawned_payload(spawn: Spawn) -> dict[str, Any]:

@@ -7,6 +7,7 @@ the same few statements hundreds of times.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, insert, or_, select, update
@@ -168,12 +169,28 @@ def count_active(connection: Transaction, agent: str | None) -> int:
     return int(_COUNT_ACTIVE.scalar(connection, agent=agent))
 
 
-def insert_subagent(connection: Transaction, **values: Any) -> None:
-    """The subagent's row, with every column of :data:`SPAWN_COLUMNS` (no ``delegation``: none kept)."""
+#: A subagent's row as this process wrote it (every column; those a spawn does not write are NULL).
+StoredRow = namedtuple("StoredRow", [column.key for column in subagents.columns])  # type: ignore[misc]
+_UNWRITTEN = {column.key: None for column in subagents.columns if column.key not in SPAWN_COLUMNS}
+
+
+def insert_subagent(connection: Transaction, **values: Any) -> Any:
+    """The subagent's row, with every column of :data:`SPAWN_COLUMNS` (no ``delegation``: none kept);
+    returns it as :func:`load` reads it back (a :data:`StoredRow`), for its first turn."""
     values.setdefault("delegation", None)
     values.setdefault("delegated_tokens", 0)
     values.setdefault("delegated_cost_usd", 0.0)
     _INSERT.rowcount(connection, **{f"new_{name}": value for name, value in values.items()})
+    return StoredRow(**_UNWRITTEN, **values)
+
+
+_STATUS = Prepared(select(_row.status).where(_row.id == bindparam("subagent_id")))
+
+
+def status(connection: Transaction, subagent_id: str) -> str | None:
+    """The subagent's status (None when unknown)."""
+    value = _STATUS.scalar(connection, subagent_id=subagent_id)
+    return None if value is None else str(value)
 
 
 def add_message(

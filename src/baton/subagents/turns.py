@@ -32,12 +32,15 @@ log = logging.getLogger("baton.subagents")
 GovernedTurn = Callable[[Any, list[ChatTurn], str], Awaitable[ModelReply]]
 
 
-def first_turn(runtime: Runtime, subagent_id: str) -> tuple[Any, list[ChatTurn]] | None:
-    """A spawned subagent's row and conversation, read for its first turn (it was stored running, so this
-    writes nothing); None when it is no longer active (cancelled before its task ran)."""
+def first_turn(
+    runtime: Runtime, subagent_id: str, stored: Any, task: str
+) -> tuple[Any, list[ChatTurn]] | None:
+    """A spawned subagent's row and conversation for its first turn, as its spawn ``stored`` them (its row,
+    its ``task``: nothing else changes them while it runs); None when it is no longer active (cancelled
+    before its task ran), which only its status, read now, can say."""
     with runtime.store.read_prepared() as connection:
-        row, conversation = table.load(connection, subagent_id)
-    return (row, conversation) if row is not None and row.status in ACTIVE else None
+        status = table.status(connection, subagent_id)
+    return (stored, [ChatTurn("user", task)]) if status is not None and status in ACTIVE else None
 
 
 async def run(
