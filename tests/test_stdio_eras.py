@@ -4,6 +4,8 @@ frames before the first request reach the loop; the rule copied from the SDK is 
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 from typing import Any
 
 from mcp.server.runner import _has_modern_envelope
@@ -59,3 +61,25 @@ def test_the_envelope_rule_is_the_sdks() -> None:
     ]
     for params in samples:
         assert modern_envelope(params) == _has_modern_envelope(params), params
+
+
+#: The SDK functions wire/stdio_eras mirrors, by the sha256 of their source in mcp 2.3.0.
+MIRRORED_SDK_SOURCE = {
+    "_serve_legacy_stream": "54c353cb72ccf78ca824480e5f82e53cd6e1f41e4f568551d217f32ca5a51ed6",
+    "Server.run": "e09da3b5950ebe2db537e1469380c9fa703d700f8caaae5d9c269c4bdb7990ad",
+    "serve_dual_era_loop": "0d88361bcf3557f19f4027234337fc585adad0fa285135382750e411b66f4d35",
+}
+
+
+def test_the_sdk_loops_baton_mirrors_are_the_ones_it_was_written_against() -> None:
+    # a new mcp release that changes how a stdio connection is served fails here: re-read
+    # mcp.server.runner and baton.wire.stdio_eras side by side, then record the new hashes
+    from mcp.server import runner
+    from mcp.server.lowlevel.server import Server
+
+    functions = (runner._serve_legacy_stream, Server.run, runner.serve_dual_era_loop)
+    found = {
+        function.__qualname__: hashlib.sha256(inspect.getsource(function).encode()).hexdigest()
+        for function in functions
+    }
+    assert found == MIRRORED_SDK_SOURCE
