@@ -36,6 +36,22 @@ def isolated_environ() -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if k not in BLANKED}, **SUITE_SETTINGS}
 
 
+def subagent_environ(home: str, model_url: str, **extra: str) -> dict[str, str]:
+    """:func:`isolated_environ` for a ``baton serve`` of this checkout on ``home`` whose subagents use the
+    moonshot provider pointed at the loopback model server at ``model_url``; ``extra`` on top."""
+    environment = isolated_environ()
+    environment.update(
+        BATON_HOME=home,
+        PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        COLLAB_PROVIDER="moonshot",
+        OPENAI_MODEL="kimi-k3",
+        MOONSHOT_API_KEY=FAKE_MOONSHOT_KEY,
+        OPENAI_BASE_URL=model_url,
+        **extra,
+    )
+    return environment
+
+
 @pytest.hookimpl(tryfirst=True)  # before the fixtures (module-scoped ones build whole gateways)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """``@pytest.mark.needs(tool, ...)``: fail under CI, skip elsewhere, when a tool is missing."""

@@ -28,7 +28,7 @@ from baton.testing import Behavior, FakeLLMServer, ToolCall
 from baton.testing.npm_registry import NpmRegistryServer, build_wheel
 from tests import excel_double
 from tests.cli_process import run_cli
-from tests.conftest import BLANKED, FAKE_MOONSHOT_KEY, SRC, call, stdio_session
+from tests.conftest import call, stdio_session, subagent_environ
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap")]
 
@@ -157,14 +157,9 @@ async def test_the_worked_example_runs_as_written(
         xlsx(books / "q1.xlsx", "March", cells)
     else:
         (books / "q1.xlsx").write_text(json.dumps({"March": cells}), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k not in BLANKED}
-    env.update(
-        BATON_HOME=str(tmp_path / "home"),
-        PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        COLLAB_PROVIDER="moonshot",
-        OPENAI_MODEL="kimi-k3",
-        MOONSHOT_API_KEY=FAKE_MOONSHOT_KEY,
-        OPENAI_BASE_URL=fake_llm.base_url,
+    env = subagent_environ(
+        str(tmp_path / "home"),
+        fake_llm.base_url,
         BATON_SUBAGENT_APPROVAL_WAIT_SECONDS="0",
         HITL_TIMEOUT_SECONDS="600",
         **({"BATON_PYPI_URL": registry} if registry else {}),

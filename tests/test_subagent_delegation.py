@@ -9,7 +9,6 @@ upstream says. The chain each receipt carries is then checked as an auditor woul
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -27,7 +26,7 @@ from baton.store.schema import subagents
 from baton.testing import Behavior, FakeLLMServer, ToolCall
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
-from tests.conftest import BLANKED, FAKE_MOONSHOT_KEY, SRC, call, stdio_session
+from tests.conftest import call, stdio_session, subagent_environ
 from tests.test_subagent_tools import chain, of_subagent
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap")]
@@ -81,17 +80,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def env(home: str, llm: FakeLLMServer) -> dict[str, str]:
-    environment = {k: v for k, v in os.environ.items() if k not in BLANKED}
-    environment.update(
-        BATON_HOME=home,
-        PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        COLLAB_PROVIDER="moonshot",
-        OPENAI_MODEL="kimi-k3",
-        MOONSHOT_API_KEY=FAKE_MOONSHOT_KEY,
-        OPENAI_BASE_URL=llm.base_url,
-        BATON_AGENT_NAME=AGENT,
-    )
-    return environment
+    return subagent_environ(home, llm.base_url, BATON_AGENT_NAME=AGENT)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ calls it, and every request the model server received is searched for the canari
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from baton.runtime import Runtime
 from baton.testing import Behavior, FakeLLMServer, ToolCall
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
-from tests.conftest import BLANKED, FAKE_MOONSHOT_KEY, SRC, call, stdio_session
+from tests.conftest import call, stdio_session, subagent_environ
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap")]
 
@@ -104,16 +103,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 async def session(home: str, llm: FakeLLMServer) -> AsyncIterator[Any]:
-    environment = {k: v for k, v in os.environ.items() if k not in BLANKED}
-    environment.update(
-        BATON_HOME=home,
-        PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        COLLAB_PROVIDER="moonshot",
-        OPENAI_MODEL="kimi-k3",
-        MOONSHOT_API_KEY=FAKE_MOONSHOT_KEY,
-        OPENAI_BASE_URL=llm.base_url,
-    )
-    async with stdio_session(environment) as client:
+    async with stdio_session(subagent_environ(home, llm.base_url)) as client:
         yield client
 
 

@@ -7,7 +7,6 @@ model, which answers with OpenAI tool calls from a script, drive real tool loops
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -21,7 +20,7 @@ from baton.store.schema import receipts
 from baton.testing import Behavior, FakeLLMServer, ToolCall
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
-from tests.conftest import FAKE_MOONSHOT_KEY, SRC, call, isolated_environ, stdio_session
+from tests.conftest import call, stdio_session, subagent_environ
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap")]
 
@@ -71,19 +70,13 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def env(home: str, llm: FakeLLMServer) -> dict[str, str]:
-    environment = isolated_environ()
-    environment.update(
-        BATON_HOME=home,
-        PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        COLLAB_PROVIDER="moonshot",
-        OPENAI_MODEL="kimi-k3",
-        MOONSHOT_API_KEY=FAKE_MOONSHOT_KEY,
-        OPENAI_BASE_URL=llm.base_url,
+    return subagent_environ(
+        home,
+        llm.base_url,
         BATON_HITL_ALLOW_MCP_DECISIONS="1",  # the tests play the operator through MCP
         BATON_SUBAGENT_APPROVAL_WAIT_SECONDS="0",  # a sync spawn returns as soon as its subagent waits
         HITL_TIMEOUT_SECONDS="600",
     )
-    return environment
 
 
 @pytest.fixture(scope="module")
