@@ -36,20 +36,27 @@ def isolated_environ() -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if k not in BLANKED}, **SUITE_SETTINGS}
 
 
-def subagent_environ(home: str, model_url: str, **extra: str) -> dict[str, str]:
-    """:func:`isolated_environ` for a ``baton serve`` of this checkout on ``home`` whose subagents use the
-    moonshot provider pointed at the loopback model server at ``model_url``; ``extra`` on top."""
+def baton_environ(home: str | Path, **extra: str) -> dict[str, str]:
+    """:func:`isolated_environ` for a baton process of this checkout (``src`` first) on ``home``; ``extra``
+    on top."""
     environment = isolated_environ()
     environment.update(
-        BATON_HOME=home,
-        PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        BATON_HOME=str(home), PYTHONPATH=str(SRC) + os.pathsep + environment.get("PYTHONPATH", ""), **extra
+    )
+    return environment
+
+
+def subagent_environ(home: str, model_url: str, **extra: str) -> dict[str, str]:
+    """:func:`baton_environ` for a ``baton serve`` whose subagents use the moonshot provider pointed at the
+    loopback model server at ``model_url``; ``extra`` on top."""
+    return baton_environ(
+        home,
         COLLAB_PROVIDER="moonshot",
         OPENAI_MODEL="kimi-k3",
         MOONSHOT_API_KEY=FAKE_MOONSHOT_KEY,
         OPENAI_BASE_URL=model_url,
         **extra,
     )
-    return environment
 
 
 @pytest.hookimpl(tryfirst=True)  # before the fixtures (module-scoped ones build whole gateways)
@@ -81,10 +88,7 @@ def manual_clock() -> Iterator[ManualClock]:
 @pytest.fixture
 def baton_env(tmp_path: Path) -> dict[str, str]:
     """An environment for a baton subprocess: its own BATON_HOME, nothing configured."""
-    env = isolated_environ()
-    env["BATON_HOME"] = str(tmp_path / "home")
-    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
+    return baton_environ(tmp_path / "home")
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ servers are started per cell by the client. A cell that cannot apply is skipped 
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -30,7 +29,7 @@ from baton.config import load_settings
 from baton.hitl.broker import get_broker
 from baton.runtime import Runtime
 from tests.cli_process import run_cli
-from tests.conftest import SRC, isolated_environ
+from tests.conftest import baton_environ
 from tests.hitl.helpers import HttpServer
 
 pytestmark = pytest.mark.anyio
@@ -51,10 +50,8 @@ def anyio_backend() -> str:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The shared store's environment and the four HTTP servers."""
     root = tmp_path_factory.mktemp("matrix")
-    env = isolated_environ()
-    env.update(
-        BATON_HOME=str(root / "home"),
-        PYTHONPATH=str(SRC) + os.pathsep + env.get("PYTHONPATH", ""),
+    env = baton_environ(
+        root / "home",
         BATON_HTTP_TOKEN=TOKEN,
         BATON_ADMIN_TOKEN=ADMIN_TOKEN,
         BATON_HITL_ELICITATION="true",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -17,7 +16,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from baton.testing.clock import ManualClock
-from tests.conftest import SRC, isolated_environ
+from tests.conftest import baton_environ
 from tests.oauth_issuer import Issuer, ec_key, rsa_key
 from tests.raw_stdio import HANDSHAKE
 from tests.servers import free_port, http_server
@@ -42,10 +41,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with Issuer() as issuer:
-        env = isolated_environ()
-        env.update(
-            BATON_HOME=str(tmp / "home"),
-            PYTHONPATH=str(SRC) + os.pathsep + env.get("PYTHONPATH", ""),
+        env = baton_environ(
+            tmp / "home",
             BATON_OAUTH_ISSUER=issuer.url,
             BATON_OAUTH_AUDIENCE=f"{base}/mcp",
             BATON_PUBLIC_URL=base,

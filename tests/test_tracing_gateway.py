@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import secrets
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from baton.config import load_settings
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
-from tests.conftest import SRC, isolated_environ
+from tests.conftest import baton_environ
 from tests.otlp_receiver import OTLPReceiver
 from tests.servers import free_port, http_server
 
@@ -39,10 +38,8 @@ async def test_the_upstream_call_is_a_child_span_and_carries_the_trace_context_i
     trace_id, parent_id = secrets.token_hex(16), secrets.token_hex(8)
     port = free_port()
     with OTLPReceiver() as receiver:
-        env = isolated_environ()
-        env.update(
-            BATON_HOME=str(home),
-            PYTHONPATH=str(SRC) + os.pathsep + env.get("PYTHONPATH", ""),
+        env = baton_environ(
+            home,
             OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint,
             OTEL_BSP_SCHEDULE_DELAY="50",
         )

@@ -22,7 +22,7 @@ from baton.config import load_settings
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
-from tests.conftest import BLANKED, SRC, call, stdio_session
+from tests.conftest import baton_environ, call, stdio_session
 
 from .test_call_policy import doc_example
 
@@ -85,9 +85,7 @@ def host() -> Iterator[dict[str, Path]]:
 def env(tmp_path_factory: pytest.TempPathFactory, host: dict[str, Path]) -> Iterator[dict[str, str]]:
     """A store with the ``files`` adapter live: ``write`` under the docs' policy, ``/data`` mounted rw."""
     home = tmp_path_factory.mktemp("paths") / "home"
-    environment = {k: v for k, v in os.environ.items() if k not in BLANKED}
-    environment.update(BATON_HOME=str(home))
-    environment["PYTHONPATH"] = str(SRC) + os.pathsep + environment.get("PYTHONPATH", "")
+    environment = baton_environ(home)
     with NpmRegistryServer() as registry:
         runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
         try:

@@ -31,7 +31,7 @@ from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.cli_process import run_cli
-from tests.conftest import SRC, call, isolated_environ, server_parameters, stdio_session
+from tests.conftest import baton_environ, call, server_parameters, stdio_session
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap"), pytest.mark.timeout(1800)]
 
@@ -87,9 +87,7 @@ def anyio_backend() -> str:
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A store with the ``db`` adapter live, its Cedar policy pinned; ``status`` is allowed by the TOML only."""
     home = tmp_path_factory.mktemp("cedar") / "home"
-    environment = isolated_environ()
-    environment.update(BATON_HOME=str(home), HITL_TIMEOUT_SECONDS="3600", BATON_HITL_PROGRESS_SECONDS="1")
-    environment["PYTHONPATH"] = str(SRC) + os.pathsep + environment.get("PYTHONPATH", "")
+    environment = baton_environ(home, HITL_TIMEOUT_SECONDS="3600", BATON_HITL_PROGRESS_SECONDS="1")
     with NpmRegistryServer() as registry:
         runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
         try:

@@ -24,7 +24,7 @@ from baton.gateway.policy.policy_files import load_policy, write_policy
 from baton.gateway.replay.replay import replay
 from baton.gateway.serving.promotion import promote
 from baton.runtime import Runtime
-from tests.conftest import SRC, isolated_environ
+from tests.conftest import baton_environ
 from tests.servers import free_port, http_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio, pytest.mark.needs("bwrap", "node", "npm-registry")]
@@ -74,11 +74,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         promote(runtime, "everything")
     finally:
         runtime.close()
-    environment = isolated_environ()
-    environment.update(
-        BATON_HOME=str(home), PYTHONPATH=str(SRC) + os.pathsep + environment.get("PYTHONPATH", "")
-    )
-    return environment
+    return baton_environ(home)
 
 
 @pytest.fixture(scope="module")

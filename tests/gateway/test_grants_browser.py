@@ -24,7 +24,7 @@ from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.cli_process import run_cli
-from tests.conftest import SRC, call, isolated_environ
+from tests.conftest import baton_environ, call
 from tests.hitl.helpers import HttpServer, goto, pending_requests
 from tests.hitl.layout import SIZES, check_sizes
 from tests.hitl.test_inbox_browser import CHROMIUM, CHROMIUM_ARGS
@@ -58,14 +58,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str,
     """``baton serve --http`` over a store with the ``db`` adapter live: ``transfer`` needs one person,
     ``wire`` a person's passkey step-up, ``payout`` two people."""
     root = tmp_path_factory.mktemp("grants-ui")
-    env = isolated_environ()
-    env.update(
-        BATON_HOME=str(root / "home"),
+    env = baton_environ(
+        root / "home",
         HITL_TIMEOUT_SECONDS="3600",
         BATON_HTTP_TOKEN=AGENT_TOKEN,
         BATON_ADMIN_TOKEN=ADMIN_TOKEN,
     )
-    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
     with NpmRegistryServer() as registry:
         runtime = Runtime.open(
             load_settings({"BATON_HOME": env["BATON_HOME"], "BATON_NPM_REGISTRY": registry.url})

@@ -6,7 +6,6 @@ an uncovered, used-up, revoked or expired grant asks a person again."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -18,7 +17,7 @@ from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.cli_process import run_cli
-from tests.conftest import SRC, call, isolated_environ, stdio_session
+from tests.conftest import baton_environ, call, stdio_session
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap"), pytest.mark.timeout(1800)]
 
@@ -35,9 +34,7 @@ def anyio_backend() -> str:
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A store with the ``db`` adapter live; ``transfer`` needs a person's approval."""
     home = tmp_path_factory.mktemp("grants") / "home"
-    environment = isolated_environ()
-    environment.update(BATON_HOME=str(home), HITL_TIMEOUT_SECONDS="3600")
-    environment["PYTHONPATH"] = str(SRC) + os.pathsep + environment.get("PYTHONPATH", "")
+    environment = baton_environ(home, HITL_TIMEOUT_SECONDS="3600")
     with NpmRegistryServer() as registry:
         runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
         try:

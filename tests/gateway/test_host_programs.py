@@ -23,7 +23,7 @@ from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.cli_process import run_gateway
-from tests.conftest import SRC, call, isolated_environ, stdio_session
+from tests.conftest import baton_environ, call, stdio_session
 
 pytestmark = [pytest.mark.needs("bwrap"), pytest.mark.timeout(1800)]
 
@@ -50,9 +50,7 @@ def tools_dir() -> Iterator[Path]:
 def env(tmp_path_factory: pytest.TempPathFactory, tools_dir: Path) -> Iterator[dict[str, str]]:
     """A store where ``hp`` is live, declaring /usr/bin/env and the mounted probe as its host programs."""
     home = tmp_path_factory.mktemp("hostprog") / "home"
-    environment = isolated_environ()
-    environment["BATON_HOME"] = str(home)
-    environment["PYTHONPATH"] = str(SRC) + os.pathsep + environment.get("PYTHONPATH", "")
+    environment = baton_environ(home)
     with NpmRegistryServer() as registry:
         runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
         try:

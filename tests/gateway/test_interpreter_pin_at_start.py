@@ -25,7 +25,7 @@ from baton.gateway.sandbox.interpreter import SANDBOX_SEARCH_PATH, observe
 from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
-from tests.conftest import SRC, call, isolated_environ, stdio_session
+from tests.conftest import baton_environ, call, stdio_session
 from tests.needs import in_ci
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap")]
@@ -77,8 +77,7 @@ async def test_an_interpreter_changed_between_two_upstream_starts_blocks_the_nex
     python3 = interpreter_dir / "python3"
     python3.symlink_to(real_python)
     home = tmp_path / "home"
-    env = isolated_environ()
-    env.update(BATON_HOME=str(home), PYTHONPATH=str(SRC) + os.pathsep + env.get("PYTHONPATH", ""))
+    env = baton_environ(home)
     with NpmRegistryServer() as registry:
         runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
         try:

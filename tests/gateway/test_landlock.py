@@ -8,7 +8,6 @@ reads no file of /etc beyond the loader's; it reaches no HTTP server on 127.0.0.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -24,7 +23,7 @@ from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.cli_process import run_cli, run_gateway
-from tests.conftest import BLANKED, SRC, call, stdio_session
+from tests.conftest import baton_environ, call, stdio_session
 
 pytestmark = [
     pytest.mark.skipif(
@@ -52,10 +51,7 @@ def outside() -> Iterator[Path]:
 
 def environment(home: Path, registry: NpmRegistryServer) -> dict[str, str]:
     """The CLI's and ``baton serve``'s environment for ``home``."""
-    env = {k: v for k, v in os.environ.items() if k not in BLANKED}
-    env.update(BATON_HOME=str(home), BATON_NPM_REGISTRY=registry.url)
-    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
+    return baton_environ(home, BATON_NPM_REGISTRY=registry.url)
 
 
 @pytest.fixture(scope="module")

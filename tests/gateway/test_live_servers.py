@@ -23,7 +23,7 @@ from baton.gateway.replay.replay import replay
 from baton.gateway.sandbox.sandbox import BubblewrapSandbox
 from baton.gateway.serving.promotion import promote
 from baton.runtime import Runtime
-from tests.conftest import SRC, call, isolated_environ, stdio_session
+from tests.conftest import baton_environ, call, stdio_session
 
 pytestmark = [
     pytest.mark.slow,
@@ -75,8 +75,7 @@ async def test_a_real_server_is_locked_replayed_promoted_and_called_through_bato
         promote(runtime, adapter_id)
     finally:
         runtime.close()
-    env = isolated_environ()
-    env.update(BATON_HOME=str(home), PYTHONPATH=str(SRC) + os.pathsep + env.get("PYTHONPATH", ""))
+    env = baton_environ(home)
     async with stdio_session(env) as session:
         result = await call(session, f"{adapter_id}__{tool}", arguments)
     assert result["success"] is True, result
@@ -85,8 +84,7 @@ async def test_a_real_server_is_locked_replayed_promoted_and_called_through_bato
 
 def _live_home(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     home = tmp_path / "home"
-    env = isolated_environ()
-    env.update(BATON_HOME=str(home), PYTHONPATH=str(SRC) + os.pathsep + env.get("PYTHONPATH", ""))
+    env = baton_environ(home)
     return home, env
 
 

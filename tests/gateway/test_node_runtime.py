@@ -28,7 +28,7 @@ from baton.testing.gateway_adapter import TEST_SERVER
 from baton.testing.mcp_stdio_server import package_files
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball, integrity_of
 from tests.cli_process import run_gateway
-from tests.conftest import BLANKED, SRC
+from tests.conftest import baton_environ
 
 DATA = Path(__file__).parent / "data"
 #: The fake runtime: ``--version`` like node, anything else is the python test server.
@@ -69,13 +69,7 @@ def serve_recorded_runtime(registry: NpmRegistryServer) -> dict[str, bytes]:
 @pytest.fixture
 def env(runtime: Runtime, registry: NpmRegistryServer) -> dict[str, str]:
     """The CLI's environment: the runtime fixture's home and loopback registry, this tree's source."""
-    environment = {k: v for k, v in os.environ.items() if k not in BLANKED}
-    environment.update(
-        BATON_HOME=str(runtime.settings.home),
-        BATON_NPM_REGISTRY=registry.url,
-        PYTHONPATH=str(SRC) + os.pathsep + environment.get("PYTHONPATH", ""),
-    )
-    return environment
+    return baton_environ(runtime.settings.home, BATON_NPM_REGISTRY=registry.url)
 
 
 def publish_needing_node_22(registry: NpmRegistryServer) -> None:

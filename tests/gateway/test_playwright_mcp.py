@@ -19,7 +19,7 @@ from baton.gateway.replay.observation import sandbox_spec
 from baton.gateway.sandbox.sandbox import BubblewrapSandbox
 from baton.runtime import Runtime
 from tests.cli_process import run_gateway
-from tests.conftest import SRC, isolated_environ
+from tests.conftest import baton_environ
 from tests.needs import require
 
 PACKAGE = "@playwright/mcp"
@@ -57,11 +57,10 @@ def cache_dir(rootpath: Path) -> Path:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> dict[str, str]:
     require("node", "bwrap", "npm-registry")  # module-scoped: checked before the marks of the first test
-    environment = isolated_environ()
-    environment["BATON_HOME"] = str(tmp_path_factory.mktemp("playwright") / "home")
-    environment["BATON_ARTIFACT_CACHE"] = str(cache_dir(pytestconfig.rootpath))
-    environment["PYTHONPATH"] = str(SRC) + os.pathsep + environment.get("PYTHONPATH", "")
-    return environment
+    return baton_environ(
+        tmp_path_factory.mktemp("playwright") / "home",
+        BATON_ARTIFACT_CACHE=str(cache_dir(pytestconfig.rootpath)),
+    )
 
 
 def baton(env: dict[str, str], *args: str) -> Any:

@@ -7,7 +7,6 @@ stricter one and promoted again (which prunes the old serving snapshot), and ``b
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.cli_process import run_cli
-from tests.conftest import BLANKED, SRC, call, stdio_session
+from tests.conftest import baton_environ, call, stdio_session
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap"), pytest.mark.timeout(1800)]
 
@@ -33,9 +32,7 @@ SECOND = '@id("read-only")\npermit(principal, action == Action::"query", resourc
 def env(tmp_path: Path) -> dict[str, str]:
     """A home with ``ledger`` live under the first Cedar policy."""
     home = tmp_path / "home"
-    environment = {k: v for k, v in os.environ.items() if k not in BLANKED}
-    environment.update(BATON_HOME=str(home))
-    environment["PYTHONPATH"] = str(SRC) + os.pathsep + environment.get("PYTHONPATH", "")
+    environment = baton_environ(home)
     with NpmRegistryServer() as registry:
         runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
         try:

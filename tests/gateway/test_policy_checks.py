@@ -27,7 +27,7 @@ from baton.testing.gateway_adapter import TEST_SERVER, document, make_live, publ
 from baton.testing.mcp_stdio_server import package_files
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball
 from tests.cli_process import run_gateway
-from tests.conftest import SRC, call, isolated_environ, stdio_session
+from tests.conftest import baton_environ, call, stdio_session
 
 needs_bwrap = pytest.mark.needs("bwrap")
 
@@ -162,9 +162,7 @@ async def test_a_live_adapter_is_relocked_in_place_and_serves_its_version_until_
     path = make_live(runtime, document("live", tarball, [tool("echo", text="string")]), allowed=["echo"])
     first = served(runtime, "live")
     assert first[:2] == ("promoted", None)
-    env = isolated_environ()
-    env.update(BATON_HOME=str(runtime.settings.home), BATON_NPM_REGISTRY=registry.url)
-    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
+    env = baton_environ(runtime.settings.home, BATON_NPM_REGISTRY=registry.url)
     async with stdio_session(env) as session:
         assert (await call(session, "live__echo", {"text": "v1"}))["success"]
 

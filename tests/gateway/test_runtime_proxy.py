@@ -26,7 +26,7 @@ from baton.runtime import Runtime
 from baton.testing import FakeLLMServer
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
-from tests.conftest import FAKE_MOONSHOT_KEY, SRC, call, isolated_environ, stdio_session
+from tests.conftest import FAKE_MOONSHOT_KEY, baton_environ, call, stdio_session
 
 BREAKERS = Path(__file__).parents[1] / "campaign_breakers.py"
 
@@ -90,10 +90,12 @@ def env(
     runs behind baton's egress proxy): ``drifty`` (one more tool), ``defdrift`` (a changed description)
     and ``initdrift`` (another server version)."""
     home = tmp_path_factory.mktemp("runtime") / "home"
-    environment = isolated_environ()
-    environment.update(BATON_HOME=str(home), HITL_TIMEOUT_SECONDS="3600", BATON_HITL_PROGRESS_SECONDS="1")
-    environment["BATON_HITL_ALLOW_MCP_DECISIONS"] = "1"  # the tests play the operator through MCP
-    environment["PYTHONPATH"] = str(SRC) + os.pathsep + environment.get("PYTHONPATH", "")
+    environment = baton_environ(
+        home,
+        HITL_TIMEOUT_SECONDS="3600",
+        BATON_HITL_PROGRESS_SECONDS="1",
+        BATON_HITL_ALLOW_MCP_DECISIONS="1",  # the tests play the operator through MCP
+    )
     with NpmRegistryServer() as registry:
         runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
         try:

@@ -9,7 +9,6 @@ live set the one before left.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, make_replayed, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.cli_process import run_gateway
-from tests.conftest import BLANKED, SRC, call, stdio_session
+from tests.conftest import baton_environ, call, stdio_session
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap"), pytest.mark.timeout(1800)]
 
@@ -53,10 +52,7 @@ def tarball(registry: NpmRegistryServer) -> bytes:
 def env(tmp_path_factory: pytest.TempPathFactory, registry: NpmRegistryServer) -> dict[str, str]:
     """A home, and the environment ``baton`` runs in."""
     home = tmp_path_factory.mktemp("shadowing") / "home"
-    environment = {k: v for k, v in os.environ.items() if k not in BLANKED}
-    environment.update(BATON_HOME=str(home), BATON_NPM_REGISTRY=registry.url)
-    environment["PYTHONPATH"] = str(SRC) + os.pathsep + environment.get("PYTHONPATH", "")
-    return environment
+    return baton_environ(home, BATON_NPM_REGISTRY=registry.url)
 
 
 def prepared(

@@ -5,7 +5,6 @@ that collides with a built-in tool or another adapter's tool is refused."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -20,7 +19,7 @@ from baton.runtime import Runtime
 from baton.testing.gateway_adapter import document, make_live, publish, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.cli_process import run_gateway
-from tests.conftest import SRC, call, isolated_environ, stdio_session
+from tests.conftest import baton_environ, call, stdio_session
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs("bwrap")]
 
@@ -40,9 +39,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     (mcp_ping) replayed, unprefixed, not promoted; ``fixture`` live and unprefixed with a tool named as a
     conformance fixture's, which a server with the fixtures on must refuse at start."""
     home = tmp_path_factory.mktemp("unprefixed") / "home"
-    environment = isolated_environ()
-    environment.update(BATON_HOME=str(home))
-    environment["PYTHONPATH"] = str(SRC) + os.pathsep + environment.get("PYTHONPATH", "")
+    environment = baton_environ(home)
     with NpmRegistryServer() as registry:
         runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
         try:

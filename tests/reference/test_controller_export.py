@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import pytest
 
 from baton.testing.npm_registry import NpmRegistryServer, build_tarball
 from tests.cli_process import run_gateway
-from tests.conftest import BLANKED, SRC
+from tests.conftest import baton_environ
 
 pytestmark = [pytest.mark.needs("node", "bwrap"), pytest.mark.timeout(1800)]
 
@@ -77,9 +76,7 @@ def package(name: str, version: str, extra: dict[str, str], **manifest: Any) -> 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A home and the offline registry with the three packages the controller pins."""
-    environment = {k: v for k, v in os.environ.items() if k not in BLANKED}
-    environment["BATON_HOME"] = str(tmp_path_factory.mktemp("export") / "home")
-    environment["PYTHONPATH"] = str(SRC) + os.pathsep + environment.get("PYTHONPATH", "")
+    environment = baton_environ(tmp_path_factory.mktemp("export") / "home")
     with NpmRegistryServer() as registry:
         core = package("playwright-core", ALPHA, {"index.js": "module.exports = {};\n"})
         registry.publish("playwright-core", ALPHA, core)
