@@ -11,9 +11,7 @@ import pytest
 from mcp.client import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from baton.config import load_settings
-from baton.runtime import Runtime
-from baton.testing.gateway_adapter import document, make_live, publish, tool
+from baton.testing.gateway_adapter import document, make_live, publish, registry_runtime, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.conftest import baton_environ
 from tests.otlp_receiver import OTLPReceiver
@@ -29,12 +27,8 @@ async def test_the_upstream_call_is_a_child_span_and_carries_the_trace_context_i
     tmp_path: Path,
 ) -> None:
     home = tmp_path / "home"
-    with NpmRegistryServer() as registry:
-        runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
-        try:
-            make_live(runtime, document("traced", publish(registry), [tool("meta")]), allowed=["meta"])
-        finally:
-            runtime.close()
+    with NpmRegistryServer() as registry, registry_runtime(home, registry) as runtime:
+        make_live(runtime, document("traced", publish(registry), [tool("meta")]), allowed=["meta"])
     trace_id, parent_id = secrets.token_hex(16), secrets.token_hex(8)
     port = free_port()
     with OTLPReceiver() as receiver:

@@ -20,7 +20,7 @@ import pytest
 
 from baton.config import load_settings
 from baton.runtime import Runtime
-from baton.testing.gateway_adapter import document, make_live, publish, tool
+from baton.testing.gateway_adapter import document, make_live, publish, registry_runtime, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.conftest import baton_environ, call, stdio_session
 
@@ -87,8 +87,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, host: dict[str, Path]) -> Iter
     home = tmp_path_factory.mktemp("paths") / "home"
     environment = baton_environ(home)
     with NpmRegistryServer() as registry:
-        runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
-        try:
+        with registry_runtime(home, registry) as runtime:
             draft = document(
                 "files",
                 publish(registry),
@@ -103,8 +102,6 @@ def env(tmp_path_factory: pytest.TempPathFactory, host: dict[str, Path]) -> Iter
                 record_arguments=True,
                 call_policy=POLICY,
             )
-        finally:
-            runtime.close()
         yield environment
 
 

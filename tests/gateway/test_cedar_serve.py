@@ -28,7 +28,7 @@ from baton.config import load_settings
 from baton.hitl.broker import Decision, get_broker
 from baton.identity.people import People
 from baton.runtime import Runtime
-from baton.testing.gateway_adapter import document, make_live, publish, tool
+from baton.testing.gateway_adapter import document, make_live, publish, registry_runtime, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.cli_process import run_cli
 from tests.conftest import baton_environ, call, server_parameters, stdio_session
@@ -89,8 +89,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     home = tmp_path_factory.mktemp("cedar") / "home"
     environment = baton_environ(home, HITL_TIMEOUT_SECONDS="3600", BATON_HITL_PROGRESS_SECONDS="1")
     with NpmRegistryServer() as registry:
-        runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
-        try:
+        with registry_runtime(home, registry) as runtime:
             make_live(
                 runtime,
                 document("db", publish(registry), TOOLS),
@@ -98,8 +97,6 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
                 call_policy=POLICY,
             )
             People(runtime).add("ben")
-        finally:
-            runtime.close()
         yield environment
 
 

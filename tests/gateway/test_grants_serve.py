@@ -14,7 +14,7 @@ import pytest
 
 from baton.config import load_settings
 from baton.runtime import Runtime
-from baton.testing.gateway_adapter import document, make_live, publish, tool
+from baton.testing.gateway_adapter import document, make_live, publish, registry_runtime, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.cli_process import run_cli
 from tests.conftest import baton_environ, call, stdio_session
@@ -36,16 +36,13 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     home = tmp_path_factory.mktemp("grants") / "home"
     environment = baton_environ(home, HITL_TIMEOUT_SECONDS="3600")
     with NpmRegistryServer() as registry:
-        runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
-        try:
+        with registry_runtime(home, registry) as runtime:
             make_live(
                 runtime,
                 document("db", publish(registry), TOOLS),
                 allowed=["transfer", "calls"],
                 approval_required=["transfer"],
             )
-        finally:
-            runtime.close()
         yield environment
 
 

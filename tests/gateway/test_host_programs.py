@@ -20,7 +20,7 @@ import pytest
 from baton.config import load_settings
 from baton.gateway.policy.policy_files import load_policy
 from baton.runtime import Runtime
-from baton.testing.gateway_adapter import document, make_live, publish, tool
+from baton.testing.gateway_adapter import document, make_live, publish, registry_runtime, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.cli_process import run_gateway
 from tests.conftest import baton_environ, call, stdio_session
@@ -52,8 +52,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, tools_dir: Path) -> Iterator[d
     home = tmp_path_factory.mktemp("hostprog") / "home"
     environment = baton_environ(home)
     with NpmRegistryServer() as registry:
-        runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
-        try:
+        with registry_runtime(home, registry) as runtime:
             draft = document(
                 "hp",
                 publish(registry),
@@ -64,8 +63,6 @@ def env(tmp_path_factory: pytest.TempPathFactory, tools_dir: Path) -> Iterator[d
             make_live(
                 runtime, draft, allowed=["spawn", "crash"], allow_destructive_without_approval=["crash"]
             )
-        finally:
-            runtime.close()
         environment["BATON_NPM_REGISTRY"] = registry.url
         yield environment
 

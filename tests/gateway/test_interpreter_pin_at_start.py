@@ -23,7 +23,7 @@ from baton.gateway.policy.policy_files import load_policy
 from baton.gateway.policy.policy_runtime import Mount
 from baton.gateway.sandbox.interpreter import SANDBOX_SEARCH_PATH, observe
 from baton.runtime import Runtime
-from baton.testing.gateway_adapter import document, make_live, publish, tool
+from baton.testing.gateway_adapter import document, make_live, publish, registry_runtime, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.conftest import baton_environ, call, stdio_session
 from tests.needs import in_ci
@@ -78,20 +78,16 @@ async def test_an_interpreter_changed_between_two_upstream_starts_blocks_the_nex
     python3.symlink_to(real_python)
     home = tmp_path / "home"
     env = baton_environ(home)
-    with NpmRegistryServer() as registry:
-        runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
-        try:
-            draft = document(
-                "pinned",
-                publish(registry),
-                [tool("echo", text="string"), tool("crash")],
-                entrypoint=[str(python3), "node_modules/baton-test-mcp/server.py"],
-                mounts=[{"host": str(interpreter_dir), "sandbox": str(interpreter_dir), "mode": "ro"}],
-            )
-            draft["interpreter"] = observe(str(python3))  # what `lock --entrypoint` pins for a named one
-            path = make_live(runtime, draft, allowed=["echo", "crash"])
-        finally:
-            runtime.close()
+    with NpmRegistryServer() as registry, registry_runtime(home, registry) as runtime:
+        draft = document(
+            "pinned",
+            publish(registry),
+            [tool("echo", text="string"), tool("crash")],
+            entrypoint=[str(python3), "node_modules/baton-test-mcp/server.py"],
+            mounts=[{"host": str(interpreter_dir), "sandbox": str(interpreter_dir), "mode": "ro"}],
+        )
+        draft["interpreter"] = observe(str(python3))  # what `lock --entrypoint` pins for a named one
+        path = make_live(runtime, draft, allowed=["echo", "crash"])
     pinned, _ = load_policy(path)
     assert pinned.interpreter is not None and pinned.interpreter.command == str(python3)
     assert pinned.interpreter.path == str(real_python)  # lock pinned what the symlink pointed at

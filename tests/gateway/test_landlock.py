@@ -20,7 +20,7 @@ import pytest
 from baton.config import load_settings
 from baton.gateway.sandbox.landlock import abi
 from baton.runtime import Runtime
-from baton.testing.gateway_adapter import document, make_live, publish, tool
+from baton.testing.gateway_adapter import document, make_live, publish, registry_runtime, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.cli_process import run_cli, run_gateway
 from tests.conftest import baton_environ, call, stdio_session
@@ -59,13 +59,10 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A store where ``ll`` is live with ``sandbox = "landlock"``."""
     home = tmp_path_factory.mktemp("landlock") / "home"
     with NpmRegistryServer() as registry:
-        runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
-        try:
+        with registry_runtime(home, registry) as runtime:
             draft = document("ll", publish(registry), TOOLS, sandbox="landlock")
             names = [t["name"] for t in TOOLS]
             make_live(runtime, draft, allowed=names, allow_destructive_without_approval=["write", "spawn"])
-        finally:
-            runtime.close()
         yield environment(home, registry)
 
 

@@ -17,7 +17,7 @@ from baton.gateway.policy.cedar_policy import pin, sha256_of
 from baton.gateway.replay.replay import replay
 from baton.gateway.serving.promotion import promote
 from baton.runtime import Runtime
-from baton.testing.gateway_adapter import document, make_live, publish, tool
+from baton.testing.gateway_adapter import document, make_live, publish, registry_runtime, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.cli_process import run_cli
 from tests.conftest import baton_environ, call, stdio_session
@@ -33,17 +33,13 @@ def env(tmp_path: Path) -> dict[str, str]:
     """A home with ``ledger`` live under the first Cedar policy."""
     home = tmp_path / "home"
     environment = baton_environ(home)
-    with NpmRegistryServer() as registry:
-        runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
-        try:
-            make_live(
-                runtime,
-                document("ledger", publish(registry), [tool("query", sql="string")]),
-                allowed=["query"],
-                call_policy=FIRST,
-            )
-        finally:
-            runtime.close()
+    with NpmRegistryServer() as registry, registry_runtime(home, registry) as runtime:
+        make_live(
+            runtime,
+            document("ledger", publish(registry), [tool("query", sql="string")]),
+            allowed=["query"],
+            call_policy=FIRST,
+        )
     return environment
 
 

@@ -24,7 +24,7 @@ from baton.gateway.sandbox.stderr import STDERR_CAP_BYTES
 from baton.gateway.serving.promotion import demote, promote
 from baton.runtime import Runtime
 from baton.testing import FakeLLMServer
-from baton.testing.gateway_adapter import document, make_live, publish, tool
+from baton.testing.gateway_adapter import document, make_live, publish, registry_runtime, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.conftest import FAKE_MOONSHOT_KEY, baton_environ, call, stdio_session
 
@@ -96,77 +96,73 @@ def env(
         BATON_HITL_PROGRESS_SECONDS="1",
         BATON_HITL_ALLOW_MCP_DECISIONS="1",  # the tests play the operator through MCP
     )
-    with NpmRegistryServer() as registry:
-        runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
-        try:
-            tarball = publish(registry)
-            make_live(
-                runtime,
-                document("demo", tarball, TOOLS, call_timeout_seconds=3600),
-                allowed=[
-                    "echo",
-                    "transfer",
-                    "crash",
-                    "slow",
-                    "cancellations",
-                    "calls",
-                    "whoami",
-                    "flood",
-                ],
-                approval_required=["transfer"],
-                record_arguments=True,
-                approval_timeout_seconds=3600,  # every test decides (or rejects) its approval itself
-            )
-            # the one adapter whose waits are short, because its tests check what their expiry does
-            make_live(
-                runtime,
-                document("brief", tarball, BRIEF_TOOLS, call_timeout_seconds=2),
-                allowed=["echo", "transfer", "hang", "calls"],
-                approval_required=["transfer"],
-                approval_timeout_seconds=1,
-            )
-            drifty = document(
-                "drifty",
+    with NpmRegistryServer() as registry, registry_runtime(home, registry) as runtime:
+        tarball = publish(registry)
+        make_live(
+            runtime,
+            document("demo", tarball, TOOLS, call_timeout_seconds=3600),
+            allowed=[
+                "echo",
+                "transfer",
+                "crash",
+                "slow",
+                "cancellations",
+                "calls",
+                "whoami",
+                "flood",
+            ],
+            approval_required=["transfer"],
+            record_arguments=True,
+            approval_timeout_seconds=3600,  # every test decides (or rejects) its approval itself
+        )
+        # the one adapter whose waits are short, because its tests check what their expiry does
+        make_live(
+            runtime,
+            document("brief", tarball, BRIEF_TOOLS, call_timeout_seconds=2),
+            allowed=["echo", "transfer", "hang", "calls"],
+            approval_required=["transfer"],
+            approval_timeout_seconds=1,
+        )
+        drifty = document(
+            "drifty",
+            tarball,
+            [tool("echo", text="string")],
+            env={"BATON_TEST_MCP_MODE": "proxy_drift"},
+            network="allowlist",
+            allowed_origins=["http://127.0.0.1:9"],
+        )
+        make_live(runtime, drifty, allowed=["echo"])
+        for adapter_id, mode in DRIFTS.items():
+            drifted = document(
+                adapter_id,
                 tarball,
                 [tool("echo", text="string")],
-                env={"BATON_TEST_MCP_MODE": "proxy_drift"},
+                env={"BATON_TEST_MCP_MODE": mode},
                 network="allowlist",
                 allowed_origins=["http://127.0.0.1:9"],
             )
-            make_live(runtime, drifty, allowed=["echo"])
-            for adapter_id, mode in DRIFTS.items():
-                drifted = document(
-                    adapter_id,
-                    tarball,
-                    [tool("echo", text="string")],
-                    env={"BATON_TEST_MCP_MODE": mode},
-                    network="allowlist",
-                    allowed_origins=["http://127.0.0.1:9"],
-                )
-                make_live(runtime, drifted, allowed=["echo"])
-            net = document(
-                "net",
-                tarball,
-                [tool("fetch", url="string")],
-                network="allowlist",
-                allowed_origins=[pages["allowed"]],
-            )
-            make_live(runtime, net, allowed=["fetch"])
-            files = document(
-                "files",
-                tarball,
-                [tool("read", path="string"), tool("write", path="string", text="string")],
-                mounts=[
-                    {"host": str(shared["ro"]), "sandbox": "/data", "mode": "ro"},
-                    {"host": str(shared["rw"]), "sandbox": "/state", "mode": "rw"},
-                ],
-            )
-            # the mount refuses the write; the test calls it directly, so no approval in between
-            make_live(runtime, files, allowed=["read", "write"], allow_destructive_without_approval=["write"])
-            environment["TEST_SHARED_DIR"] = str(shared["base"])
-            yield environment
-        finally:
-            runtime.close()
+            make_live(runtime, drifted, allowed=["echo"])
+        net = document(
+            "net",
+            tarball,
+            [tool("fetch", url="string")],
+            network="allowlist",
+            allowed_origins=[pages["allowed"]],
+        )
+        make_live(runtime, net, allowed=["fetch"])
+        files = document(
+            "files",
+            tarball,
+            [tool("read", path="string"), tool("write", path="string", text="string")],
+            mounts=[
+                {"host": str(shared["ro"]), "sandbox": "/data", "mode": "ro"},
+                {"host": str(shared["rw"]), "sandbox": "/state", "mode": "rw"},
+            ],
+        )
+        # the mount refuses the write; the test calls it directly, so no approval in between
+        make_live(runtime, files, allowed=["read", "write"], allow_destructive_without_approval=["write"])
+        environment["TEST_SHARED_DIR"] = str(shared["base"])
+        yield environment
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from mcp.client.stdio import stdio_client
 from baton.config import load_settings
 from baton.errors import GatewayError
 from baton.runtime import Runtime
-from baton.testing.gateway_adapter import document, make_live, publish, tool
+from baton.testing.gateway_adapter import document, make_live, publish, registry_runtime, tool
 from baton.testing.npm_registry import NpmRegistryServer
 from tests.cli_process import run_gateway
 from tests.conftest import baton_environ, call, stdio_session
@@ -40,24 +40,20 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     conformance fixture's, which a server with the fixtures on must refuse at start."""
     home = tmp_path_factory.mktemp("unprefixed") / "home"
     environment = baton_environ(home)
-    with NpmRegistryServer() as registry:
-        runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
-        try:
-            tarball = publish(registry)
-            make_live(runtime, document("plain", tarball, TOOLS), allowed=["echo"], unprefixed=True)
-            fixture = document("fixture", tarball, [tool("test_simple_text")])
-            make_live(runtime, fixture, allowed=["test_simple_text"], unprefixed=True)
-            for adapter_id, tools, allowed in (
-                ("twin", TOOLS, ["echo"]),
-                ("clash", CLASH_TOOLS, ["mcp_ping"]),
-            ):
-                with pytest.raises(GatewayError) as refused:
-                    make_live(runtime, document(adapter_id, tarball, tools), allowed=allowed, unprefixed=True)
-                assert refused.value.error_class == "adapter_tool_name_collision"
-            environment["BATON_TEST_MCP_TOOLS"] = json.dumps(TOOLS)  # for the direct run of the upstream
-            yield environment
-        finally:
-            runtime.close()
+    with NpmRegistryServer() as registry, registry_runtime(home, registry) as runtime:
+        tarball = publish(registry)
+        make_live(runtime, document("plain", tarball, TOOLS), allowed=["echo"], unprefixed=True)
+        fixture = document("fixture", tarball, [tool("test_simple_text")])
+        make_live(runtime, fixture, allowed=["test_simple_text"], unprefixed=True)
+        for adapter_id, tools, allowed in (
+            ("twin", TOOLS, ["echo"]),
+            ("clash", CLASH_TOOLS, ["mcp_ping"]),
+        ):
+            with pytest.raises(GatewayError) as refused:
+                make_live(runtime, document(adapter_id, tarball, tools), allowed=allowed, unprefixed=True)
+            assert refused.value.error_class == "adapter_tool_name_collision"
+        environment["BATON_TEST_MCP_TOOLS"] = json.dumps(TOOLS)  # for the direct run of the upstream
+        yield environment
 
 
 @pytest.fixture(scope="module")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from baton.config import load_settings
 from baton.gateway.lock import artifacts, stages
 from baton.gateway.policy import cedar_policy
 from baton.gateway.policy.policy_files import load_policy, parse_policy, write_policy
@@ -24,6 +27,17 @@ def tool(name: str, **properties: str) -> dict[str, Any]:
     """A tool definition whose arguments are the given ``name=json type`` properties."""
     schema = {"type": "object", "properties": {key: {"type": kind} for key, kind in properties.items()}}
     return {"name": name, "description": f"The test tool {name}.", "inputSchema": schema}
+
+
+@contextmanager
+def registry_runtime(home: str | Path, registry: NpmRegistryServer) -> Iterator[Runtime]:
+    """A runtime on ``home`` that locks packages from ``registry``, closed on the way out: where a test makes
+    its adapters live before it starts baton there."""
+    runtime = Runtime.open(load_settings({"BATON_HOME": str(home), "BATON_NPM_REGISTRY": registry.url}))
+    try:
+        yield runtime
+    finally:
+        runtime.close()
 
 
 def publish(registry: NpmRegistryServer) -> bytes:
