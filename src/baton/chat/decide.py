@@ -17,6 +17,7 @@ from typing import Any, Literal
 from baton.errors import BatonError, HitlError
 from baton.hitl.broker import Decision, get_broker
 from baton.identity.chat_identities import ChatIdentities, ChatIdentity
+from baton.identity.public_url import request_page
 from baton.runtime import Runtime
 
 log = logging.getLogger("baton.chat")
@@ -37,15 +38,8 @@ class ChatOutcome:
     view: dict[str, Any] | None = None
 
 
-def inbox_page(runtime: Runtime, request_id: str) -> str | None:
-    """The request's inbox page (``BATON_PUBLIC_URL`` or the bind address), which needs a login."""
-    from baton.identity.public_url import request_page
-
-    return request_page(runtime, request_id)
-
-
 def _go_to_inbox(runtime: Runtime, request_id: str, reason: str) -> str:
-    page = inbox_page(runtime, request_id)
+    page = request_page(runtime, request_id)
     where = f"open {page}" if page else f"use `baton hitl approve|reject {request_id}`"
     return f"{reason} Nothing was decided here; {where} to decide."
 

@@ -36,6 +36,7 @@ from baton.config import Settings
 from baton.errors import BatonError
 from baton.hitl.broker import HitlBroker
 from baton.hitl.mrtr import decision_from_answer
+from baton.identity.public_url import request_page
 
 log = logging.getLogger("baton.hitl")
 
@@ -103,17 +104,10 @@ def url_prompt_text(view: dict[str, Any]) -> str:
     return f"[{view['request_id']}] Log in to the baton inbox to decide: {view['message']}"
 
 
-def request_page(broker: HitlBroker, request_id: str) -> str | None:
-    """The request's inbox page (login required), when the HTTP server's public URL is known."""
-    from baton.identity.public_url import request_page as page
-
-    return page(broker.runtime, request_id)
-
-
 def elicit_request(broker: HitlBroker, view: dict[str, Any], mode: str) -> types.ElicitRequest | None:
     """The embedded elicitation of an ``InputRequiredResult`` (None when there is no inbox URL)."""
     if mode == "url":
-        link = request_page(broker, view["request_id"])
+        link = request_page(broker.runtime, view["request_id"])
         if link is None:
             return None
         return types.ElicitRequest(
@@ -156,7 +150,7 @@ async def elicit_decision(
     mode = elicitation_mode(broker.runtime.settings, ctx)
     try:
         if mode == "url":
-            link = request_page(broker, view["request_id"])
+            link = request_page(broker.runtime, view["request_id"])
             if link is not None:
                 elicitation_id = new_elicitation_id(view["request_id"])
                 if sent is not None:

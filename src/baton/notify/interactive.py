@@ -17,6 +17,7 @@ import anyio
 
 from baton.errors import NotificationError
 from baton.evidence.redaction import chat_hint
+from baton.identity.public_url import request_page
 from baton.notify import slack_app, telegram_bot
 from baton.notify.channels import Target
 from baton.notify.delivery import LOG_FILTER, DeliveryPolicy, Outcome, install_log_filter
@@ -47,13 +48,6 @@ def chat_decidable(request: dict[str, Any]) -> bool:
     )
 
 
-def inbox_page(notifier: Notifier, request_id: str) -> str | None:
-    """The request's inbox page (a login is needed to decide there), when the server's URL is known."""
-    from baton.identity.public_url import request_page
-
-    return request_page(notifier.runtime, request_id)
-
-
 def why_not_here(request: dict[str, Any], page: str | None) -> str:
     """The line that replaces the buttons on a request chat cannot decide."""
     if request.get("kind") != "approval":
@@ -73,7 +67,7 @@ async def announce_slack(
     request_id = str(request.get("request_id"))
     buttons = slack_app.buttons_enabled(settings) and chat_decidable(request)
     if not buttons and not chat_decidable(request):
-        text = f"{text}\n{why_not_here(request, inbox_page(notifier, request_id))}"
+        text = f"{text}\n{why_not_here(request, request_page(notifier.runtime, request_id))}"
     text = notifier.runtime.redactor.text(text)
     blocks = slack_app.request_blocks(request_id, title, text, buttons=buttons)
     result = await _post_slack(notifier, title, blocks, "hitl_announcement")
@@ -95,7 +89,7 @@ async def announce_telegram(
     buttons = chat_decidable(request)
     body = f"{title}\n\n{text}"
     if not buttons:
-        body = f"{body}\n{why_not_here(request, inbox_page(notifier, request_id))}"
+        body = f"{body}\n{why_not_here(request, request_page(notifier.runtime, request_id))}"
     body = notifier.runtime.redactor.text(body)[: telegram_bot.MESSAGE_MAX_CHARS]
     chat = settings.telegram_default_chat_id or ""
     payload: dict[str, Any] = {"chat_id": chat, "text": body, "link_preview_options": {"is_disabled": True}}
