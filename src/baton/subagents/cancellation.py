@@ -68,7 +68,7 @@ def cancelled_among(runtime: Runtime, subagent_ids: list[str]) -> Sequence[str]:
 def receipt_if_cancelled_elsewhere(runtime: Runtime, subagent_id: str) -> None:
     """A turn that ended just as another process cancelled it: this process receipts the cancel."""
     with runtime.store.read() as connection:
-        status = connection.execute(select(subagents.c.status).where(subagents.c.id == subagent_id)).scalar()
+        status = table.status(connection, subagent_id)
     if status == "cancelled":
         cancel_receipt(runtime, subagent_id)
 
