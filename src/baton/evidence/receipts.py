@@ -6,6 +6,7 @@ import asyncio
 import builtins
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import anyio
@@ -114,19 +115,17 @@ def _chain_head(connection: Connection | DriverTransaction) -> tuple[int, str] |
 def _move_head(connection: Connection | DriverTransaction, seq: int, sha256: str) -> None:
     """Move the chain's tip: in a SQLite write transaction once, just before it commits (the appends of
     one transaction, a spawn's or a model call's two, read and write the head row once); else now."""
-    steps = connection.before_commit if isinstance(connection, DriverTransaction) else None
-    if steps is None:
+    if not isinstance(connection, DriverTransaction) or connection.before_commit is None:
         _execute(connection, _UPDATE_HEAD, {"seq": seq, "sha256": sha256, "head_id": 1})
         return
-    assert isinstance(connection, DriverTransaction)
-    transaction = connection
-    transaction.held[_HEAD] = (seq, sha256)
+    connection.held[_HEAD] = (seq, sha256)
+    connection.before_commit.setdefault(_HEAD, partial(_write_held_head, connection))
 
-    def write() -> None:
-        moved_seq, moved_sha256 = transaction.held[_HEAD]
-        _execute(transaction, _UPDATE_HEAD, {"seq": moved_seq, "sha256": moved_sha256, "head_id": 1})
 
-    steps.setdefault(_HEAD, write)
+def _write_held_head(transaction: DriverTransaction) -> None:
+    """Write the head a transaction's appends left in :attr:`~DriverTransaction.held` (before its commit)."""
+    seq, sha256 = transaction.held[_HEAD]
+    _execute(transaction, _UPDATE_HEAD, {"seq": seq, "sha256": sha256, "head_id": 1})
 
 
 class ReceiptLog:
