@@ -78,6 +78,34 @@ def publish(registry: NpmRegistryServer) -> None:
     registry.publish(TEST_SERVER, "1.0.0", build_tarball(package_files()), bin={TEST_SERVER: "server.py"})
 
 
+def publish_native(registry: NpmRegistryServer) -> None:
+    """``native`` 1.0.0, a package with a ``postinstall`` script (refused unless allowed by name)."""
+    scripts = {"postinstall": "node build.js"}
+    manifest = {"name": "native", "version": "1.0.0", "scripts": scripts}
+    native = build_tarball({"package/package.json": json.dumps(manifest), "package/index.js": ""})
+    registry.publish("native", "1.0.0", native, scripts=scripts, hasInstallScript=True)
+
+
+def publish_server_wheel(registry: NpmRegistryServer, name: str, module: str) -> None:
+    """A wheel ``name`` 1.0.0 needing ``mcp``, whose console script runs ``main`` of the source ``module``."""
+    package = name.replace("-", "_")
+    filename, wheel = build_python_wheel(
+        name, "1.0.0", {f"{package}/__init__.py": module}, requires=["mcp"],
+        console_scripts={name: f"{package}:main"},
+    )  # fmt: skip
+    registry.publish_wheel(name, "1.0.0", filename, wheel)
+
+
+def refused_at_replay(env: dict[str, str], adapter: str) -> Done:
+    """Lock and verify ``pypi:adapter``, then the replay that is refused as an invalid protocol response."""
+    ok(run_gateway(env, "lock", f"pypi:{adapter}"))
+    ok(run_gateway(env, "verify", adapter))
+    replay = [sys.executable, "-m", "baton", "gateway", "replay", adapter, "--apply", "--record-contract"]
+    # not run_gateway: the server's own Traceback is in the stderr tail shown, on purpose
+    failed = subprocess.run(replay, env=env, capture_output=True, text=True, timeout=600, check=False)
+    return refused(failed, "mcp_protocol_response_invalid")
+
+
 @pytest.mark.needs("bwrap")
 def test_host_program_drift_advice_locks_again_and_the_chain_then_replays(
     registry: NpmRegistryServer, env: dict[str, str], tools_dir: Path
@@ -139,10 +167,7 @@ def test_contract_drift_advice_drafts_the_version_again_and_the_chain_re_pins_it
 def test_install_script_advice_adds_the_one_flag_and_lock_then_passes(
     registry: NpmRegistryServer, env: dict[str, str]
 ) -> None:
-    scripts = {"postinstall": "node build.js"}
-    manifest = {"name": "native", "version": "1.0.0", "scripts": scripts}
-    native = build_tarball({"package/package.json": json.dumps(manifest), "package/index.js": ""})
-    registry.publish("native", "1.0.0", native, scripts=scripts, hasInstallScript=True)
+    publish_native(registry)
     app = build_tarball({"package/package.json": '{"name":"app","version":"1.0.0"}', "package/index.js": ""})
     registry.publish("app", "1.0.0", app, dependencies={"native": "1"})
 
@@ -161,10 +186,7 @@ def test_node_advice_bundles_the_runtime_and_later_advice_keeps_the_flag(
     """Like @bytebase/dbhub: engines.node >= 22.5 and a dependency with an install script."""
     from .test_node_runtime import serve_recorded_runtime
 
-    scripts = {"postinstall": "node build.js"}
-    manifest = {"name": "native", "version": "1.0.0", "scripts": scripts}
-    native = build_tarball({"package/package.json": json.dumps(manifest), "package/index.js": ""})
-    registry.publish("native", "1.0.0", native, scripts=scripts, hasInstallScript=True)
+    publish_native(registry)
     registry.publish(
         TEST_SERVER, "1.0.0", build_tarball(package_files()), bin={TEST_SERVER: "server.py"},
         dependencies={"native": "1"}, engines={"node": ">=22.5.0"},
@@ -241,23 +263,14 @@ def test_a_server_built_for_mcp_1_resolved_against_mcp_2_is_advised_to_constrain
 
     server = Path(mcp_stdio_server.__file__).read_text(encoding="utf-8")
     serve = "def main():\n    from mcp.server.fastmcp import main as serve\n    serve()\n"
-    filename, wheel = build_python_wheel(
-        "ocr-like", "1.0.0", {"ocr_like/__init__.py": serve}, requires=["mcp"],
-        console_scripts={"ocr-like": "ocr_like:main"},
-    )  # fmt: skip
-    registry.publish_wheel("ocr-like", "1.0.0", filename, wheel)
+    publish_server_wheel(registry, "ocr-like", serve)
     for version, modules in (
         ("1.9.0", {"mcp/__init__.py": "", "mcp/server/__init__.py": "", "mcp/server/fastmcp.py": server}),
         ("2.0.0", {"mcp/__init__.py": "", "mcp/server/__init__.py": ""}),  # FastMCP is gone in 2.x
     ):
         filename, wheel = build_python_wheel("mcp", version, modules)
         registry.publish_wheel("mcp", version, filename, wheel)
-    ok(run_gateway(env, "lock", "pypi:ocr-like"))
-    ok(run_gateway(env, "verify", "ocr-like"))
-    replay = [sys.executable, "-m", "baton", "gateway", "replay", "ocr-like", "--apply", "--record-contract"]
-    # not run_gateway: the server's own Traceback is in the stderr tail shown, on purpose
-    failed = subprocess.run(replay, env=env, capture_output=True, text=True, timeout=600, check=False)
-    refusal = refused(failed, "mcp_protocol_response_invalid")
+    refusal = refused_at_replay(env, "ocr-like")
     assert "the server's error: ModuleNotFoundError: No module named 'mcp.server.fastmcp'" in refusal.stderr
     assert next_step(refusal) == [
         "baton", "gateway", "lock", "pypi:ocr-like==1.0.0", "--id", "ocr-like", "--replace", "--constraint", "mcp<2"
@@ -281,21 +294,13 @@ def test_a_server_on_the_mcp_1_low_level_decorators_is_advised_to_constrain_mcp(
         "def main():\n    from mcp.server import lowlevel\n    server = lowlevel.Server('cli-like')\n"
         "    server.list_tools()\n    lowlevel.main()\n"
     )
-    filename, wheel = build_python_wheel(
-        "cli-like", "1.0.0", {"cli_like/__init__.py": serve}, requires=["mcp"],
-        console_scripts={"cli-like": "cli_like:main"},
-    )  # fmt: skip
-    registry.publish_wheel("cli-like", "1.0.0", filename, wheel)
+    publish_server_wheel(registry, "cli-like", serve)
     one = server + decorators + "    def list_tools(self):\n        return lambda fn: fn\n"
     for version, lowlevel in (("1.9.0", one), ("2.0.0", decorators)):
         modules = {"mcp/__init__.py": "", "mcp/server/__init__.py": "", "mcp/server/lowlevel.py": lowlevel}
         filename, wheel = build_python_wheel("mcp", version, modules)
         registry.publish_wheel("mcp", version, filename, wheel)
-    ok(run_gateway(env, "lock", "pypi:cli-like"))
-    ok(run_gateway(env, "verify", "cli-like"))
-    replay = [sys.executable, "-m", "baton", "gateway", "replay", "cli-like", "--apply", "--record-contract"]
-    failed = subprocess.run(replay, env=env, capture_output=True, text=True, timeout=600, check=False)
-    refusal = refused(failed, "mcp_protocol_response_invalid")
+    refusal = refused_at_replay(env, "cli-like")
     assert (
         "the server's error: AttributeError: 'Server' object has no attribute 'list_tools'" in refusal.stderr
     )
