@@ -69,6 +69,13 @@ def structured(printed: Any) -> dict[str, Any]:
     return content
 
 
+def ask_approval(env: dict[str, str], ask: dict[str, Any]) -> tuple[int, Any]:
+    """``mcp_request_admin_approval`` with ``ask`` through the Inspector CLI: (exit status, what it printed)."""
+    call = ("--method", "tools/call", "--tool-name", "mcp_request_admin_approval")
+    status, printed, _ = inspector(env, *call, "--tool-args-json", json.dumps(ask))
+    return status, printed
+
+
 def test_every_tool_is_listed_with_portable_schemas_in_both_eras(baton_env: dict[str, str]) -> None:
     listed: dict[str, set[str]] = {}
     for era in ("legacy", "modern"):
@@ -120,15 +127,8 @@ def test_a_timer_set_in_one_era_is_listed_and_cancelled_from_the_other(baton_env
 
 
 def test_an_approval_nobody_decides_expires_unapproved(baton_env: dict[str, str]) -> None:
-    ask = {"request_message": "Drop the orders table?", "timeout_seconds": 1}
-    status, printed, _ = inspector(
-        baton_env,
-        "--method",
-        "tools/call",
-        "--tool-name",
-        "mcp_request_admin_approval",
-        "--tool-args-json",
-        json.dumps(ask),
+    status, printed = ask_approval(
+        baton_env, {"request_message": "Drop the orders table?", "timeout_seconds": 1}
     )
     assert status == TOOL_IS_ERROR
     outcome = structured(printed)
@@ -143,16 +143,7 @@ def test_an_approval_nobody_is_told_of_answers_at_once_with_how_to_decide(baton_
     """The Inspector CLI sends no progress token and the home has no channel or console: by default the call
     answers at once, unapproved, naming the command a person runs (Inspector would cut a waiting call at 60 s)."""
     default = {k: v for k, v in baton_env.items() if k != "BATON_HITL_UNREACHED"}
-    ask = {"request_message": "Drop the orders table?"}
-    status, printed, _ = inspector(
-        default,
-        "--method",
-        "tools/call",
-        "--tool-name",
-        "mcp_request_admin_approval",
-        "--tool-args-json",
-        json.dumps(ask),
-    )
+    status, printed = ask_approval(default, {"request_message": "Drop the orders table?"})
     outcome = structured(printed)
     assert status == TOOL_IS_ERROR
     assert (outcome["error_class"], outcome["status"], outcome["reached_via"]) == (
