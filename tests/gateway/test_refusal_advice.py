@@ -96,6 +96,14 @@ def publish_server_wheel(registry: NpmRegistryServer, name: str, module: str) ->
     registry.publish_wheel(name, "1.0.0", filename, wheel)
 
 
+def publish_mcp(registry: NpmRegistryServer, versions: dict[str, dict[str, str]]) -> None:
+    """An ``mcp`` wheel for each version: the ``mcp`` and ``mcp.server`` packages and the modules given."""
+    for version, modules in versions.items():
+        files = {"mcp/__init__.py": "", "mcp/server/__init__.py": "", **modules}
+        filename, wheel = build_python_wheel("mcp", version, files)
+        registry.publish_wheel("mcp", version, filename, wheel)
+
+
 def refused_at_replay(env: dict[str, str], adapter: str) -> Done:
     """Lock and verify ``pypi:adapter``, then the replay that is refused as an invalid protocol response."""
     ok(run_gateway(env, "lock", f"pypi:{adapter}"))
@@ -264,12 +272,7 @@ def test_a_server_built_for_mcp_1_resolved_against_mcp_2_is_advised_to_constrain
     server = Path(mcp_stdio_server.__file__).read_text(encoding="utf-8")
     serve = "def main():\n    from mcp.server.fastmcp import main as serve\n    serve()\n"
     publish_server_wheel(registry, "ocr-like", serve)
-    for version, modules in (
-        ("1.9.0", {"mcp/__init__.py": "", "mcp/server/__init__.py": "", "mcp/server/fastmcp.py": server}),
-        ("2.0.0", {"mcp/__init__.py": "", "mcp/server/__init__.py": ""}),  # FastMCP is gone in 2.x
-    ):
-        filename, wheel = build_python_wheel("mcp", version, modules)
-        registry.publish_wheel("mcp", version, filename, wheel)
+    publish_mcp(registry, {"1.9.0": {"mcp/server/fastmcp.py": server}, "2.0.0": {}})  # FastMCP is gone in 2.x
     refusal = refused_at_replay(env, "ocr-like")
     assert "the server's error: ModuleNotFoundError: No module named 'mcp.server.fastmcp'" in refusal.stderr
     assert next_step(refusal) == [
@@ -296,10 +299,9 @@ def test_a_server_on_the_mcp_1_low_level_decorators_is_advised_to_constrain_mcp(
     )
     publish_server_wheel(registry, "cli-like", serve)
     one = server + decorators + "    def list_tools(self):\n        return lambda fn: fn\n"
-    for version, lowlevel in (("1.9.0", one), ("2.0.0", decorators)):
-        modules = {"mcp/__init__.py": "", "mcp/server/__init__.py": "", "mcp/server/lowlevel.py": lowlevel}
-        filename, wheel = build_python_wheel("mcp", version, modules)
-        registry.publish_wheel("mcp", version, filename, wheel)
+    publish_mcp(
+        registry, {"1.9.0": {"mcp/server/lowlevel.py": one}, "2.0.0": {"mcp/server/lowlevel.py": decorators}}
+    )
     refusal = refused_at_replay(env, "cli-like")
     assert (
         "the server's error: AttributeError: 'Server' object has no attribute 'list_tools'" in refusal.stderr
